@@ -1,0 +1,1 @@
+//! The kernel oracle (to be written).
