@@ -1,1 +1,12 @@
-//! bpfemu
+//! bpfemu: the Linux kernel's eBPF machinery for XDP, rebuilt in userspace Rust.
+//!
+//! This facade re-exports the workspace's crates; the `bpfemu` binary is the command line
+//! over them. See `DESIGN.md` in the shared folder for the layout and the data flow.
+//!
+//! - [`isa`]: instructions, decoding, the kernel-syntax disassembler and the assembler.
+//! - [`vm`]: checked memory and the reference interpreter.
+//! - [`conformance`]: the bpf_conformance suite runner and the kernel oracle.
+
+pub use bpfemu_conformance as conformance;
+pub use bpfemu_isa as isa;
+pub use bpfemu_vm as vm;

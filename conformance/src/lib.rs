@@ -1,3 +1,18 @@
 //! bpfemu's judges: the bpf_conformance ISA suite and the running kernel.
+//!
+//! - [`suite`] parses bpf_conformance `.data` files; [`runner`] runs them on bpfemu with the
+//!   suite's convention and reports `N passed, M failed, K skipped`.
+//! - [`plugin`] is the upstream plugin protocol (the `bpfemu-conformance-plugin` binary).
+//! - [`kernel`] reaches the running kernel through the bpf() syscall: the oracle every claim of
+//!   fidelity is checked against.
+//!
+//! ```no_run
+//! use bpfemu_conformance::runner::{self, EngineKind, Mode};
+//! let reports = runner::run_dir("tests".as_ref(), EngineKind::Interp).unwrap();
+//! println!("{}", runner::summarize(&reports, Mode::ExpectPass));
+//! ```
 
 pub mod kernel;
+pub mod plugin;
+pub mod runner;
+pub mod suite;
