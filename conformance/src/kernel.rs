@@ -14,6 +14,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 const BPF_MAP_CREATE: libc::c_long = 0;
 const BPF_PROG_LOAD: libc::c_long = 5;
+const BPF_BTF_LOAD: libc::c_long = 18;
 
 /// Program types (`enum bpf_prog_type`) that the tests use.
 pub const BPF_PROG_TYPE_SOCKET_FILTER: u32 = 1;
@@ -86,6 +87,26 @@ struct MapCreateAttr {
     map_extra: u64,
 }
 
+/// The fields of `bpf_attr` read by BPF_BTF_LOAD, up to `btf_log_true_size`.
+#[repr(C)]
+#[derive(Default)]
+struct BtfLoadAttr {
+    btf: u64,
+    btf_log_buf: u64,
+    btf_size: u32,
+    btf_log_size: u32,
+    btf_log_level: u32,
+    btf_log_true_size: u32,
+}
+
+/// One `bpf_func_info` record: the BTF FUNC type of the subprogram starting at `insn_off`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FuncInfo {
+    pub insn_off: u32,
+    pub type_id: u32,
+}
+
 // The uapi offsets of the last fields; a layout slip would silently send garbage.
 const _: () = assert!(std::mem::offset_of!(ProgLoadAttr, expected_attach_type) == 68);
 const _: () = assert!(std::mem::offset_of!(ProgLoadAttr, fd_array) == 120);
@@ -123,6 +144,11 @@ pub struct LoadOptions<'a> {
     pub log_level: u32,
     /// Log buffer size in bytes (ignored when `log_level` is 0).
     pub log_size: usize,
+    /// Map fds that `ld_imm64` with `src_reg` 5 and 6 index into.
+    pub fd_array: &'a [RawFd],
+    /// BTF describing the subprograms (needed, for example, by callbacks).
+    pub prog_btf_fd: Option<RawFd>,
+    pub func_info: &'a [FuncInfo],
 }
 
 impl<'a> LoadOptions<'a> {
@@ -135,6 +161,9 @@ impl<'a> LoadOptions<'a> {
             prog_flags: 0,
             log_level: BPF_LOG_LEVEL2,
             log_size: 16 << 20,
+            fd_array: &[],
+            prog_btf_fd: None,
+            func_info: &[],
         }
     }
 }
@@ -176,6 +205,19 @@ pub fn prog_load(opts: &LoadOptions<'_>) -> LoadResult {
         },
         prog_flags: opts.prog_flags,
         expected_attach_type: opts.expected_attach_type,
+        prog_btf_fd: opts.prog_btf_fd.unwrap_or(0) as u32,
+        func_info_rec_size: if opts.func_info.is_empty() {
+            0
+        } else {
+            std::mem::size_of::<FuncInfo>() as u32
+        },
+        func_info: opts.func_info.as_ptr() as u64,
+        func_info_cnt: opts.func_info.len() as u32,
+        fd_array: if opts.fd_array.is_empty() {
+            0
+        } else {
+            opts.fd_array.as_ptr() as u64
+        },
         ..Default::default()
     };
     let fd = sys_bpf(BPF_PROG_LOAD, &mut attr);
@@ -185,6 +227,23 @@ pub fn prog_load(opts: &LoadOptions<'_>) -> LoadResult {
         fd,
         log: String::from_utf8_lossy(&log).into_owned(),
     }
+}
+
+/// Loads a raw BTF blob; its fd, or the errno and the kernel's BTF log.
+pub fn btf_load(btf: &[u8]) -> Result<OwnedFd, (i32, String)> {
+    let mut log = vec![0u8; 64 << 10];
+    let mut attr = BtfLoadAttr {
+        btf: btf.as_ptr() as u64,
+        btf_size: btf.len() as u32,
+        btf_log_buf: log.as_mut_ptr() as u64,
+        btf_log_size: log.len() as u32,
+        btf_log_level: 1,
+        ..Default::default()
+    };
+    sys_bpf(BPF_BTF_LOAD, &mut attr).map_err(|errno| {
+        let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+        (errno, String::from_utf8_lossy(&log[..end]).into_owned())
+    })
 }
 
 /// A map to create.

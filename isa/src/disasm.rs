@@ -11,16 +11,19 @@
 //!   (`if r1 > 0xffffffff goto pc+1`), `ld_imm64` values hex of the 64-bit value;
 //! - 32-bit ALU and JMP32 operands are `w` registers, but byte swaps, loads, stores and atomics
 //!   always name `r` registers;
-//! - an `ld_imm64` of a map (`src_reg` 1 or 2) prints `0x0` unless the loader may see kernel
-//!   pointers (root can; then the kernel prints the map's address).
+//! - by load time the kernel has replaced the immediate of a map or ksym `ld_imm64` by an
+//!   address. A map by fd (`src_reg` 1 or 2) prints `0x0` unless the loader may see kernel
+//!   pointers (then the address); 6.18 prints the address of a map by fd-array index
+//!   (`src_reg` 5 or 6) and of a ksym (`src_reg` 3) even to a loader that may not. Addresses
+//!   come from [`Symbols::imm64`]; without one we print the instruction's own immediate.
 //!
 //! Names the instruction alone cannot give (kfuncs need BTF; an xlated dump shows `map[id:N]`)
 //! come from a [`Symbols`] implementation, the counterpart of the kernel's `bpf_insn_cbs`.
 
 use crate::helpers::helper_name;
 use crate::insn::{
-    AluOp, AtomicOp, ByteOrder, CallTarget, Insn, JmpCond, LdImm64Kind, Program, Reg, Size,
-    Source, Width,
+    AluOp, AtomicOp, ByteOrder, CallTarget, Insn, JmpCond, LdImm64Kind, Program, Reg, Size, Source,
+    Width,
 };
 use std::fmt::Write;
 
@@ -335,7 +338,10 @@ mod tests {
         assert_eq!(text(0xbf, 0, 1, 8, 0), "r0 = (s8)r1");
         assert_eq!(text(0xbc, 0, 1, 16, 0), "w0 = (s16)w1");
         assert_eq!(text(0xbf, 1, 2, 1, 1), "r1 = addr_space_cast(r2, 0, 1)");
-        assert_eq!(text(0xbf, 1, 2, 1, 1 << 16), "r1 = addr_space_cast(r2, 1, 0)");
+        assert_eq!(
+            text(0xbf, 1, 2, 1, 1 << 16),
+            "r1 = addr_space_cast(r2, 1, 0)"
+        );
     }
 
     #[test]
@@ -449,14 +455,8 @@ mod tests {
             insn_text_with(&ld(LdImm64Kind::MapFd, 7, 0), &MapIds),
             "r1 = map[id:7]"
         );
-        let kfunc = Insn::Call(CallTarget::Kfunc {
-            btf_id: 42,
-            off: 0,
-        });
-        assert_eq!(
-            insn_text_with(&kfunc, &MapIds),
-            "call bpf_rcu_read_lock#42"
-        );
+        let kfunc = Insn::Call(CallTarget::Kfunc { btf_id: 42, off: 0 });
+        assert_eq!(insn_text_with(&kfunc, &MapIds), "call bpf_rcu_read_lock#42");
     }
 
     #[test]

@@ -67,7 +67,7 @@ impl RawInsn {
 
     /// Splits a byte buffer into slots; `None` when its length is not a multiple of 8.
     pub fn parse_all(bytes: &[u8]) -> Option<Vec<RawInsn>> {
-        if bytes.len() % 8 != 0 {
+        if !bytes.len().is_multiple_of(8) {
             return None;
         }
         Some(

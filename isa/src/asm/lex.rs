@@ -65,7 +65,8 @@ pub(crate) fn failure<'a, T>(at: &'a str, message: impl Into<Cow<'static, str>>)
     Err(nom::Err::Failure(SyntaxError::new(at, message)))
 }
 
-/// Runs `parser`; when it does not match, reports "expected {what}" at the input it was given.
+/// Runs `parser`; when it does not match, reports "expected {what}" at the input it was given,
+/// unless the parser produced a more specific message of its own (`invalid register r11`).
 pub(crate) fn expect<'a, O>(
     what: &'static str,
     mut parser: impl Parser<&'a str, Output = O, Error = SyntaxError<'a>>,
@@ -74,12 +75,8 @@ pub(crate) fn expect<'a, O>(
         parser.parse(input).map_err(|e| {
             e.map(|inner| {
                 let mine = SyntaxError::new(input, format!("expected {what}"));
-                // Keep a deeper, more precise error from inside the parser.
-                if inner.at.len() < input.len() && !inner.generic {
-                    inner
-                } else {
-                    mine
-                }
+                // Keep a precise error from inside the parser.
+                if !inner.generic { inner } else { mine }
             })
         })
     }
@@ -165,6 +162,14 @@ impl Literal {
         self.to_field(16).map(|v| v as i16)
     }
 
+    /// A non-negative value up to 0xffff.
+    pub fn to_u16(self) -> Option<u16> {
+        if self.negative {
+            return None;
+        }
+        u16::try_from(self.magnitude).ok()
+    }
+
     /// The 64-bit immediate of `lddw`: any u64 (decimal or hex), or a negative i64.
     pub fn to_imm64(self) -> Option<u64> {
         if self.negative {
@@ -179,8 +184,11 @@ pub(crate) fn literal(input: &str) -> PResult<'_, Literal> {
     let (rest, sign) = opt(one_of("+-")).parse(input)?;
     let (rest, _) = space0(rest)?;
     let (rest, (hex, digits)) = alt((
-        pair(tag_no_case("0x"), take_while1(|c: char| c.is_ascii_hexdigit()))
-            .map(|(_, digits)| (true, digits)),
+        pair(
+            tag_no_case("0x"),
+            take_while1(|c: char| c.is_ascii_hexdigit()),
+        )
+        .map(|(_, digits)| (true, digits)),
         take_while1(|c: char| c.is_ascii_digit()).map(|digits| (false, digits)),
     ))
     .parse(rest)?;
@@ -219,7 +227,10 @@ pub(crate) fn literal_in_range<'a, T>(
         let (rest, lit) = literal(input)?;
         match convert(lit) {
             Some(value) => Ok((rest, value)),
-            None => failure(input, out_of_range_message(what, &input[..input.len() - rest.len()])),
+            None => failure(
+                input,
+                out_of_range_message(what, &input[..input.len() - rest.len()]),
+            ),
         }
     }
 }

@@ -1,1 +1,0 @@
-//! Assembler (to be written).

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs every check bpfemu has: formatting, clippy, and the whole test suite (unit, property,
+# bpf_conformance, and the tests that compare with the running kernel).
+#
+# On a fresh Debian machine it first installs what the tests need. Kernel tests need root and
+# a working bpf() syscall; with BPFEMU_REQUIRE_KERNEL=1 (CI sets it) they fail rather than skip
+# when the kernel is out of reach.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v cc >/dev/null || need_apt+=(build-essential)
+command -v pkg-config >/dev/null || need_apt+=(pkg-config)
+if [ ${#need_apt[@]} -gt 0 ]; then
+    echo "installing: ${need_apt[*]}"
+    apt-get update -qq && apt-get install -y -qq "${need_apt[@]}"
+fi
+if ! command -v cargo >/dev/null; then
+    echo "cargo is not installed: install Rust with rustup (https://rustup.rs)" >&2
+    exit 2
+fi
+for component in rustfmt clippy; do
+    rustup component list --installed 2>/dev/null | grep -q "^$component" || rustup component add "$component"
+done
+
+if [ ! -d ../shared/conformance/bpf_conformance/tests ] && [ -z "${BPFEMU_CONFORMANCE_DIR:-}" ]; then
+    echo "the bpf_conformance suite is expected at ../shared/conformance (or set BPFEMU_CONFORMANCE_DIR)" >&2
+    exit 2
+fi
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== cargo test"
+cargo test --workspace --locked

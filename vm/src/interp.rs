@@ -1,0 +1,550 @@
+//! The reference interpreter: runs a decoded [`Program`] with the kernel's semantics over
+//! checked [`Memory`].
+//!
+//! The hot loop fetches the pre-decoded [`Insn`] at `pc` and dispatches on it; nothing is
+//! allocated per instruction, and calls reuse stack storage kept by the memory.
+
+use crate::alu;
+use crate::error::{MAX_CALL_FRAMES, Unsupported, VmError};
+use crate::helpers::{HelperError, Helpers};
+use crate::memory::{MemFault, Memory, RegionId};
+use bpfemu_isa::{
+    AtomicOp, CallTarget, Insn, JmpCond, LdImm64Kind, Program, Reg, Size, Source, Width,
+};
+
+/// The kernel's `BPF_MAX_LOOPS`: how many times `may_goto` falls through in one frame before
+/// it starts jumping.
+pub const BPF_MAX_LOOPS: u64 = 8 * 1024 * 1024;
+
+/// Default limit on executed instructions per run.
+pub const DEFAULT_INSN_BUDGET: u64 = 1 << 24;
+
+/// Run limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// The run fails with [`VmError::BudgetExceeded`] instead of executing more instructions.
+    pub insn_budget: u64,
+    /// Fall-throughs each frame's `may_goto` allows before jumping ([`BPF_MAX_LOOPS`]).
+    pub may_goto_loops: u64,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            insn_budget: DEFAULT_INSN_BUDGET,
+            may_goto_loops: BPF_MAX_LOOPS,
+        }
+    }
+}
+
+/// The reference interpreter. Reusable across runs; it keeps its call-frame vector.
+#[derive(Clone, Debug, Default)]
+pub struct Interpreter {
+    options: Options,
+    frames: Vec<Frame>,
+    executed: u64,
+}
+
+/// One active call: its stack region, its `may_goto` count, and (for callees) what to
+/// restore in the caller on exit.
+#[derive(Clone, Debug)]
+struct Frame {
+    stack: RegionId,
+    may_goto_left: u64,
+    return_pc: usize,
+    caller_regs: [u64; Reg::COUNT],
+}
+
+impl Interpreter {
+    pub fn new(options: Options) -> Interpreter {
+        Interpreter {
+            options,
+            frames: Vec::with_capacity(MAX_CALL_FRAMES),
+            executed: 0,
+        }
+    }
+
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    /// How many instructions the last run executed (never more than the budget).
+    pub fn executed(&self) -> u64 {
+        self.executed
+    }
+
+    /// Runs `prog` from insn 0 with r1-r5 = `args` and returns r0 at the entry function's exit.
+    ///
+    /// Stack frames are added to `mem` for the run and removed again, whatever the outcome.
+    pub fn run(
+        &mut self,
+        prog: &Program,
+        args: [u64; 5],
+        mem: &mut Memory,
+        helpers: &mut dyn Helpers,
+    ) -> Result<u64, VmError> {
+        let mut frames = std::mem::take(&mut self.frames);
+        frames.clear();
+        let mut machine = Machine {
+            prog,
+            mem,
+            helpers,
+            options: self.options,
+            frames,
+            regs: [0; Reg::COUNT],
+            pc: 0,
+            executed: 0,
+        };
+        machine.start(args);
+        let result = machine.run_loop();
+        for frame in machine.frames.drain(..) {
+            machine.mem.remove_stack_frame(frame.stack);
+        }
+        self.frames = machine.frames;
+        self.executed = machine.executed;
+        result
+    }
+}
+
+/// The state of one run.
+struct Machine<'a> {
+    prog: &'a Program,
+    mem: &'a mut Memory,
+    helpers: &'a mut dyn Helpers,
+    options: Options,
+    frames: Vec<Frame>,
+    regs: [u64; Reg::COUNT],
+    pc: usize,
+    executed: u64,
+}
+
+/// What an instruction leaves to the loop.
+enum Step {
+    Continue,
+    Done(u64),
+}
+
+impl Machine<'_> {
+    fn start(&mut self, args: [u64; 5]) {
+        self.regs[1..6].copy_from_slice(&args);
+        self.push_frame(0, 0);
+    }
+
+    fn run_loop(&mut self) -> Result<u64, VmError> {
+        let budget = self.options.insn_budget;
+        // A local counter, so that the hot loop keeps it in a register.
+        let mut executed = 0u64;
+        let result = loop {
+            let insn = match self.fetch() {
+                Ok(insn) => insn,
+                Err(e) => break Err(e),
+            };
+            if executed == budget {
+                break Err(VmError::BudgetExceeded {
+                    pc: self.pc,
+                    budget,
+                });
+            }
+            executed += 1;
+            match self.step(insn) {
+                Ok(Step::Continue) => {}
+                Ok(Step::Done(r0)) => break Ok(r0),
+                Err(e) => break Err(e),
+            }
+        };
+        self.executed = executed;
+        result
+    }
+
+    /// The instruction at `pc`. Jumps are validated when taken, so the only way to reach a
+    /// slot without an instruction is to fall through past the last one.
+    fn fetch(&self) -> Result<Insn, VmError> {
+        self.prog.insn(self.pc).copied().ok_or(VmError::FellOffEnd {
+            pc: self.prog.len().saturating_sub(1),
+        })
+    }
+
+    fn step(&mut self, insn: Insn) -> Result<Step, VmError> {
+        match insn {
+            Insn::Alu {
+                width,
+                op,
+                dst,
+                src,
+            } => {
+                let value = match width {
+                    Width::W64 => alu::alu64(op, self.reg(dst), self.operand64(src)),
+                    Width::W32 => alu::alu32(op, self.reg(dst) as u32, self.operand32(src)) as u64,
+                };
+                self.set_next(dst, value);
+            }
+            Insn::Neg { width, dst } => {
+                let value = match width {
+                    Width::W64 => self.reg(dst).wrapping_neg(),
+                    Width::W32 => (self.reg(dst) as u32).wrapping_neg() as u64,
+                };
+                self.set_next(dst, value);
+            }
+            Insn::MovSx {
+                width,
+                dst,
+                src,
+                bits,
+            } => {
+                let value = alu::sign_extend(self.reg(src), bits);
+                let value = match width {
+                    Width::W64 => value,
+                    Width::W32 => value as u32 as u64,
+                };
+                self.set_next(dst, value);
+            }
+            Insn::AddrSpaceCast { dst, src, imm } => self.addr_space_cast(dst, src, imm)?,
+            Insn::Endian { order, bits, dst } => {
+                self.set_next(dst, alu::endian(order, bits, self.reg(dst)));
+            }
+            Insn::LdImm64 {
+                dst,
+                kind,
+                imm,
+                next_imm,
+            } => self.ld_imm64(dst, kind, imm, next_imm)?,
+            Insn::LdAbs { size, imm } => return self.legacy_load(size, imm as u64),
+            Insn::LdInd { size, src, imm } => {
+                let offset = self.reg(src).wrapping_add(imm as i64 as u64);
+                return self.legacy_load(size, offset);
+            }
+            Insn::Load {
+                size,
+                sign_extend,
+                dst,
+                src,
+                off,
+            } => self.load(size, sign_extend, dst, src, off)?,
+            Insn::Store {
+                size,
+                dst,
+                off,
+                imm,
+            } => self.store(size, dst, off, imm as i64 as u64)?,
+            Insn::StoreReg {
+                size,
+                dst,
+                src,
+                off,
+            } => self.store(size, dst, off, self.reg(src))?,
+            Insn::Atomic {
+                size,
+                op,
+                dst,
+                src,
+                off,
+            } => self.atomic(size, op, dst, src, off)?,
+            Insn::Ja { off, .. } => self.pc = self.jump_target(off as i64)?,
+            Insn::Jump {
+                width,
+                cond,
+                dst,
+                src,
+                off,
+            } => self.cond_jump(width, cond, dst, src, off)?,
+            Insn::MayGoto { off } => self.may_goto(off)?,
+            Insn::Call(target) => self.call(target)?,
+            Insn::Exit => return Ok(self.exit()),
+        }
+        Ok(Step::Continue)
+    }
+
+    fn reg(&self, reg: Reg) -> u64 {
+        self.regs[reg.index()]
+    }
+
+    /// Writes `dst` and moves to the next slot.
+    fn set_next(&mut self, dst: Reg, value: u64) {
+        self.regs[dst.index()] = value;
+        self.pc += 1;
+    }
+
+    /// A 64-bit operand: immediates are sign-extended, as the kernel's `(s64) IMM` does.
+    fn operand64(&self, src: Source) -> u64 {
+        match src {
+            Source::Reg(r) => self.reg(r),
+            Source::Imm(imm) => imm as i64 as u64,
+        }
+    }
+
+    fn operand32(&self, src: Source) -> u32 {
+        match src {
+            Source::Reg(r) => self.reg(r) as u32,
+            Source::Imm(imm) => imm as u32,
+        }
+    }
+
+    fn fault(&self, fault: MemFault) -> VmError {
+        VmError::Memory { pc: self.pc, fault }
+    }
+
+    /// `addr_space_cast`: a cast out of the arena (imm 1) is a 32-bit move, which is what
+    /// `do_misc_fixups` turns it into; a cast into the arena needs an arena.
+    fn addr_space_cast(&mut self, dst: Reg, src: Reg, imm: i32) -> Result<(), VmError> {
+        if imm != 1 {
+            return Err(VmError::Unsupported {
+                pc: self.pc,
+                what: Unsupported::ArenaCast,
+            });
+        }
+        self.set_next(dst, self.reg(src) as u32 as u64);
+        Ok(())
+    }
+
+    fn ld_imm64(
+        &mut self,
+        dst: Reg,
+        kind: LdImm64Kind,
+        imm: i32,
+        next_imm: i32,
+    ) -> Result<(), VmError> {
+        if kind != LdImm64Kind::Imm {
+            return Err(VmError::Unsupported {
+                pc: self.pc,
+                what: Unsupported::PseudoLdImm64(kind),
+            });
+        }
+        self.regs[dst.index()] = Insn::imm64(imm, next_imm);
+        self.pc += 2;
+        Ok(())
+    }
+
+    /// LD_ABS / LD_IND as the kernel runs them after `bpf_gen_ld_abs` (net/core/filter.c):
+    /// the offset is passed to the load helper as an `int`, the value is read in network byte
+    /// order, and a load outside the packet (or at a negative offset) sets r0 = 0 and exits the
+    /// current function. r1-r5 are left as they are.
+    fn legacy_load(&mut self, size: Size, offset: u64) -> Result<Step, VmError> {
+        let packet = self
+            .mem
+            .packet()
+            .ok_or(VmError::NoPacket { pc: self.pc })?
+            .bytes();
+        let n = size.bytes();
+        let value = usize::try_from(offset as i32)
+            .ok()
+            .and_then(|start| packet.get(start..start.checked_add(n)?))
+            .map(|bytes| bytes.iter().fold(0u64, |acc, &b| (acc << 8) | b as u64));
+        match value {
+            Some(value) => {
+                self.set_next(Reg::R0, value);
+                Ok(Step::Continue)
+            }
+            None => {
+                self.regs[0] = 0;
+                Ok(self.exit())
+            }
+        }
+    }
+
+    fn load(
+        &mut self,
+        size: Size,
+        sign_extend: bool,
+        dst: Reg,
+        src: Reg,
+        off: i16,
+    ) -> Result<(), VmError> {
+        let addr = self.reg(src).wrapping_add(off as i64 as u64);
+        let n = size.bytes();
+        let value = self.mem.read(addr, n).map_err(|f| self.fault(f))?;
+        let value = if sign_extend {
+            alu::sign_extend(value, (n * 8) as u8)
+        } else {
+            value
+        };
+        self.set_next(dst, value);
+        Ok(())
+    }
+
+    fn store(&mut self, size: Size, dst: Reg, off: i16, value: u64) -> Result<(), VmError> {
+        let addr = self.reg(dst).wrapping_add(off as i64 as u64);
+        self.mem
+            .write(addr, size.bytes(), value)
+            .map_err(|f| self.fault(f))?;
+        self.pc += 1;
+        Ok(())
+    }
+
+    /// Atomic operations. Read-modify-write forms need a writable region even when they end up
+    /// not writing (a failed cmpxchg), as the hardware instruction does.
+    fn atomic(
+        &mut self,
+        size: Size,
+        op: AtomicOp,
+        dst: Reg,
+        src: Reg,
+        off: i16,
+    ) -> Result<(), VmError> {
+        let n = size.bytes();
+        match op {
+            AtomicOp::LoadAcquire => return self.load(size, false, dst, src, off),
+            AtomicOp::StoreRelease => return self.store(size, dst, off, self.reg(src)),
+            _ => {}
+        }
+        let addr = self.reg(dst).wrapping_add(off as i64 as u64);
+        let (pc, operand, expected) = (self.pc, self.reg(src), self.regs[0]);
+        let slot = self
+            .mem
+            .slice_mut(addr, n)
+            .map_err(|fault| VmError::Memory { pc, fault })?;
+        let mut word = [0u8; 8];
+        word[..n].copy_from_slice(slot);
+        let old = u64::from_le_bytes(word);
+        let mask = if n == 4 { u32::MAX as u64 } else { u64::MAX };
+        let new = match op {
+            AtomicOp::Add | AtomicOp::FetchAdd => old.wrapping_add(operand),
+            AtomicOp::Or | AtomicOp::FetchOr => old | operand,
+            AtomicOp::And | AtomicOp::FetchAnd => old & operand,
+            AtomicOp::Xor | AtomicOp::FetchXor => old ^ operand,
+            AtomicOp::Xchg => operand,
+            AtomicOp::Cmpxchg if old == expected & mask => operand,
+            _ => old,
+        };
+        slot.copy_from_slice(&new.to_le_bytes()[..n]);
+        // The fetched value is the old memory word, zero-extended for 32-bit forms.
+        match op {
+            AtomicOp::Cmpxchg => self.regs[0] = old,
+            _ if op.fetches() => self.regs[src.index()] = old,
+            _ => {}
+        }
+        self.pc += 1;
+        Ok(())
+    }
+
+    /// The pc that `off` reaches from the current instruction, checked to hold an instruction.
+    fn jump_target(&self, off: i64) -> Result<usize, VmError> {
+        let target = self.pc as i64 + 1 + off;
+        let len = self.prog.len();
+        let index =
+            usize::try_from(target)
+                .ok()
+                .filter(|&t| t < len)
+                .ok_or(VmError::JumpOutOfProgram {
+                    pc: self.pc,
+                    target,
+                    len,
+                })?;
+        match self.prog.insn(index) {
+            Some(_) => Ok(index),
+            None => Err(VmError::JumpIntoLdImm64 {
+                pc: self.pc,
+                target: index,
+            }),
+        }
+    }
+
+    fn cond_jump(
+        &mut self,
+        width: Width,
+        cond: JmpCond,
+        dst: Reg,
+        src: Source,
+        off: i16,
+    ) -> Result<(), VmError> {
+        let taken = match width {
+            Width::W64 => alu::cond64(cond, self.reg(dst), self.operand64(src)),
+            Width::W32 => alu::cond32(cond, self.reg(dst) as u32, self.operand32(src)),
+        };
+        self.pc = if taken {
+            self.jump_target(off as i64)?
+        } else {
+            self.pc + 1
+        };
+        Ok(())
+    }
+
+    /// `may_goto` with the count semantics of `do_misc_fixups` (one counter per frame, set at
+    /// frame entry; falls through while it is non-zero, decrementing it, then always jumps).
+    /// On x86-64 Linux 6.18 replaces the count with a 250 ms time slice
+    /// (`bpf_check_timed_may_goto`); a time limit would make runs irreproducible, so we keep
+    /// the deterministic count.
+    fn may_goto(&mut self, off: i16) -> Result<(), VmError> {
+        let frame = self
+            .frames
+            .last_mut()
+            .expect("a frame is active while running");
+        if frame.may_goto_left == 0 {
+            self.pc = self.jump_target(off as i64)?;
+        } else {
+            frame.may_goto_left -= 1;
+            self.pc += 1;
+        }
+        Ok(())
+    }
+
+    fn call(&mut self, target: CallTarget) -> Result<(), VmError> {
+        match target {
+            CallTarget::Helper(id) => self.call_helper(id),
+            CallTarget::Local(rel) => self.call_local(rel),
+            CallTarget::Kfunc { btf_id, off } => Err(VmError::Unsupported {
+                pc: self.pc,
+                what: Unsupported::Kfunc { btf_id, off },
+            }),
+        }
+    }
+
+    fn call_helper(&mut self, id: i32) -> Result<(), VmError> {
+        let mut args = [0u64; 5];
+        args.copy_from_slice(&self.regs[1..6]);
+        let pc = self.pc;
+        let r0 = self.helpers.call(id, args, self.mem).map_err(|e| match e {
+            HelperError::Unknown(_) => VmError::UnknownHelper { pc, id },
+            source => VmError::Helper { pc, id, source },
+        })?;
+        self.set_next(Reg::R0, r0);
+        Ok(())
+    }
+
+    /// A bpf-to-bpf call: the callee gets r1-r5, a fresh zeroed stack frame with r10 at its
+    /// top, and zero in r0 and r6-r9. Like core.c, which runs a callee with its own register
+    /// array, every caller register except r0 is as before when the callee returns.
+    fn call_local(&mut self, rel: i32) -> Result<(), VmError> {
+        let target = self.jump_target(rel as i64)?;
+        if self.frames.len() == MAX_CALL_FRAMES {
+            return Err(VmError::CallDepthExceeded {
+                pc: self.pc,
+                target,
+            });
+        }
+        let caller_regs = self.regs;
+        self.push_frame(self.pc + 1, target);
+        self.frames.last_mut().expect("just pushed").caller_regs = caller_regs;
+        self.regs[0] = 0;
+        self.regs[6..10].fill(0);
+        Ok(())
+    }
+
+    /// Adds a frame whose stack becomes r10, and continues at `entry`.
+    fn push_frame(&mut self, return_pc: usize, entry: usize) {
+        let depth = self.frames.len();
+        let stack = self.mem.add_stack_frame(depth);
+        let top = self.mem.region(stack).expect("just added").end();
+        self.frames.push(Frame {
+            stack,
+            may_goto_left: self.options.may_goto_loops,
+            return_pc,
+            caller_regs: [0; Reg::COUNT],
+        });
+        self.regs[10] = top;
+        self.pc = entry;
+    }
+
+    /// Returns from the current function; `Done` when it is the entry function.
+    fn exit(&mut self) -> Step {
+        if self.frames.len() == 1 {
+            return Step::Done(self.regs[0]);
+        }
+        let frame = self.frames.pop().expect("checked above");
+        self.mem.remove_stack_frame(frame.stack);
+        let r0 = self.regs[0];
+        self.regs = frame.caller_regs;
+        self.regs[0] = r0;
+        self.pc = frame.return_pc;
+        Step::Continue
+    }
+}

@@ -1,0 +1,507 @@
+//! Checked memory: the regions a program may touch, and the bounds strategy that validates
+//! every access against them.
+//!
+//! A program sees real host addresses (r10 is the address just past the end of a real
+//! buffer, as in the kernel), but in checked mode nothing is ever dereferenced through a raw
+//! pointer: an address is mapped back to `(region, offset)` and the bytes are reached through
+//! safe slice indexing. Each region is its own heap allocation, so an overflow from one region
+//! can never silently land in another.
+
+use std::cell::Cell;
+use std::fmt;
+
+/// Size of one stack frame, the kernel's `MAX_BPF_STACK`.
+pub const STACK_SIZE: usize = 512;
+
+/// Regions start on an 8-byte boundary when the memory allocates them, so that aligned
+/// accesses in the program are aligned on the host too (the kernel's stack is 8-aligned).
+const REGION_ALIGN: usize = 8;
+
+/// Identifies a region for its whole life; never reused within one [`Memory`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RegionId(u32);
+
+/// What a region holds; used for the region's name in fault reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RegionKind {
+    /// The stack frame of the call at this depth (0: the entry function).
+    Stack { frame: usize },
+    /// The input buffer of the bpf_conformance convention (r1 = its address).
+    Input,
+    /// The program's context object.
+    Ctx,
+    /// Packet data.
+    Packet,
+    /// The value of a map element; `map` is the map's name.
+    MapValue { map: String },
+    /// Global data (`.data`, `.rodata`, `.bss`); `section` is its name.
+    Global { section: String },
+    /// Anything else, with a name for reports.
+    Other { name: String },
+}
+
+impl fmt::Display for RegionKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RegionKind::Stack { frame } => write!(f, "stack frame {frame}"),
+            RegionKind::Input => f.write_str("input buffer"),
+            RegionKind::Ctx => f.write_str("ctx"),
+            RegionKind::Packet => f.write_str("packet"),
+            RegionKind::MapValue { map } => write!(f, "value of map {map}"),
+            RegionKind::Global { section } => write!(f, "global data {section}"),
+            RegionKind::Other { name } => f.write_str(name),
+        }
+    }
+}
+
+/// One contiguous, separately allocated range of bytes the program may access.
+#[derive(Debug)]
+pub struct Region {
+    id: RegionId,
+    kind: RegionKind,
+    /// The allocation; the region is `storage[start..start + len]`.
+    storage: Vec<u8>,
+    start: usize,
+    len: usize,
+    writable: bool,
+}
+
+impl Region {
+    pub fn id(&self) -> RegionId {
+        self.id
+    }
+
+    pub fn kind(&self) -> &RegionKind {
+        &self.kind
+    }
+
+    /// The host address of the first byte: what the program sees as a pointer.
+    pub fn base(&self) -> u64 {
+        self.storage.as_ptr().addr() as u64 + self.start as u64
+    }
+
+    /// The address one past the last byte.
+    pub fn end(&self) -> u64 {
+        self.base() + self.len as u64
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn writable(&self) -> bool {
+        self.writable
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.storage[self.start..self.start + self.len]
+    }
+
+    /// Mutable bytes for the host (helpers, loaders), regardless of the program's permission.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.storage[self.start..self.start + self.len]
+    }
+
+    /// Offset of `[addr, addr + len)` inside the region, when it lies wholly inside.
+    fn offset_of(&self, addr: u64, len: usize) -> Option<usize> {
+        let off = addr.wrapping_sub(self.base());
+        let room = (self.len as u64).checked_sub(off)?;
+        (len as u64 <= room).then_some(off as usize)
+    }
+
+    fn describe(&self) -> RegionInfo {
+        RegionInfo {
+            name: self.kind.to_string(),
+            start: self.base(),
+            end: self.end(),
+        }
+    }
+}
+
+/// Read or write, for fault reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+}
+
+impl fmt::Display for Access {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Access::Read => "read",
+            Access::Write => "write",
+        })
+    }
+}
+
+/// A region's name and address range, as a fault reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RegionInfo {
+    pub name: String,
+    pub start: u64,
+    pub end: u64,
+}
+
+impl fmt::Display for RegionInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({:#x}-{:#x})", self.name, self.start, self.end)
+    }
+}
+
+/// Where a faulting access lies relative to the nearest region.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Position {
+    /// The access starts `by` bytes before the region's first byte.
+    BeforeStart { by: u64 },
+    /// The access ends `by` bytes past the region's end (it may start inside: a straddle).
+    PastEnd { by: u64 },
+}
+
+/// Why an access was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FaultCause {
+    /// No region holds the whole access; `nearest` is the closest one, if any exists.
+    OutOfBounds {
+        nearest: Option<(RegionInfo, Position)>,
+    },
+    /// The access lies in a region the program may not write.
+    ReadOnly { region: RegionInfo },
+}
+
+/// A refused memory access.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemFault {
+    pub access: Access,
+    pub addr: u64,
+    pub len: usize,
+    pub cause: FaultCause,
+}
+
+impl fmt::Display for MemFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let plural = if self.len == 1 { "" } else { "s" };
+        write!(
+            f,
+            "invalid {} of {} byte{plural} at {:#x}: ",
+            self.access, self.len, self.addr
+        )?;
+        match &self.cause {
+            FaultCause::OutOfBounds { nearest: None } => f.write_str("no memory region is mapped"),
+            FaultCause::OutOfBounds {
+                nearest: Some((region, Position::BeforeStart { by })),
+            } => write!(f, "{by} bytes before the start of {region}"),
+            FaultCause::OutOfBounds {
+                nearest: Some((region, Position::PastEnd { by })),
+            } => write!(f, "{by} bytes past the end of {region}"),
+            FaultCause::ReadOnly { region } => write!(f, "{region} is read-only"),
+        }
+    }
+}
+
+impl std::error::Error for MemFault {}
+
+/// The live regions of one run.
+///
+/// Lookup is a linear scan behind a one-entry cache of the last region hit: programs touch few
+/// regions, and consecutive accesses usually hit the same one (the stack, or the packet).
+#[derive(Debug, Default)]
+pub struct Memory {
+    regions: Vec<Region>,
+    next_id: u32,
+    /// Index into `regions` of the last hit; may be stale, it is always re-checked.
+    last_hit: Cell<usize>,
+    packet: Option<RegionId>,
+    /// Storage of removed stack frames, reused so that calls do not allocate.
+    spare_stacks: Vec<Vec<u8>>,
+}
+
+impl Memory {
+    pub fn new() -> Memory {
+        Memory::default()
+    }
+
+    /// Adds a region over `bytes` as given (its address is wherever `bytes` lives).
+    pub fn add(&mut self, kind: RegionKind, bytes: Vec<u8>, writable: bool) -> RegionId {
+        let len = bytes.len();
+        self.insert(kind, bytes, 0, len, writable)
+    }
+
+    /// Adds a zero-filled region of `len` bytes whose base is 8-byte aligned.
+    pub fn add_zeroed(&mut self, kind: RegionKind, len: usize, writable: bool) -> RegionId {
+        self.insert_aligned(kind, vec![0; len + REGION_ALIGN - 1], len, writable)
+    }
+
+    /// Adds a region holding a copy of `bytes`, 8-byte aligned.
+    pub fn add_copy(&mut self, kind: RegionKind, bytes: &[u8], writable: bool) -> RegionId {
+        let id = self.add_zeroed(kind, bytes.len(), writable);
+        self.regions
+            .last_mut()
+            .expect("just added")
+            .bytes_mut()
+            .copy_from_slice(bytes);
+        id
+    }
+
+    /// Adds a zeroed, writable, 8-aligned stack frame of [`STACK_SIZE`] bytes for call depth
+    /// `frame`, reusing the storage of a removed frame when there is one.
+    pub fn add_stack_frame(&mut self, frame: usize) -> RegionId {
+        let mut storage = self
+            .spare_stacks
+            .pop()
+            .unwrap_or_else(|| vec![0; STACK_SIZE + REGION_ALIGN - 1]);
+        storage.fill(0);
+        self.insert_aligned(RegionKind::Stack { frame }, storage, STACK_SIZE, true)
+    }
+
+    /// Removes a stack frame added by [`Memory::add_stack_frame`] and keeps its storage.
+    pub fn remove_stack_frame(&mut self, id: RegionId) {
+        if let Some(region) = self.remove(id) {
+            self.spare_stacks.push(region.storage);
+        }
+    }
+
+    fn insert_aligned(
+        &mut self,
+        kind: RegionKind,
+        storage: Vec<u8>,
+        len: usize,
+        writable: bool,
+    ) -> RegionId {
+        let misalign = storage.as_ptr().addr() % REGION_ALIGN;
+        let start = (REGION_ALIGN - misalign) % REGION_ALIGN;
+        self.insert(kind, storage, start, len, writable)
+    }
+
+    fn insert(
+        &mut self,
+        kind: RegionKind,
+        storage: Vec<u8>,
+        start: usize,
+        len: usize,
+        writable: bool,
+    ) -> RegionId {
+        let id = RegionId(self.next_id);
+        self.next_id += 1;
+        self.regions.push(Region {
+            id,
+            kind,
+            storage,
+            start,
+            len,
+            writable,
+        });
+        id
+    }
+
+    /// Removes a region and hands it back.
+    pub fn remove(&mut self, id: RegionId) -> Option<Region> {
+        let index = self.regions.iter().position(|r| r.id == id)?;
+        if self.packet == Some(id) {
+            self.packet = None;
+        }
+        Some(self.regions.remove(index))
+    }
+
+    pub fn region(&self, id: RegionId) -> Option<&Region> {
+        self.regions.iter().find(|r| r.id == id)
+    }
+
+    pub fn region_mut(&mut self, id: RegionId) -> Option<&mut Region> {
+        self.regions.iter_mut().find(|r| r.id == id)
+    }
+
+    pub fn regions(&self) -> impl Iterator<Item = &Region> {
+        self.regions.iter()
+    }
+
+    /// Names the region that legacy packet loads (LD_ABS, LD_IND) read.
+    pub fn set_packet(&mut self, id: Option<RegionId>) {
+        self.packet = id;
+    }
+
+    /// The region legacy packet loads read, if one is set and still present.
+    pub fn packet(&self) -> Option<&Region> {
+        self.packet.and_then(|id| self.region(id))
+    }
+
+    /// Reads an unsigned little-endian value of `len` (1, 2, 4 or 8) bytes.
+    pub fn read(&self, addr: u64, len: usize) -> Result<u64, MemFault> {
+        let bytes = self.slice(addr, len)?;
+        let mut word = [0u8; 8];
+        word[..len].copy_from_slice(bytes);
+        Ok(u64::from_le_bytes(word))
+    }
+
+    /// Writes the low `len` (1, 2, 4 or 8) bytes of `value`, little-endian.
+    pub fn write(&mut self, addr: u64, len: usize, value: u64) -> Result<(), MemFault> {
+        self.slice_mut(addr, len)?
+            .copy_from_slice(&value.to_le_bytes()[..len]);
+        Ok(())
+    }
+
+    /// The `len` bytes at `addr`, which must lie wholly inside one region.
+    pub fn slice(&self, addr: u64, len: usize) -> Result<&[u8], MemFault> {
+        let (index, off) = self.locate(addr, len, Access::Read)?;
+        Ok(&self.regions[index].bytes()[off..off + len])
+    }
+
+    /// The `len` bytes at `addr` for writing: wholly inside one writable region.
+    pub fn slice_mut(&mut self, addr: u64, len: usize) -> Result<&mut [u8], MemFault> {
+        let (index, off) = self.locate(addr, len, Access::Write)?;
+        Ok(&mut self.regions[index].bytes_mut()[off..off + len])
+    }
+
+    /// Finds the region holding `[addr, addr + len)` and checks the permission.
+    fn locate(&self, addr: u64, len: usize, access: Access) -> Result<(usize, usize), MemFault> {
+        let (index, off) = self
+            .find(addr, len)
+            .ok_or_else(|| self.out_of_bounds(addr, len, access))?;
+        let region = &self.regions[index];
+        if access == Access::Write && !region.writable {
+            return Err(MemFault {
+                access,
+                addr,
+                len,
+                cause: FaultCause::ReadOnly {
+                    region: region.describe(),
+                },
+            });
+        }
+        Ok((index, off))
+    }
+
+    fn find(&self, addr: u64, len: usize) -> Option<(usize, usize)> {
+        let cached = self.last_hit.get();
+        if let Some(off) = self
+            .regions
+            .get(cached)
+            .and_then(|r| r.offset_of(addr, len))
+        {
+            return Some((cached, off));
+        }
+        let (index, off) = self
+            .regions
+            .iter()
+            .enumerate()
+            .find_map(|(i, r)| r.offset_of(addr, len).map(|off| (i, off)))?;
+        self.last_hit.set(index);
+        Some((index, off))
+    }
+
+    /// Builds the fault for an access no region holds, naming the nearest region.
+    fn out_of_bounds(&self, addr: u64, len: usize, access: Access) -> MemFault {
+        let nearest = self
+            .regions
+            .iter()
+            .map(|r| (r, position(r, addr, len)))
+            .min_by_key(|(_, (_, distance))| *distance)
+            .map(|(r, (pos, _))| (r.describe(), pos));
+        MemFault {
+            access,
+            addr,
+            len,
+            cause: FaultCause::OutOfBounds { nearest },
+        }
+    }
+}
+
+/// Where `[addr, addr + len)` lies relative to `region`, and the gap between them (0 when
+/// they overlap). Computed in u128 so that accesses near the top of the address space do not
+/// wrap.
+fn position(region: &Region, addr: u64, len: usize) -> (Position, u128) {
+    let (start, end) = (region.base() as u128, region.end() as u128);
+    let (a, b) = (addr as u128, addr as u128 + len as u128);
+    if a < start {
+        let by = (start - a) as u64;
+        (Position::BeforeStart { by }, start.saturating_sub(b))
+    } else {
+        let by = (b - end) as u64;
+        (Position::PastEnd { by }, a.saturating_sub(end))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_write_round_trip_and_cache() {
+        let mut mem = Memory::new();
+        let a = mem.add_zeroed(RegionKind::Input, 16, true);
+        let b = mem.add_zeroed(RegionKind::Ctx, 16, true);
+        let (ba, bb) = (mem.region(a).unwrap().base(), mem.region(b).unwrap().base());
+        assert_eq!(ba % 8, 0);
+        mem.write(ba + 8, 8, 0x1122_3344_5566_7788).unwrap();
+        mem.write(bb, 2, 0xabcd).unwrap();
+        assert_eq!(mem.read(ba + 8, 4).unwrap(), 0x5566_7788);
+        assert_eq!(mem.read(bb, 8).unwrap(), 0xabcd);
+        assert_eq!(mem.read(ba + 15, 1).unwrap(), 0x11);
+    }
+
+    #[test]
+    fn straddle_names_region_and_overhang() {
+        let mut mem = Memory::new();
+        let a = mem.add_zeroed(RegionKind::Input, 16, true);
+        let base = mem.region(a).unwrap().base();
+        let fault = mem.read(base + 14, 4).unwrap_err();
+        assert_eq!(
+            fault.cause,
+            FaultCause::OutOfBounds {
+                nearest: Some((
+                    RegionInfo {
+                        name: "input buffer".into(),
+                        start: base,
+                        end: base + 16
+                    },
+                    Position::PastEnd { by: 2 }
+                ))
+            }
+        );
+        let text = mem.read(base - 3, 1).unwrap_err().to_string();
+        assert!(
+            text.contains("3 bytes before the start of input buffer"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn read_only_regions_refuse_writes() {
+        let mut mem = Memory::new();
+        let a = mem.add_copy(RegionKind::Ctx, &[1, 2, 3, 4], false);
+        let base = mem.region(a).unwrap().base();
+        assert_eq!(mem.read(base, 4).unwrap(), 0x0403_0201);
+        let fault = mem.write(base, 1, 0).unwrap_err();
+        assert!(matches!(fault.cause, FaultCause::ReadOnly { .. }));
+        assert!(fault.to_string().ends_with("is read-only"), "{fault}");
+    }
+
+    #[test]
+    fn no_region_and_address_wrap() {
+        let mem = Memory::new();
+        assert_eq!(
+            mem.read(0, 8).unwrap_err().to_string(),
+            "invalid read of 8 bytes at 0x0: no memory region is mapped"
+        );
+        let mut mem = Memory::new();
+        mem.add_zeroed(RegionKind::Input, 8, true);
+        assert!(mem.read(u64::MAX - 2, 8).is_err());
+    }
+
+    #[test]
+    fn stack_frames_are_recycled_and_zeroed() {
+        let mut mem = Memory::new();
+        let f = mem.add_stack_frame(0);
+        let top = mem.region(f).unwrap().end();
+        mem.write(top - 8, 8, u64::MAX).unwrap();
+        mem.remove_stack_frame(f);
+        let g = mem.add_stack_frame(0);
+        assert_ne!(f, g);
+        let top = mem.region(g).unwrap().end();
+        assert_eq!(mem.read(top - 8, 8).unwrap(), 0);
+        assert_eq!(mem.regions().count(), 1);
+    }
+}

@@ -1,0 +1,361 @@
+//! Jumps, calls, may_goto, exits and the instruction budget.
+
+mod common;
+use bpfemu_isa::{AluOp, CallTarget, Insn, JmpCond, JmpCond::*, Size, Source, Width};
+use bpfemu_vm::{MAX_CALL_FRAMES, Options, STACK_SIZE, Unsupported, VmError};
+use common::*;
+
+/// r0 = 0; if a <cond> b goto +1; exit; r0 = 1; exit  → whether the jump was taken.
+fn taken(width: Width, cond: JmpCond, a: u64, b: u64) -> bool {
+    let insns = [
+        ld64(R1, a),
+        ld64(R2, b),
+        mov(R0, 0),
+        jmp(width, cond, R1, Source::Reg(R2), 1),
+        EXIT,
+        mov(R0, 1),
+        EXIT,
+    ];
+    run_ok(&insns) == 1
+}
+
+fn taken_imm(width: Width, cond: JmpCond, a: u64, imm: i32) -> bool {
+    let insns = [
+        ld64(R1, a),
+        mov(R0, 0),
+        jmp(width, cond, R1, Source::Imm(imm), 1),
+        EXIT,
+        mov(R0, 1),
+        EXIT,
+    ];
+    run_ok(&insns) == 1
+}
+
+#[test]
+fn jmp64_unsigned_and_signed() {
+    let w = Width::W64;
+    let m1 = u64::MAX;
+    assert!(taken(w, Eq, 5, 5) && !taken(w, Eq, 5, 6));
+    assert!(taken(w, Ne, 5, 6) && !taken(w, Ne, 5, 5));
+    assert!(taken(w, Set, 0b110, 0b010) && !taken(w, Set, 0b100, 0b010));
+    assert!(taken(w, Gt, m1, 1) && !taken(w, Gt, 1, 1));
+    assert!(taken(w, Ge, 1, 1) && !taken(w, Ge, 0, 1));
+    assert!(taken(w, Lt, 1, m1) && !taken(w, Lt, 1, 1));
+    assert!(taken(w, Le, 1, 1) && !taken(w, Le, 2, 1));
+    assert!(!taken(w, Sgt, m1, 1) && taken(w, Sgt, 1, m1));
+    assert!(taken(w, Sge, m1, m1) && !taken(w, Sge, m1, 0));
+    assert!(taken(w, Slt, m1, 0) && !taken(w, Slt, 0, m1));
+    assert!(taken(w, Sle, m1, m1) && !taken(w, Sle, 0, m1));
+}
+
+#[test]
+fn jmp64_immediate_is_sign_extended() {
+    assert!(taken_imm(Width::W64, Eq, u64::MAX, -1));
+    assert!(!taken_imm(Width::W64, Eq, 0xffff_ffff, -1));
+    assert!(taken_imm(Width::W64, Gt, u64::MAX, -2));
+    assert!(taken_imm(Width::W64, Slt, (-3i64) as u64, -2));
+}
+
+#[test]
+fn jmp32_compares_low_halves() {
+    let w = Width::W32;
+    let hi = 0xffff_ffff_0000_0000;
+    assert!(taken(w, Eq, hi | 5, 5));
+    assert!(!taken(Width::W64, Eq, hi | 5, 5));
+    assert!(taken(w, Gt, 0x8000_0000, hi | 1));
+    assert!(!taken(w, Sgt, 0x8000_0000, 1));
+    assert!(taken(w, Slt, 0xffff_ffff, 0));
+    assert!(!taken(w, Set, 1 << 32, 1 << 32));
+    assert!(taken_imm(w, Eq, 0xffff_ffff, -1));
+    assert!(taken_imm(w, Sle, hi | 0xffff_fffe, -1));
+    assert!(!taken_imm(w, Ge, 0x7fff_ffff, -1));
+}
+
+#[test]
+fn ja_and_gotol() {
+    let insns = [mov(R0, 1), ja(1), mov(R0, 2), EXIT];
+    assert_eq!(run_ok(&insns), 1);
+    let insns = [
+        mov(R0, 1),
+        Insn::Ja { off: 1, long: true },
+        mov(R0, 2),
+        EXIT,
+    ];
+    assert_eq!(run_ok(&insns), 1);
+}
+
+#[test]
+fn jump_out_of_program_names_pc_and_target() {
+    let err = run(&[mov(R0, 1), ja(5), EXIT]).unwrap_err();
+    assert_eq!(
+        err,
+        VmError::JumpOutOfProgram {
+            pc: 1,
+            target: 7,
+            len: 3
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "insn 1: jump to 7 is outside the program (insns 0..3)"
+    );
+    let err = run(&[ja(-2), EXIT]).unwrap_err();
+    assert_eq!(
+        err,
+        VmError::JumpOutOfProgram {
+            pc: 0,
+            target: -1,
+            len: 2
+        }
+    );
+}
+
+#[test]
+fn jump_into_ld_imm64_is_an_error() {
+    let err = run(&[ja(1), ld64(R0, 1), EXIT]).unwrap_err();
+    assert_eq!(err, VmError::JumpIntoLdImm64 { pc: 0, target: 2 });
+}
+
+#[test]
+fn falling_off_the_end() {
+    let err = run(&[mov(R0, 1)]).unwrap_err();
+    assert_eq!(err, VmError::FellOffEnd { pc: 0 });
+    let err = run(&[mov(R0, 1), ld64(R0, 2)]).unwrap_err();
+    assert_eq!(err, VmError::FellOffEnd { pc: 2 });
+}
+
+#[test]
+fn instruction_budget() {
+    // An infinite loop stops at the budget.
+    let options = Options {
+        insn_budget: 1000,
+        ..Options::default()
+    };
+    let err = run_with(options, &[ja(-1)]).unwrap_err();
+    assert_eq!(
+        err,
+        VmError::BudgetExceeded {
+            pc: 0,
+            budget: 1000
+        }
+    );
+    assert!(err.to_string().contains("budget"));
+    // Exactly `budget` instructions may run.
+    let straight = [mov(R0, 1), mov(R0, 2), EXIT];
+    let exact = Options {
+        insn_budget: 3,
+        ..Options::default()
+    };
+    assert_eq!(run_with(exact, &straight), Ok(2));
+    let short = Options {
+        insn_budget: 2,
+        ..Options::default()
+    };
+    assert_eq!(
+        run_with(short, &straight),
+        Err(VmError::BudgetExceeded { pc: 2, budget: 2 })
+    );
+    // The default budget stops an infinite loop too.
+    assert!(matches!(
+        run(&[ja(-1)]),
+        Err(VmError::BudgetExceeded { .. })
+    ));
+}
+
+/// r0 = 0; loop: may_goto +2; r0 += 1; goto loop; exit
+fn may_goto_loop() -> Vec<Insn> {
+    vec![
+        mov(R0, 0),
+        Insn::MayGoto { off: 2 },
+        alu64_imm(AluOp::Add, R0, 1),
+        ja(-3),
+        EXIT,
+    ]
+}
+
+#[test]
+fn may_goto_falls_through_count_times_then_jumps() {
+    let options = Options {
+        may_goto_loops: 10,
+        ..Options::default()
+    };
+    assert_eq!(run_with(options, &may_goto_loop()), Ok(10));
+    let options = Options {
+        may_goto_loops: 0,
+        ..Options::default()
+    };
+    assert_eq!(run_with(options, &may_goto_loop()), Ok(0));
+}
+
+#[test]
+fn may_goto_default_is_bpf_max_loops() {
+    let options = Options {
+        insn_budget: 1 << 26,
+        ..Options::default()
+    };
+    assert_eq!(run_with(options, &may_goto_loop()), Ok(8 * 1024 * 1024));
+}
+
+#[test]
+fn may_goto_count_is_per_frame() {
+    // main: call f twice, add results; f loops with may_goto (count 3) and returns the count.
+    let insns = [
+        call_local(4),             // 0
+        mov_reg(R6, R0),           // 1
+        call_local(2),             // 2
+        alu64(AluOp::Add, R0, R6), // 3
+        EXIT,                      // 4
+        mov(R0, 0),                // 5: f
+        Insn::MayGoto { off: 2 },
+        alu64_imm(AluOp::Add, R0, 1),
+        ja(-3),
+        EXIT,
+    ];
+    let options = Options {
+        may_goto_loops: 3,
+        ..Options::default()
+    };
+    assert_eq!(run_with(options, &insns), Ok(6));
+}
+
+#[test]
+fn calls_pass_r1_to_r5_and_return_r0() {
+    let insns = [
+        mov(R1, 40),
+        mov(R2, 2),
+        call_local(1),
+        EXIT,
+        mov_reg(R0, R1), // 4: f(a, b) = a + b
+        alu64(AluOp::Add, R0, R2),
+        EXIT,
+    ];
+    assert_eq!(run_ok(&insns), 42);
+}
+
+#[test]
+fn calls_preserve_r6_to_r9_and_the_caller_frame() {
+    let insns = [
+        mov(R6, 6),
+        mov(R7, 7),
+        mov(R8, 8),
+        mov(R9, 9),
+        store_imm(Size::DW, R10, -8, 77),
+        mov_reg(R1, R10),
+        call_local(8), // 6 -> 15
+        // r0 = r6 + r7 + r8 + r9 + *(r10 - 8) + r0(=callee's result) + (r10 == r1)
+        alu64(AluOp::Add, R0, R6),
+        alu64(AluOp::Add, R0, R7),
+        alu64(AluOp::Add, R0, R8),
+        alu64(AluOp::Add, R0, R9),
+        load(Size::DW, R2, R10, -8),
+        alu64(AluOp::Add, R0, R2),
+        EXIT,
+        EXIT, // 14: never reached
+        // 15: callee clobbers r6-r9 and its own stack; its frame is fresh and separate.
+        mov(R6, 100),
+        mov(R7, 100),
+        mov(R8, 100),
+        mov(R9, 100),
+        load(Size::DW, R0, R10, -8), // fresh frame: zero
+        store_imm(Size::DW, R10, -8, 1000),
+        jmp(Width::W64, Eq, R10, Source::Reg(R1), 1), // r10 must differ from caller's
+        alu64_imm(AluOp::Add, R0, 1),
+        EXIT,
+    ];
+    assert_eq!(run_ok(&insns), 6 + 7 + 8 + 9 + 77 + 1);
+}
+
+#[test]
+fn callee_can_use_a_pointer_into_the_caller_frame() {
+    let insns = [
+        store_imm(Size::W, R10, -4, 5),
+        mov_reg(R1, R10),
+        alu64_imm(AluOp::Add, R1, -4),
+        call_local(2),
+        load(Size::W, R0, R10, -4),
+        EXIT,
+        store_imm(Size::W, R1, 0, 9), // 6
+        EXIT,
+    ];
+    assert_eq!(run_ok(&insns), 9);
+}
+
+/// `depth` frames: main is `r0 = 0; call f1; r0 += 1; exit`, each f_k is `call f_k+1;
+/// r0 += 1; exit` (each call's target is the next group's call), the deepest is
+/// `r0 = 100; exit`. The result is 100 + depth - 1.
+fn nested_calls(depth: usize) -> Vec<Insn> {
+    let mut insns = vec![mov(R0, 0)];
+    for _ in 1..depth {
+        insns.extend([call_local(2), alu64_imm(AluOp::Add, R0, 1), EXIT]);
+    }
+    insns.extend([mov(R0, 100), EXIT]);
+    insns
+}
+
+#[test]
+fn call_depth_limit_is_eight_frames() {
+    assert_eq!(MAX_CALL_FRAMES, 8);
+    // 8 frames: main + 7 nested calls.
+    assert_eq!(run(&nested_calls(8)), Ok(107));
+    let err = run(&nested_calls(9)).unwrap_err();
+    // The 8th call (at slot 1 + 7 * 3 = 22) would create the 9th frame.
+    assert_eq!(err, VmError::CallDepthExceeded { pc: 22, target: 25 });
+    assert!(
+        err.to_string().starts_with("insn 22: call depth exceeded"),
+        "{err}"
+    );
+}
+
+#[test]
+fn call_target_must_be_in_the_program() {
+    let err = run(&[call_local(5), EXIT]).unwrap_err();
+    assert_eq!(
+        err,
+        VmError::JumpOutOfProgram {
+            pc: 0,
+            target: 6,
+            len: 2
+        }
+    );
+}
+
+#[test]
+fn stack_is_512_bytes_per_frame() {
+    let insns = [
+        store_imm(Size::B, R10, -(STACK_SIZE as i16), 1),
+        load(Size::B, R0, R10, -512),
+        EXIT,
+    ];
+    assert_eq!(run_ok(&insns), 1);
+}
+
+#[test]
+fn helpers_unknown_and_kfuncs_and_pseudo_ld_imm64_are_errors() {
+    let err = run(&[call_helper(1), EXIT]).unwrap_err();
+    assert_eq!(err, VmError::UnknownHelper { pc: 0, id: 1 });
+    assert_eq!(
+        err.to_string(),
+        "insn 0: unknown helper 1 (bpf_map_lookup_elem): not provided by this environment"
+    );
+    let err = run(&[mov(R0, 0), call_helper(9999), EXIT]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "insn 1: unknown helper 9999: not provided by this environment"
+    );
+    let err = run(&[Insn::Call(CallTarget::Kfunc { btf_id: 5, off: 0 }), EXIT]).unwrap_err();
+    assert!(matches!(
+        err,
+        VmError::Unsupported {
+            pc: 0,
+            what: Unsupported::Kfunc { .. }
+        }
+    ));
+    let map = Insn::LdImm64 {
+        dst: R1,
+        kind: bpfemu_isa::LdImm64Kind::MapFd,
+        imm: 3,
+        next_imm: 0,
+    };
+    let err = run(&[map, EXIT]).unwrap_err();
+    assert!(err.to_string().contains("need the loader"), "{err}");
+}
