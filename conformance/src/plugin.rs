@@ -19,7 +19,7 @@ pub struct PluginOutput {
 /// Decodes hex digits, ignoring whitespace between bytes: `"b7 00"` and `"b700"` are equal.
 pub fn decode_hex(text: &str) -> Result<Vec<u8>, String> {
     let digits: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return Err(format!("odd number of hex digits ({})", digits.len()));
     }
     digits
