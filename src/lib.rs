@@ -10,3 +10,6 @@
 pub use bpfemu_conformance as conformance;
 pub use bpfemu_isa as isa;
 pub use bpfemu_vm as vm;
+
+pub mod pcap;
+pub mod traffic;

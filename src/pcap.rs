@@ -1,0 +1,449 @@
+//! Packet captures in and out: pcap and pcapng (microsecond and nanosecond timestamps) read
+//! through `pcap-parser`, classic pcap written directly (a 24-byte header, 16 bytes a record).
+//!
+//! Only Ethernet captures (link type 1) can feed an XDP program: the program sees frames from
+//! the Ethernet header on, so any other link type is refused up front, naming it.
+
+use pcap_parser::traits::PcapReaderIterator;
+use pcap_parser::{Block, Linktype, PcapBlockOwned, PcapError};
+use std::fs::File;
+use std::io::{self, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+/// One captured frame.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Packet {
+    /// Position in the capture, from 0.
+    pub index: usize,
+    /// Capture time in nanoseconds since the epoch.
+    pub ts_ns: u64,
+    /// The captured bytes (possibly fewer than on the wire).
+    pub data: Vec<u8>,
+    /// Length on the wire.
+    pub orig_len: u32,
+}
+
+/// A capture that cannot be read, naming the file and where.
+#[derive(Debug, thiserror::Error)]
+pub enum PcapReadError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("{path}: not a pcap or pcapng file")]
+    NotPcap { path: PathBuf },
+    #[error(
+        "{path}: link type {linktype} is not Ethernet (1): XDP programs see Ethernet frames only"
+    )]
+    LinkType { path: PathBuf, linktype: i32 },
+    #[error("{path}: packet {index} is truncated: the file ends inside its record (byte {offset})")]
+    Truncated {
+        path: PathBuf,
+        index: usize,
+        offset: usize,
+    },
+    #[error("{path}: malformed record after packet {index} at byte {offset}: {detail}")]
+    Malformed {
+        path: PathBuf,
+        index: usize,
+        offset: usize,
+        detail: String,
+    },
+    #[error("{path}: packet {index} refers to interface {interface}, which no block describes")]
+    UnknownInterface {
+        path: PathBuf,
+        index: usize,
+        interface: u32,
+    },
+}
+
+/// A pcapng interface: what its packets' timestamps mean.
+#[derive(Clone, Copy, Debug)]
+struct Interface {
+    /// Timestamp units per second.
+    units_per_sec: u64,
+    offset_sec: i64,
+}
+
+/// Reads the Ethernet frames of a pcap or pcapng file, in order.
+pub struct PcapReader {
+    inner: Box<dyn PcapReaderIterator + Send>,
+    state: ReaderState,
+    done: bool,
+}
+
+/// What the headers read so far say, apart from the byte source so both can be borrowed.
+struct ReaderState {
+    path: PathBuf,
+    legacy_nanos: bool,
+    interfaces: Vec<Interface>,
+    next_index: usize,
+}
+
+/// Room for the largest record a capture may hold (pcap-parser grows on demand).
+const READ_BUFFER: usize = 1 << 20;
+/// A record larger than this is taken for corruption.
+const MAX_BUFFER: usize = 64 << 20;
+
+/// What one attempt to read a block gave, with nothing borrowed from the reader.
+enum Step {
+    Block(usize, Option<Packet>),
+    Eof,
+    Refill,
+    Grow,
+    Truncated,
+    Malformed(String),
+}
+
+impl PcapReader {
+    pub fn open(path: &Path) -> Result<PcapReader, PcapReadError> {
+        let file = File::open(path).map_err(|source| PcapReadError::Io {
+            path: path.into(),
+            source,
+        })?;
+        Self::from_reader(path, file)
+    }
+
+    /// Reads a capture from any byte source; `path` names it in messages.
+    pub fn from_reader(
+        path: &Path,
+        reader: impl Read + Send + 'static,
+    ) -> Result<PcapReader, PcapReadError> {
+        let inner = pcap_parser::create_reader(READ_BUFFER, reader)
+            .map_err(|_| PcapReadError::NotPcap { path: path.into() })?;
+        let state = ReaderState {
+            path: path.into(),
+            legacy_nanos: false,
+            interfaces: Vec::new(),
+            next_index: 0,
+        };
+        Ok(PcapReader {
+            inner,
+            state,
+            done: false,
+        })
+    }
+
+    fn malformed(&self, detail: String) -> PcapReadError {
+        PcapReadError::Malformed {
+            path: self.state.path.clone(),
+            index: self.state.next_index,
+            offset: self.inner.consumed(),
+            detail,
+        }
+    }
+
+    fn step(&mut self) -> Result<Step, PcapReadError> {
+        Ok(match self.inner.next() {
+            Ok((len, block)) => Step::Block(len, self.state.handle_block(block)?),
+            Err(PcapError::Eof) => Step::Eof,
+            Err(PcapError::Incomplete(_)) => Step::Refill,
+            Err(PcapError::BufferTooSmall) => Step::Grow,
+            Err(PcapError::UnexpectedEof) => Step::Truncated,
+            Err(e) => Step::Malformed(format!("{e:?}")),
+        })
+    }
+
+    fn refill(&mut self) -> Result<(), PcapReadError> {
+        let result = self.inner.refill().map_err(|e| format!("{e:?}"));
+        result.map_err(|detail| self.malformed(detail))
+    }
+
+    /// Reads the next frame, or `None` at the end of the capture.
+    fn read_next(&mut self) -> Result<Option<Packet>, PcapReadError> {
+        loop {
+            match self.step()? {
+                Step::Block(len, packet) => {
+                    self.inner.consume(len);
+                    if packet.is_some() {
+                        self.state.next_index += 1;
+                        return Ok(packet);
+                    }
+                }
+                Step::Eof => return Ok(None),
+                Step::Refill => self.refill()?,
+                Step::Grow => {
+                    let bigger = self.inner.data().len().max(READ_BUFFER) * 2;
+                    if bigger > MAX_BUFFER || !self.inner.grow(bigger) {
+                        return Err(self.malformed("record larger than 64 MiB".into()));
+                    }
+                    self.refill()?;
+                }
+                Step::Truncated => {
+                    return Err(PcapReadError::Truncated {
+                        path: self.state.path.clone(),
+                        index: self.state.next_index,
+                        offset: self.inner.consumed(),
+                    });
+                }
+                Step::Malformed(detail) => return Err(self.malformed(detail)),
+            }
+        }
+    }
+}
+
+impl ReaderState {
+    /// Interprets one block: headers update the state, data blocks become packets.
+    fn handle_block(&mut self, block: PcapBlockOwned<'_>) -> Result<Option<Packet>, PcapReadError> {
+        match block {
+            PcapBlockOwned::LegacyHeader(header) => {
+                self.check_linktype(header.network)?;
+                self.legacy_nanos = header.is_nanosecond_precision();
+                Ok(None)
+            }
+            PcapBlockOwned::Legacy(record) => {
+                let frac_ns = if self.legacy_nanos {
+                    u64::from(record.ts_usec)
+                } else {
+                    u64::from(record.ts_usec) * 1000
+                };
+                let ts_ns = u64::from(record.ts_sec) * 1_000_000_000 + frac_ns;
+                Ok(Some(self.packet(ts_ns, record.data, record.origlen)))
+            }
+            PcapBlockOwned::NG(Block::SectionHeader(_)) => {
+                self.interfaces.clear();
+                Ok(None)
+            }
+            PcapBlockOwned::NG(Block::InterfaceDescription(idb)) => {
+                self.check_linktype(idb.linktype)?;
+                let units_per_sec =
+                    idb.ts_resolution()
+                        .ok_or_else(|| PcapReadError::Malformed {
+                            path: self.path.clone(),
+                            index: self.next_index,
+                            offset: 0,
+                            detail: format!("bad timestamp resolution {}", idb.if_tsresol),
+                        })?;
+                self.interfaces.push(Interface {
+                    units_per_sec,
+                    offset_sec: idb.ts_offset(),
+                });
+                Ok(None)
+            }
+            PcapBlockOwned::NG(Block::EnhancedPacket(epb)) => {
+                let iface = self.interface(epb.if_id)?;
+                let units = (u64::from(epb.ts_high) << 32) | u64::from(epb.ts_low);
+                let data = &epb.data[..(epb.caplen as usize).min(epb.data.len())];
+                Ok(Some(self.packet(
+                    units_to_ns(units, iface),
+                    data,
+                    epb.origlen,
+                )))
+            }
+            PcapBlockOwned::NG(Block::SimplePacket(spb)) => {
+                self.interface(0)?;
+                Ok(Some(self.packet(0, spb.data, spb.origlen)))
+            }
+            PcapBlockOwned::NG(_) => Ok(None),
+        }
+    }
+
+    fn interface(&self, id: u32) -> Result<Interface, PcapReadError> {
+        self.interfaces
+            .get(id as usize)
+            .copied()
+            .ok_or_else(|| PcapReadError::UnknownInterface {
+                path: self.path.clone(),
+                index: self.next_index,
+                interface: id,
+            })
+    }
+
+    fn check_linktype(&self, linktype: Linktype) -> Result<(), PcapReadError> {
+        if linktype == Linktype::ETHERNET {
+            Ok(())
+        } else {
+            Err(PcapReadError::LinkType {
+                path: self.path.clone(),
+                linktype: linktype.0,
+            })
+        }
+    }
+
+    fn packet(&self, ts_ns: u64, data: &[u8], orig_len: u32) -> Packet {
+        Packet {
+            index: self.next_index,
+            ts_ns,
+            data: data.to_vec(),
+            orig_len,
+        }
+    }
+}
+
+fn units_to_ns(units: u64, iface: Interface) -> u64 {
+    let ns = u128::from(units) * 1_000_000_000 / u128::from(iface.units_per_sec.max(1));
+    let offset = i128::from(iface.offset_sec) * 1_000_000_000;
+    (ns as i128 + offset).clamp(0, u64::MAX as i128) as u64
+}
+
+impl Iterator for PcapReader {
+    type Item = Result<Packet, PcapReadError>;
+
+    /// Yields every frame, then at most one error, then stops.
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let item = self.read_next().transpose();
+        if !matches!(item, Some(Ok(_))) {
+            self.done = true;
+        }
+        item
+    }
+}
+
+/// Largest frame a written capture declares (tcpdump's default snap length).
+const SNAPLEN: u32 = 262_144;
+const LINKTYPE_ETHERNET: u32 = 1;
+
+/// Writes a classic pcap file: Ethernet, microsecond or nanosecond timestamps.
+pub struct PcapWriter<W: Write> {
+    out: W,
+    nanos: bool,
+}
+
+impl PcapWriter<BufWriter<File>> {
+    pub fn create(path: &Path, nanos: bool) -> io::Result<Self> {
+        PcapWriter::new(BufWriter::new(File::create(path)?), nanos)
+    }
+}
+
+impl<W: Write> PcapWriter<W> {
+    pub fn new(mut out: W, nanos: bool) -> io::Result<Self> {
+        let magic: u32 = if nanos { 0xa1b2_3c4d } else { 0xa1b2_c3d4 };
+        let mut header = Vec::with_capacity(24);
+        header.extend_from_slice(&magic.to_le_bytes());
+        header.extend_from_slice(&2u16.to_le_bytes());
+        header.extend_from_slice(&4u16.to_le_bytes());
+        header.extend_from_slice(&0i32.to_le_bytes());
+        header.extend_from_slice(&0u32.to_le_bytes());
+        header.extend_from_slice(&SNAPLEN.to_le_bytes());
+        header.extend_from_slice(&LINKTYPE_ETHERNET.to_le_bytes());
+        out.write_all(&header)?;
+        Ok(PcapWriter { out, nanos })
+    }
+
+    /// Appends one frame captured whole.
+    pub fn write(&mut self, ts_ns: u64, data: &[u8]) -> io::Result<()> {
+        let sec = (ts_ns / 1_000_000_000) as u32;
+        let sub = ts_ns % 1_000_000_000;
+        let frac = if self.nanos { sub } else { sub / 1000 } as u32;
+        let len = data.len() as u32;
+        let mut record = Vec::with_capacity(16 + data.len());
+        for field in [sec, frac, len, len] {
+            record.extend_from_slice(&field.to_le_bytes());
+        }
+        record.extend_from_slice(data);
+        self.out.write_all(&record)
+    }
+
+    pub fn finish(mut self) -> io::Result<W> {
+        self.out.flush()?;
+        Ok(self.out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read_all(bytes: Vec<u8>) -> Vec<Result<Packet, PcapReadError>> {
+        PcapReader::from_reader(Path::new("t.pcap"), io::Cursor::new(bytes))
+            .unwrap()
+            .collect()
+    }
+
+    fn capture(nanos: bool, frames: &[(u64, &[u8])]) -> Vec<u8> {
+        let mut w = PcapWriter::new(Vec::new(), nanos).unwrap();
+        for (ts, data) in frames {
+            w.write(*ts, data).unwrap();
+        }
+        w.finish().unwrap()
+    }
+
+    #[test]
+    fn round_trips_microsecond_and_nanosecond_captures() {
+        let frames: [(u64, &[u8]); 2] = [(1_700_000_000_123_456_789, &[1; 60]), (5_000, &[2; 14])];
+        let packets: Vec<Packet> = read_all(capture(true, &frames))
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(packets.len(), 2);
+        assert_eq!(packets[0].ts_ns, 1_700_000_000_123_456_789);
+        assert_eq!(packets[1].data, vec![2; 14]);
+        assert_eq!(packets[1].index, 1);
+        let micro = read_all(capture(false, &frames));
+        assert_eq!(micro[0].as_ref().unwrap().ts_ns, 1_700_000_000_123_456_000);
+    }
+
+    #[test]
+    fn truncated_record_is_reported_after_the_good_packets() {
+        let mut bytes = capture(false, &[(0, &[1; 60]), (0, &[2; 60])]);
+        bytes.truncate(bytes.len() - 10);
+        let items = read_all(bytes);
+        assert_eq!(items.len(), 2);
+        assert!(items[0].is_ok());
+        let err = items[1].as_ref().unwrap_err().to_string();
+        assert!(err.contains("t.pcap: packet 1 is truncated"), "{err}");
+    }
+
+    #[test]
+    fn other_link_types_are_refused_by_name() {
+        let mut bytes = capture(false, &[(0, &[1; 20])]);
+        bytes[20] = 113; // Linux cooked capture
+        let err = PcapReader::from_reader(Path::new("c.pcap"), io::Cursor::new(bytes))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("link type 113 is not Ethernet"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn garbage_is_not_a_capture() {
+        let err = PcapReader::from_reader(Path::new("g"), io::Cursor::new(vec![7u8; 100]));
+        assert!(matches!(err, Err(PcapReadError::NotPcap { .. })));
+    }
+
+    #[test]
+    fn reads_pcapng_with_nanosecond_resolution() {
+        let mut ng = Vec::new();
+        let block = |ty: u32, body: &[u8]| {
+            let len = (12 + body.len()) as u32;
+            let mut b = Vec::new();
+            b.extend_from_slice(&ty.to_le_bytes());
+            b.extend_from_slice(&len.to_le_bytes());
+            b.extend_from_slice(body);
+            b.extend_from_slice(&len.to_le_bytes());
+            b
+        };
+        let mut shb = Vec::new();
+        shb.extend_from_slice(&0x1a2b_3c4du32.to_le_bytes());
+        shb.extend_from_slice(&1u16.to_le_bytes());
+        shb.extend_from_slice(&0u16.to_le_bytes());
+        shb.extend_from_slice(&(-1i64).to_le_bytes());
+        ng.extend(block(0x0a0d_0d0a, &shb));
+        let mut idb = Vec::new();
+        idb.extend_from_slice(&1u16.to_le_bytes());
+        idb.extend_from_slice(&0u16.to_le_bytes());
+        idb.extend_from_slice(&0u32.to_le_bytes());
+        // if_tsresol = 9 (nanoseconds), then end of options.
+        idb.extend_from_slice(&[9, 0, 1, 0, 9, 0, 0, 0, 0, 0, 0, 0]);
+        ng.extend(block(1, &idb));
+        let ts: u64 = 1_600_000_000_000_000_007;
+        let mut epb = Vec::new();
+        epb.extend_from_slice(&0u32.to_le_bytes());
+        epb.extend_from_slice(&((ts >> 32) as u32).to_le_bytes());
+        epb.extend_from_slice(&(ts as u32).to_le_bytes());
+        epb.extend_from_slice(&16u32.to_le_bytes());
+        epb.extend_from_slice(&16u32.to_le_bytes());
+        epb.extend_from_slice(&[0xab; 16]);
+        ng.extend(block(6, &epb));
+        let packets = read_all(ng);
+        assert_eq!(packets.len(), 1);
+        let p = packets[0].as_ref().unwrap();
+        assert_eq!(p.ts_ns, ts);
+        assert_eq!(p.data, vec![0xab; 16]);
+    }
+}
