@@ -10,7 +10,10 @@ cd "$(dirname "$0")/.."
 
 need_apt=()
 command -v cc >/dev/null || need_apt+=(build-essential)
-command -v pkg-config >/dev/null || need_apt+=(pkg-config)
+# libbpf-sys builds libbpf 1.7 from source (make) and links the system libelf and zlib.
+for pkg in libelf-dev zlib1g-dev pkg-config make; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
+done
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "installing: ${need_apt[*]}"
     apt-get update -qq && apt-get install -y -qq "${need_apt[@]}"

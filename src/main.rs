@@ -1,9 +1,14 @@
 //! The `bpfemu` command line.
 
+mod disasm;
+mod inspect;
+
 use anyhow::Context;
 use bpfemu::conformance::runner::{self, EngineKind, Mode};
+use bpfemu_loader::{LoadOptions, Object};
 use clap::{Parser, Subcommand, ValueEnum};
-use std::path::PathBuf;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -35,6 +40,54 @@ enum Command {
         #[arg(long)]
         expect_fail: bool,
     },
+    /// Show what loading an object gives: programs, maps, global data, relocations.
+    Inspect {
+        /// The BPF object (`clang -target bpf` output).
+        obj: PathBuf,
+        /// Print one JSON document instead of text.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        load: LoadArgs,
+    },
+    /// Disassemble each program as loaded (subprograms appended), in the layout of
+    /// `bpftool prog dump xlated`, with source lines.
+    Disasm {
+        /// The BPF object.
+        obj: PathBuf,
+        /// Only this program.
+        #[arg(long)]
+        prog: Option<String>,
+        #[command(flatten)]
+        load: LoadArgs,
+    },
+}
+
+/// How an object is loaded.
+#[derive(clap::Args)]
+struct LoadArgs {
+    /// max_entries for a map declared with 0, `NAME=N` (repeatable).
+    #[arg(long = "map-size", value_name = "NAME=N", value_parser = parse_map_size)]
+    map_sizes: Vec<(String, u32)>,
+    /// Target BTF for CO-RE and ksyms (default: /sys/kernel/btf/vmlinux).
+    #[arg(long, value_name = "FILE")]
+    btf: Option<PathBuf>,
+}
+
+impl LoadArgs {
+    fn options(&self) -> LoadOptions {
+        LoadOptions {
+            target_btf: self.btf.clone(),
+            map_sizes: self.map_sizes.iter().cloned().collect::<BTreeMap<_, _>>(),
+            kconfig: None,
+        }
+    }
+}
+
+fn parse_map_size(arg: &str) -> Result<(String, u32), String> {
+    let (name, n) = arg.split_once('=').ok_or("expected NAME=N")?;
+    let n = n.parse().map_err(|_| format!("'{n}' is not a number"))?;
+    Ok((name.to_string(), n))
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -71,7 +124,51 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             conformance(&dir, engine, json, mode)
         }
+        Command::Inspect { obj, json, load } => {
+            let object = load_object(&obj, &load)?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&inspect::to_json(&object))?
+                );
+            } else {
+                print!("{}", inspect::to_text(&object));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Disasm { obj, prog, load } => {
+            let object = load_object(&obj, &load)?;
+            let kernel_btf = disasm::calls_kfuncs(&object)
+                .then(|| kernel_btf(load.btf.as_deref()))
+                .flatten();
+            let text = disasm::render(&object, prog.as_deref(), kernel_btf.as_ref()).with_context(
+                || {
+                    format!(
+                        "{}: no program named '{}'",
+                        obj.display(),
+                        prog.unwrap_or_default()
+                    )
+                },
+            )?;
+            print!("{text}");
+            Ok(ExitCode::SUCCESS)
+        }
     }
+}
+
+/// Loads an object; errors already name the file.
+fn load_object(path: &Path, load: &LoadArgs) -> anyhow::Result<Object> {
+    let object = bpfemu_loader::load_file(path, &load.options())?;
+    for w in &object.warnings {
+        eprintln!("bpfemu: {}: warning: {w}", path.display());
+    }
+    Ok(object)
+}
+
+/// The kernel BTF that names kfuncs, when it can be read.
+fn kernel_btf(path: Option<&Path>) -> Option<bpfemu_loader::btf::Btf> {
+    let path = path.unwrap_or(Path::new("/sys/kernel/btf/vmlinux"));
+    bpfemu_loader::btf::Btf::parse(&std::fs::read(path).ok()?).ok()
 }
 
 fn conformance(

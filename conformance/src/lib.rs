@@ -13,6 +13,7 @@
 //! ```
 
 pub mod kernel;
+pub mod libbpf;
 pub mod plugin;
 pub mod runner;
 pub mod suite;

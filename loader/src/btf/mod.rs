@@ -1,0 +1,15 @@
+//! BTF and BTF.ext.
+
+pub mod error;
+pub mod ext;
+mod ext_parse;
+mod parse;
+pub mod query;
+mod reader;
+pub mod types;
+
+pub use error::BtfError;
+pub use ext::{BtfExt, CoreRelo, CoreReloKind, FuncInfo, LineInfo, SectionRecords};
+pub use types::{
+    Btf, BtfKind, BtfType, EnumValue, IntEncoding, Linkage, Member, Param, TypeId, VarSecInfo,
+};

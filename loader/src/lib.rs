@@ -1,0 +1,65 @@
+//! Loads the BPF ELF objects clang builds, as libbpf 1.7 prepares them for the kernel: programs
+//! from their sections with subprograms appended in libbpf's order, BTF-defined, legacy and
+//! global-data maps with libbpf's names, `.kconfig` and `.ksyms` externs resolved, CO-RE
+//! applied, func_info and line_info following the code.
+//!
+//! Where the kernel would get a map fd, instructions hold the map's index in
+//! [`Object::maps`] (see [`object`]).
+//!
+//! ```no_run
+//! use bpfemu_loader::{LoadOptions, load_file};
+//! use std::path::Path;
+//!
+//! let obj = load_file(Path::new("prog.o"), &LoadOptions::default()).unwrap();
+//! for prog in &obj.programs {
+//!     println!("{} ({}): {} insns", prog.name, prog.section, prog.insns.len());
+//! }
+//! ```
+
+pub mod btf;
+mod btf_fixup;
+pub mod core_relo;
+mod elf;
+pub mod error;
+mod externs;
+pub mod kinds;
+mod load;
+mod maps;
+pub mod object;
+mod reloc;
+pub mod section;
+
+pub use error::LoadError;
+pub use maps::internal_map_name;
+pub use object::{MapOrigin, MapSpec, Object, ProgramSpec, SourceLine};
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// What a load may take from outside the object.
+#[derive(Clone, Debug, Default)]
+pub struct LoadOptions {
+    /// BTF that CO-RE relocations and ksyms resolve against; `None`:
+    /// `/sys/kernel/btf/vmlinux` (read only when the object needs it).
+    pub target_btf: Option<PathBuf>,
+    /// `max_entries` for maps declared with 0 (`--map-size NAME=N`); also overrides others.
+    pub map_sizes: BTreeMap<String, u32>,
+    /// Kernel config for `.kconfig` `CONFIG_*` externs (plain or gzip); `None`:
+    /// `/boot/config-$(uname -r)`, then `/proc/config.gz`, as libbpf.
+    pub kconfig: Option<PathBuf>,
+}
+
+/// Loads the object at `path`; messages name it as given.
+pub fn load_file(path: &Path, opts: &LoadOptions) -> Result<Object, LoadError> {
+    let data = std::fs::read(path).map_err(|source| LoadError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    load_bytes(&path.display().to_string(), &data, opts)
+}
+
+/// Loads an object from memory; `name` is its file name (it names maps, as libbpf's object
+/// name does, and appears in messages).
+pub fn load_bytes(name: &str, data: &[u8], opts: &LoadOptions) -> Result<Object, LoadError> {
+    load::load(name, data, opts)
+}

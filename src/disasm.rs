@@ -1,0 +1,275 @@
+//! `bpfemu disasm`: each program's loaded instructions in the layout of
+//! `bpftool prog dump xlated` (`dump_xlated_plain` in bpftool's `xlated_dumper.c`), so the two
+//! can be diffed: a `FUNC signature:` line where func_info starts a function, `; source` lines
+//! from line_info found as bpftool's `bpf_prog_linfo__lfind` finds them, then `%4u: (op) text`.
+//!
+//! What bpftool shows as `map[id:N]` we show as `map[name:NAME]` (there are no map ids before
+//! a kernel load); subprogram calls print `pc+N#NAME` where bpftool prints
+//! `pc+N#bpf_prog_TAG_NAME`. An xlated dump is after the verifier's rewrites (helper calls
+//! resolved to kernel functions, ctx accesses converted, dead code removed); this is before.
+
+use bpfemu::isa::disasm::{Symbols, insn_text_with};
+use bpfemu::isa::{CallTarget, Insn, LdImm64Kind};
+use bpfemu_loader::btf::{Btf, BtfKind, Linkage, TypeId};
+use bpfemu_loader::{Object, ProgramSpec, SourceLine};
+use std::fmt::Write;
+
+/// The text for every program of `obj` (or only `only`), blank-line separated; `None` when
+/// `only` names no program.
+pub fn render(obj: &Object, only: Option<&str>, kernel_btf: Option<&Btf>) -> Option<String> {
+    let mut out = String::new();
+    let chosen: Vec<&ProgramSpec> = obj
+        .programs
+        .iter()
+        .filter(|p| only.is_none_or(|name| p.name == name))
+        .collect();
+    if chosen.is_empty() && only.is_some() {
+        return None;
+    }
+    for (i, prog) in chosen.iter().enumerate() {
+        if only.is_none() {
+            if i > 0 {
+                out.push('\n');
+            }
+            let _ = writeln!(out, "{} (section {}):", prog.name, prog.section);
+        }
+        out.push_str(&program(obj, prog, kernel_btf));
+    }
+    Some(out)
+}
+
+/// Whether any program calls a kfunc (then names come from the kernel's BTF).
+pub fn calls_kfuncs(obj: &Object) -> bool {
+    obj.programs
+        .iter()
+        .flat_map(|p| &p.insns)
+        .any(|i| i.code == 0x85 && i.src == 2)
+}
+
+/// One program as `dump_xlated_plain` lays it out.
+fn program(obj: &Object, prog: &ProgramSpec, kernel_btf: Option<&Btf>) -> String {
+    let syms = LoadedSymbols {
+        obj,
+        prog,
+        kernel_btf,
+        pc: std::cell::Cell::new(0),
+    };
+    let mut out = String::new();
+    let mut func_info = prog.func_info.iter().peekable();
+    let mut lines = LineCursor::new(&prog.line_info);
+    let mut pc = 0;
+    while pc < prog.insns.len() {
+        if let Some(&&(at, type_id)) = func_info.peek()
+            && at == pc
+        {
+            func_info.next();
+            if let Some(sig) = obj.btf.as_ref().and_then(|b| signature(b, type_id)) {
+                let _ = writeln!(out, "{sig}:");
+            }
+        }
+        if let Some(line) = lines.find(pc) {
+            let _ = writeln!(out, "; {}", line.line_text.trim_start());
+        }
+        syms.pc.set(pc);
+        let code = prog.insns[pc].code;
+        let (text, slots) = match Insn::decode(&prog.insns, pc) {
+            Ok((insn, slots)) => (insn_text_with(&insn, &syms), slots),
+            Err(_) => (format!("unknown opcode {code:02x}"), 1),
+        };
+        let _ = writeln!(out, "{pc:>4}: ({code:02x}) {text}");
+        pc += slots;
+    }
+    out
+}
+
+/// bpftool's use of `bpf_prog_linfo__lfind(linfo, insn, nr_skip)`: from the record after the
+/// ones already printed, the last record at or before the instruction, if the next unprinted
+/// one is not after it.
+struct LineCursor<'a> {
+    lines: &'a [SourceLine],
+    skip: usize,
+}
+
+impl<'a> LineCursor<'a> {
+    fn new(lines: &'a [SourceLine]) -> Self {
+        LineCursor { lines, skip: 0 }
+    }
+
+    fn find(&mut self, pc: usize) -> Option<&'a SourceLine> {
+        let rest = self.lines.get(self.skip..)?;
+        if rest.first()?.insn > pc {
+            return None;
+        }
+        let last = rest.iter().take_while(|l| l.insn <= pc).last()?;
+        self.skip += 1;
+        Some(last)
+    }
+}
+
+/// Names for what the instructions point at, as bpftool's `print_imm` and `print_call` do.
+struct LoadedSymbols<'a> {
+    obj: &'a Object,
+    prog: &'a ProgramSpec,
+    kernel_btf: Option<&'a Btf>,
+    /// The instruction being printed (calls are relative to it).
+    pc: std::cell::Cell<usize>,
+}
+
+impl Symbols for LoadedSymbols<'_> {
+    fn call_name(&self, insn: &Insn) -> Option<String> {
+        match *insn {
+            Insn::Call(CallTarget::Local(rel)) => {
+                let target = self.pc.get() as i64 + 1 + i64::from(rel);
+                let name = self
+                    .prog
+                    .functions
+                    .iter()
+                    .find(|(_, start)| *start as i64 == target)
+                    .map(|(name, _)| name.as_str());
+                Some(match name {
+                    Some(name) => format!("{rel:+}#{name}"),
+                    None => format!("{rel:+}"),
+                })
+            }
+            Insn::Call(CallTarget::Kfunc { btf_id, .. }) => {
+                let btf = self.kernel_btf?;
+                let name = btf.name_of(u32::try_from(btf_id).ok()?)?;
+                (!name.is_empty()).then(|| name.to_string())
+            }
+            _ => None,
+        }
+    }
+
+    fn imm64(&self, insn: &Insn, _value: u64) -> Option<String> {
+        let Insn::LdImm64 {
+            kind,
+            imm,
+            next_imm,
+            ..
+        } = *insn
+        else {
+            return None;
+        };
+        let map_name = || {
+            self.obj
+                .maps
+                .get(usize::try_from(imm).ok()?)
+                .map(|m| m.name.clone())
+        };
+        match kind {
+            LdImm64Kind::MapFd => Some(format!("map[name:{}]", map_name()?)),
+            LdImm64Kind::MapValue => Some(format!("map[name:{}][0]+{next_imm}", map_name()?)),
+            LdImm64Kind::Func => Some(format!("subprog[{imm:+}]")),
+            _ => None,
+        }
+    }
+
+    fn allow_ptr_leaks(&self) -> bool {
+        true
+    }
+}
+
+/// bpftool's `btf_dumper_type_only` for a FUNC: `int xdp_prog(struct xdp_md * ctx)`; `None`
+/// where bpftool prints nothing.
+pub fn signature(btf: &Btf, type_id: TypeId) -> Option<String> {
+    let mut out = String::new();
+    type_only(btf, type_id, &mut out, 0)?;
+    Some(out)
+}
+
+const MAX_DEPTH: usize = 32;
+
+fn type_only(btf: &Btf, id: TypeId, out: &mut String, depth: usize) -> Option<()> {
+    if depth > MAX_DEPTH {
+        return None;
+    }
+    if id == 0 {
+        out.push_str("void ");
+        return Some(());
+    }
+    let t = btf.get(id)?;
+    match &t.kind {
+        BtfKind::Int { .. } | BtfKind::Typedef { .. } | BtfKind::Float { .. } => {
+            let _ = write!(out, "{} ", t.name);
+        }
+        BtfKind::Struct { .. } => {
+            let _ = write!(out, "struct {} ", t.name);
+        }
+        BtfKind::Union { .. } => {
+            let _ = write!(out, "union {} ", t.name);
+        }
+        BtfKind::Enum { .. } | BtfKind::Enum64 { .. } => {
+            let _ = write!(out, "enum {} ", t.name);
+        }
+        BtfKind::Array { elem, len, .. } => {
+            type_only(btf, *elem, out, depth + 1)?;
+            let _ = write!(out, "[{len}]");
+        }
+        BtfKind::Ptr { ty } => {
+            type_only(btf, *ty, out, depth + 1)?;
+            out.push_str("* ");
+        }
+        BtfKind::Fwd { union } => {
+            let _ = write!(
+                out,
+                "{} {} ",
+                if *union { "union" } else { "struct" },
+                t.name
+            );
+        }
+        BtfKind::Volatile { ty } => qualified(btf, "volatile ", *ty, out, depth)?,
+        BtfKind::Const { ty } => qualified(btf, "const ", *ty, out, depth)?,
+        BtfKind::Restrict { ty } => qualified(btf, "restrict ", *ty, out, depth)?,
+        BtfKind::FuncProto { .. } => func(btf, id, None, out, depth)?,
+        BtfKind::Func { proto, .. } => func(btf, *proto, Some(&t.name), out, depth)?,
+        BtfKind::Var { ty, linkage } => {
+            if *linkage == Linkage::Static {
+                out.push_str("static ");
+            }
+            type_only(btf, *ty, out, depth + 1)?;
+            let _ = write!(out, " {}", t.name);
+        }
+        BtfKind::DataSec { .. } => {
+            let _ = write!(out, "section (\"{}\") ", t.name);
+        }
+        _ => return None,
+    }
+    Some(())
+}
+
+fn qualified(btf: &Btf, qualifier: &str, ty: TypeId, out: &mut String, depth: usize) -> Option<()> {
+    out.push_str(qualifier);
+    type_only(btf, ty, out, depth + 1)
+}
+
+/// bpftool's `btf_dump_func`.
+fn func(
+    btf: &Btf,
+    proto: TypeId,
+    name: Option<&str>,
+    out: &mut String,
+    depth: usize,
+) -> Option<()> {
+    let BtfKind::FuncProto { ret, params } = &btf.get(proto)?.kind else {
+        return None;
+    };
+    type_only(btf, *ret, out, depth + 1)?;
+    let _ = write!(out, "{}(", name.unwrap_or(""));
+    for (i, p) in params.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        if p.ty == 0 {
+            out.push_str("...");
+            continue;
+        }
+        type_only(btf, p.ty, out, depth + 1)?;
+        if !p.name.is_empty() {
+            out.push_str(&p.name);
+        } else if out.ends_with(' ') {
+            out.pop();
+        }
+    }
+    out.push(')');
+    Some(())
+}
