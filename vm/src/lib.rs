@@ -9,6 +9,7 @@
 //! - [`interp`]: the [`Interpreter`] and its [`Options`] (instruction budget, `may_goto`
 //!   count).
 //! - [`helpers`]: the [`Helpers`] trait through which programs call helper functions.
+//! - [`maps`]: BPF maps with the kernel's semantics, their values in [`Memory`] regions.
 //! - [`engine`]: the [`Engine`] trait the interpreter and the JIT share.
 //! - [`alu`]: the arithmetic of single instructions.
 //! - [`error`]: [`VmError`], what ends a run early.
@@ -39,12 +40,14 @@ pub mod engine;
 pub mod error;
 pub mod helpers;
 pub mod interp;
+pub mod maps;
 pub mod memory;
 
 pub use engine::{Engine, Executable};
 pub use error::{MAX_CALL_FRAMES, Unsupported, VmError};
 pub use helpers::{HelperError, Helpers, NoHelpers};
 pub use interp::{BPF_MAX_LOOPS, DEFAULT_INSN_BUDGET, Interpreter, Options};
+pub use maps::{Errno, Map, MapEnv, MapError, MapSpec, MapType, Maps};
 pub use memory::{
     Access, FaultCause, MemFault, Memory, Position, Region, RegionId, RegionInfo, RegionKind,
     STACK_SIZE,
