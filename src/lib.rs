@@ -12,4 +12,5 @@ pub use bpfemu_isa as isa;
 pub use bpfemu_vm as vm;
 
 pub mod pcap;
+pub mod rss;
 pub mod traffic;
