@@ -13,7 +13,10 @@ use bpfemu_isa::RawInsn;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 const BPF_MAP_CREATE: libc::c_long = 0;
+const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
+const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
 const BPF_PROG_LOAD: libc::c_long = 5;
+const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
 const BPF_BTF_LOAD: libc::c_long = 18;
 
 /// Program types (`enum bpf_prog_type`) that the tests use.
@@ -99,6 +102,37 @@ struct BtfLoadAttr {
     btf_log_true_size: u32,
 }
 
+/// The fields of `bpf_attr` read by BPF_MAP_LOOKUP_ELEM and BPF_MAP_UPDATE_ELEM.
+#[repr(C)]
+#[derive(Default)]
+struct MapElemAttr {
+    map_fd: u32,
+    key: u64,
+    value: u64,
+    flags: u64,
+}
+
+/// The fields of `bpf_attr` read by BPF_OBJ_GET_INFO_BY_FD.
+#[repr(C)]
+#[derive(Default)]
+struct InfoByFdAttr {
+    bpf_fd: u32,
+    info_len: u32,
+    info: u64,
+}
+
+/// The head of `struct bpf_map_info` (the kernel fills at most `info_len` bytes).
+#[repr(C)]
+#[derive(Default)]
+struct MapInfoHead {
+    map_type: u32,
+    id: u32,
+    key_size: u32,
+    value_size: u32,
+    max_entries: u32,
+    map_flags: u32,
+}
+
 /// One `bpf_func_info` record: the BTF FUNC type of the subprogram starting at `insn_off`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -112,6 +146,8 @@ const _: () = assert!(std::mem::offset_of!(ProgLoadAttr, expected_attach_type) =
 const _: () = assert!(std::mem::offset_of!(ProgLoadAttr, fd_array) == 120);
 const _: () = assert!(std::mem::offset_of!(ProgLoadAttr, fd_array_cnt) == 148);
 const _: () = assert!(std::mem::offset_of!(MapCreateAttr, map_extra) == 64);
+const _: () = assert!(std::mem::offset_of!(MapElemAttr, key) == 8);
+const _: () = assert!(std::mem::offset_of!(MapElemAttr, flags) == 24);
 
 /// Calls `bpf(cmd, attr, sizeof attr)`; the fd on success, the errno on failure.
 fn sys_bpf<T>(cmd: libc::c_long, attr: &mut T) -> Result<OwnedFd, i32> {
@@ -130,6 +166,25 @@ fn sys_bpf<T>(cmd: libc::c_long, attr: &mut T) -> Result<OwnedFd, i32> {
     }
     // SAFETY: both commands return a new file descriptor that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(ret as RawFd) })
+}
+
+/// Calls `bpf(cmd, attr, sizeof attr)` for a command that returns 0 (not an fd); the errno on
+/// failure.
+fn sys_bpf_status<T>(cmd: libc::c_long, attr: &mut T) -> Result<(), i32> {
+    // SAFETY: as in `sys_bpf`: a live #[repr(C)] bpf_attr prefix of the size we pass, whose
+    // pointers outlive the call.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            cmd,
+            attr as *mut T as *mut libc::c_void,
+            std::mem::size_of::<T>() as libc::c_uint,
+        )
+    };
+    if ret < 0 {
+        return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0));
+    }
+    Ok(())
 }
 
 /// What to load.
@@ -292,6 +347,51 @@ pub fn map_create(spec: &MapSpec) -> Result<OwnedFd, i32> {
         ..Default::default()
     };
     sys_bpf(BPF_MAP_CREATE, &mut attr)
+}
+
+/// EINVAL unless the map's key and value sizes are `key_len` and `value_len`: the kernel reads
+/// and writes exactly its own sizes through the pointers we pass.
+fn check_elem_sizes(map: &OwnedFd, key_len: usize, value_len: usize) -> Result<(), i32> {
+    let mut info = MapInfoHead::default();
+    let mut attr = InfoByFdAttr {
+        bpf_fd: map.as_raw_fd() as u32,
+        info_len: std::mem::size_of::<MapInfoHead>() as u32,
+        info: &mut info as *mut MapInfoHead as u64,
+    };
+    sys_bpf_status(BPF_OBJ_GET_INFO_BY_FD, &mut attr)?;
+    // Per-CPU maps (PERCPU_HASH, PERCPU_ARRAY, LRU_PERCPU_HASH, PERCPU_CGROUP_STORAGE) copy
+    // one value per possible CPU: more than `value_size` bytes.
+    let per_cpu = matches!(info.map_type, 5 | 6 | 10 | 21);
+    if per_cpu || info.key_size as usize != key_len || info.value_size as usize != value_len {
+        return Err(libc::EINVAL);
+    }
+    Ok(())
+}
+
+/// Reads the value stored under `key` into `value` (BPF_MAP_LOOKUP_ELEM); EINVAL unless the
+/// slices have the map's key and value sizes, or the map is per-CPU (one value per CPU).
+pub fn map_lookup(map: &OwnedFd, key: &[u8], value: &mut [u8]) -> Result<(), i32> {
+    check_elem_sizes(map, key.len(), value.len())?;
+    let mut attr = MapElemAttr {
+        map_fd: map.as_raw_fd() as u32,
+        key: key.as_ptr() as u64,
+        value: value.as_mut_ptr() as u64,
+        flags: 0,
+    };
+    sys_bpf_status(BPF_MAP_LOOKUP_ELEM, &mut attr)
+}
+
+/// Stores `value` under `key` (BPF_MAP_UPDATE_ELEM with `flags`, e.g. 0 for BPF_ANY); EINVAL
+/// unless the slices have the map's key and value sizes.
+pub fn map_update(map: &OwnedFd, key: &[u8], value: &[u8], flags: u64) -> Result<(), i32> {
+    check_elem_sizes(map, key.len(), value.len())?;
+    let mut attr = MapElemAttr {
+        map_fd: map.as_raw_fd() as u32,
+        key: key.as_ptr() as u64,
+        value: value.as_ptr() as u64,
+        flags,
+    };
+    sys_bpf_status(BPF_MAP_UPDATE_ELEM, &mut attr)
 }
 
 /// A map fd as the 32-bit immediate of an `ld_imm64`.

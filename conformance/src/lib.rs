@@ -5,6 +5,8 @@
 //! - [`plugin`] is the upstream plugin protocol (the `bpfemu-conformance-plugin` binary).
 //! - [`kernel`] reaches the running kernel through the bpf() syscall: the oracle every claim of
 //!   fidelity is checked against.
+//! - [`kernel_isa`] runs the bpf_conformance suite through the kernel (each test wrapped in an
+//!   XDP program that stores the full r0 in a map) and compares every result with bpfemu's.
 //!
 //! ```no_run
 //! use bpfemu_conformance::runner::{self, EngineKind, Mode};
@@ -13,6 +15,7 @@
 //! ```
 
 pub mod kernel;
+pub mod kernel_isa;
 pub mod libbpf;
 pub mod plugin;
 pub mod runner;
