@@ -38,6 +38,7 @@
 pub mod alu;
 pub mod engine;
 pub mod error;
+pub mod fib;
 pub mod helpers;
 pub mod interp;
 pub mod maps;

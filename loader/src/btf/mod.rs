@@ -3,6 +3,7 @@
 pub mod error;
 pub mod ext;
 mod ext_parse;
+pub mod json;
 mod parse;
 pub mod query;
 mod reader;
