@@ -11,6 +11,10 @@ pub use bpfemu_conformance as conformance;
 pub use bpfemu_isa as isa;
 pub use bpfemu_vm as vm;
 
+pub mod expect;
+pub mod mapio;
 pub mod pcap;
+pub mod replay;
 pub mod rss;
+pub mod runtime;
 pub mod traffic;

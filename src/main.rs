@@ -61,6 +61,82 @@ enum Command {
         #[command(flatten)]
         load: LoadArgs,
     },
+    /// Run every packet of a capture through an XDP program, with the kernel's semantics.
+    Replay(Box<ReplayArgs>),
+}
+
+#[derive(clap::Args)]
+struct ReplayArgs {
+    /// The BPF object.
+    obj: PathBuf,
+    /// The capture (pcap or pcapng, Ethernet).
+    pcap: PathBuf,
+    /// The XDP program to run (needed when the object has several).
+    #[arg(long)]
+    prog: Option<String>,
+    /// Engine that runs the program.
+    #[arg(long, value_enum, default_value_t = Engine::Interp)]
+    engine: Engine,
+    /// ingress_ifindex the program sees (BPF_PROG_TEST_RUN's default: 1, the loopback).
+    #[arg(long, default_value_t = 1)]
+    ifindex: u32,
+    /// rx_queue_index the program sees (default: the queue RSS steers the packet to).
+    #[arg(long)]
+    rxq: Option<u32>,
+    /// Virtual CPUs; packets are steered by a Toeplitz RSS hash of their flow.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
+    cpus: u32,
+    /// Seed of bpf_get_prandom_u32.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Routing and neighbour tables for bpf_fib_lookup (JSON).
+    #[arg(long, value_name = "FILE")]
+    fib: Option<PathBuf>,
+    /// Initial map contents (JSON: typed by BTF as bpftool shows them, or raw hex pairs).
+    #[arg(long, value_name = "FILE")]
+    maps: Option<PathBuf>,
+    /// Write the map contents after the replay (JSON, as bpftool map dump shows them).
+    #[arg(long, value_name = "FILE")]
+    dump_maps: Option<PathBuf>,
+    /// Write one capture per action (pass, tx, redirect, drop, aborted) into DIR.
+    #[arg(long, value_name = "DIR")]
+    out_dir: Option<PathBuf>,
+    /// One JSON object per packet and a final summary object, instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Write the expectations of this replay (per-packet results, final maps) to FILE.
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
+    /// Compare with expectations recorded earlier; exit 1 at the first difference.
+    #[arg(long, value_name = "FILE", conflicts_with = "record")]
+    check: Option<PathBuf>,
+    #[command(flatten)]
+    load: LoadArgs,
+}
+
+impl ReplayArgs {
+    fn options(&self) -> bpfemu::replay::ReplayOptions {
+        use std::io::IsTerminal;
+        let Engine::Interp = self.engine;
+        bpfemu::replay::ReplayOptions {
+            object: self.obj.clone(),
+            capture: self.pcap.clone(),
+            program: self.prog.clone(),
+            ifindex: self.ifindex,
+            rxq: self.rxq,
+            cpus: self.cpus,
+            seed: self.seed,
+            fib: self.fib.clone(),
+            maps: self.maps.clone(),
+            dump_maps: self.dump_maps.clone(),
+            out_dir: self.out_dir.clone(),
+            json: self.json,
+            record: self.record.clone(),
+            check: self.check.clone(),
+            load: self.load.options(),
+            progress: !self.json && std::io::stderr().is_terminal(),
+        }
+    }
 }
 
 /// How an object is loaded.
@@ -99,6 +175,8 @@ enum Engine {
 fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(code) => code,
+        // A reader that stops early (`bpfemu replay ... --json | head`) is not an error.
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("bpfemu: {e:#}");
             ExitCode::from(2)
@@ -153,7 +231,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print!("{text}");
             Ok(ExitCode::SUCCESS)
         }
+        Command::Replay(args) => Ok(ExitCode::from(bpfemu::replay::replay(&args.options())?)),
     }
+}
+
+fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 /// Loads an object; errors already name the file.

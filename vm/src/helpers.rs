@@ -9,6 +9,58 @@ use crate::memory::{MemFault, Memory};
 /// unreadable, so a verified program cannot tell).
 pub trait Helpers {
     fn call(&mut self, id: i32, args: [u64; 5], mem: &mut Memory) -> Result<u64, HelperError>;
+
+    /// Like [`Helpers::call`], for helpers that need more of the interpreter than a value in
+    /// r0: a tail call, or callbacks into the program (`bpf_loop`, `bpf_for_each_map_elem`).
+    /// The interpreter calls this one; the default answers with [`Helpers::call`].
+    fn call_outcome(
+        &mut self,
+        id: i32,
+        args: [u64; 5],
+        mem: &mut Memory,
+    ) -> Result<HelperOutcome, HelperError> {
+        self.call(id, args, mem).map(HelperOutcome::Return)
+    }
+}
+
+/// What a helper asks of the interpreter.
+pub enum HelperOutcome {
+    /// Set r0 and go on with the next instruction.
+    Return(u64),
+    /// `bpf_tail_call` succeeded: the running function becomes program `prog` (an index into
+    /// the program set the interpreter runs), from its first instruction, with the same
+    /// registers and stack frame; its exit returns where the replaced function would have.
+    TailCall(usize),
+    /// Run program callbacks as the loop decides, then set r0 to its final answer. Helpers
+    /// never call back into the interpreter themselves: the interpreter drives the loop, so
+    /// callbacks count against the same budget and frame limit as everything else.
+    Callbacks(Box<dyn CallbackLoop>),
+}
+
+impl std::fmt::Debug for HelperOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HelperOutcome::Return(v) => write!(f, "Return({v:#x})"),
+            HelperOutcome::TailCall(p) => write!(f, "TailCall({p})"),
+            HelperOutcome::Callbacks(_) => f.write_str("Callbacks(..)"),
+        }
+    }
+}
+
+/// The next thing a callback loop wants.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallbackStep {
+    /// Call the callback at code address `target` (see [`crate::interp::code_addr`]) with
+    /// r1-r5 = `args`, in a fresh stack frame.
+    Call { target: u64, args: [u64; 5] },
+    /// The helper is done; r0 = this.
+    Done(u64),
+}
+
+/// A helper that calls back into the program, one callback at a time.
+pub trait CallbackLoop {
+    /// Called first with `None`, then with each callback's r0.
+    fn next(&mut self, last: Option<u64>, mem: &mut Memory) -> Result<CallbackStep, HelperError>;
 }
 
 /// Why a helper call failed. The runtime adds the pc and helper id.

@@ -3,10 +3,15 @@
 //!
 //! The hot loop fetches the pre-decoded [`Insn`] at `pc` and dispatches on it; nothing is
 //! allocated per instruction, and calls reuse stack storage kept by the memory.
+//!
+//! [`Interpreter::run_set`] runs one program of a set, so that a helper can switch programs
+//! (a tail call, [`HelperOutcome::TailCall`]) or call functions anywhere in the set by their
+//! code address ([`code_addr`]; callbacks of `bpf_loop` and `bpf_for_each_map_elem`,
+//! [`HelperOutcome::Callbacks`]).
 
 use crate::alu;
 use crate::error::{MAX_CALL_FRAMES, Unsupported, VmError};
-use crate::helpers::{HelperError, Helpers};
+use crate::helpers::{CallbackLoop, CallbackStep, HelperError, HelperOutcome, Helpers};
 use crate::memory::{MemFault, Memory, RegionId};
 use bpfemu_isa::{
     AtomicOp, CallTarget, Insn, JmpCond, LdImm64Kind, Program, Reg, Size, Source, Width,
@@ -18,6 +23,25 @@ pub const BPF_MAX_LOOPS: u64 = 8 * 1024 * 1024;
 
 /// Default limit on executed instructions per run.
 pub const DEFAULT_INSN_BUDGET: u64 = 1 << 24;
+
+/// Code addresses (what `ld_imm64 src=BPF_PSEUDO_FUNC` loads once a program is prepared) live in
+/// the kernel half of the address space, where no region is: a program can pass one to a
+/// helper, never dereference it.
+pub const CODE_ADDR_BASE: u64 = 0xffff_a000_0000_0000;
+/// Bits of a code address that hold the instruction index (the kernel allows 1M instructions).
+const CODE_PC_BITS: u32 = 24;
+
+/// The code address of instruction `pc` of program `prog` of a program set.
+pub fn code_addr(prog: usize, pc: usize) -> u64 {
+    CODE_ADDR_BASE | ((prog as u64) << CODE_PC_BITS) | pc as u64
+}
+
+/// The (program, instruction) a code address names, if it is one.
+pub fn decode_code_addr(addr: u64) -> Option<(usize, usize)> {
+    let rest = addr.checked_sub(CODE_ADDR_BASE)?;
+    let prog = rest >> CODE_PC_BITS;
+    (prog < 1 << 20).then_some((prog as usize, (rest & ((1 << CODE_PC_BITS) - 1)) as usize))
+}
 
 /// Run limits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,7 +76,19 @@ struct Frame {
     stack: RegionId,
     may_goto_left: u64,
     return_pc: usize,
+    /// The program (in the set) to return to.
+    return_prog: usize,
+    /// A callback of a helper's loop: its exit goes back to the loop, not to `return_pc`.
+    callback: bool,
     caller_regs: [u64; Reg::COUNT],
+}
+
+/// A helper's callback loop in progress: where the helper was called, and the loop.
+struct PendingLoop {
+    driver: Box<dyn CallbackLoop>,
+    helper: i32,
+    call_pc: usize,
+    call_prog: usize,
 }
 
 impl Interpreter {
@@ -83,14 +119,33 @@ impl Interpreter {
         mem: &mut Memory,
         helpers: &mut dyn Helpers,
     ) -> Result<u64, VmError> {
+        self.run_set(std::slice::from_ref(prog), 0, args, mem, helpers)
+    }
+
+    /// Runs program `entry` of `progs` like [`Interpreter::run`]; tail calls and callbacks may
+    /// continue in any program of the set.
+    ///
+    /// # Panics
+    /// When `entry` is not an index into `progs`.
+    pub fn run_set(
+        &mut self,
+        progs: &[Program],
+        entry: usize,
+        args: [u64; 5],
+        mem: &mut Memory,
+        helpers: &mut dyn Helpers,
+    ) -> Result<u64, VmError> {
         let mut frames = std::mem::take(&mut self.frames);
         frames.clear();
         let mut machine = Machine {
-            prog,
+            progs,
+            cur: entry,
+            prog: &progs[entry],
             mem,
             helpers,
             options: self.options,
             frames,
+            loops: Vec::new(),
             regs: [0; Reg::COUNT],
             pc: 0,
             executed: 0,
@@ -108,11 +163,15 @@ impl Interpreter {
 
 /// The state of one run.
 struct Machine<'a> {
+    progs: &'a [Program],
+    /// Index in `progs` of the running program, `prog`.
+    cur: usize,
     prog: &'a Program,
     mem: &'a mut Memory,
     helpers: &'a mut dyn Helpers,
     options: Options,
     frames: Vec<Frame>,
+    loops: Vec<PendingLoop>,
     regs: [u64; Reg::COUNT],
     pc: usize,
     executed: u64,
@@ -249,7 +308,7 @@ impl Machine<'_> {
             } => self.cond_jump(width, cond, dst, src, off)?,
             Insn::MayGoto { off } => self.may_goto(off)?,
             Insn::Call(target) => self.call(target)?,
-            Insn::Exit => return Ok(self.exit()),
+            Insn::Exit => return self.exit(),
         }
         Ok(Step::Continue)
     }
@@ -336,7 +395,7 @@ impl Machine<'_> {
             }
             None => {
                 self.regs[0] = 0;
-                Ok(self.exit())
+                self.exit()
             }
         }
     }
@@ -492,12 +551,101 @@ impl Machine<'_> {
         let mut args = [0u64; 5];
         args.copy_from_slice(&self.regs[1..6]);
         let pc = self.pc;
-        let r0 = self.helpers.call(id, args, self.mem).map_err(|e| match e {
-            HelperError::Unknown(_) => VmError::UnknownHelper { pc, id },
-            source => VmError::Helper { pc, id, source },
-        })?;
-        self.set_next(Reg::R0, r0);
+        let outcome = self
+            .helpers
+            .call_outcome(id, args, self.mem)
+            .map_err(|e| helper_error(pc, id, e))?;
+        match outcome {
+            HelperOutcome::Return(r0) => self.set_next(Reg::R0, r0),
+            HelperOutcome::TailCall(prog) => self.tail_call(id, prog)?,
+            HelperOutcome::Callbacks(driver) => {
+                self.loops.push(PendingLoop {
+                    driver,
+                    helper: id,
+                    call_pc: pc,
+                    call_prog: self.cur,
+                });
+                self.advance_loop(None)?;
+            }
+        }
         Ok(())
+    }
+
+    /// Continues the function at the first instruction of program `prog`: the kernel's tail
+    /// call keeps the registers and the stack frame (the verifier has made sure the target
+    /// reads neither before writing), and the frame's exit returns where it would have.
+    fn tail_call(&mut self, id: i32, prog: usize) -> Result<(), VmError> {
+        let target = self.progs.get(prog).ok_or_else(|| {
+            helper_error(
+                self.pc,
+                id,
+                HelperError::Failed(format!("tail call to program {prog}, which is not loaded")),
+            )
+        })?;
+        self.cur = prog;
+        self.prog = target;
+        self.pc = 0;
+        Ok(())
+    }
+
+    /// Asks the innermost callback loop what next (`last`: the r0 of the callback that just
+    /// returned) and either enters the callback or finishes the helper call.
+    fn advance_loop(&mut self, last: Option<u64>) -> Result<(), VmError> {
+        let pending = self.loops.last_mut().expect("a loop is active");
+        let (pc, id) = (pending.call_pc, pending.helper);
+        let step = pending
+            .driver
+            .next(last, self.mem)
+            .map_err(|e| helper_error(pc, id, e))?;
+        match step {
+            CallbackStep::Call { target, args } => self.enter_callback(target, args),
+            CallbackStep::Done(r0) => {
+                let done = self.loops.pop().expect("checked above");
+                self.switch_to(done.call_prog);
+                self.pc = done.call_pc;
+                self.set_next(Reg::R0, r0);
+                Ok(())
+            }
+        }
+    }
+
+    /// Calls the callback at code address `target` in a fresh frame, as the kernel calls a
+    /// callback: r1-r5 = `args`, the other registers of the caller kept for its return.
+    fn enter_callback(&mut self, target: u64, args: [u64; 5]) -> Result<(), VmError> {
+        let pending = self.loops.last().expect("a loop is active");
+        let (pc, id, call_prog) = (pending.call_pc, pending.helper, pending.call_prog);
+        let (prog, entry) = decode_code_addr(target)
+            .filter(|&(p, e)| self.progs.get(p).is_some_and(|p| p.insn(e).is_some()))
+            .ok_or_else(|| {
+                helper_error(
+                    pc,
+                    id,
+                    HelperError::Failed(format!("callback {target:#x} is not a function")),
+                )
+            })?;
+        if self.frames.len() == MAX_CALL_FRAMES {
+            return Err(VmError::CallDepthExceeded { pc, target: entry });
+        }
+        let caller_regs = self.regs;
+        self.push_frame(pc, entry);
+        let frame = self.frames.last_mut().expect("just pushed");
+        frame.caller_regs = caller_regs;
+        frame.callback = true;
+        frame.return_prog = call_prog;
+        self.switch_to(prog);
+        self.regs = [0; Reg::COUNT];
+        self.regs[1..6].copy_from_slice(&args);
+        self.regs[10] = self
+            .mem
+            .region(frame_stack(&self.frames))
+            .expect("live")
+            .end();
+        Ok(())
+    }
+
+    fn switch_to(&mut self, prog: usize) {
+        self.cur = prog;
+        self.prog = &self.progs[prog];
     }
 
     /// A bpf-to-bpf call: the callee gets r1-r5, a fresh zeroed stack frame with r10 at its
@@ -528,23 +676,42 @@ impl Machine<'_> {
             stack,
             may_goto_left: self.options.may_goto_loops,
             return_pc,
+            return_prog: self.cur,
+            callback: false,
             caller_regs: [0; Reg::COUNT],
         });
         self.regs[10] = top;
         self.pc = entry;
     }
 
-    /// Returns from the current function; `Done` when it is the entry function.
-    fn exit(&mut self) -> Step {
+    /// Returns from the current function; `Done` when it is the entry function. A callback's
+    /// return goes back to its loop.
+    fn exit(&mut self) -> Result<Step, VmError> {
         if self.frames.len() == 1 {
-            return Step::Done(self.regs[0]);
+            return Ok(Step::Done(self.regs[0]));
         }
         let frame = self.frames.pop().expect("checked above");
         self.mem.remove_stack_frame(frame.stack);
         let r0 = self.regs[0];
         self.regs = frame.caller_regs;
+        self.switch_to(frame.return_prog);
+        if frame.callback {
+            self.advance_loop(Some(r0))?;
+            return Ok(Step::Continue);
+        }
         self.regs[0] = r0;
         self.pc = frame.return_pc;
-        Step::Continue
+        Ok(Step::Continue)
+    }
+}
+
+fn frame_stack(frames: &[Frame]) -> RegionId {
+    frames.last().expect("a frame is active").stack
+}
+
+fn helper_error(pc: usize, id: i32, e: HelperError) -> VmError {
+    match e {
+        HelperError::Unknown(_) => VmError::UnknownHelper { pc, id },
+        source => VmError::Helper { pc, id, source },
     }
 }

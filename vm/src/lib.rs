@@ -10,6 +10,8 @@
 //!   count).
 //! - [`helpers`]: the [`Helpers`] trait through which programs call helper functions.
 //! - [`maps`]: BPF maps with the kernel's semantics, their values in [`Memory`] regions.
+//! - [`xdp`]: the XDP runtime: an object's programs run on packets as `BPF_PROG_TEST_RUN`
+//!   runs them, with the kernel's XDP helpers.
 //! - [`engine`]: the [`Engine`] trait the interpreter and the JIT share.
 //! - [`alu`]: the arithmetic of single instructions.
 //! - [`error`]: [`VmError`], what ends a run early.
@@ -43,15 +45,16 @@ pub mod helpers;
 pub mod interp;
 pub mod maps;
 pub mod memory;
+pub mod xdp;
 
 pub use engine::{Engine, Executable};
 pub use error::{MAX_CALL_FRAMES, Unsupported, VmError};
-pub use helpers::{HelperError, Helpers, NoHelpers};
+pub use helpers::{CallbackLoop, CallbackStep, HelperError, HelperOutcome, Helpers, NoHelpers};
 pub use interp::{BPF_MAX_LOOPS, DEFAULT_INSN_BUDGET, Interpreter, Options};
 pub use maps::{Errno, Map, MapEnv, MapError, MapSpec, MapType, Maps};
 pub use memory::{
-    Access, FaultCause, MemFault, Memory, Position, Region, RegionId, RegionInfo, RegionKind,
-    STACK_SIZE,
+    Access, CtxFields, FaultCause, MemFault, Memory, Position, Region, RegionId, RegionInfo,
+    RegionKind, STACK_SIZE,
 };
 
 use bpfemu_isa::Program;

@@ -6,6 +6,18 @@
 //! pointer: an address is mapped back to `(region, offset)` and the bytes are reached through
 //! safe slice indexing. Each region is its own heap allocation, so an overflow from one region
 //! can never silently land in another.
+//!
+//! Two kinds of region behave specially, for the XDP runtime:
+//! - a *windowed* region ([`Memory::add_windowed`]) is one allocation of which only a live
+//!   window is accessible; the window moves ([`Memory::set_window`]) while the bytes stay put.
+//!   The XDP frame is one: the program may touch `[data_meta, data_end)` only, and
+//!   `bpf_xdp_adjust_head/meta/tail` move those bounds inside the frame.
+//! - a *converted ctx* region ([`Memory::add_converted_ctx`]) answers aligned 4-byte loads
+//!   with a 64-bit value per field ([`CtxFields`]), refusing every other access. This is what
+//!   the kernel's verifier does to `struct xdp_md` loads (`xdp_convert_ctx_access` turns a
+//!   32-bit load of `data` into a 64-bit load of `xdp_buff->data`). bpfemu has no verifier yet,
+//!   so the conversion happens here at access time; once the verifier produces the xlated
+//!   program, the ctx will be the real `xdp_buff` layout and this region kind can go.
 
 use std::cell::Cell;
 use std::fmt;
@@ -54,16 +66,27 @@ impl fmt::Display for RegionKind {
     }
 }
 
+/// The fields of a converted ctx: field `i` is the 4-byte slot at offset `4 * i`, and a load
+/// of it gives the full 64-bit value (a pointer for `data`, `data_end`, `data_meta`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CtxFields {
+    pub values: Vec<u64>,
+}
+
 /// One contiguous, separately allocated range of bytes the program may access.
 #[derive(Debug)]
 pub struct Region {
     id: RegionId,
     kind: RegionKind,
-    /// The allocation; the region is `storage[start..start + len]`.
+    /// The allocation; the accessible region is `storage[start..start + len]`.
     storage: Vec<u8>,
     start: usize,
     len: usize,
+    /// The whole extent (start, len) of a windowed region; `start`/`len` is its live window.
+    extent: (usize, usize),
     writable: bool,
+    /// Set for a converted ctx: loads are answered from here, never from `storage`.
+    ctx: Option<CtxFields>,
 }
 
 impl Region {
@@ -104,6 +127,26 @@ impl Region {
     /// Mutable bytes for the host (helpers, loaders), regardless of the program's permission.
     pub fn bytes_mut(&mut self) -> &mut [u8] {
         &mut self.storage[self.start..self.start + self.len]
+    }
+
+    /// The whole allocation of a windowed region (equal to [`Region::bytes`] for others).
+    pub fn extent_bytes(&self) -> &[u8] {
+        &self.storage[self.extent.0..self.extent.0 + self.extent.1]
+    }
+
+    /// The whole allocation of a windowed region, for the host to write.
+    pub fn extent_bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.storage[self.extent.0..self.extent.0 + self.extent.1]
+    }
+
+    /// The host address of the first byte of the whole allocation.
+    pub fn extent_base(&self) -> u64 {
+        self.storage.as_ptr().addr() as u64 + self.extent.0 as u64
+    }
+
+    /// The fields of a converted ctx region.
+    pub fn ctx_fields(&self) -> Option<&CtxFields> {
+        self.ctx.as_ref()
     }
 
     /// Offset of `[addr, addr + len)` inside the region, when it lies wholly inside.
@@ -170,6 +213,8 @@ pub enum FaultCause {
     },
     /// The access lies in a region the program may not write.
     ReadOnly { region: RegionInfo },
+    /// An access to a converted ctx that is not an aligned 4-byte load of a field.
+    CtxAccess { region: RegionInfo, off: usize },
 }
 
 /// A refused memory access.
@@ -198,6 +243,10 @@ impl fmt::Display for MemFault {
                 nearest: Some((region, Position::PastEnd { by })),
             } => write!(f, "{by} bytes past the end of {region}"),
             FaultCause::ReadOnly { region } => write!(f, "{region} is read-only"),
+            FaultCause::CtxAccess { region, off } => write!(
+                f,
+                "offset {off} of {region}: the ctx may only be read, one aligned 4-byte field at a time"
+            ),
         }
     }
 }
@@ -292,9 +341,57 @@ impl Memory {
             storage,
             start,
             len,
+            extent: (start, len),
             writable,
+            ctx: None,
         });
         id
+    }
+
+    /// Adds a zeroed, 8-aligned allocation of `len` bytes of which only `window` (offset, length)
+    /// is accessible to the program until [`Memory::set_window`] moves it.
+    pub fn add_windowed(
+        &mut self,
+        kind: RegionKind,
+        len: usize,
+        window: (usize, usize),
+        writable: bool,
+    ) -> RegionId {
+        let id = self.add_zeroed(kind, len, writable);
+        self.set_window(id, window.0, window.1);
+        id
+    }
+
+    /// Moves the live window of a windowed region to `[off, off + len)` of its allocation.
+    ///
+    /// # Panics
+    /// When the window does not fit the allocation (a bug in the caller, never program input).
+    pub fn set_window(&mut self, id: RegionId, off: usize, len: usize) {
+        let region = self.region_mut(id).expect("a live region");
+        assert!(
+            off.checked_add(len)
+                .is_some_and(|end| end <= region.extent.1),
+            "window {off}+{len} outside an allocation of {} bytes",
+            region.extent.1
+        );
+        region.start = region.extent.0 + off;
+        region.len = len;
+    }
+
+    /// Adds a converted ctx region of `4 * fields.values.len()` bytes (see the module docs).
+    pub fn add_converted_ctx(&mut self, fields: CtxFields) -> RegionId {
+        let id = self.add_zeroed(RegionKind::Ctx, 4 * fields.values.len(), false);
+        self.regions.last_mut().expect("just added").ctx = Some(fields);
+        id
+    }
+
+    /// Sets field `index` of a converted ctx region.
+    ///
+    /// # Panics
+    /// When `id` is not a converted ctx with such a field.
+    pub fn set_ctx_field(&mut self, id: RegionId, index: usize, value: u64) {
+        let region = self.region_mut(id).expect("a live region");
+        region.ctx.as_mut().expect("a converted ctx").values[index] = value;
     }
 
     /// Removes a region and hands it back.
@@ -330,7 +427,11 @@ impl Memory {
 
     /// Reads an unsigned little-endian value of `len` (1, 2, 4 or 8) bytes.
     pub fn read(&self, addr: u64, len: usize) -> Result<u64, MemFault> {
-        let bytes = self.slice(addr, len)?;
+        let (index, off) = self.locate(addr, len, Access::Read)?;
+        if let Some(fields) = &self.regions[index].ctx {
+            return self.ctx_load(index, fields, off, len, addr);
+        }
+        let bytes = &self.regions[index].bytes()[off..off + len];
         let mut word = [0u8; 8];
         word[..len].copy_from_slice(bytes);
         Ok(u64::from_le_bytes(word))
@@ -343,10 +444,48 @@ impl Memory {
         Ok(())
     }
 
-    /// The `len` bytes at `addr`, which must lie wholly inside one region.
+    /// The `len` bytes at `addr`, which must lie wholly inside one region (not a converted
+    /// ctx, whose bytes are not what the program sees).
     pub fn slice(&self, addr: u64, len: usize) -> Result<&[u8], MemFault> {
         let (index, off) = self.locate(addr, len, Access::Read)?;
+        if self.regions[index].ctx.is_some() {
+            return Err(self.ctx_fault(index, off, len, addr, Access::Read));
+        }
         Ok(&self.regions[index].bytes()[off..off + len])
+    }
+
+    /// A load from a converted ctx: an aligned 4-byte load of an existing field.
+    fn ctx_load(
+        &self,
+        index: usize,
+        fields: &CtxFields,
+        off: usize,
+        len: usize,
+        addr: u64,
+    ) -> Result<u64, MemFault> {
+        match fields.values.get(off / 4) {
+            Some(&value) if len == 4 && off.is_multiple_of(4) => Ok(value),
+            _ => Err(self.ctx_fault(index, off, len, addr, Access::Read)),
+        }
+    }
+
+    fn ctx_fault(
+        &self,
+        index: usize,
+        off: usize,
+        len: usize,
+        addr: u64,
+        access: Access,
+    ) -> MemFault {
+        MemFault {
+            access,
+            addr,
+            len,
+            cause: FaultCause::CtxAccess {
+                region: self.regions[index].describe(),
+                off,
+            },
+        }
     }
 
     /// The `len` bytes at `addr` for writing: wholly inside one writable region.
@@ -361,6 +500,9 @@ impl Memory {
             .find(addr, len)
             .ok_or_else(|| self.out_of_bounds(addr, len, access))?;
         let region = &self.regions[index];
+        if access == Access::Write && region.ctx.is_some() {
+            return Err(self.ctx_fault(index, off, len, addr, access));
+        }
         if access == Access::Write && !region.writable {
             return Err(MemFault {
                 access,
@@ -489,6 +631,43 @@ mod tests {
         let mut mem = Memory::new();
         mem.add_zeroed(RegionKind::Input, 8, true);
         assert!(mem.read(u64::MAX - 2, 8).is_err());
+    }
+
+    #[test]
+    fn windowed_region_allows_only_its_window() {
+        let mut mem = Memory::new();
+        let id = mem.add_windowed(RegionKind::Packet, 64, (16, 8), true);
+        let base = mem.region(id).unwrap().extent_base();
+        assert_eq!(mem.region(id).unwrap().base(), base + 16);
+        mem.write(base + 16, 8, 7).unwrap();
+        assert!(mem.read(base + 15, 1).is_err());
+        assert!(mem.read(base + 24, 1).is_err());
+        mem.set_window(id, 8, 24);
+        assert_eq!(mem.read(base + 16, 8).unwrap(), 7);
+        assert!(mem.read(base + 8, 1).is_ok());
+        assert_eq!(mem.region(id).unwrap().extent_bytes().len(), 64);
+    }
+
+    #[test]
+    fn converted_ctx_answers_aligned_word_loads_only() {
+        let mut mem = Memory::new();
+        let id = mem.add_converted_ctx(CtxFields {
+            values: vec![0x1122_3344_5566_7788, 5],
+        });
+        let base = mem.region(id).unwrap().base();
+        assert_eq!(mem.read(base, 4).unwrap(), 0x1122_3344_5566_7788);
+        assert_eq!(mem.read(base + 4, 4).unwrap(), 5);
+        mem.set_ctx_field(id, 1, 9);
+        assert_eq!(mem.read(base + 4, 4).unwrap(), 9);
+        for (off, len) in [(0, 8), (2, 2), (1, 1)] {
+            let fault = mem.read(base + off, len).unwrap_err();
+            assert!(
+                matches!(fault.cause, FaultCause::CtxAccess { .. }),
+                "{fault}"
+            );
+        }
+        assert!(mem.write(base, 4, 0).is_err());
+        assert!(mem.slice(base, 4).is_err());
     }
 
     #[test]

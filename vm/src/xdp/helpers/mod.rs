@@ -1,0 +1,176 @@
+//! The helpers XDP programs may call in bpfemu, in one table ([`HELPERS`]): the load-time check
+//! ([`super::prepare`]) and the dispatch both read it, so a helper is either in the table and
+//! works, or is refused when the program is prepared, by name.
+//!
+//! One file per family: [`maps`] (map operations and `bpf_for_each_map_elem`), [`packet`]
+//! (frame bounds, packet bytes, checksums, MTU, FIB), [`redirect`] (redirects and tail
+//! calls), [`events`] (ring buffers, perf events), [`printk`] (`bpf_trace_printk`,
+//! `bpf_snprintf`), [`misc`] (clocks, random numbers, CPU, locks, strings, `bpf_loop`).
+
+pub mod events;
+pub mod maps;
+pub mod misc;
+pub mod packet;
+pub mod printk;
+pub mod redirect;
+
+use super::determinism::{Clock, Prandom};
+use super::frame::XdpFrame;
+use super::runtime::{NetDevice, PerfEvent, RedirectTarget};
+use crate::fib::Fib;
+use crate::helpers::{HelperError, HelperOutcome, Helpers};
+use crate::maps::Maps;
+use crate::memory::Memory;
+
+/// What a helper answers.
+pub type HelperResult = Result<HelperOutcome, HelperError>;
+/// A helper: the run's environment, r1-r5, the memory.
+pub type HelperFn = fn(&mut XdpEnv<'_>, [u64; 5], &mut Memory) -> HelperResult;
+
+/// One implemented helper.
+pub struct HelperDef {
+    /// `enum bpf_func_id` (include/uapi/linux/bpf.h).
+    pub id: i32,
+    /// The name without `bpf_`.
+    pub name: &'static str,
+    pub f: HelperFn,
+}
+
+macro_rules! helpers {
+    ($($id:literal $name:ident => $f:path,)*) => {
+        /// Every helper bpfemu implements for XDP programs, by id.
+        pub const HELPERS: &[HelperDef] = &[
+            $(HelperDef { id: $id, name: stringify!($name), f: $f },)*
+        ];
+    };
+}
+
+helpers! {
+    1 map_lookup_elem => maps::lookup,
+    2 map_update_elem => maps::update,
+    3 map_delete_elem => maps::delete,
+    5 ktime_get_ns => misc::ktime_get_ns,
+    6 trace_printk => printk::trace_printk,
+    7 get_prandom_u32 => misc::get_prandom_u32,
+    8 get_smp_processor_id => misc::get_smp_processor_id,
+    12 tail_call => redirect::tail_call,
+    23 redirect => redirect::redirect,
+    25 perf_event_output => events::perf_event_output,
+    28 csum_diff => packet::csum_diff,
+    42 get_numa_node_id => misc::get_numa_node_id,
+    44 xdp_adjust_head => packet::adjust_head,
+    51 redirect_map => redirect::redirect_map,
+    54 xdp_adjust_meta => packet::adjust_meta,
+    65 xdp_adjust_tail => packet::adjust_tail,
+    69 fib_lookup => packet::fib_lookup,
+    87 map_push_elem => maps::push,
+    88 map_pop_elem => maps::pop,
+    89 map_peek_elem => maps::peek,
+    93 spin_lock => misc::spin_lock,
+    94 spin_unlock => misc::spin_unlock,
+    118 jiffies64 => misc::jiffies64,
+    125 ktime_get_boot_ns => misc::ktime_get_ns,
+    130 ringbuf_output => events::ringbuf_output,
+    131 ringbuf_reserve => events::ringbuf_reserve,
+    132 ringbuf_submit => events::ringbuf_submit,
+    133 ringbuf_discard => events::ringbuf_discard,
+    134 ringbuf_query => events::ringbuf_query,
+    160 ktime_get_coarse_ns => misc::ktime_get_coarse_ns,
+    163 check_mtu => packet::check_mtu,
+    164 for_each_map_elem => maps::for_each_map_elem,
+    165 snprintf => printk::snprintf,
+    181 loop => misc::bpf_loop,
+    182 strncmp => misc::strncmp,
+    188 xdp_get_buff_len => packet::get_buff_len,
+    189 xdp_load_bytes => packet::load_bytes,
+    190 xdp_store_bytes => packet::store_bytes,
+}
+
+/// The helper with this id, if bpfemu implements it.
+pub fn lookup(id: i32) -> Option<&'static HelperDef> {
+    HELPERS.iter().find(|h| h.id == id)
+}
+
+/// What the helpers of one packet's run reach: the maps, the frame, the run's record and the
+/// runtime's lasting state.
+pub struct XdpEnv<'a> {
+    pub maps: &'a mut Maps,
+    pub frame: &'a mut XdpFrame,
+    pub run: &'a mut RunState,
+    pub prandom: &'a mut Prandom,
+    pub fib: Option<&'a Fib>,
+    pub devices: &'a [NetDevice],
+}
+
+/// What one run records, and its per-run counters.
+#[derive(Debug)]
+pub struct RunState {
+    pub cpu: u32,
+    pub clock: Clock,
+    /// Tail calls taken so far (the kernel's `tail_call_cnt`).
+    pub tail_calls: u32,
+    /// The redirect target the last redirect helper set (`bpf_redirect_info`).
+    pub redirect: Option<RedirectTarget>,
+    pub printk: Vec<String>,
+    pub events: Vec<PerfEvent>,
+}
+
+impl RunState {
+    pub fn new(cpu: u32, clock: Clock) -> RunState {
+        RunState {
+            cpu,
+            clock,
+            tail_calls: 0,
+            redirect: None,
+            printk: Vec::new(),
+            events: Vec::new(),
+        }
+    }
+}
+
+impl Helpers for XdpEnv<'_> {
+    fn call(&mut self, id: i32, args: [u64; 5], mem: &mut Memory) -> Result<u64, HelperError> {
+        match self.call_outcome(id, args, mem)? {
+            HelperOutcome::Return(r0) => Ok(r0),
+            other => Err(HelperError::Failed(format!(
+                "{other:?} needs the interpreter's call_outcome"
+            ))),
+        }
+    }
+
+    fn call_outcome(&mut self, id: i32, args: [u64; 5], mem: &mut Memory) -> HelperResult {
+        let helper = lookup(id).ok_or(HelperError::Unknown(id))?;
+        (helper.f)(self, args, mem)
+    }
+}
+
+/// A plain r0.
+pub(crate) fn ret(value: u64) -> HelperResult {
+    Ok(HelperOutcome::Return(value))
+}
+
+/// A helper argument that must be a map handle of this run.
+pub(crate) fn map_index(maps: &Maps, handle: u64) -> Result<usize, HelperError> {
+    maps.index_of_handle(handle)
+        .ok_or_else(|| HelperError::Failed(format!("{handle:#x} is not a map")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_ids_match_the_uapi_names() {
+        for h in HELPERS {
+            assert_eq!(
+                bpfemu_isa::helpers::helper_name(h.id),
+                Some(h.name),
+                "{}",
+                h.id
+            );
+        }
+        let mut ids: Vec<i32> = HELPERS.iter().map(|h| h.id).collect();
+        ids.dedup();
+        assert_eq!(ids.len(), HELPERS.len());
+    }
+}
