@@ -116,7 +116,13 @@ pub fn action_name(action: XdpAction) -> &'static str {
 }
 
 pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
+    out
 }
 
 /// Totals of a replay.
@@ -358,12 +364,14 @@ pub fn replay(opts: &ReplayOptions) -> Result<u8> {
         if let Some(captures) = captures.as_mut() {
             captures.write(&packet, &result)?;
         }
-        let expectation = result.expectation();
-        if let (Some(exp), None) = (&expected, &first_difference) {
-            first_difference = exp.compare_packet(&expectation);
-        }
-        if opts.record.is_some() {
-            recorded.push(expectation);
+        if expected.is_some() || opts.record.is_some() {
+            let expectation = result.expectation();
+            if let (Some(exp), None) = (&expected, &first_difference) {
+                first_difference = exp.compare_packet(&expectation);
+            }
+            if opts.record.is_some() {
+                recorded.push(expectation);
+            }
         }
         progress.tick(summary.packets);
     }

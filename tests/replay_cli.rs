@@ -1,0 +1,274 @@
+//! `bpfemu replay` as a user runs it: expectations recorded and checked (and a changed program
+//! caught), and bad input reported without losing the packets already processed.
+
+use bpfemu::pcap::PcapWriter;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn bpfemu(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_bpfemu"))
+        .args(args)
+        .output()
+        .expect("bpfemu runs")
+}
+
+fn example(path: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(path)
+        .display()
+        .to_string()
+}
+
+/// A scratch directory of this test, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("bpfemu-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    fn path(&self, file: &str) -> String {
+        self.0.join(file).display().to_string()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The reflector with its `XDP_TX` verdicts turned into `XDP_PASS`: every `r0 = 3` or
+/// `w0 = 3` instruction of the object's code becomes `= 2`.
+fn reflector_that_passes(dest: &str) {
+    let mut bytes = std::fs::read(example("xdp/build/reflector.v3.o")).unwrap();
+    let mut patched = 0;
+    for insn in bytes.chunks_exact_mut(8) {
+        if matches!(insn[0], 0xb7 | 0xb4) && insn[1] == 0 && insn[2..8] == [0, 0, 3, 0, 0, 0] {
+            insn[4] = 2;
+            patched += 1;
+        }
+    }
+    assert!(patched > 0, "no `r0 = XDP_TX` instruction found to change");
+    std::fs::write(dest, bytes).unwrap();
+}
+
+#[test]
+fn record_then_check_and_catch_a_changed_program() {
+    let dir = Scratch::new("record");
+    let (obj, pcap, exp) = (
+        example("xdp/build/reflector.v3.o"),
+        example("pcap/normal.pcap"),
+        dir.path("exp.json"),
+    );
+    let out = bpfemu(&["replay", &obj, &pcap, "--record", &exp]);
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    let out = bpfemu(&["replay", &obj, &pcap, "--check", &exp]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("check passed: 200 packets"),
+        "{}",
+        stderr(&out)
+    );
+
+    let changed = dir.path("changed.o");
+    reflector_that_passes(&changed);
+    let out = bpfemu(&["replay", &changed, &pcap, "--check", &exp]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let report = stderr(&out);
+    assert!(report.contains("differs:"), "{report}");
+    assert!(report.contains("expected: action tx, retval 3"), "{report}");
+    assert!(
+        report.contains("got:      action pass, retval 2"),
+        "{report}"
+    );
+}
+
+#[test]
+fn changed_map_contents_fail_the_check() {
+    let dir = Scratch::new("mapcheck");
+    let (obj, exp) = (example("xdp/build/reflector.v3.o"), dir.path("exp.json"));
+    assert!(
+        bpfemu(&[
+            "replay",
+            &obj,
+            &example("pcap/normal.pcap"),
+            "--record",
+            &exp
+        ])
+        .status
+        .success()
+    );
+    // Same packets minus the last: packet verdicts agree, the count and counters do not.
+    let frames = bpfemu::traffic::bundled()
+        .into_iter()
+        .find(|(n, _)| *n == "normal.pcap")
+        .unwrap()
+        .1;
+    let shorter = dir.path("shorter.pcap");
+    let mut w = PcapWriter::create(Path::new(&shorter), true).unwrap();
+    for (i, f) in frames[..frames.len() - 1].iter().enumerate() {
+        w.write(
+            bpfemu::traffic::BUNDLED_EPOCH_NS + i as u64 * bpfemu::traffic::BUNDLED_GAP_NS,
+            f,
+        )
+        .unwrap();
+    }
+    w.finish().unwrap();
+    let out = bpfemu(&["replay", &obj, &shorter, "--check", &exp]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("the capture gave 199 packets"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn refused_packets_carry_an_error_and_the_replay_goes_on() {
+    let dir = Scratch::new("refused");
+    let pcap = dir.path("sizes.pcap");
+    let good = bpfemu::traffic::bundled()[0].1[0].clone();
+    let mut w = PcapWriter::create(Path::new(&pcap), false).unwrap();
+    for frame in [&good[..10], &good[..], &good[..13], &good[..]] {
+        w.write(0, frame).unwrap();
+    }
+    w.finish().unwrap();
+    let out = bpfemu(&[
+        "replay",
+        &example("xdp/build/reflector.v3.o"),
+        &pcap,
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 5, "four packets and the summary");
+    for refused in [&lines[0], &lines[2]] {
+        let error = refused["error"].as_str().expect("an error field");
+        assert!(error.contains("14"), "{error}");
+        assert!(refused.get("action").is_none());
+    }
+    for ran in [&lines[1], &lines[3]] {
+        assert!(ran.get("error").is_none(), "{ran}");
+        assert!(ran["data"].as_str().unwrap().len() == good.len() * 2);
+    }
+    assert_eq!(lines[4]["summary"]["packets"], 4);
+    assert_eq!(lines[4]["summary"]["actions"]["error"], 2);
+}
+
+#[test]
+fn a_truncated_capture_keeps_what_was_read() {
+    let dir = Scratch::new("truncated");
+    let mut bytes = std::fs::read(example("pcap/normal.pcap")).unwrap();
+    bytes.truncate(bytes.len() - 7);
+    let pcap = dir.path("cut.pcap");
+    std::fs::write(&pcap, bytes).unwrap();
+    let out_dir = dir.path("out");
+    let out = bpfemu(&[
+        "replay",
+        &example("xdp/build/reflector.v3.o"),
+        &pcap,
+        "--json",
+        "--out-dir",
+        &out_dir,
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("cut.pcap: packet 199 is truncated"), "{err}");
+    assert!(err.contains("199 packets before it were replayed"), "{err}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        stdout.lines().filter(|l| l.contains("\"index\"")).count(),
+        199
+    );
+    assert!(stdout.lines().last().unwrap().contains("summary"));
+    let written: usize = ["tx.pcap", "drop.pcap"]
+        .iter()
+        .map(|f| {
+            bpfemu::pcap::PcapReader::open(&Path::new(&out_dir).join(f))
+                .unwrap()
+                .count()
+        })
+        .sum();
+    assert_eq!(
+        written, 199,
+        "every replayed packet is in the per-action captures"
+    );
+}
+
+#[test]
+fn bad_inputs_are_named() {
+    let dir = Scratch::new("bad");
+    let obj = example("xdp/build/l4lb.v3.o");
+    let pcap = example("pcap/normal.pcap");
+
+    let maps = dir.path("maps.json");
+    std::fs::write(
+        &maps,
+        r#"{"vip_map": [{"key": {"vip": 1, "port": 80, "nope": 1}, "value": {}}]}"#,
+    )
+    .unwrap();
+    let out = bpfemu(&["replay", &obj, &pcap, "--maps", &maps]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("maps.json") && err.contains("vip_map"),
+        "{err}"
+    );
+
+    let not_ethernet = dir.path("sll.pcap");
+    let mut bytes = std::fs::read(&pcap).unwrap();
+    bytes[20] = 113;
+    std::fs::write(&not_ethernet, bytes).unwrap();
+    let out = bpfemu(&["replay", &obj, &not_ethernet]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("link type 113 is not Ethernet"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = bpfemu(&["replay", &obj, &pcap, "--prog", "nothere"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("no program `nothere`"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn out_dir_holds_one_capture_per_action() {
+    let dir = Scratch::new("outdir");
+    let out_dir = dir.path("out");
+    let out = bpfemu(&[
+        "replay",
+        &example("xdp/build/reflector.v3.o"),
+        &example("pcap/normal.pcap"),
+        "--out-dir",
+        &out_dir,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let tx: Vec<_> = bpfemu::pcap::PcapReader::open(&Path::new(&out_dir).join("tx.pcap"))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(!tx.is_empty());
+    for packet in &tx {
+        // Reflected: the source MAC is the original destination.
+        assert_eq!(&packet.data[6..12], &bpfemu::traffic::MAC_B);
+        assert_eq!(&packet.data[0..6], &bpfemu::traffic::MAC_A);
+    }
+}
