@@ -39,6 +39,10 @@ enum Command {
         /// it fails to assemble, decode or match, and fails when it runs clean.
         #[arg(long)]
         expect_fail: bool,
+        /// Run every test through the running kernel too (each wrapped in an XDP program that
+        /// stores the full r0 in a map) and report kernel vs bpfemu; exit 1 on any difference.
+        #[arg(long, conflicts_with = "expect_fail")]
+        kernel: bool,
     },
     /// Show what loading an object gives: programs, maps, global data, relocations.
     Inspect {
@@ -63,6 +67,42 @@ enum Command {
     },
     /// Run every packet of a capture through an XDP program, with the kernel's semantics.
     Replay(Box<ReplayArgs>),
+    /// Compare bpfemu with the running kernel: every packet of a capture through both
+    /// (BPF_PROG_TEST_RUN), then every map; or, with --verifier, the kernel's verdicts.
+    Diff(Box<DiffArgs>),
+}
+
+#[derive(clap::Args)]
+struct DiffArgs {
+    /// The BPF object.
+    obj: PathBuf,
+    /// The capture (pcap or pcapng, Ethernet).
+    #[arg(required_unless_present = "verifier")]
+    pcap: Option<PathBuf>,
+    /// The XDP program to compare (needed when the object has several).
+    #[arg(long)]
+    prog: Option<String>,
+    /// Initial map contents for both sides (JSON, as for replay --maps).
+    #[arg(long, value_name = "FILE")]
+    maps: Option<PathBuf>,
+    /// Engine that runs bpfemu's side.
+    #[arg(long, value_enum, default_value_t = Engine::Interp)]
+    engine: Engine,
+    /// Seed of bpfemu's bpf_get_prandom_u32.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Routing and neighbour tables for bpfemu's bpf_fib_lookup (JSON); the kernel uses the
+    /// host's.
+    #[arg(long, value_name = "FILE")]
+    fib: Option<PathBuf>,
+    /// One JSON document instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Load every program in the kernel and report its verifier verdict, beside bpfemu's.
+    #[arg(long, conflicts_with_all = ["pcap", "maps", "prog", "fib"])]
+    verifier: bool,
+    #[command(flatten)]
+    load: LoadArgs,
 }
 
 #[derive(clap::Args)]
@@ -191,7 +231,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             engine,
             json,
             expect_fail,
+            kernel,
         } => {
+            if kernel {
+                return conformance_kernel(&dir, json);
+            }
             let engine = match engine {
                 Engine::Interp => EngineKind::Interp,
             };
@@ -232,7 +276,88 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Replay(args) => Ok(ExitCode::from(bpfemu::replay::replay(&args.options())?)),
+        Command::Diff(args) => diff(&args),
     }
+}
+
+/// `bpfemu diff`: exit 0 when equal, 1 on a mismatch, 2 when the kernel is out of reach.
+fn diff(args: &DiffArgs) -> anyhow::Result<ExitCode> {
+    use bpfemu::diff;
+    let Engine::Interp = args.engine;
+    if let Err(why) = diff::kernel_ready() {
+        eprintln!("bpfemu diff: {why}");
+        return Ok(ExitCode::from(2));
+    }
+    if args.verifier {
+        let verdicts = diff::verify_in_kernel(&args.obj, &args.load.options())?;
+        if args.json {
+            let doc = serde_json::json!({
+                "object": args.obj.display().to_string(),
+                "programs": verdicts,
+            });
+            println!("{}", serde_json::to_string_pretty(&doc)?);
+        } else {
+            print!(
+                "{}",
+                diff::format_verdicts(&args.obj.display().to_string(), &verdicts)
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let pcap = args.pcap.as_deref().context("a capture is needed")?;
+    let opts = diff::DiffOptions {
+        object: args.obj.clone(),
+        program: args.prog.clone(),
+        load: args.load.options(),
+        seed: args.seed,
+        fib: args.fib.clone(),
+    };
+    let json = args.json;
+    let report = diff::diff_capture(&opts, pcap, args.maps.as_deref(), |cmp| {
+        if !json {
+            print!("{}", diff::format_packet(cmp));
+        }
+    })?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        // The header goes to stderr so the packet lines stream before the end.
+        eprint!("{}", diff::format_header(&report));
+        print!("{}", diff::format_maps_and_summary(&report));
+    }
+    Ok(if report.summary.mismatches == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// `bpfemu conformance DIR --kernel`.
+fn conformance_kernel(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    use bpfemu::conformance::kernel_isa::{self, KernelIsaError};
+    let reports = match kernel_isa::run_dir_against_kernel(dir) {
+        Ok(r) => r,
+        Err(e @ KernelIsaError::KernelUnavailable) => {
+            eprintln!("bpfemu conformance: {e}");
+            return Ok(ExitCode::from(2));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if reports.is_empty() {
+        anyhow::bail!("{} holds no .data files", dir.display());
+    }
+    let summary = kernel_isa::summarize(&reports);
+    if json {
+        let doc = serde_json::json!({ "engine": "kernel", "tests": reports, "summary": summary });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        print!("{}", kernel_isa::format_reports(&reports));
+    }
+    Ok(if summary.differ == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 fn is_broken_pipe(error: &anyhow::Error) -> bool {

@@ -2,9 +2,9 @@
 //! semantics, and what came out: per-packet verdicts and bytes, per-action captures, a
 //! summary, JSON for machines, and expectations to record and check.
 //!
-//! A packet the kernel would refuse (shorter than an Ethernet header, longer than the frame
-//! allows) or whose run stops (a memory fault, the instruction budget) is reported with an
-//! `error` and the replay goes on. A capture that breaks off is reported after everything read
+//! A packet the kernel would refuse (shorter than an Ethernet header; longer than the linear
+//! part plus 17 page-sized fragments, 73152 bytes) or whose run stops (a memory fault, the
+//! instruction budget) is reported with an `error` and the replay goes on. A capture that breaks off is reported after everything read
 //! before it has been written out: no processed packet is lost from the outputs.
 
 use crate::expect::{Expectations, PacketExpectation};
@@ -360,6 +360,11 @@ pub fn replay(opts: &ReplayOptions) -> Result<u8> {
         summary.add(&result);
         if opts.json {
             writeln!(out, "{}", result.to_json())?;
+        } else if let Ok(outcome) = &result.outcome {
+            // bpf_trace_printk output, as `bpftool prog tracelog` would show it, by packet.
+            for line in &outcome.printk {
+                writeln!(out, "packet {}: {line}", result.index)?;
+            }
         }
         if let Some(captures) = captures.as_mut() {
             captures.write(&packet, &result)?;

@@ -630,17 +630,152 @@ pub fn malformed(rng: &mut Rng) -> Vec<Vec<u8>> {
     frames
 }
 
+/// Connections: multi-packet flows, interleaved, for stateful programs (load balancers,
+/// session tables, ACLs keyed by the 5-tuple). Source ports are fixed so that configuration
+/// (`examples/maps/`) can name single flows:
+/// - TCP to 192.0.2.1:80 from 198.51.100.10..=21, source port 40000 + n: SYN, ACK, PSH|ACK
+///   with 300 bytes, FIN|ACK;
+/// - UDP to 192.0.2.2:53 from 198.51.100.30..=35, source port 50000 + n, three queries each
+///   (the flow from .35 with a zero UDP checksum, "no checksum" over IPv4);
+/// - UDP to 192.0.2.2:50000 + n from 198.51.100.40..=43, source port 33000 + n, three each;
+/// - UDP to 192.0.2.3:443 from 198.51.100.45..=47, source port 44300 + n, two each;
+/// - TCP to 192.0.2.9:22 from 198.51.100.48..=49 (two each), ICMP echo from 198.51.100.50
+///   to 192.0.2.1 (two), IPv6 TCP 2001:db8:1::60 -> 2001:db8:2::1 port 80 (three).
+pub fn flows(rng: &mut Rng) -> Vec<Vec<u8>> {
+    use addr::*;
+    let mut flows: Vec<Vec<Vec<u8>>> = Vec::new();
+    let tcp_conn = |rng: &mut Rng, src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16| {
+        let seq = rng.next_u64() as u32;
+        let steps: [(u8, usize); 4] = [
+            (tcp_flags::SYN, 0),
+            (tcp_flags::ACK, 0),
+            (tcp_flags::PSH | tcp_flags::ACK, 300),
+            (tcp_flags::FIN | tcp_flags::ACK, 0),
+        ];
+        steps
+            .iter()
+            .map(|&(flags, len)| {
+                let t = Transport::Tcp {
+                    sport,
+                    dport,
+                    flags,
+                    seq,
+                    payload: rng.bytes(len),
+                };
+                Frame::ipv4(src, dst, t).build()
+            })
+            .collect::<Vec<_>>()
+    };
+    let udp_flow = |rng: &mut Rng, src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16, n| {
+        (0..n)
+            .map(|_| {
+                let t = Transport::Udp {
+                    sport,
+                    dport,
+                    payload: rng.bytes(40),
+                };
+                Frame::ipv4(src, dst, t).build()
+            })
+            .collect::<Vec<_>>()
+    };
+    for n in 0..12u8 {
+        let src = v4(CLIENT_NET, 10 + n);
+        flows.push(tcp_conn(
+            rng,
+            src,
+            v4(SERVER_NET, 1),
+            40000 + u16::from(n),
+            80,
+        ));
+    }
+    for n in 0..6u8 {
+        let src = v4(CLIENT_NET, 30 + n);
+        let mut f = udp_flow(rng, src, v4(SERVER_NET, 2), 50000 + u16::from(n), 53, 3);
+        if n == 5 {
+            for frame in &mut f {
+                frame[40..42].copy_from_slice(&[0, 0]);
+            }
+        }
+        flows.push(f);
+    }
+    for n in 0..4u8 {
+        let src = v4(CLIENT_NET, 40 + n);
+        let port = u16::from(n);
+        flows.push(udp_flow(
+            rng,
+            src,
+            v4(SERVER_NET, 2),
+            33000 + port,
+            50000 + port,
+            3,
+        ));
+    }
+    for n in 0..3u8 {
+        let src = v4(CLIENT_NET, 45 + n);
+        flows.push(udp_flow(
+            rng,
+            src,
+            v4(SERVER_NET, 3),
+            44300 + u16::from(n),
+            443,
+            2,
+        ));
+    }
+    for n in 0..2u8 {
+        let mut conn = tcp_conn(rng, v4(CLIENT_NET, 48 + n), v4(SERVER_NET, 9), 41000, 22);
+        conn.truncate(2);
+        flows.push(conn);
+    }
+    let echo = (0..2u16)
+        .map(|seq| {
+            let t = Transport::Echo {
+                id: 11,
+                seq,
+                payload: rng.bytes(32),
+            };
+            Frame::ipv4(v4(CLIENT_NET, 50), v4(SERVER_NET, 1), t).build()
+        })
+        .collect();
+    flows.push(echo);
+    let v6_conn = (0..3u32)
+        .map(|i| {
+            let t = Transport::Tcp {
+                sport: 42000,
+                dport: 80,
+                flags: if i == 0 {
+                    tcp_flags::SYN
+                } else {
+                    tcp_flags::ACK
+                },
+                seq: i,
+                payload: Vec::new(),
+            };
+            Frame::ipv6(v6(1, 0x60), v6(2, 1), t).build()
+        })
+        .collect();
+    flows.push(v6_conn);
+    // Round robin over the flows: each flow's packets stay in order, flows interleave.
+    let longest = flows.iter().map(Vec::len).max().unwrap_or(0);
+    (0..longest)
+        .flat_map(|i| flows.iter().filter_map(move |f| f.get(i).cloned()))
+        .collect()
+}
+
 /// The bundled captures: file name and frames.
 pub fn bundled() -> Vec<(&'static str, Vec<Vec<u8>>)> {
     let mut rng = Rng::new(0x6270_6665_6d75); // "bpfemu"
-    vec![
+    let mut out = vec![
         ("normal.pcap", normal(&mut rng, 200)),
         ("attack.pcap", attack(&mut rng, 200)),
         ("vlan.pcap", vlans(&mut rng, 40)),
         ("ipv6_ext.pcap", ipv6_extensions(&mut rng, 24)),
         ("fragments.pcap", fragments(&mut rng, 24)),
         ("malformed.pcap", malformed(&mut rng)),
-    ]
+    ];
+    // Added later, with its own generator so the captures above stay byte-identical.
+    let mut rng = Rng::new(0x0066_6c6f_7773); // "flows"
+    out.push(("flows.pcap", flows(&mut rng)));
+    out
 }
 
 /// Base timestamp of the bundled captures (2026-01-01T00:00:00Z), one packet every 10 µs.

@@ -7,12 +7,27 @@
 //! Per-CPU maps: the test thread is pinned to CPU 0 and bpfemu runs every packet on virtual
 //! CPU 0 of as many as the machine has, so both hold the same copies.
 //!
+//! Configuration: the example map setups `examples/maps/NAME.json` (VIPs, rings, backends,
+//! blocklists, ACLs, table entries, `.rodata`/`.data` knobs) are applied on both sides, so the
+//! configured paths run too. The file is read with bpfemu's BTF-typed JSON reader, the entries
+//! set in bpfemu's maps, and the very bytes bpfemu then holds (syscall-side layout: per-CPU
+//! values once per possible CPU, padded to 8) are written into the kernel's maps after load;
+//! `.rodata` goes in before load with `bpf_map__set_initial_value` (libbpf freezes it at
+//! creation, so the kernel's verifier sees the configured constants as bpfemu's run does).
+//!
 //! Left out, with the reason:
 //! - `router`: `bpf_fib_lookup` reads the host's routing table, which the test does not
-//!   control; bpfemu needs a FIB given to it.
+//!   control; bpfemu needs a FIB given to it (`examples/fib/router.json`). bpfemu's FIB model
+//!   is held against the kernel's in a namespace by `conformance/tests/fib_kernel.rs`, and the
+//!   router's behaviour over that FIB by `tests/replay_corpus.rs`.
 //! - `legacy_maps`: libbpf ≥ 1.0 refuses it (expected).
-//! - map contents that hold clock readings (`bpf_ktime_get_ns` is the capture's timestamp in
-//!   bpfemu, the kernel's clock in the kernel): `l4lb`'s connection table, `spin_lock`'s
+//! - `xsk_dispatch`'s XSKMAP entries: the kernel only takes the fd of a bound AF_XDP socket
+//!   with a UMEM; without them both sides take the configured port's XDP_PASS fallback (its
+//!   `.rodata` port is still set on both sides).
+//! - `spin_lock`'s buckets: a token bucket refills by the clock (`bpf_ktime_get_ns` is the
+//!   capture's timestamp in bpfemu, the kernel's monotonic clock in the kernel), so a rate
+//!   limit configured there gives verdicts that depend on how fast the test runs.
+//! - map contents that hold clock readings: `l4lb`'s connection table, `spin_lock`'s
 //!   buckets, `ringbuf_events`' state; their packets are still compared.
 //!
 //! Skipped with a message when bpf() is out of reach, unless `BPFEMU_REQUIRE_KERNEL=1`.
@@ -20,17 +35,17 @@
 use bpfemu::pcap::PcapReader;
 use bpfemu::runtime::build_runtime;
 use bpfemu_conformance::libbpf::{LibbpfObject, LogOptions, kernel_or_skip, test_run};
-use bpfemu_loader::{LoadOptions, load_file};
+use bpfemu_loader::btf::json::{MapValue, parse_map_contents};
+use bpfemu_loader::{LoadOptions, MapOrigin, Object, load_file};
 use bpfemu_vm::xdp::{PacketError, PacketMeta, XdpConfig, XdpRuntime};
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 
 mod kernel {
-    //! Just enough of `bpf()` to set and read maps by fd, and CPU pinning.
+    //! Just enough of `bpf()` to read maps by fd, and CPU pinning.
 
     const BPF_MAP_LOOKUP_ELEM: i64 = 1;
-    const BPF_MAP_UPDATE_ELEM: i64 = 2;
     const BPF_MAP_GET_NEXT_KEY: i64 = 4;
 
     fn sys(cmd: i64, fd: i32, key: u64, value: u64, flags: u64) -> Result<(), i32> {
@@ -47,16 +62,6 @@ mod kernel {
         } else {
             Ok(())
         }
-    }
-
-    pub fn update(fd: i32, key: &[u8], value: &[u8]) -> Result<(), i32> {
-        sys(
-            BPF_MAP_UPDATE_ELEM,
-            fd,
-            key.as_ptr() as u64,
-            value.as_ptr() as u64,
-            0,
-        )
     }
 
     pub fn lookup(fd: i32, key: &[u8], value_size: usize) -> Result<Vec<u8>, i32> {
@@ -112,27 +117,73 @@ fn listable(map_type: u32) -> bool {
     matches!(map_type, 1 | 2 | 5 | 6 | 9 | 10 | 11)
 }
 
-/// `u32` in native byte order, then anything else.
-fn ne32(v: u32) -> Vec<u8> {
-    v.to_ne_bytes().to_vec()
+/// Maps of an example setup that only bpfemu can take (see the module docs): (object, map).
+const BPFEMU_ONLY: &[(&str, &str)] = &[("xsk_dispatch", "xsks_map"), ("spin_lock", "buckets")];
+
+/// One configured entry: the map's name, whether it is `.rodata` (set before load), the key and
+/// the syscall-side value bpfemu holds after the update.
+struct SetupEntry {
+    map: String,
+    rodata: bool,
+    key: Vec<u8>,
+    value: Vec<u8>,
 }
 
-/// Entries that make the interesting paths run, by object stem: (map, key, value). Values of
-/// per-CPU maps are given once and replicated for every CPU.
-fn setup(stem: &str) -> Vec<(&'static str, Vec<u8>, Vec<u8>)> {
-    match stem {
-        // Block UDP port 53 and 10.0.0.0/8 sources.
-        "ddos_filter" => vec![
-            ("blocked_udp_ports", 53u16.to_be_bytes().to_vec(), vec![1]),
-            (
-                "blocklist_v4",
-                [ne32(8), vec![10, 0, 0, 0]].concat(),
-                ne32(1),
-            ),
-            ("cpu_map", ne32(0), [ne32(192), ne32(0)].concat()),
-        ],
-        _ => vec![],
+/// Applies `examples/maps/STEM.json` (when there is one) to bpfemu's maps and returns the
+/// entries for the kernel.
+fn apply_setup_bpfemu(stem: &str, obj: &Object, rt: &mut XdpRuntime) -> Vec<SetupEntry> {
+    let path = root().join(format!("examples/maps/{stem}.json"));
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Vec::new();
+    };
+    let doc: serde_json::Value = serde_json::from_str(&text).expect("map setup is JSON");
+    let contents = parse_map_contents(&doc, &obj.maps, obj.btf.as_ref())
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut out = Vec::new();
+    for map in contents {
+        if BPFEMU_ONLY.contains(&(stem, map.name.as_str())) {
+            continue;
+        }
+        let spec = obj.maps.iter().find(|m| m.name == map.name).unwrap();
+        let rodata =
+            matches!(&spec.origin, MapOrigin::GlobalData { section } if section == ".rodata");
+        let (maps, mem) = rt.maps_mut();
+        let index = maps.index_of(&map.name).unwrap();
+        let sys_size = maps.get(index).unwrap().sys_value_size();
+        for entry in map.entries {
+            let value = match entry.value {
+                MapValue::Single(v) if sys_size > v.len() => {
+                    let slot = v.len().div_ceil(8) * 8;
+                    let mut all = Vec::new();
+                    for _ in 0..sys_size / slot {
+                        let mut one = v.clone();
+                        one.resize(slot, 0);
+                        all.extend(one);
+                    }
+                    all
+                }
+                MapValue::Single(v) => v,
+                MapValue::PerCpu(vs) => vs
+                    .iter()
+                    .flat_map(|v| {
+                        let mut one = v.clone();
+                        one.resize(v.len().div_ceil(8) * 8, 0);
+                        one
+                    })
+                    .collect(),
+            };
+            maps.sys_update(mem, index, &entry.key, &value, 0)
+                .unwrap_or_else(|e| panic!("{stem}: bpfemu {}: {e}", map.name));
+            let held = maps.sys_lookup(mem, index, &entry.key, 0).unwrap();
+            out.push(SetupEntry {
+                map: map.name.clone(),
+                rodata,
+                key: entry.key,
+                value: held,
+            });
+        }
     }
+    out
 }
 
 /// Both sides' contents of every listable map, by name.
@@ -176,26 +227,16 @@ fn bpfemu_dump(rt: &XdpRuntime) -> Dump {
     out
 }
 
-/// Sets the setup entries on both sides.
-fn apply_setup(stem: &str, obj: &LibbpfObject, rt: &mut XdpRuntime) {
-    for (name, key, value) in setup(stem) {
-        let (maps, mem) = rt.maps_mut();
-        let index = maps
-            .index_of(name)
-            .unwrap_or_else(|| panic!("{stem}: no map {name}"));
-        let map = maps.get(index).unwrap();
-        let copies = map.sys_value_size() / value.len().max(1);
-        let mut sys_value = Vec::new();
-        for _ in 0..copies.max(1) {
-            let mut v = value.clone();
-            v.resize(map.sys_value_size() / copies.max(1), 0);
-            sys_value.extend(v);
+/// Sets the entries on the kernel's side: `.rodata` before load, the rest after it.
+fn apply_setup_kernel(stem: &str, kobj: &mut LibbpfObject, entries: &[SetupEntry], loaded: bool) {
+    for e in entries.iter().filter(|e| e.rodata != loaded) {
+        if e.rodata {
+            kobj.set_initial_value(&e.map, &e.value)
+                .unwrap_or_else(|err| panic!("{stem}: kernel {}: {err}", e.map));
+        } else {
+            kobj.map_update(&e.map, &e.key, &e.value, 0)
+                .unwrap_or_else(|err| panic!("{stem}: kernel {}: errno {err}", e.map));
         }
-        maps.sys_update(mem, index, &key, &sys_value, 0)
-            .unwrap_or_else(|e| panic!("{stem}: bpfemu {name}: {e}"));
-        let fd = obj.map_fd(name).expect("kernel map").as_raw_fd();
-        kernel::update(fd, &key, &sys_value)
-            .unwrap_or_else(|e| panic!("{stem}: kernel {name}: errno {e}"));
     }
 }
 
@@ -222,7 +263,15 @@ fn packets() -> Vec<(String, usize, u64, Vec<u8>)> {
 fn compare_object(path: &Path, packets: &[(String, usize, u64, Vec<u8>)]) -> usize {
     let stem = path.file_name().unwrap().to_string_lossy();
     let stem = stem.split('.').next().unwrap().to_string();
+    let obj = load_file(path, &LoadOptions::default()).expect("bpfemu loads");
+    let cfg = XdpConfig {
+        cpus: kernel::possible_cpus(),
+        ..XdpConfig::default()
+    };
+    let mut rt = build_runtime(&obj, cfg).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let setup = apply_setup_bpfemu(&stem, &obj, &mut rt);
     let mut kobj = LibbpfObject::open_file(path).expect("libbpf opens");
+    apply_setup_kernel(&stem, &mut kobj, &setup, false);
     let loaded = kobj.load(&LogOptions::default());
     assert!(
         loaded.result.is_ok(),
@@ -230,13 +279,7 @@ fn compare_object(path: &Path, packets: &[(String, usize, u64, Vec<u8>)]) -> usi
         path.display(),
         loaded.failure_tail(20)
     );
-    let obj = load_file(path, &LoadOptions::default()).expect("bpfemu loads");
-    let cfg = XdpConfig {
-        cpus: kernel::possible_cpus(),
-        ..XdpConfig::default()
-    };
-    let mut rt = build_runtime(&obj, cfg).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    apply_setup(&stem, &kobj, &mut rt);
+    apply_setup_kernel(&stem, &mut kobj, &setup, true);
     let mut compared = 0;
     let mut verdicts: BTreeMap<String, usize> = BTreeMap::new();
     for prog in &obj.programs {
@@ -274,8 +317,9 @@ fn compare_object(path: &Path, packets: &[(String, usize, u64, Vec<u8>)]) -> usi
     );
     let entries: usize = dump.values().map(BTreeMap::len).sum();
     eprintln!(
-        "{}: {verdicts:?}, {entries} map entries equal",
-        path.display()
+        "{}: {} configured entries, {verdicts:?}, {entries} map entries equal",
+        path.display(),
+        setup.len()
     );
     compared
 }
@@ -331,12 +375,9 @@ fn corpus_v4_matches_kernel() {
     compare_level("v4");
 }
 
-/// Packet sizes at test_run's limits: refused (with the kernel's errno) or run alike.
-///
-/// Known gap: above 3520 bytes Linux 6.18 does not refuse the packet, even for a program
-/// without `xdp.frags`: the rest goes into fragments and the program runs on the linear part
-/// (`bpf_xdp_get_buff_len` and `data_out` include the fragments). bpfemu has no fragments yet
-/// and refuses such packets, so those sizes are not compared here.
+/// Packet sizes at test_run's limits: refused (with the kernel's errno) or run alike. Above
+/// 3520 bytes the rest goes into fragments, up to 17 pages (73152 bytes in all); beyond that
+/// the kernel refuses with ENOMEM. `tests/xdp_frags_vs_kernel.rs` covers the frag helpers.
 #[test]
 fn size_limits_match_kernel() {
     if !kernel_or_skip("size_limits_match_kernel") {
@@ -349,7 +390,9 @@ fn size_limits_match_kernel() {
     let mut rt = build_runtime(&obj, XdpConfig::default()).unwrap();
     let name = &obj.programs[0].name;
     let fd = kobj.program_fd(name).unwrap();
-    for len in [0usize, 13, 14, 60, 1514, 3519, 3520] {
+    for len in [
+        0usize, 13, 14, 60, 1514, 3519, 3520, 3521, 9000, 73152, 73153,
+    ] {
         let data = vec![0x45u8; len];
         let ours = rt.run(0, &data, &PacketMeta::default());
         let theirs = test_run(fd, &data, None, 1);

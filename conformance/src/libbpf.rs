@@ -425,6 +425,25 @@ impl LibbpfObject {
         self.busy_check(rc, "set_autoload")
     }
 
+    /// Replaces a global data map's initial contents (`bpf_map__set_initial_value`), before
+    /// `prepare`: the only way to configure `.rodata`, which libbpf freezes when it creates it.
+    /// `data` must be the whole section (the map's value size).
+    pub fn set_initial_value(&mut self, map: &str, data: &[u8]) -> Result<(), LibbpfError> {
+        let ptr = self.find_map(map)?;
+        // SAFETY: `ptr` is a map of this live object; libbpf copies `data` (valid for its
+        // length) into the map's own buffer.
+        let rc = unsafe {
+            sys::bpf_map__set_initial_value(ptr, data.as_ptr().cast(), data.len() as sys::size_t)
+        };
+        self.busy_check(rc, "set_initial_value")
+    }
+
+    /// `BPF_MAP_UPDATE_ELEM` on a created map, by name; `value` has the syscall-side size (per-CPU
+    /// maps: one copy per possible CPU, each padded to 8 bytes). The errno on failure.
+    pub fn map_update(&self, map: &str, key: &[u8], value: &[u8], flags: u64) -> Result<(), i32> {
+        map_update_fd(self.map_fd(map).ok_or(libc::ENOENT)?, key, value, flags)
+    }
+
     /// Runs `bpf_object__prepare` (see the module docs) and returns every autoloaded program's
     /// final stream. Maps exist in the kernel afterwards; nothing is pinned. Idempotent.
     pub fn prepare(&mut self) -> Result<Vec<PreparedProgram>, LibbpfError> {
@@ -822,6 +841,184 @@ pub fn test_run(
 }
 
 // ---------------------------------------------------------------------------------------------
+// Maps by fd, per-CPU layout, CPU pinning
+
+/// The kernel's `num_possible_cpus()` (libbpf reads `/sys/devices/system/cpu/possible`): how
+/// many copies a per-CPU map value has on the syscall side.
+pub fn possible_cpus() -> Result<u32, i32> {
+    // SAFETY: reads sysfs once and caches the answer; no pointers are involved.
+    let n = unsafe { sys::libbpf_num_possible_cpus() };
+    if n <= 0 { Err(-n) } else { Ok(n as u32) }
+}
+
+/// The map types whose syscall-side values hold one copy per possible CPU.
+pub fn is_per_cpu_map(map_type: u32) -> bool {
+    // PERCPU_HASH, PERCPU_ARRAY, LRU_PERCPU_HASH, PERCPU_CGROUP_STORAGE.
+    matches!(map_type, 5 | 6 | 10 | 21)
+}
+
+/// Bytes of a value on the syscall side: `value_size`, or for per-CPU maps one copy per
+/// possible CPU, each padded to 8 bytes (`round_up(value_size, 8) * num_possible_cpus`).
+pub fn sys_value_size(map_type: u32, value_size: u32, cpus: u32) -> usize {
+    if is_per_cpu_map(map_type) {
+        (value_size as usize).div_ceil(8) * 8 * cpus as usize
+    } else {
+        value_size as usize
+    }
+}
+
+fn map_rc(rc: c_int) -> Result<(), i32> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        // libbpf 1.x returns -errno (and sets errno) from its syscall wrappers.
+        Err(if rc < 0 { -rc } else { errno() })
+    }
+}
+
+/// `BPF_MAP_UPDATE_ELEM` on a map fd; `value` must have the syscall-side size
+/// ([`sys_value_size`]).
+pub fn map_update_fd(map: BorrowedFd<'_>, key: &[u8], value: &[u8], flags: u64) -> Result<(), i32> {
+    // SAFETY: `key` and `value` are live buffers; the kernel reads key_size and the syscall
+    // value size from them, which the caller sizes as documented.
+    map_rc(unsafe {
+        sys::bpf_map_update_elem(
+            map.as_raw_fd(),
+            key.as_ptr().cast(),
+            value.as_ptr().cast(),
+            flags,
+        )
+    })
+}
+
+/// `BPF_MAP_LOOKUP_ELEM` into a buffer of `value_len` bytes (the syscall-side size).
+pub fn map_lookup_fd(map: BorrowedFd<'_>, key: &[u8], value_len: usize) -> Result<Vec<u8>, i32> {
+    let mut out = vec![0u8; value_len];
+    // SAFETY: `key` is live; `out` is writable for the syscall value size the caller gave.
+    map_rc(unsafe {
+        sys::bpf_map_lookup_elem(
+            map.as_raw_fd(),
+            key.as_ptr().cast(),
+            out.as_mut_ptr().cast(),
+        )
+    })?;
+    Ok(out)
+}
+
+/// `BPF_MAP_DELETE_ELEM`.
+pub fn map_delete_fd(map: BorrowedFd<'_>, key: &[u8]) -> Result<(), i32> {
+    // SAFETY: `key` is a live buffer of the map's key size.
+    map_rc(unsafe { sys::bpf_map_delete_elem(map.as_raw_fd(), key.as_ptr().cast()) })
+}
+
+/// `BPF_MAP_GET_NEXT_KEY`: the first key for `None`; ENOENT after the last.
+pub fn map_next_key_fd(
+    map: BorrowedFd<'_>,
+    key: Option<&[u8]>,
+    key_len: usize,
+) -> Result<Vec<u8>, i32> {
+    let mut out = vec![0u8; key_len];
+    let k = key.map_or(std::ptr::null(), <[u8]>::as_ptr);
+    // SAFETY: `k` is NULL (first key) or a live key; `out` is writable for the key size.
+    map_rc(unsafe {
+        sys::bpf_map_get_next_key(map.as_raw_fd(), k.cast(), out.as_mut_ptr().cast())
+    })?;
+    Ok(out)
+}
+
+/// A map entry as raw bytes: the key and the syscall-side value.
+pub type MapEntryBytes = (Vec<u8>, Vec<u8>);
+
+/// Every (key, syscall-side value) pair in `get_next_key` order, as `bpftool map dump` lists
+/// them; a key deleted between the two calls is left out. At most `limit` entries.
+pub fn map_entries_fd(
+    map: BorrowedFd<'_>,
+    key_len: usize,
+    value_len: usize,
+    limit: usize,
+) -> Result<Vec<MapEntryBytes>, i32> {
+    let mut out = Vec::new();
+    let mut key: Option<Vec<u8>> = None;
+    loop {
+        let next = match map_next_key_fd(map, key.as_deref(), key_len) {
+            Ok(k) => k,
+            Err(libc::ENOENT) => return Ok(out),
+            Err(e) => return Err(e),
+        };
+        match map_lookup_fd(map, &next, value_len) {
+            Ok(v) => out.push((next.clone(), v)),
+            Err(libc::ENOENT) => {}
+            Err(e) => return Err(e),
+        }
+        if out.len() >= limit {
+            return Ok(out);
+        }
+        key = Some(next);
+    }
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds: the clock `bpf_ktime_get_ns` reads.
+pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// `CLOCK_BOOTTIME` in nanoseconds: the clock `bpf_ktime_get_boot_ns` reads.
+pub fn boottime_ns() -> u64 {
+    clock_ns(libc::CLOCK_BOOTTIME)
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec the call writes into.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
+}
+
+/// The calling thread pinned to one CPU; the previous affinity comes back on drop. Per-CPU
+/// map state written by BPF_PROG_TEST_RUN is then that CPU's copy.
+pub struct CpuPin {
+    previous: Option<libc::cpu_set_t>,
+}
+
+impl CpuPin {
+    /// Pins the calling thread to `cpu` (sched_setaffinity).
+    pub fn new(cpu: usize) -> std::io::Result<CpuPin> {
+        // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity writes at most
+        // size_of::<cpu_set_t>() bytes into it.
+        let mut previous: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: as above; pid 0 is the calling thread.
+        let got = unsafe {
+            libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut previous)
+        };
+        // SAFETY: a zeroed cpu_set_t is a valid empty set.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: CPU_SET writes one bit of the local set; it panics on a CPU beyond the set.
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+        // SAFETY: `set` is a valid cpu_set_t of the size passed; pid 0 is the calling thread.
+        let rc =
+            unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(CpuPin {
+            previous: (got == 0).then_some(previous),
+        })
+    }
+}
+
+impl Drop for CpuPin {
+    fn drop(&mut self) {
+        if let Some(previous) = &self.previous {
+            // SAFETY: `previous` is the set sched_getaffinity returned for this thread.
+            unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), previous) };
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Tests that need the kernel
 
 /// Whether a kernel test can run: true when bpf() works here. Otherwise it prints a skip
@@ -868,6 +1065,35 @@ mod tests {
             "a plain 64-bit constant is not a map reference"
         );
         assert_eq!(normalize_map_refs(&insns[..2], |_| None), Err((0, 7)));
+    }
+
+    #[test]
+    fn per_cpu_values_are_padded_per_possible_cpu() {
+        assert_eq!(sys_value_size(2, 12, 4), 12);
+        assert_eq!(sys_value_size(6, 12, 4), 64);
+        assert_eq!(sys_value_size(10, 8, 3), 24);
+    }
+
+    #[test]
+    fn maps_by_fd_iterate_update_and_delete() {
+        use crate::kernel::{self, MapSpec};
+        if !kernel_or_skip("maps_by_fd") {
+            return;
+        }
+        let map = kernel::map_create(&MapSpec::hash(4, 8, 16)).expect("hash map");
+        let fd = std::os::fd::AsFd::as_fd(&map);
+        for k in 0u32..3 {
+            map_update_fd(fd, &k.to_ne_bytes(), &u64::from(k * 10).to_ne_bytes(), 0).unwrap();
+        }
+        let mut entries = map_entries_fd(fd, 4, 8, 100).unwrap();
+        entries.sort();
+        assert_eq!(entries.len(), 3);
+        assert_eq!(entries[2].1, 20u64.to_ne_bytes());
+        map_delete_fd(fd, &1u32.to_ne_bytes()).unwrap();
+        assert_eq!(map_lookup_fd(fd, &1u32.to_ne_bytes(), 8), Err(libc::ENOENT));
+        assert_eq!(map_entries_fd(fd, 4, 8, 100).unwrap().len(), 2);
+        assert!(possible_cpus().unwrap() >= 1);
+        let _pin = CpuPin::new(0).expect("CPU 0 exists");
     }
 
     #[test]

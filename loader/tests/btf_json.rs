@@ -461,7 +461,14 @@ fn canon(btf: &Btf, ty: TypeId, src: &[u8], dst: &mut [u8], pos: u64) {
         BtfKind::Array { elem, len, .. } => {
             let start = (pos / 8) as usize;
             let bytes = &src[start..start + *len as usize];
-            let named_char = matches!(&btf.get(*elem).unwrap(), t if t.name == "char");
+            // bpftool looks through const/volatile/restrict (not typedefs) for `char`.
+            let mut base = *elem;
+            while let BtfKind::Const { ty } | BtfKind::Volatile { ty } | BtfKind::Restrict { ty } =
+                &btf.get(base).unwrap().kind
+            {
+                base = *ty;
+            }
+            let named_char = btf.get(base).unwrap().name == "char";
             let nul = bytes.iter().position(|&b| b == 0);
             if named_char
                 && nul.is_some_and(|n| bytes[..n].iter().all(|b| (0x20..0x7f).contains(b)))

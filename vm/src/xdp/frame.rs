@@ -1,6 +1,7 @@
 //! [`XdpFrame`]: the `xdp_buff` as `BPF_PROG_TEST_RUN` builds it (net/bpf/test_run.c,
 //! `bpf_prog_test_run_xdp`), and the frame arithmetic of the helpers that move its bounds
-//! (net/core/filter.c: `bpf_xdp_adjust_head/meta/tail`).
+//! (net/core/filter.c: `bpf_xdp_adjust_head/meta/tail`) or read and write its bytes
+//! (`bpf_xdp_load_bytes/store_bytes`).
 //!
 //! test_run allocates one page-sized frame: [`XDP_PACKET_HEADROOM`] bytes of headroom, the
 //! packet, and room up to the frame's end, of which the last [`SKB_SHARED_INFO_SIZE`] bytes
@@ -8,7 +9,18 @@
 //! supported), and the first [`XDP_FRAME_STRUCT_SIZE`] bytes of the headroom can never become
 //! packet or metadata (they are kept for the `struct xdp_frame` a redirect writes there).
 //!
-//! The frame is one windowed region of [`Memory`]: the program may touch
+//! **Multi-buffer frames.** A packet longer than the linear part ([`MAX_LINEAR_SIZE`]) is not
+//! refused: the first [`MAX_LINEAR_SIZE`] bytes fill the linear part and the rest goes, in
+//! order, into fragments of up to [`FRAME_SIZE`] bytes each (the `skb_shared_info` frags, one
+//! page each), at most [`MAX_FRAGS`] of them; a packet that needs more is refused with
+//! `ENOMEM`. The kernel does this for every XDP program, with or without
+//! `BPF_F_XDP_HAS_FRAGS`. `data_end` stays the end of the linear part: a program reaches
+//! fragment bytes only through helpers (`bpf_xdp_load_bytes/store_bytes`,
+//! `bpf_xdp_get_buff_len`, `bpf_xdp_adjust_tail`, the ctx bytes of `bpf_perf_event_output`),
+//! so the fragments are buffers of the frame, not regions of [`Memory`]. test_run's
+//! `data_out` is the linear part from `data_meta` followed by every fragment.
+//!
+//! The linear part is one windowed region of [`Memory`]: the program may touch
 //! `[data_meta, data_end)` only, and every helper that moves a bound moves the window and the
 //! converted ctx fields with it ([`XdpFrame::sync`]).
 
@@ -29,11 +41,21 @@ pub const MAX_LINEAR_SIZE: usize = FRAME_SIZE - XDP_PACKET_HEADROOM - SKB_SHARED
 pub const ETH_HLEN: usize = 14;
 /// `sizeof(struct xdp_frame)` on x86-64: headroom no adjustment may reach.
 pub const XDP_FRAME_STRUCT_SIZE: usize = 40;
+/// `MAX_SKB_FRAGS` (`CONFIG_MAX_SKB_FRAGS`, 17 by default): the most fragments a frame has.
+pub const MAX_FRAGS: usize = 17;
+/// A fragment's room (`rxq->frag_size`, which test_run sets to the page size): what one
+/// holds when test_run fills it, and what `bpf_xdp_adjust_tail` may grow the last one to.
+pub const FRAG_SIZE: usize = FRAME_SIZE;
+/// The longest packet test_run accepts: the linear part and [`MAX_FRAGS`] full fragments.
+pub const MAX_PACKET_SIZE: usize = MAX_LINEAR_SIZE + MAX_FRAGS * FRAG_SIZE;
+/// The largest offset and length `bpf_xdp_load_bytes/store_bytes` take (`bpf_xdp_pointer`).
+pub const XDP_BYTES_MAX: u32 = 0xffff;
 /// The largest metadata length: `skb_shared_info::meta_len` is a u8, and the length must be a
 /// multiple of 4 (`xdp_metalen_invalid`).
 pub const XDP_META_MAX: usize = 255;
 
-/// The frame of one run: bounds as offsets from `data_hard_start`, the receive queue.
+/// The frame of one run: bounds of the linear part as offsets from `data_hard_start`, the
+/// fragments, the receive queue.
 #[derive(Debug)]
 pub struct XdpFrame {
     region: RegionId,
@@ -41,6 +63,9 @@ pub struct XdpFrame {
     meta: usize,
     data: usize,
     end: usize,
+    /// The fragments' bytes, in packet order; none empty, none over [`FRAG_SIZE`]. The frame
+    /// has frags (`xdp_buff_has_frags`) exactly when this is not empty.
+    frags: Vec<Vec<u8>>,
     ingress_ifindex: u32,
     rx_queue_index: u32,
 }
@@ -61,12 +86,13 @@ impl XdpFrame {
         rx_queue_index: u32,
     ) -> Result<XdpFrame, Refusal> {
         check_size(packet.len())?;
-        let (data, end) = (XDP_PACKET_HEADROOM, XDP_PACKET_HEADROOM + packet.len());
-        let region = mem.add_windowed(RegionKind::Packet, FRAME_SIZE, (data, packet.len()), true);
+        let (linear, rest) = packet.split_at(packet.len().min(MAX_LINEAR_SIZE));
+        let (data, end) = (XDP_PACKET_HEADROOM, XDP_PACKET_HEADROOM + linear.len());
+        let region = mem.add_windowed(RegionKind::Packet, FRAME_SIZE, (data, linear.len()), true);
         mem.region_mut(region)
             .expect("just added")
             .extent_bytes_mut()[data..end]
-            .copy_from_slice(packet);
+            .copy_from_slice(linear);
         let ctx = mem.add_converted_ctx(CtxFields {
             values: vec![0; ctx::FIELDS],
         });
@@ -76,6 +102,7 @@ impl XdpFrame {
             meta: data,
             data,
             end,
+            frags: rest.chunks(FRAG_SIZE).map(<[u8]>::to_vec).collect(),
             ingress_ifindex,
             rx_queue_index,
         };
@@ -98,9 +125,29 @@ impl XdpFrame {
         self.ingress_ifindex
     }
 
-    /// `data_end - data`: the linear packet length (`xdp_get_buff_len` without frags).
+    /// `data_end - data`: the length of the linear part, all a program sees directly.
     pub fn len(&self) -> usize {
         self.end - self.data
+    }
+
+    /// Whether the frame has fragments (`xdp_buff_has_frags`).
+    pub fn has_frags(&self) -> bool {
+        !self.frags.is_empty()
+    }
+
+    /// The fragments' bytes, in packet order.
+    pub fn frags(&self) -> &[Vec<u8>] {
+        &self.frags
+    }
+
+    /// `sinfo->xdp_frags_size`: the bytes the fragments hold.
+    pub fn frags_len(&self) -> usize {
+        self.frags.iter().map(Vec::len).sum()
+    }
+
+    /// `xdp_get_buff_len`: the linear part and the fragments.
+    pub fn buff_len(&self) -> usize {
+        self.len() + self.frags_len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -111,17 +158,22 @@ impl XdpFrame {
         self.data - self.meta
     }
 
-    /// What test_run copies out: from `data_meta` to `data_end`.
+    /// What test_run copies out (`bpf_test_finish`): the linear part from `data_meta` to
+    /// `data_end`, then every fragment.
     pub fn data_out(&self, mem: &Memory) -> Vec<u8> {
-        self.extent(mem)[self.meta..self.end].to_vec()
+        let mut out = self.extent(mem)[self.meta..self.end].to_vec();
+        for frag in &self.frags {
+            out.extend_from_slice(frag);
+        }
+        out
     }
 
-    /// The packet bytes `[data, data_end)`.
+    /// The linear packet bytes `[data, data_end)`.
     pub fn packet<'m>(&self, mem: &'m Memory) -> &'m [u8] {
         &self.extent(mem)[self.data..self.end]
     }
 
-    /// The packet bytes `[data, data_end)`, for helpers to write.
+    /// The linear packet bytes `[data, data_end)`, for helpers to write.
     pub fn packet_mut<'m>(&self, mem: &'m mut Memory) -> &'m mut [u8] {
         let (data, end) = (self.data, self.end);
         &mut self.extent_mut(mem)[data..end]
@@ -189,8 +241,18 @@ impl XdpFrame {
     }
 
     /// `bpf_xdp_adjust_tail`: moves `data_end` by `delta`, up to the shared-info reserve at
-    /// the frame's end and down to an Ethernet header; grown bytes are zeroed.
+    /// the frame's end and down to an Ethernet header; grown bytes are zeroed. A frame with
+    /// fragments grows or shrinks at the end of its last fragment instead
+    /// ([`Self::frags_grow_tail`], [`Self::frags_shrink_tail`]).
     pub fn adjust_tail(&mut self, mem: &mut Memory, delta: i32) -> Result<(), Errno> {
+        if self.has_frags() {
+            return if delta < 0 {
+                // The kernel negates the int as it is (wrapping): i32::MIN stays negative.
+                self.frags_shrink_tail(mem, delta.wrapping_neg())
+            } else {
+                self.frags_grow_tail(delta as usize)
+            };
+        }
         let end = offset_by(self.end, delta).ok_or(Errno::EINVAL)?;
         if end > FRAME_SIZE - SKB_SHARED_INFO_SIZE || end < self.data + ETH_HLEN {
             return Err(Errno::EINVAL);
@@ -204,39 +266,140 @@ impl XdpFrame {
         Ok(())
     }
 
-    /// The bounds check of `bpf_xdp_load_bytes/store_bytes` (`bpf_xdp_pointer` on a linear
-    /// buffer): offset and length at most 0xffff (EFAULT), inside the packet (EINVAL).
-    pub fn byte_range(&self, offset: u32, len: u32) -> Result<std::ops::Range<usize>, Errno> {
-        if offset > 0xffff || len > 0xffff {
-            return Err(Errno::EFAULT);
-        }
-        let (start, end) = (offset as usize, offset as usize + len as usize);
-        if end > self.len() {
+    /// `bpf_xdp_frags_increase_tail`: the last fragment grows by `grow` zeroed bytes, up to
+    /// its room ([`FRAG_SIZE`]); never into a new fragment (EINVAL).
+    fn frags_grow_tail(&mut self, grow: usize) -> Result<(), Errno> {
+        let last = self.frags.last_mut().expect("a frame with frags");
+        if grow > FRAG_SIZE - last.len() {
             return Err(Errno::EINVAL);
         }
-        Ok(start..end)
+        last.resize(last.len() + grow, 0);
+        Ok(())
+    }
+
+    /// `bpf_xdp_frags_shrink_tail`: `shrink` bytes come off the end of the packet, fragment
+    /// by fragment from the last; emptied fragments are released, and once none is left the
+    /// rest comes off the linear part. At least an Ethernet header must remain (EINVAL).
+    /// `shrink` is the kernel's int: a negative one (from `i32::MIN`) passes the check and
+    /// changes nothing.
+    fn frags_shrink_tail(&mut self, mem: &mut Memory, shrink: i32) -> Result<(), Errno> {
+        if i64::from(shrink) > self.buff_len() as i64 - ETH_HLEN as i64 {
+            return Err(Errno::EINVAL);
+        }
+        let mut left = shrink.max(0) as usize;
+        while left > 0 {
+            let Some(last) = self.frags.last_mut() else {
+                break;
+            };
+            if last.len() <= left {
+                left -= last.len();
+                self.frags.pop();
+            } else {
+                last.truncate(last.len() - left);
+                left = 0;
+            }
+        }
+        if self.frags.is_empty() && left > 0 {
+            self.end -= left;
+            self.sync(mem);
+        }
+        Ok(())
+    }
+
+    /// The checks of `bpf_xdp_load_bytes/store_bytes` (`bpf_xdp_pointer`): offset and length
+    /// at most [`XDP_BYTES_MAX`] (EFAULT), the range inside the packet, fragments included
+    /// (EINVAL).
+    pub fn check_bytes(&self, offset: u32, len: u32) -> Result<(), Errno> {
+        if offset > XDP_BYTES_MAX || len > XDP_BYTES_MAX {
+            return Err(Errno::EFAULT);
+        }
+        if offset as usize + len as usize > self.buff_len() {
+            return Err(Errno::EINVAL);
+        }
+        Ok(())
+    }
+
+    /// `bpf_xdp_load_bytes`' read: `len` packet bytes at `offset`, across the linear part and
+    /// the fragments as `bpf_xdp_copy_buf` walks them, after [`Self::check_bytes`].
+    pub fn read_bytes(&self, mem: &Memory, offset: u32, len: u32) -> Result<Vec<u8>, Errno> {
+        self.check_bytes(offset, len)?;
+        Ok(self.copy_out(mem, offset as usize, len as usize))
+    }
+
+    /// `bpf_xdp_store_bytes`' write: `bytes` into the packet at `offset`, across the linear
+    /// part and the fragments, after [`Self::check_bytes`].
+    pub fn write_bytes(
+        &mut self,
+        mem: &mut Memory,
+        offset: u32,
+        bytes: &[u8],
+    ) -> Result<(), Errno> {
+        self.check_bytes(offset, u32::try_from(bytes.len()).unwrap_or(u32::MAX))?;
+        let (mut done, mut at) = (0, offset as usize);
+        let linear = self.packet_mut(mem);
+        for piece in std::iter::once(linear).chain(self.frags.iter_mut().map(Vec::as_mut_slice)) {
+            if at < piece.len() {
+                let n = (bytes.len() - done).min(piece.len() - at);
+                piece[at..at + n].copy_from_slice(&bytes[done..done + n]);
+                done += n;
+                at = 0;
+            } else {
+                at -= piece.len();
+            }
+            if done == bytes.len() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// The first `len` packet bytes, fragments included (`bpf_xdp_copy`, what
+    /// `bpf_perf_event_output` appends); `None` past `bpf_xdp_get_buff_len`.
+    pub fn head_bytes(&self, mem: &Memory, len: usize) -> Option<Vec<u8>> {
+        (len <= self.buff_len()).then(|| self.copy_out(mem, 0, len))
+    }
+
+    /// `len` bytes at `offset` of a range already checked to be inside the packet.
+    fn copy_out(&self, mem: &Memory, offset: usize, len: usize) -> Vec<u8> {
+        let mut out = Vec::with_capacity(len);
+        let mut at = offset;
+        for piece in std::iter::once(self.packet(mem)).chain(self.frags.iter().map(Vec::as_slice)) {
+            if out.len() == len {
+                break;
+            }
+            if at < piece.len() {
+                let n = (len - out.len()).min(piece.len() - at);
+                out.extend_from_slice(&piece[at..at + n]);
+                at = 0;
+            } else {
+                at -= piece.len();
+            }
+        }
+        debug_assert_eq!(out.len(), len, "a range inside the packet");
+        out
     }
 }
 
-/// test_run's size checks: at least an Ethernet header (EINVAL, as the kernel). Past the
-/// linear part of the frame the kernel puts the rest in fragments and runs the program
-/// anyway; bpfemu does not model fragments yet and refuses such packets (EINVAL too).
+/// test_run's size checks: at least an Ethernet header (EINVAL); at most what the linear
+/// part and [`MAX_FRAGS`] fragments hold (ENOMEM, when test_run runs out of fragments).
 fn check_size(len: usize) -> Result<(), Refusal> {
-    let reason = if len < ETH_HLEN {
-        format!("packet of {len} bytes is shorter than an Ethernet header ({ETH_HLEN})")
-    } else if len > MAX_LINEAR_SIZE {
-        format!(
-            "packet of {len} bytes is longer than the {MAX_LINEAR_SIZE} bytes of an XDP frame's \
-             linear part; the kernel would carry the rest in fragments, which bpfemu does not \
-             model yet"
+    let (errno, reason) = if len < ETH_HLEN {
+        (
+            Errno::EINVAL,
+            format!("packet of {len} bytes is shorter than an Ethernet header ({ETH_HLEN})"),
+        )
+    } else if len > MAX_PACKET_SIZE {
+        (
+            Errno::ENOMEM,
+            format!(
+                "packet of {len} bytes is longer than the {MAX_PACKET_SIZE} bytes an XDP frame \
+                 holds ({MAX_LINEAR_SIZE} linear and {MAX_FRAGS} fragments of {FRAG_SIZE})"
+            ),
         )
     } else {
         return Ok(());
     };
-    Err(Refusal {
-        errno: Errno::EINVAL,
-        reason,
-    })
+    Err(Refusal { errno, reason })
 }
 
 fn offset_by(at: usize, delta: i32) -> Option<usize> {
@@ -247,9 +410,13 @@ fn offset_by(at: usize, delta: i32) -> Option<usize> {
 mod tests {
     use super::*;
 
+    fn pattern_of(len: usize) -> Vec<u8> {
+        (0..len).map(|i| i as u8).collect()
+    }
+
     fn frame(len: usize) -> (Memory, XdpFrame) {
         let mut mem = Memory::new();
-        let packet: Vec<u8> = (0..len).map(|i| i as u8).collect();
+        let packet = pattern_of(len);
         let f = XdpFrame::new(&mut mem, &packet, 1, 0).unwrap();
         (mem, f)
     }
@@ -257,12 +424,146 @@ mod tests {
     #[test]
     fn sizes_test_run_refuses() {
         let mut mem = Memory::new();
-        for len in [0, 13, MAX_LINEAR_SIZE + 1] {
+        for len in [0, 13] {
             let err = XdpFrame::new(&mut mem, &vec![0; len], 1, 0).unwrap_err();
             assert_eq!(err.errno, Errno::EINVAL);
         }
-        assert!(XdpFrame::new(&mut mem, &[0; 14], 1, 0).is_ok());
-        assert!(XdpFrame::new(&mut mem, &vec![0; MAX_LINEAR_SIZE], 1, 0).is_ok());
+        let err = XdpFrame::new(&mut mem, &vec![0; MAX_PACKET_SIZE + 1], 1, 0).unwrap_err();
+        assert_eq!(err.errno, Errno::ENOMEM);
+        assert_eq!(MAX_PACKET_SIZE, 73152);
+        for len in [14, MAX_LINEAR_SIZE, MAX_LINEAR_SIZE + 1, MAX_PACKET_SIZE] {
+            assert!(
+                XdpFrame::new(&mut mem, &vec![0; len], 1, 0).is_ok(),
+                "{len}"
+            );
+        }
+    }
+
+    #[test]
+    fn long_packets_split_into_page_fragments() {
+        let (mem, f) = frame(MAX_LINEAR_SIZE);
+        assert!(!f.has_frags());
+        assert_eq!(f.buff_len(), MAX_LINEAR_SIZE);
+        let (mem2, f2) = frame(9000);
+        assert_eq!(f2.len(), MAX_LINEAR_SIZE);
+        let sizes: Vec<usize> = f2.frags().iter().map(Vec::len).collect();
+        assert_eq!(sizes, [4096, 9000 - MAX_LINEAR_SIZE - 4096]);
+        assert_eq!(
+            (f2.frags_len(), f2.buff_len()),
+            (9000 - MAX_LINEAR_SIZE, 9000)
+        );
+        let expect: Vec<u8> = (0..9000).map(|i| i as u8).collect();
+        assert_eq!(f2.data_out(&mem2), expect);
+        let (_, f3) = frame(MAX_PACKET_SIZE);
+        assert_eq!(f3.frags().len(), MAX_FRAGS);
+        assert!(f3.frags().iter().all(|fr| fr.len() == FRAG_SIZE));
+        // The window (what the program addresses) is the linear part only.
+        let data = mem2.read(f2.ctx_addr(&mem2), 4).unwrap();
+        let end = mem2.read(f2.ctx_addr(&mem2) + 4, 4).unwrap();
+        assert_eq!(end - data, MAX_LINEAR_SIZE as u64);
+        assert!(mem2.read(end, 1).is_err());
+        drop(mem);
+    }
+
+    #[test]
+    fn bytes_across_fragments() {
+        let (mut mem, mut f) = frame(9000);
+        assert_eq!(f.check_bytes(0x1_0000, 1), Err(Errno::EFAULT));
+        assert_eq!(f.check_bytes(0, 0x1_0000), Err(Errno::EFAULT));
+        assert_eq!(f.check_bytes(8990, 11), Err(Errno::EINVAL));
+        assert_eq!(f.check_bytes(8990, 10), Ok(()));
+        let at = MAX_LINEAR_SIZE - 3;
+        let expect: Vec<u8> = (at..at + 4100).map(|i| i as u8).collect();
+        // Linear tail, the whole first fragment, the second's head.
+        assert_eq!(f.read_bytes(&mem, at as u32, 4100), Ok(expect));
+        assert_eq!(f.write_bytes(&mut mem, 8990, &[1; 11]), Err(Errno::EINVAL));
+        f.write_bytes(&mut mem, at as u32, &[0xee; 4100]).unwrap();
+        let out = f.data_out(&mem);
+        assert_eq!(out[at - 1], (at - 1) as u8);
+        assert!(out[at..at + 4100].iter().all(|&b| b == 0xee));
+        assert_eq!(out[at + 4100], (at + 4100) as u8);
+        assert_eq!(f.read_bytes(&mem, 8999, 1), Ok(vec![(8999usize) as u8]));
+        assert_eq!(f.read_bytes(&mem, 9000, 0), Ok(vec![]));
+        assert_eq!(f.read_bytes(&mem, 9000, 1), Err(Errno::EINVAL));
+        // Past 0xffff bytes, as bpf_perf_event_output's ctx length may go.
+        let (mem, f) = frame(MAX_PACKET_SIZE);
+        assert_eq!(
+            f.head_bytes(&mem, MAX_PACKET_SIZE).unwrap(),
+            pattern_of(MAX_PACKET_SIZE)
+        );
+        assert_eq!(f.head_bytes(&mem, MAX_PACKET_SIZE + 1), None);
+    }
+
+    #[test]
+    fn frags_tail_grows_in_the_last_fragment_only() {
+        let (mut mem, mut f) = frame(4096);
+        let last = 4096 - MAX_LINEAR_SIZE;
+        assert_eq!(
+            f.adjust_tail(&mut mem, (FRAG_SIZE - last) as i32 + 1),
+            Err(Errno::EINVAL)
+        );
+        assert_eq!(f.adjust_tail(&mut mem, 10), Ok(()));
+        assert_eq!(f.adjust_tail(&mut mem, 0), Ok(()));
+        assert_eq!(f.buff_len(), 4106);
+        assert_eq!(f.data_out(&mem)[4096..], [0; 10]);
+        assert_eq!(
+            f.adjust_tail(&mut mem, (FRAG_SIZE - last - 10) as i32),
+            Ok(())
+        );
+        assert_eq!(f.frags()[0].len(), FRAG_SIZE);
+        assert_eq!(f.adjust_tail(&mut mem, 1), Err(Errno::EINVAL));
+        assert_eq!(f.len(), MAX_LINEAR_SIZE, "the linear part never grows");
+    }
+
+    #[test]
+    fn frags_tail_shrinks_and_releases_fragments() {
+        let (mut mem, mut f) = frame(9000);
+        // Across the last fragment into the one before.
+        let second = 9000 - MAX_LINEAR_SIZE - 4096;
+        assert_eq!(f.adjust_tail(&mut mem, -(second as i32) - 6), Ok(()));
+        assert_eq!(f.frags().len(), 1);
+        assert_eq!(f.frags()[0].len(), 4090);
+        // Past every fragment into the linear part: data_end moves, the window with it.
+        assert_eq!(f.adjust_tail(&mut mem, -4090 - 20), Ok(()));
+        assert!(!f.has_frags());
+        assert_eq!(f.len(), MAX_LINEAR_SIZE - 20);
+        let end = mem.read(f.ctx_addr(&mem) + 4, 4).unwrap();
+        assert!(mem.read(end, 1).is_err());
+        // Now a linear frame again: it may grow back to the linear limit.
+        assert_eq!(f.adjust_tail(&mut mem, 21), Err(Errno::EINVAL));
+        assert_eq!(f.adjust_tail(&mut mem, 20), Ok(()));
+        assert_eq!(f.data_out(&mem)[MAX_LINEAR_SIZE - 20..], [0; 20]);
+    }
+
+    #[test]
+    fn frags_tail_shrink_limits() {
+        let (mut mem, mut f) = frame(5000);
+        assert_eq!(f.adjust_tail(&mut mem, -(5000 - 13)), Err(Errno::EINVAL));
+        assert_eq!(f.buff_len(), 5000);
+        // i32::MIN negates to itself in the kernel's int arithmetic: accepted, no change.
+        assert_eq!(f.adjust_tail(&mut mem, i32::MIN), Ok(()));
+        assert_eq!(f.buff_len(), 5000);
+        assert_eq!(f.adjust_tail(&mut mem, -(5000 - 14)), Ok(()));
+        assert!(!f.has_frags());
+        assert_eq!(f.len(), 14);
+        assert_eq!(
+            f.data_out(&mem),
+            (0..14).map(|i| i as u8).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn head_and_meta_move_in_the_linear_part_with_frags() {
+        let (mut mem, mut f) = frame(4000);
+        let most = (MAX_LINEAR_SIZE - ETH_HLEN) as i32;
+        assert_eq!(f.adjust_head(&mut mem, most + 1), Err(Errno::EINVAL));
+        assert_eq!(f.adjust_meta(&mut mem, -8), Ok(()));
+        assert_eq!(f.adjust_head(&mut mem, most), Ok(()));
+        assert_eq!((f.len(), f.buff_len()), (ETH_HLEN, ETH_HLEN + 480));
+        let out = f.data_out(&mem);
+        assert_eq!(out.len(), 8 + ETH_HLEN + 480);
+        let tail: Vec<u8> = (most as usize..4000).map(|i| i as u8).collect();
+        assert_eq!(out[8..], tail);
     }
 
     #[test]
@@ -345,11 +646,12 @@ mod tests {
     }
 
     #[test]
-    fn byte_range_errnos() {
-        let (_mem, f) = frame(64);
-        assert_eq!(f.byte_range(0x1_0000, 1), Err(Errno::EFAULT));
-        assert_eq!(f.byte_range(0, 0x1_0000), Err(Errno::EFAULT));
-        assert_eq!(f.byte_range(60, 5), Err(Errno::EINVAL));
-        assert_eq!(f.byte_range(60, 4), Ok(60..64));
+    fn byte_checks_of_a_linear_frame() {
+        let (mem, f) = frame(64);
+        assert_eq!(f.check_bytes(0x1_0000, 1), Err(Errno::EFAULT));
+        assert_eq!(f.check_bytes(0, 0x1_0000), Err(Errno::EFAULT));
+        assert_eq!(f.check_bytes(60, 5), Err(Errno::EINVAL));
+        assert_eq!(f.check_bytes(60, 4), Ok(()));
+        assert_eq!(f.read_bytes(&mem, 60, 4), Ok(vec![60, 61, 62, 63]));
     }
 }

@@ -1,8 +1,9 @@
 //! The XDP runtime: a loaded XDP object run on one packet at a time exactly as
 //! `BPF_PROG_TEST_RUN` runs it (net/bpf/test_run.c), with the kernel's helpers.
 //!
-//! - [`frame`]: [`XdpFrame`], the `xdp_buff` test_run builds, and the bounds arithmetic of
-//!   `bpf_xdp_adjust_head/meta/tail`.
+//! - [`frame`]: [`XdpFrame`], the `xdp_buff` test_run builds (a packet past the 3520-byte
+//!   linear part continues in up to 17 page-sized fragments), the bounds arithmetic of
+//!   `bpf_xdp_adjust_head/meta/tail` and the byte walks of `bpf_xdp_load_bytes/store_bytes`.
 //! - [`ctx`]: `struct xdp_md` and its conversion to `xdp_buff` loads.
 //! - [`prepare`]: map, map value and callback references resolved; helpers checked.
 //! - [`helpers`]: the helper table and one file per helper family.

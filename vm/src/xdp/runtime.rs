@@ -184,10 +184,13 @@ pub struct PerfEvent {
 pub struct XdpOutcome {
     pub retval: u32,
     pub action: XdpAction,
-    /// test_run's `data_out`: from `data_meta` to `data_end`.
+    /// test_run's `data_out`: from `data_meta` to `data_end`, then the fragments' bytes (a
+    /// packet longer than the linear part's 3520 bytes is a multi-buffer frame).
     pub data_out: Vec<u8>,
     /// Bytes of metadata at the start of `data_out`.
     pub meta_len: usize,
+    /// Bytes at the end of `data_out` that come from fragments (0 for a linear frame).
+    pub frags_len: usize,
     /// The redirect target, for an `XDP_REDIRECT` verdict.
     pub redirect: Option<RedirectTarget>,
     /// `bpf_trace_printk` lines, in order.
@@ -343,6 +346,7 @@ impl XdpRuntime {
         let insns_executed = self.interp.executed();
         let data_out = frame.data_out(&self.mem);
         let meta_len = frame.meta_len();
+        let frags_len = frame.frags_len();
         frame.release(&mut self.mem);
         self.remove_scratch();
         let retval = result.map_err(|error| PacketError::Run {
@@ -355,6 +359,7 @@ impl XdpRuntime {
             action,
             data_out,
             meta_len,
+            frags_len,
             redirect: run.redirect.filter(|_| action == XdpAction::Redirect),
             printk: run.printk,
             perf_events: run.events,

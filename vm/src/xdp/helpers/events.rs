@@ -35,16 +35,16 @@ const BPF_F_CTXLEN_MASK: u64 = 0xf_ffff << 32;
 
 /// `bpf_perf_event_output(ctx, map, flags, data, size)`: the slot is the flags' index (or the
 /// packet's CPU with `BPF_F_CURRENT_CPU`); the flags' ctx length appends that many packet
-/// bytes to the sample.
+/// bytes to the sample (`bpf_xdp_copy`: fragments included, up to `bpf_xdp_get_buff_len`).
 pub fn perf_event_output(env: &mut XdpEnv<'_>, a: [u64; 5], mem: &mut Memory) -> HelperResult {
     let [_, map, flags, data, size] = a;
     if flags & !(BPF_F_CTXLEN_MASK | BPF_F_INDEX_MASK) != 0 {
         return ret(Errno::EINVAL.as_ret());
     }
     let ctx_len = ((flags & BPF_F_CTXLEN_MASK) >> 32) as usize;
-    if ctx_len > env.frame.len() {
+    let Some(ctx_bytes) = env.frame.head_bytes(mem, ctx_len) else {
         return ret(Errno::EFAULT.as_ret());
-    }
+    };
     let index = map_index(env.maps, map)?;
     let perf = env.maps.get(index).expect("checked");
     if perf.map_type() != MapType::PerfEventArray {
@@ -67,7 +67,7 @@ pub fn perf_event_output(env: &mut XdpEnv<'_>, a: [u64; 5], mem: &mut Memory) ->
         0 => Vec::new(),
         n => mem.slice(data, n as usize)?.to_vec(),
     };
-    sample.extend_from_slice(&env.frame.packet(mem)[..ctx_len]);
+    sample.extend(ctx_bytes);
     env.run.events.push(PerfEvent {
         map: perf.name().to_string(),
         slot: slot as u32,

@@ -1,6 +1,7 @@
 //! Packet helpers of net/core/filter.c: frame bounds (`bpf_xdp_adjust_head/meta/tail`, the
 //! arithmetic in [`XdpFrame`](crate::xdp::XdpFrame)), packet bytes
-//! (`bpf_xdp_load_bytes/store_bytes`, `bpf_xdp_get_buff_len`), `bpf_csum_diff`,
+//! (`bpf_xdp_load_bytes/store_bytes`, `bpf_xdp_get_buff_len`, which reach into the
+//! fragments of a multi-buffer frame), `bpf_csum_diff`,
 //! `bpf_check_mtu` (XDP variant) and `bpf_fib_lookup` (XDP variant, over
 //! [`crate::fib`]).
 
@@ -22,30 +23,30 @@ pub fn adjust_tail(env: &mut XdpEnv<'_>, a: [u64; 5], mem: &mut Memory) -> Helpe
     ret(errno::ret(env.frame.adjust_tail(mem, a[1] as i32)))
 }
 
+/// `bpf_xdp_get_buff_len(ctx)`: the linear part and the fragments.
 pub fn get_buff_len(env: &mut XdpEnv<'_>, _a: [u64; 5], _mem: &mut Memory) -> HelperResult {
-    ret(env.frame.len() as u64)
+    ret(env.frame.buff_len() as u64)
 }
 
-/// `bpf_xdp_load_bytes(ctx, offset, buf, len)`.
+/// `bpf_xdp_load_bytes(ctx, offset, buf, len)`: packet bytes, fragments included, into `buf`.
 pub fn load_bytes(env: &mut XdpEnv<'_>, a: [u64; 5], mem: &mut Memory) -> HelperResult {
-    let range = match env.frame.byte_range(a[1] as u32, a[3] as u32) {
-        Ok(r) => r,
+    let bytes = match env.frame.read_bytes(mem, a[1] as u32, a[3] as u32) {
+        Ok(b) => b,
         Err(e) => return ret(e.as_ret()),
     };
-    let bytes = env.frame.packet(mem)[range].to_vec();
     mem.slice_mut(a[2], bytes.len())?.copy_from_slice(&bytes);
     ret(0)
 }
 
-/// `bpf_xdp_store_bytes(ctx, offset, buf, len)`.
+/// `bpf_xdp_store_bytes(ctx, offset, buf, len)`: `buf` into the packet, fragments included.
 pub fn store_bytes(env: &mut XdpEnv<'_>, a: [u64; 5], mem: &mut Memory) -> HelperResult {
-    let range = match env.frame.byte_range(a[1] as u32, a[3] as u32) {
-        Ok(r) => r,
-        Err(e) => return ret(e.as_ret()),
-    };
-    let bytes = mem.slice(a[2], range.len())?.to_vec();
-    env.frame.packet_mut(mem)[range].copy_from_slice(&bytes);
-    ret(0)
+    let (offset, len) = (a[1] as u32, a[3] as u32);
+    // The range is checked before `buf` is read, as `bpf_xdp_pointer` comes first.
+    if let Err(e) = env.frame.check_bytes(offset, len) {
+        return ret(e.as_ret());
+    }
+    let bytes = mem.slice(a[2], len as usize)?.to_vec();
+    ret(errno::ret(env.frame.write_bytes(mem, offset, &bytes)))
 }
 
 /// The scratch buffer `bpf_csum_diff` sums in (`struct bpf_scratchpad`, `MAX_BPF_STACK`).
@@ -89,11 +90,13 @@ pub fn csum_words(words: impl Iterator<Item = u32>, seed: u32) -> u32 {
     sum as u32
 }
 
-/// `BPF_MTU_CHK_RET_FRAG_NEEDED`.
-const MTU_FRAG_NEEDED: u64 = 2;
+/// `BPF_MTU_CHK_RET_FRAG_NEEDED` (`enum bpf_check_mtu_ret`: SUCCESS 0, FRAG_NEEDED 1,
+/// SEGS_TOOBIG 2).
+const MTU_FRAG_NEEDED: u64 = 1;
 
 /// `bpf_check_mtu(ctx, ifindex, &mtu_len, len_diff, flags)` for XDP (`bpf_xdp_check_mtu`):
-/// no flags; ifindex 0 is the receiving device; the length checked is the packet's, or
+/// no flags; ifindex 0 is the receiving device; the length checked is the linear part's (the
+/// kernel does not count fragments here), or
 /// `*mtu_len + ETH_HLEN` when nonzero, plus `len_diff`, against mtu + hard header length;
 /// `*mtu_len` becomes the device's MTU.
 pub fn check_mtu(env: &mut XdpEnv<'_>, a: [u64; 5], mem: &mut Memory) -> HelperResult {

@@ -1,0 +1,1830 @@
+//! `bpfemu diff`: the running kernel as the judge. One object is loaded twice, into the kernel
+//! through libbpf and into bpfemu; both get the same initial map contents; every packet runs
+//! through both (the kernel through `BPF_PROG_TEST_RUN`); per packet the return value and the
+//! `data_out` bytes (or the errno of a refused packet) are compared, and at the end every map's
+//! contents.
+//!
+//! ```no_run
+//! use bpfemu::diff::{DiffOptions, Session};
+//! let opts = DiffOptions::new("examples/xdp/build/reflector.v3.o");
+//! let mut session = Session::open(&opts).unwrap();
+//! let packet = vec![0u8; 64];
+//! let cmp = session.run_packet(0, &packet);
+//! assert!(!cmp.is_mismatch(), "{}", bpfemu::diff::format_packet(&cmp));
+//! let maps = session.compare_maps().unwrap();
+//! assert_eq!(maps.iter().map(|m| m.mismatches.len()).sum::<usize>(), 0);
+//! ```
+//!
+//! # Making both sides see the same machine
+//! - **Context**: the kernel runs without a ctx, so the program sees test_run's defaults
+//!   (ingress ifindex 1, the loopback device, rx queue 0); bpfemu's [`PacketMeta`] defaults are
+//!   the same.
+//! - **Per-CPU state**: bpfemu runs with as many virtual CPUs as the kernel has possible CPUs
+//!   (so per-CPU values have the same number of copies, each padded to 8 bytes) and runs every
+//!   packet on CPU 0; the [`Session`] pins the calling thread to CPU 0 while it lives, so the
+//!   kernel's test runs update CPU 0's copies too. A session must stay on the thread that
+//!   opened it.
+//! - **Initial maps**: a `--maps` document is parsed once
+//!   ([`bpfemu_loader::btf::json::parse_map_contents`]) and written to both sides through the
+//!   syscall interface (kernel map fds, bpfemu's `sys_update`), with the per-CPU layout above.
+//!
+//! # The clock and random numbers
+//! The kernel's clock and random pool cannot be replayed into bpfemu, so for an object that
+//! calls a clock helper (`bpf_ktime_get_ns`, `_boot_ns`, `_coarse_ns`, `_tai_ns`,
+//! `bpf_jiffies64`) or `bpf_get_prandom_u32` (found by scanning every program's instructions
+//! for helper calls, [`scan_nondeterminism`]) the comparison works as follows:
+//! 1. **Close clocks.** bpfemu's clock for a packet is the host's `CLOCK_MONOTONIC`, read just
+//!    before the kernel runs the same packet; the kernel reads its clock a few microseconds
+//!    later. Time-driven logic (timeouts, token buckets) sees nearly the same times on both
+//!    sides. The window from the first packet's reading to the end of the last run is the
+//!    run's *clock window*.
+//! 2. **Sensitivity.** Two *shadow* bpfemu runtimes run every packet too, each with another
+//!    random seed and another clock: in the *later* shadow, time runs ahead
+//!    (`+1 s + i * 7.919993 ms` for packet `i`: absolute times and the gaps between packets
+//!    grow), in the *frozen* shadow it stands still at the first packet's reading (no time
+//!    passes between packets). The two bracket the kernel's clock, which runs a few
+//!    microseconds off bpfemu's: logic that is monotone in elapsed time (timeouts, token
+//!    buckets) that tips one way for the kernel tips that way in one of the shadows. Whatever
+//!    differs between bpfemu and a shadow depends on the clock or the random numbers by
+//!    demonstration:
+//!    - a packet whose return value or length differs between them is *not compared* (it
+//!      is listed as such, with both sides' results); bytes of `data_out` that differ between
+//!      them are left out of that packet's byte comparison (and listed);
+//!    - a map field (a BTF struct member, a global variable, or the whole value without BTF)
+//!      that differs between them in any entry is not compared in that map, nor is the key
+//!      set of a map whose keys differ between them.
+//! 3. **Clock readings.** In an object that reads the clock, an 8-byte field whose kernel value
+//!    lies inside the clock window (monotonic or boot time, with 50 ms of slack for the coarse
+//!    clock) holds a clock reading, and is not compared either.
+//!
+//! Every field left out is reported per map with its reason ([`ExcludedField`]), whether or not
+//! the values happened to agree; nothing is left out silently. Objects that read neither the
+//! clock nor random numbers get no shadow and no exclusions: every byte is compared.
+//!
+//! # What is not compared
+//! Maps whose contents are references to kernel objects (prog arrays, map-in-maps, devmaps,
+//! cpumaps, xskmaps), event channels (ring buffers, perf event arrays), and maps that cannot
+//! be iterated without consuming them (queues, stacks, bloom filters) are listed with the
+//! reason instead of being compared.
+
+use bpfemu_conformance::kernel::{self, BPF_PROG_TYPE_XDP};
+use bpfemu_conformance::kernel_isa::verifier_error_line;
+use bpfemu_conformance::libbpf::{
+    self, CpuPin, LibbpfError, LibbpfObject, LogOptions, TestRunOutput,
+};
+use bpfemu_isa::RawInsn;
+use bpfemu_loader::btf::json::{self as mapjson, MapContents, MapValue};
+use bpfemu_loader::btf::{Btf, BtfKind, TypeId};
+use bpfemu_loader::{LoadOptions, Object};
+use bpfemu_vm::xdp::{PacketError, PacketMeta, XdpAction, XdpConfig, XdpOutcome, XdpRuntime};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+/// Why a comparison could not start or go on.
+#[derive(Debug, thiserror::Error)]
+pub enum DiffError {
+    #[error("{0}")]
+    KernelUnavailable(String),
+    #[error("{path}: bpfemu cannot load the object: {message}")]
+    Load { path: String, message: String },
+    #[error(transparent)]
+    Libbpf(#[from] LibbpfError),
+    #[error("{path}: the kernel refused the object (errno {errno}):\n{tail}")]
+    KernelLoad {
+        path: String,
+        errno: i32,
+        tail: String,
+    },
+    #[error("{path}: {message}")]
+    Program { path: String, message: String },
+    #[error("maps: {0}")]
+    Maps(String),
+    #[error("cannot pin the thread to CPU 0: {0}")]
+    Pin(std::io::Error),
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kernel reachability
+
+/// Whether the kernel can load and test-run an XDP program from this process: `Err` with a
+/// sentence for the user (not root, no CAP_BPF/CAP_NET_ADMIN, no bpf() syscall).
+pub fn kernel_ready() -> Result<(), String> {
+    let insns = [
+        RawInsn::new(0xb7, 0, 0, 0, 2), // r0 = XDP_PASS
+        RawInsn::new(0x95, 0, 0, 0, 0), // exit
+    ];
+    let mut opts = kernel::LoadOptions::new(BPF_PROG_TYPE_XDP, &insns);
+    opts.log_level = 0;
+    let fd = kernel::prog_load(&opts).fd.map_err(|errno| {
+        format!(
+            "the kernel's bpf() is not usable here: loading an XDP program fails with {} \
+             (bpfemu diff needs root, or CAP_BPF and CAP_NET_ADMIN, and a kernel with the bpf \
+             syscall); nothing was compared",
+            errno_name(errno)
+        )
+    })?;
+    libbpf::test_run(fd.as_fd(), &[0u8; 14], None, 1)
+        .map(|_| ())
+        .map_err(|errno| {
+            format!(
+                "the kernel's BPF_PROG_TEST_RUN is not usable here ({}); nothing was compared",
+                errno_name(errno)
+            )
+        })
+}
+
+fn errno_name(errno: i32) -> String {
+    bpfemu_vm::maps::Errno(errno).to_string()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Clock and random helpers
+
+/// Helper ids that read a clock: ktime_get_ns, jiffies64, ktime_get_boot_ns,
+/// ktime_get_coarse_ns, ktime_get_tai_ns.
+const CLOCK_HELPERS: &[i32] = &[5, 118, 125, 160, 208];
+/// Helper ids that return random numbers: get_prandom_u32.
+const RANDOM_HELPERS: &[i32] = &[7];
+
+/// One program's call of a clock or random helper.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct HelperUse {
+    pub program: String,
+    pub helper: String,
+    /// Calls of it in the program's instructions.
+    pub calls: usize,
+}
+
+/// Which programs of an object read the clock or random numbers.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Nondeterminism {
+    pub clock: Vec<HelperUse>,
+    pub random: Vec<HelperUse>,
+}
+
+impl Nondeterminism {
+    pub fn any(&self) -> bool {
+        !self.clock.is_empty() || !self.random.is_empty()
+    }
+}
+
+/// Scans every program (tail-call targets and subprograms included) for calls of clock and
+/// random helpers.
+pub fn scan_nondeterminism(object: &Object) -> Nondeterminism {
+    let mut out = Nondeterminism::default();
+    for prog in &object.programs {
+        let mut counts: BTreeMap<i32, usize> = BTreeMap::new();
+        let mut pc = 0;
+        while pc < prog.insns.len() {
+            let insn = &prog.insns[pc];
+            if insn.code == 0x85 && insn.src == 0 {
+                *counts.entry(insn.imm).or_default() += 1;
+            }
+            // An ld_imm64 takes two slots; its second slot is no instruction.
+            pc += if insn.code == 0x18 { 2 } else { 1 };
+        }
+        for (id, calls) in counts {
+            let helper_use = || HelperUse {
+                program: prog.name.clone(),
+                helper: format!(
+                    "bpf_{}",
+                    bpfemu_isa::helpers::helper_name(id).unwrap_or("?")
+                ),
+                calls,
+            };
+            if CLOCK_HELPERS.contains(&id) {
+                out.clock.push(helper_use());
+            } else if RANDOM_HELPERS.contains(&id) {
+                out.random.push(helper_use());
+            }
+        }
+    }
+    out
+}
+
+/// The host clocks' span over the run: every clock reading a program made lies inside it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ClockWindow {
+    pub monotonic_start_ns: u64,
+    pub monotonic_end_ns: u64,
+    pub boottime_start_ns: u64,
+    pub boottime_end_ns: u64,
+}
+
+/// Slack below and above the window (the coarse clock lags by up to a tick).
+const WINDOW_SLACK_NS: u64 = 50_000_000;
+
+impl ClockWindow {
+    fn contains(&self, v: u64) -> bool {
+        let inside = |start: u64, end: u64| {
+            start != 0 && v >= start.saturating_sub(WINDOW_SLACK_NS) && v <= end + WINDOW_SLACK_NS
+        };
+        inside(self.monotonic_start_ns, self.monotonic_end_ns)
+            || inside(self.boottime_start_ns, self.boottime_end_ns)
+    }
+}
+
+/// How a shadow runtime's clock differs from bpfemu's (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ShadowClock {
+    /// Moved by 1 s plus 7.919993 ms per packet.
+    Later,
+    /// The first packet's reading, for every packet.
+    Frozen,
+}
+
+impl ShadowClock {
+    fn ts(self, ts: u64, first: u64, i: u64) -> u64 {
+        match self {
+            ShadowClock::Later => ts + 1_000_000_000 + i * 7_919_993,
+            ShadowClock::Frozen => first,
+        }
+    }
+}
+
+/// XORed into the seed of the shadow runtime.
+const SHADOW_SEED: u64 = 0x5eed_5eed_5eed_5eed;
+
+// ---------------------------------------------------------------------------------------------
+// Options and the session
+
+/// What to compare.
+#[derive(Clone, Debug, Default)]
+pub struct DiffOptions {
+    pub object: PathBuf,
+    /// The XDP program (needed when the object has several).
+    pub program: Option<String>,
+    /// How bpfemu loads the object; `map_sizes` are applied to the kernel's maps as well.
+    pub load: LoadOptions,
+    /// Seed of bpfemu's `bpf_get_prandom_u32`.
+    pub seed: u64,
+    /// Routing state for bpfemu's `bpf_fib_lookup` (JSON, as for replay); the kernel uses the
+    /// host's, so this should describe the host's routes and neighbours.
+    pub fib: Option<PathBuf>,
+}
+
+impl DiffOptions {
+    pub fn new(object: impl Into<PathBuf>) -> DiffOptions {
+        DiffOptions {
+            object: object.into(),
+            ..DiffOptions::default()
+        }
+    }
+}
+
+/// One object loaded in the kernel and in bpfemu, ready to compare packets and maps.
+pub struct Session {
+    kernel: LibbpfObject,
+    object: Object,
+    ours: XdpRuntime,
+    /// The perturbed-clock, other-seed runtimes (only for objects that read either).
+    shadows: Vec<(ShadowClock, XdpRuntime)>,
+    program: usize,
+    program_name: String,
+    cpus: u32,
+    nondeterminism: Nondeterminism,
+    window: ClockWindow,
+    packets: u64,
+    _pin: CpuPin,
+}
+
+impl Session {
+    /// Loads the object into the kernel and into bpfemu and pins this thread to CPU 0.
+    pub fn open(opts: &DiffOptions) -> Result<Session, DiffError> {
+        let path_str = opts.object.display().to_string();
+        let object =
+            bpfemu_loader::load_file(&opts.object, &opts.load).map_err(|e| DiffError::Load {
+                path: path_str.clone(),
+                message: e.to_string(),
+            })?;
+        let program_name = pick_program(&object, opts.program.as_deref()).map_err(|message| {
+            DiffError::Program {
+                path: path_str.clone(),
+                message,
+            }
+        })?;
+        kernel_ready().map_err(DiffError::KernelUnavailable)?;
+        let cpus = libbpf::possible_cpus().map_err(|e| {
+            DiffError::KernelUnavailable(format!("cannot count the possible CPUs (errno {e})"))
+        })?;
+        let mut kernel = LibbpfObject::open_file(&opts.object)?;
+        for (map, n) in &opts.load.map_sizes {
+            kernel.set_max_entries(map, *n)?;
+        }
+        let outcome = kernel.load(&LogOptions {
+            level: 0,
+            size: 1 << 20,
+        });
+        if let Err(errno) = outcome.result {
+            return Err(DiffError::KernelLoad {
+                path: path_str,
+                errno,
+                tail: outcome.failure_tail(20),
+            });
+        }
+        let nondeterminism = scan_nondeterminism(&object);
+        let fib =
+            match &opts.fib {
+                Some(file) => Some(bpfemu_vm::fib::Fib::from_json_file(file).map_err(|e| {
+                    DiffError::Load {
+                        path: file.display().to_string(),
+                        message: e.to_string(),
+                    }
+                })?),
+                None => None,
+            };
+        let build = |seed: u64| {
+            let cfg = XdpConfig {
+                cpus,
+                seed,
+                fib: fib.clone(),
+                ..XdpConfig::default()
+            };
+            crate::runtime::build_runtime(&object, cfg).map_err(|e| DiffError::Load {
+                path: path_str.clone(),
+                message: e.to_string(),
+            })
+        };
+        let ours = build(opts.seed)?;
+        let mut shadows = Vec::new();
+        if nondeterminism.any() {
+            shadows.push((ShadowClock::Later, build(opts.seed ^ SHADOW_SEED)?));
+            shadows.push((ShadowClock::Frozen, build(!opts.seed ^ SHADOW_SEED)?));
+        }
+        let program = ours
+            .program_index(&program_name)
+            .expect("the program comes from the object");
+        if kernel.program_fd(&program_name).is_none() {
+            return Err(DiffError::Program {
+                path: path_str,
+                message: format!("the kernel has no fd for program `{program_name}`"),
+            });
+        }
+        let pin = CpuPin::new(0).map_err(DiffError::Pin)?;
+        Ok(Session {
+            kernel,
+            object,
+            ours,
+            shadows,
+            program,
+            program_name,
+            cpus,
+            nondeterminism,
+            window: ClockWindow::default(),
+            packets: 0,
+            _pin: pin,
+        })
+    }
+
+    pub fn program_name(&self) -> &str {
+        &self.program_name
+    }
+
+    pub fn object(&self) -> &Object {
+        &self.object
+    }
+
+    /// Possible CPUs of the kernel, and virtual CPUs of bpfemu.
+    pub fn cpus(&self) -> u32 {
+        self.cpus
+    }
+
+    pub fn nondeterminism(&self) -> &Nondeterminism {
+        &self.nondeterminism
+    }
+
+    pub fn clock_window(&self) -> ClockWindow {
+        self.window
+    }
+
+    /// Sets map contents on both sides from a `--maps` document (see [`crate::mapio`]).
+    pub fn set_maps_json(&mut self, doc: &serde_json::Value) -> Result<(), DiffError> {
+        let contents =
+            mapjson::parse_map_contents(doc, &self.object.maps, self.object.btf.as_ref())
+                .map_err(|e| DiffError::Maps(e.to_string()))?;
+        self.set_maps(&contents)
+    }
+
+    /// Writes entries to both sides: the kernel's maps by fd, bpfemu's (and its shadow's) by
+    /// `sys_update`. A per-CPU entry given once goes to every CPU.
+    pub fn set_maps(&mut self, contents: &[MapContents]) -> Result<(), DiffError> {
+        for map in contents {
+            let spec = self
+                .object
+                .maps
+                .iter()
+                .find(|m| m.name == map.name)
+                .ok_or_else(|| DiffError::Maps(format!("no map named {}", map.name)))?;
+            let index = self.ours.maps().index_of(&map.name).expect("same object");
+            let fd = self.kernel.map_fd(&map.name).ok_or_else(|| {
+                DiffError::Maps(format!("the kernel has no fd for map {}", map.name))
+            })?;
+            for (i, entry) in map.entries.iter().enumerate() {
+                let value = sys_value(spec, &entry.value, self.cpus)
+                    .map_err(|e| DiffError::Maps(format!("map {}: entry {i}: {e}", map.name)))?;
+                libbpf::map_update_fd(fd, &entry.key, &value, 0).map_err(|errno| {
+                    DiffError::Maps(format!(
+                        "map {}: entry {i}: the kernel refuses the update with {}",
+                        map.name,
+                        errno_name(errno)
+                    ))
+                })?;
+                for rt in
+                    std::iter::once(&mut self.ours).chain(self.shadows.iter_mut().map(|(_, rt)| rt))
+                {
+                    let (maps, mem) = rt.maps_mut();
+                    maps.sys_update(mem, index, &entry.key, &value, 0)
+                        .map_err(|errno| {
+                            DiffError::Maps(format!(
+                                "map {}: entry {i}: bpfemu refuses the update with {errno}",
+                                map.name
+                            ))
+                        })?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Empties a map on both sides: hash-like maps lose every key, arrays get zero values.
+    pub fn clear_map(&mut self, name: &str) -> Result<(), DiffError> {
+        let spec = self
+            .object
+            .maps
+            .iter()
+            .find(|m| m.name == name)
+            .ok_or_else(|| DiffError::Maps(format!("no map named {name}")))?;
+        let is_array = matches!(spec.map_type, 2 | 6);
+        let zero = vec![0u8; libbpf::sys_value_size(spec.map_type, spec.value_size, self.cpus)];
+        let fd = self
+            .kernel
+            .map_fd(name)
+            .ok_or_else(|| DiffError::Maps(format!("the kernel has no fd for map {name}")))?;
+        let keys = kernel_keys(fd, spec.key_size as usize, spec.max_entries as usize + 1)
+            .map_err(|e| DiffError::Maps(format!("map {name}: listing keys: errno {e}")))?;
+        for key in &keys {
+            let r = if is_array {
+                libbpf::map_update_fd(fd, key, &zero, 0)
+            } else {
+                libbpf::map_delete_fd(fd, key)
+            };
+            r.map_err(|e| DiffError::Maps(format!("map {name}: clearing: errno {e}")))?;
+        }
+        let index = self.ours.maps().index_of(name).expect("same object");
+        for rt in std::iter::once(&mut self.ours).chain(self.shadows.iter_mut().map(|(_, rt)| rt)) {
+            let (maps, mem) = rt.maps_mut();
+            let mut keys = Vec::new();
+            let mut key: Option<Vec<u8>> = None;
+            while let Ok(next) = maps.sys_next_key(index, key.as_deref()) {
+                keys.push(next.clone());
+                key = Some(next);
+                if keys.len() > spec.max_entries as usize {
+                    break;
+                }
+            }
+            for key in &keys {
+                let r = if is_array {
+                    maps.sys_update(mem, index, key, &zero, 0)
+                } else {
+                    maps.sys_delete(index, key)
+                };
+                r.map_err(|e| DiffError::Maps(format!("map {name}: clearing in bpfemu: {e}")))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs one packet through the kernel and bpfemu (and the shadow) and compares.
+    pub fn run_packet(&mut self, index: usize, data: &[u8]) -> PacketComparison {
+        let fd = self.kernel.program_fd(&self.program_name).expect("loaded");
+        let t0 = libbpf::monotonic_ns();
+        let b0 = libbpf::boottime_ns();
+        let kernel = libbpf::test_run(fd, data, None, 1);
+        let t1 = libbpf::monotonic_ns();
+        let b1 = libbpf::boottime_ns();
+        if self.window.monotonic_start_ns == 0 {
+            self.window.monotonic_start_ns = t0;
+            self.window.boottime_start_ns = b0;
+        }
+        self.window.monotonic_end_ns = t1;
+        self.window.boottime_end_ns = b1;
+        let meta = PacketMeta {
+            ts_ns: t0,
+            ..PacketMeta::default()
+        };
+        let ours = self.ours.run(self.program, data, &meta);
+        let first = self.window.monotonic_start_ns;
+        let shadows = self
+            .shadows
+            .iter_mut()
+            .map(|(clock, rt)| {
+                let meta = PacketMeta {
+                    ts_ns: clock.ts(t0, first, self.packets),
+                    ..PacketMeta::default()
+                };
+                rt.run(self.program, data, &meta)
+            })
+            .collect();
+        self.packets += 1;
+        compare_packet(index, kernel, ours, shadows)
+    }
+
+    /// Compares every map's contents (see the module docs for what is left out, and why).
+    pub fn compare_maps(&mut self) -> Result<Vec<MapReport>, DiffError> {
+        let reads_clock = !self.nondeterminism.clock.is_empty();
+        let mut reports = Vec::new();
+        for (index, spec) in self.object.maps.iter().enumerate() {
+            let type_name = map_type_name(spec.map_type);
+            if let Some(reason) = not_comparable(spec.map_type) {
+                reports.push(MapReport::skipped(&spec.name, type_name, reason));
+                continue;
+            }
+            let fd = self.kernel.map_fd(&spec.name).ok_or_else(|| {
+                DiffError::Maps(format!("the kernel has no fd for map {}", spec.name))
+            })?;
+            let vlen = libbpf::sys_value_size(spec.map_type, spec.value_size, self.cpus);
+            let limit = spec.max_entries as usize + 1;
+            let kernel: BTreeMap<Vec<u8>, Vec<u8>> =
+                libbpf::map_entries_fd(fd, spec.key_size as usize, vlen, limit)
+                    .map_err(|e| {
+                        DiffError::Maps(format!(
+                            "map {}: reading the kernel's entries: {}",
+                            spec.name,
+                            errno_name(e)
+                        ))
+                    })?
+                    .into_iter()
+                    .collect();
+            let dump = |rt: &XdpRuntime| -> Result<BTreeMap<Vec<u8>, Vec<u8>>, DiffError> {
+                Ok(rt
+                    .maps()
+                    .dump(rt.memory(), index)
+                    .map_err(|e| DiffError::Maps(format!("map {}: {e}", spec.name)))?
+                    .into_iter()
+                    .collect())
+            };
+            let ours = dump(&self.ours)?;
+            let shadows = self
+                .shadows
+                .iter()
+                .map(|(_, rt)| dump(rt))
+                .collect::<Result<Vec<_>, _>>()?;
+            let layout = MapLayout::new(spec, self.object.btf.as_ref());
+            let ctx = MapCompareContext {
+                layout: &layout,
+                window: reads_clock.then_some(self.window),
+            };
+            reports.push(ctx.compare(&spec.name, type_name, &kernel, &ours, &shadows));
+        }
+        Ok(reports)
+    }
+}
+
+/// The program to compare: the one named, or the object's only XDP program.
+fn pick_program(object: &Object, wanted: Option<&str>) -> Result<String, String> {
+    let xdp: Vec<&str> = object
+        .programs
+        .iter()
+        .filter(|p| p.prog_type == BPF_PROG_TYPE_XDP)
+        .map(|p| p.name.as_str())
+        .collect();
+    match wanted {
+        Some(name) if xdp.contains(&name) => Ok(name.to_owned()),
+        Some(name) => Err(format!(
+            "no XDP program `{name}`; the object has {}",
+            if xdp.is_empty() {
+                "none".to_owned()
+            } else {
+                xdp.join(", ")
+            }
+        )),
+        None => match xdp.as_slice() {
+            [only] => Ok((*only).to_owned()),
+            [] => Err("no XDP program in this object".to_owned()),
+            [first, ..] => Err(format!(
+                "several XDP programs ({}); choose one with --prog (the first is `{first}`)",
+                xdp.join(", ")
+            )),
+        },
+    }
+}
+
+/// A value in the syscall layout: per-CPU maps get one 8-byte-padded copy per CPU.
+fn sys_value(
+    spec: &bpfemu_loader::MapSpec,
+    value: &MapValue,
+    cpus: u32,
+) -> Result<Vec<u8>, String> {
+    if !libbpf::is_per_cpu_map(spec.map_type) {
+        return match value {
+            MapValue::Single(v) => Ok(v.clone()),
+            MapValue::PerCpu(_) => Err("per-CPU values for a map that is not per-CPU".into()),
+        };
+    }
+    let slot = (spec.value_size as usize).div_ceil(8) * 8;
+    let values = match value {
+        MapValue::Single(v) => vec![v.clone(); cpus as usize],
+        MapValue::PerCpu(vs) if vs.len() == cpus as usize => vs.clone(),
+        MapValue::PerCpu(vs) => {
+            return Err(format!(
+                "{} per-CPU values given, the kernel has {cpus} possible CPUs",
+                vs.len()
+            ));
+        }
+    };
+    let mut out = Vec::with_capacity(slot * values.len());
+    for mut v in values {
+        v.resize(slot, 0);
+        out.extend(v);
+    }
+    Ok(out)
+}
+
+fn kernel_keys(
+    fd: std::os::fd::BorrowedFd<'_>,
+    key_len: usize,
+    limit: usize,
+) -> Result<Vec<Vec<u8>>, i32> {
+    let mut keys = Vec::new();
+    let mut key: Option<Vec<u8>> = None;
+    loop {
+        match libbpf::map_next_key_fd(fd, key.as_deref(), key_len) {
+            Ok(next) => {
+                keys.push(next.clone());
+                key = Some(next);
+            }
+            // ENOENT: past the last key.
+            Err(2) => return Ok(keys),
+            Err(e) => return Err(e),
+        }
+        if keys.len() >= limit {
+            return Ok(keys);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Packets
+
+/// What one side did with a packet.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Outcome {
+    /// The program ran: its return value and test_run's `data_out`.
+    Ran {
+        retval: u32,
+        action: String,
+        #[serde(serialize_with = "ser_hex")]
+        data: Vec<u8>,
+    },
+    /// BPF_PROG_TEST_RUN refused the packet (or bpfemu refused it as the kernel would).
+    Refused { errno: i32, error: String },
+    /// bpfemu's run stopped (a fault, the instruction budget): never a kernel outcome.
+    Stopped { error: String },
+}
+
+impl Outcome {
+    fn from_kernel(r: Result<TestRunOutput, i32>) -> Outcome {
+        match r {
+            Ok(o) => Outcome::Ran {
+                retval: o.retval,
+                action: action_name(o.retval).to_owned(),
+                data: o.data,
+            },
+            Err(errno) => Outcome::Refused {
+                errno,
+                error: errno_name(errno),
+            },
+        }
+    }
+
+    fn from_bpfemu(r: Result<XdpOutcome, PacketError>) -> Outcome {
+        match r {
+            Ok(o) => Outcome::Ran {
+                retval: o.retval,
+                action: action_name(o.retval).to_owned(),
+                data: o.data_out,
+            },
+            Err(PacketError::Refused { errno, reason }) => Outcome::Refused {
+                errno: errno.0,
+                error: format!("{errno}: {reason}"),
+            },
+            Err(e @ PacketError::Run { .. }) => Outcome::Stopped {
+                error: e.to_string(),
+            },
+        }
+    }
+
+    /// A short description: `pass (retval 2), 60 bytes`.
+    pub fn describe(&self) -> String {
+        match self {
+            Outcome::Ran {
+                retval,
+                action,
+                data,
+            } => {
+                format!("{action} (retval {retval}), {} bytes", data.len())
+            }
+            Outcome::Refused { error, .. } => format!("refused: {error}"),
+            Outcome::Stopped { error } => format!("stopped: {error}"),
+        }
+    }
+}
+
+fn action_name(retval: u32) -> &'static str {
+    match XdpAction::from_retval(retval) {
+        XdpAction::Aborted => "aborted",
+        XdpAction::Drop => "drop",
+        XdpAction::Pass => "pass",
+        XdpAction::Tx => "tx",
+        XdpAction::Redirect => "redirect",
+        XdpAction::Unknown(_) => "unknown",
+    }
+}
+
+/// How one packet compared.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "verdict", rename_all = "snake_case")]
+pub enum PacketVerdict {
+    Equal,
+    Mismatch {
+        /// Which parts differ: `retval`, `data`, `errno`, `outcome`.
+        differs: Vec<String>,
+    },
+    /// The result depends on the clock or random numbers: listed, not judged.
+    NotCompared {
+        reason: String,
+    },
+}
+
+/// One packet through both sides.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PacketComparison {
+    pub index: usize,
+    pub kernel: Outcome,
+    pub bpfemu: Outcome,
+    #[serde(flatten)]
+    pub verdict: PacketVerdict,
+    /// Offsets of `data_out` left out of the comparison because they change with the clock or
+    /// random numbers (see the module docs); empty for most packets.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub excluded_offsets: Vec<usize>,
+}
+
+impl PacketComparison {
+    pub fn is_mismatch(&self) -> bool {
+        matches!(self.verdict, PacketVerdict::Mismatch { .. })
+    }
+
+    /// Whether it is worth printing: a mismatch, a packet not compared, or excluded bytes.
+    pub fn is_notable(&self) -> bool {
+        self.verdict != PacketVerdict::Equal || !self.excluded_offsets.is_empty()
+    }
+}
+
+/// Compares the kernel's and bpfemu's results for one packet; `shadows` are the runs with a
+/// perturbed clock and seed (none for objects that read neither).
+pub fn compare_packet(
+    index: usize,
+    kernel: Result<TestRunOutput, i32>,
+    ours: Result<XdpOutcome, PacketError>,
+    shadows: Vec<Result<XdpOutcome, PacketError>>,
+) -> PacketComparison {
+    let kernel = Outcome::from_kernel(kernel);
+    let bpfemu = Outcome::from_bpfemu(ours);
+    let shadows: Vec<Outcome> = shadows.into_iter().map(Outcome::from_bpfemu).collect();
+    compare_outcomes(index, kernel, bpfemu, &shadows)
+}
+
+/// [`compare_packet`] on outcomes already converted.
+pub fn compare_outcomes(
+    index: usize,
+    kernel: Outcome,
+    bpfemu: Outcome,
+    shadows: &[Outcome],
+) -> PacketComparison {
+    let mut excluded_offsets = Vec::new();
+    let verdict = match (&kernel, &bpfemu) {
+        (
+            Outcome::Ran {
+                retval: kr,
+                data: kd,
+                ..
+            },
+            Outcome::Ran {
+                retval: br,
+                data: bd,
+                ..
+            },
+        ) => {
+            let unstable = shadows.iter().any(|s| match s {
+                Outcome::Ran { retval, data, .. } => retval != br || data.len() != bd.len(),
+                _ => true,
+            });
+            if unstable && (kr != br || kd != bd) {
+                PacketVerdict::NotCompared {
+                    reason: "the result depends on the clock or random numbers: bpfemu's \
+                             result changes when only its clock and seed change"
+                        .into(),
+                }
+            } else {
+                if !unstable {
+                    excluded_offsets = (0..bd.len())
+                        .filter(|&i| {
+                            shadows
+                                .iter()
+                                .any(|s| matches!(s, Outcome::Ran { data, .. } if data[i] != bd[i]))
+                        })
+                        .collect();
+                }
+                let mut differs = Vec::new();
+                if kr != br {
+                    differs.push("retval".to_owned());
+                }
+                let data_equal = kd.len() == bd.len()
+                    && (0..kd.len())
+                        .all(|i| kd[i] == bd[i] || excluded_offsets.binary_search(&i).is_ok());
+                if !data_equal {
+                    differs.push("data".to_owned());
+                }
+                if differs.is_empty() {
+                    PacketVerdict::Equal
+                } else {
+                    PacketVerdict::Mismatch { differs }
+                }
+            }
+        }
+        (Outcome::Refused { errno: a, .. }, Outcome::Refused { errno: b, .. }) => {
+            if a == b {
+                PacketVerdict::Equal
+            } else {
+                PacketVerdict::Mismatch {
+                    differs: vec!["errno".into()],
+                }
+            }
+        }
+        _ => PacketVerdict::Mismatch {
+            differs: vec!["outcome".into()],
+        },
+    };
+    PacketComparison {
+        index,
+        kernel,
+        bpfemu,
+        verdict,
+        excluded_offsets,
+    }
+}
+
+/// Bytes of context shown on each side of the first difference.
+const HEX_CONTEXT: usize = 8;
+
+/// A hex diff of two byte strings around their first difference: `None` when equal.
+///
+/// ```
+/// let text = bpfemu::diff::hex_diff(&[1, 2, 3, 4], &[1, 2, 9, 4]).unwrap();
+/// assert!(text.contains("first difference at offset 2 (0x2)"));
+/// assert!(text.contains("[03]") && text.contains("[09]"));
+/// ```
+pub fn hex_diff(kernel: &[u8], ours: &[u8]) -> Option<String> {
+    let first = (0..kernel.len().max(ours.len())).find(|&i| kernel.get(i) != ours.get(i))?;
+    let differing = (0..kernel.len().max(ours.len()))
+        .filter(|&i| kernel.get(i) != ours.get(i))
+        .count();
+    let start = first.saturating_sub(HEX_CONTEXT);
+    let end = (first + HEX_CONTEXT + 1).min(kernel.len().max(ours.len()));
+    let line = |bytes: &[u8]| {
+        let mut s = format!("{start:#06x}:");
+        for i in start..end {
+            let b = bytes.get(i).map_or("--".to_owned(), |b| format!("{b:02x}"));
+            if i == first {
+                write!(s, " [{b}]").expect("string");
+            } else {
+                write!(s, " {b}").expect("string");
+            }
+        }
+        s
+    };
+    let mut out = format!(
+        "first difference at offset {first} ({first:#x}); {differing} byte(s) differ; lengths: kernel {}, bpfemu {}\n",
+        kernel.len(),
+        ours.len()
+    );
+    writeln!(out, "    kernel {}", line(kernel)).expect("string");
+    writeln!(out, "    bpfemu {}", line(ours)).expect("string");
+    Some(out)
+}
+
+/// The text printed for a notable packet (several lines, ending with a newline).
+pub fn format_packet(cmp: &PacketComparison) -> String {
+    let mut out = String::new();
+    let head = match &cmp.verdict {
+        PacketVerdict::Equal => "equal".to_owned(),
+        PacketVerdict::Mismatch { differs } => format!("MISMATCH ({})", differs.join(", ")),
+        PacketVerdict::NotCompared { reason } => format!("not compared: {reason}"),
+    };
+    writeln!(out, "packet {}: {head}", cmp.index).expect("string");
+    writeln!(out, "  kernel: {}", cmp.kernel.describe()).expect("string");
+    writeln!(out, "  bpfemu: {}", cmp.bpfemu.describe()).expect("string");
+    if let (Outcome::Ran { data: k, .. }, Outcome::Ran { data: b, .. }) = (&cmp.kernel, &cmp.bpfemu)
+        && let Some(diff) = hex_diff(k, b)
+    {
+        write!(out, "  data: {diff}").expect("string");
+    }
+    if !cmp.excluded_offsets.is_empty() {
+        writeln!(
+            out,
+            "  not compared (clock/random-dependent bytes): offsets {:?}",
+            cmp.excluded_offsets
+        )
+        .expect("string");
+    }
+    out
+}
+
+fn ser_hex<S: serde::Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&hex(bytes))
+}
+
+fn ser_opt_hex<S: serde::Serializer>(bytes: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
+    match bytes {
+        Some(b) => s.serialize_str(&hex(b)),
+        None => s.serialize_none(),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Maps
+
+/// A field of a map value: a BTF struct member or global variable (nested ones by dotted
+/// path), or the whole value when there is no BTF.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Leaf {
+    path: String,
+    offset: usize,
+    size: usize,
+}
+
+/// How a map's values split into fields, and into per-CPU copies.
+struct MapLayout {
+    leaves: Vec<Leaf>,
+    value_size: usize,
+    /// The padded size of one CPU's copy, for per-CPU maps.
+    per_cpu_slot: Option<usize>,
+}
+
+impl MapLayout {
+    fn new(spec: &bpfemu_loader::MapSpec, btf: Option<&Btf>) -> MapLayout {
+        let value_size = spec.value_size as usize;
+        let mut leaves = Vec::new();
+        if let (Some(btf), Some(ty)) = (btf, spec.value_type) {
+            collect_leaves(btf, ty, "", 0, &mut leaves, 0);
+        }
+        leaves.retain(|l| l.size > 0 && l.offset + l.size <= value_size);
+        fill_gaps(&mut leaves, value_size);
+        MapLayout {
+            leaves,
+            value_size,
+            per_cpu_slot: libbpf::is_per_cpu_map(spec.map_type).then(|| value_size.div_ceil(8) * 8),
+        }
+    }
+
+    /// The value's copies: `(Some(cpu), bytes)` per CPU, or `(None, bytes)`.
+    fn copies<'a>(&self, value: &'a [u8]) -> Vec<(Option<usize>, &'a [u8])> {
+        match self.per_cpu_slot {
+            Some(slot) => value
+                .chunks(slot)
+                .enumerate()
+                .map(|(cpu, c)| (Some(cpu), &c[..self.value_size.min(c.len())]))
+                .collect(),
+            None => vec![(None, value)],
+        }
+    }
+}
+
+const MAX_LEAF_DEPTH: usize = 8;
+
+fn collect_leaves(
+    btf: &Btf,
+    ty: TypeId,
+    path: &str,
+    offset: usize,
+    out: &mut Vec<Leaf>,
+    depth: usize,
+) {
+    let Some(id) = btf.skip_mods_and_typedefs(ty) else {
+        return;
+    };
+    let Some(t) = btf.get(id) else {
+        return;
+    };
+    let size = btf.size_of(id).unwrap_or(0) as usize;
+    let name_or = |fallback: &str| {
+        if path.is_empty() {
+            fallback.to_owned()
+        } else {
+            path.to_owned()
+        }
+    };
+    match &t.kind {
+        BtfKind::Struct { members, .. } if depth < MAX_LEAF_DEPTH => {
+            for m in members {
+                let child = match (path.is_empty(), m.name.is_empty()) {
+                    (_, true) => path.to_owned(),
+                    (true, false) => m.name.clone(),
+                    (false, false) => format!("{path}.{}", m.name),
+                };
+                let off = offset + (m.bit_offset / 8) as usize;
+                if m.bitfield_size > 0 {
+                    let bits = (m.bit_offset % 8 + m.bitfield_size) as usize;
+                    out.push(Leaf {
+                        path: child,
+                        offset: off,
+                        size: bits.div_ceil(8),
+                    });
+                } else {
+                    collect_leaves(btf, m.ty, &child, off, out, depth + 1);
+                }
+            }
+        }
+        BtfKind::DataSec { vars, .. } if depth < MAX_LEAF_DEPTH => {
+            for v in vars {
+                let name = btf.name_of(v.ty).unwrap_or("?").to_owned();
+                let var_ty = match btf.get(v.ty).map(|t| &t.kind) {
+                    Some(BtfKind::Var { ty, .. }) => *ty,
+                    _ => continue,
+                };
+                let before = out.len();
+                collect_leaves(
+                    btf,
+                    var_ty,
+                    &name,
+                    offset + v.offset as usize,
+                    out,
+                    depth + 1,
+                );
+                if out.len() == before {
+                    out.push(Leaf {
+                        path: name,
+                        offset: offset + v.offset as usize,
+                        size: v.size as usize,
+                    });
+                }
+            }
+        }
+        _ => out.push(Leaf {
+            path: name_or("(value)"),
+            offset,
+            size,
+        }),
+    }
+}
+
+/// Adds `(padding @N)` leaves for bytes no field covers, so every byte is compared.
+fn fill_gaps(leaves: &mut Vec<Leaf>, value_size: usize) {
+    let mut covered = vec![false; value_size];
+    for l in leaves.iter() {
+        covered[l.offset..l.offset + l.size]
+            .iter_mut()
+            .for_each(|c| *c = true);
+    }
+    let mut i = 0;
+    while i < value_size {
+        if covered[i] {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < value_size && !covered[i] {
+            i += 1;
+        }
+        let path = if start == 0 && i == value_size {
+            "(value)".to_owned()
+        } else {
+            format!("(bytes {start}..{i})")
+        };
+        leaves.push(Leaf {
+            path,
+            offset: start,
+            size: i - start,
+        });
+    }
+    leaves.sort_by_key(|l| (l.offset, l.size));
+}
+
+/// A field left out of a map's comparison.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ExcludedField {
+    pub field: String,
+    pub reason: String,
+    /// Entries (per-CPU copies count once each) where the kernel and bpfemu differ in it.
+    pub entries_differing: usize,
+}
+
+/// One field of one entry that differs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FieldDiff {
+    pub field: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<usize>,
+    #[serde(serialize_with = "ser_hex")]
+    pub kernel: Vec<u8>,
+    #[serde(serialize_with = "ser_hex")]
+    pub bpfemu: Vec<u8>,
+}
+
+/// One entry that differs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct EntryMismatch {
+    #[serde(serialize_with = "ser_hex")]
+    pub key: Vec<u8>,
+    /// The kernel's value (absent: the key is only in bpfemu).
+    #[serde(serialize_with = "ser_opt_hex")]
+    pub kernel: Option<Vec<u8>>,
+    #[serde(serialize_with = "ser_opt_hex")]
+    pub bpfemu: Option<Vec<u8>>,
+    /// The fields that differ (both sides have the key).
+    pub fields: Vec<FieldDiff>,
+}
+
+/// How one map compared.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct MapReport {
+    pub name: String,
+    pub map_type: String,
+    pub compared: bool,
+    /// Why the map was not compared at all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_compared_reason: Option<String>,
+    pub kernel_entries: usize,
+    pub bpfemu_entries: usize,
+    /// Entries equal in every compared field.
+    pub equal_entries: usize,
+    pub mismatches: Vec<EntryMismatch>,
+    /// Fields not compared (clock readings, clock/random-derived values), with the reason.
+    pub not_compared_fields: Vec<ExcludedField>,
+    /// Keys present on one side only that are not judged (the key set itself depends on the
+    /// clock or random numbers).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_compared_keys: Option<String>,
+}
+
+impl MapReport {
+    fn skipped(name: &str, map_type: &str, reason: &str) -> MapReport {
+        MapReport {
+            name: name.to_owned(),
+            map_type: map_type.to_owned(),
+            compared: false,
+            not_compared_reason: Some(reason.to_owned()),
+            kernel_entries: 0,
+            bpfemu_entries: 0,
+            equal_entries: 0,
+            mismatches: Vec::new(),
+            not_compared_fields: Vec::new(),
+            not_compared_keys: None,
+        }
+    }
+}
+
+/// Why a map type's contents are not compared, or `None` when they are.
+fn not_comparable(map_type: u32) -> Option<&'static str> {
+    match map_type {
+        1 | 2 | 5 | 6 | 9 | 10 | 11 => None,
+        3 => Some("a prog array holds program references (kernel fds vs. bpfemu indices)"),
+        12 | 13 => Some("a map-in-map holds map references (kernel fds vs. bpfemu indices)"),
+        14 | 25 => Some("a devmap holds devices (the kernel returns its own program ids)"),
+        16 => Some("a cpumap holds CPU queues (the kernel returns its own program ids)"),
+        17 => Some("an xskmap holds AF_XDP sockets, which the syscall side cannot read"),
+        4 => Some("a perf event array is an event channel, not stored state"),
+        27 => Some("a ring buffer's records are consumed by user space, not iterated"),
+        22 | 23 => Some("a queue or stack can only be read by popping it"),
+        30 => Some("a bloom filter cannot be iterated"),
+        _ => Some("this map type is not compared"),
+    }
+}
+
+/// `BPF_MAP_TYPE_*` names, lower-case, as bpftool shows them.
+pub fn map_type_name(map_type: u32) -> &'static str {
+    const NAMES: &[&str] = &[
+        "unspec",
+        "hash",
+        "array",
+        "prog_array",
+        "perf_event_array",
+        "percpu_hash",
+        "percpu_array",
+        "stack_trace",
+        "cgroup_array",
+        "lru_hash",
+        "lru_percpu_hash",
+        "lpm_trie",
+        "array_of_maps",
+        "hash_of_maps",
+        "devmap",
+        "sockmap",
+        "cpumap",
+        "xskmap",
+        "sockhash",
+        "cgroup_storage",
+        "reuseport_sockarray",
+        "percpu_cgroup_storage",
+        "queue",
+        "stack",
+        "sk_storage",
+        "devmap_hash",
+        "struct_ops",
+        "ringbuf",
+        "inode_storage",
+        "task_storage",
+        "bloom_filter",
+        "user_ringbuf",
+        "cgrp_storage",
+        "arena",
+    ];
+    NAMES.get(map_type as usize).copied().unwrap_or("unknown")
+}
+
+/// What one map's comparison needs.
+struct MapCompareContext<'a> {
+    layout: &'a MapLayout,
+    /// The run's clock window, when the object reads the clock.
+    window: Option<ClockWindow>,
+}
+
+const REASON_SENSITIVE: &str = "depends on the clock or random numbers: bpfemu's value changes \
+                                when only its clock and seed change";
+const REASON_CLOCK: &str = "holds clock readings: the kernel's value lies inside the run's clock \
+                            window";
+
+impl MapCompareContext<'_> {
+    /// Field paths whose value differs between two dumps in some entry both have.
+    fn differing_fields(
+        &self,
+        a: &BTreeMap<Vec<u8>, Vec<u8>>,
+        b: &BTreeMap<Vec<u8>, Vec<u8>>,
+    ) -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        for (key, va) in a {
+            let Some(vb) = b.get(key) else { continue };
+            if va == vb {
+                continue;
+            }
+            for ((_, ca), (_, cb)) in self
+                .layout
+                .copies(va)
+                .into_iter()
+                .zip(self.layout.copies(vb))
+            {
+                for leaf in &self.layout.leaves {
+                    if field(ca, leaf) != field(cb, leaf) {
+                        out.insert(leaf.path.clone());
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// 8-byte fields whose kernel value looks like a clock reading of this run.
+    fn clock_fields(&self, kernel: &BTreeMap<Vec<u8>, Vec<u8>>) -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        let Some(window) = self.window else {
+            return out;
+        };
+        for value in kernel.values() {
+            for (_, copy) in self.layout.copies(value) {
+                for leaf in self.layout.leaves.iter().filter(|l| l.size == 8) {
+                    let bytes: [u8; 8] = field(copy, leaf).try_into().expect("8 bytes");
+                    if window.contains(u64::from_ne_bytes(bytes)) {
+                        out.insert(leaf.path.clone());
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn compare(
+        &self,
+        name: &str,
+        map_type: &str,
+        kernel: &BTreeMap<Vec<u8>, Vec<u8>>,
+        ours: &BTreeMap<Vec<u8>, Vec<u8>>,
+        shadows: &[BTreeMap<Vec<u8>, Vec<u8>>],
+    ) -> MapReport {
+        let sensitive: BTreeSet<String> = shadows
+            .iter()
+            .flat_map(|s| self.differing_fields(ours, s))
+            .collect();
+        let keys_unstable = shadows.iter().any(|s| !s.keys().eq(ours.keys()));
+        let clock = self.clock_fields(kernel);
+        let mut excluded: BTreeMap<String, ExcludedField> = BTreeMap::new();
+        for (path, reason) in clock
+            .iter()
+            .map(|p| (p, REASON_CLOCK))
+            .chain(sensitive.iter().map(|p| (p, REASON_SENSITIVE)))
+        {
+            excluded
+                .entry(path.clone())
+                .and_modify(|e| {
+                    if !e.reason.contains(reason) {
+                        e.reason = format!("{}; {reason}", e.reason);
+                    }
+                })
+                .or_insert_with(|| ExcludedField {
+                    field: path.clone(),
+                    reason: reason.to_owned(),
+                    entries_differing: 0,
+                });
+        }
+        let mut mismatches = Vec::new();
+        let mut equal_entries = 0;
+        for key in kernel.keys().chain(ours.keys()).collect::<BTreeSet<_>>() {
+            let (k, o) = (kernel.get(key), ours.get(key));
+            let (Some(k), Some(o)) = (k, o) else {
+                if !keys_unstable {
+                    mismatches.push(EntryMismatch {
+                        key: key.clone(),
+                        kernel: k.cloned(),
+                        bpfemu: o.cloned(),
+                        fields: Vec::new(),
+                    });
+                }
+                continue;
+            };
+            let mut fields = Vec::new();
+            for ((cpu, ck), (_, co)) in self.layout.copies(k).into_iter().zip(self.layout.copies(o))
+            {
+                for leaf in &self.layout.leaves {
+                    let (fk, fo) = (field(ck, leaf), field(co, leaf));
+                    if fk == fo {
+                        continue;
+                    }
+                    if let Some(e) = excluded.get_mut(&leaf.path) {
+                        e.entries_differing += 1;
+                        continue;
+                    }
+                    fields.push(FieldDiff {
+                        field: leaf.path.clone(),
+                        cpu,
+                        kernel: fk.to_vec(),
+                        bpfemu: fo.to_vec(),
+                    });
+                }
+            }
+            if k.len() != o.len() {
+                fields.push(FieldDiff {
+                    field: "(value length)".into(),
+                    cpu: None,
+                    kernel: (k.len() as u32).to_be_bytes().to_vec(),
+                    bpfemu: (o.len() as u32).to_be_bytes().to_vec(),
+                });
+            }
+            if fields.is_empty() {
+                equal_entries += 1;
+            } else {
+                mismatches.push(EntryMismatch {
+                    key: key.clone(),
+                    kernel: Some(k.clone()),
+                    bpfemu: Some(o.clone()),
+                    fields,
+                });
+            }
+        }
+        MapReport {
+            name: name.to_owned(),
+            map_type: map_type.to_owned(),
+            compared: true,
+            not_compared_reason: None,
+            kernel_entries: kernel.len(),
+            bpfemu_entries: ours.len(),
+            equal_entries,
+            mismatches,
+            not_compared_fields: excluded.into_values().collect(),
+            not_compared_keys: keys_unstable.then(|| {
+                "keys present on one side only are not judged: the key set depends on the clock \
+                 or random numbers (bpfemu's keys change when only its clock and seed change)"
+                    .to_owned()
+            }),
+        }
+    }
+}
+
+fn field<'a>(copy: &'a [u8], leaf: &Leaf) -> &'a [u8] {
+    copy.get(leaf.offset..leaf.offset + leaf.size)
+        .unwrap_or_default()
+}
+
+/// The text printed for a map's comparison.
+pub fn format_map(report: &MapReport) -> String {
+    let mut out = String::new();
+    if !report.compared {
+        writeln!(
+            out,
+            "map {} ({}): not compared: {}",
+            report.name,
+            report.map_type,
+            report.not_compared_reason.as_deref().unwrap_or("")
+        )
+        .expect("string");
+        return out;
+    }
+    writeln!(
+        out,
+        "map {} ({}): {} kernel entries, {} bpfemu entries, {} equal, {} mismatches",
+        report.name,
+        report.map_type,
+        report.kernel_entries,
+        report.bpfemu_entries,
+        report.equal_entries,
+        report.mismatches.len()
+    )
+    .expect("string");
+    for e in &report.not_compared_fields {
+        writeln!(
+            out,
+            "  not compared: field {}: {} ({} differing)",
+            e.field, e.reason, e.entries_differing
+        )
+        .expect("string");
+    }
+    if let Some(keys) = &report.not_compared_keys {
+        writeln!(out, "  not compared: {keys}").expect("string");
+    }
+    for m in &report.mismatches {
+        match (&m.kernel, &m.bpfemu) {
+            (Some(_), None) => {
+                writeln!(out, "  MISMATCH key {}: only in the kernel", hex(&m.key))
+            }
+            (None, Some(_)) => writeln!(out, "  MISMATCH key {}: only in bpfemu", hex(&m.key)),
+            _ => {
+                writeln!(out, "  MISMATCH key {}:", hex(&m.key)).expect("string");
+                for f in &m.fields {
+                    let cpu = f.cpu.map_or(String::new(), |c| format!(" (cpu {c})"));
+                    writeln!(
+                        out,
+                        "    {}{cpu}: kernel {}, bpfemu {}",
+                        f.field,
+                        hex(&f.kernel),
+                        hex(&f.bpfemu)
+                    )
+                    .expect("string");
+                }
+                Ok(())
+            }
+        }
+        .expect("string");
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// A whole capture
+
+/// Totals of a comparison.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    pub packets: usize,
+    /// Packet mismatches plus map entry mismatches.
+    pub mismatches: usize,
+    pub packet_mismatches: usize,
+    pub map_mismatches: usize,
+    /// Packets whose results depend on the clock or random numbers and differ.
+    pub packets_not_compared: usize,
+}
+
+impl std::fmt::Display for Summary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} packets, {} mismatches",
+            self.packets, self.mismatches
+        )
+    }
+}
+
+/// Everything `bpfemu diff OBJ PCAP` found: the `--json` document.
+#[derive(Clone, Debug, Serialize)]
+pub struct DiffReport {
+    pub object: String,
+    pub program: String,
+    pub engine: &'static str,
+    /// Kernel possible CPUs = bpfemu virtual CPUs; every packet runs on CPU 0.
+    pub cpus: u32,
+    /// The programs that read the clock or random numbers (see the module docs).
+    pub nondeterminism: Nondeterminism,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock_window: Option<ClockWindow>,
+    /// Packets that are not plain agreements: mismatches, packets not compared, packets with
+    /// bytes left out.
+    pub packets: Vec<PacketComparison>,
+    pub maps: Vec<MapReport>,
+    pub summary: Summary,
+}
+
+/// Sums up packet comparisons and map reports.
+pub fn summarize(packets: usize, notable: &[PacketComparison], maps: &[MapReport]) -> Summary {
+    let packet_mismatches = notable.iter().filter(|p| p.is_mismatch()).count();
+    let map_mismatches = maps.iter().map(|m| m.mismatches.len()).sum();
+    Summary {
+        packets,
+        mismatches: packet_mismatches + map_mismatches,
+        packet_mismatches,
+        map_mismatches,
+        packets_not_compared: notable
+            .iter()
+            .filter(|p| matches!(p.verdict, PacketVerdict::NotCompared { .. }))
+            .count(),
+    }
+}
+
+/// Runs every packet of a capture through both sides (after `maps`, a `--maps` file, is set on
+/// both) and compares the maps at the end. `on_packet` sees each notable packet as it comes.
+pub fn diff_capture(
+    opts: &DiffOptions,
+    capture: &Path,
+    maps: Option<&Path>,
+    mut on_packet: impl FnMut(&PacketComparison),
+) -> anyhow::Result<DiffReport> {
+    use anyhow::Context;
+    let doc = maps
+        .map(|file| -> anyhow::Result<serde_json::Value> {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("cannot read {}", file.display()))?;
+            serde_json::from_str(&text).with_context(|| format!("{}: not JSON", file.display()))
+        })
+        .transpose()?;
+    let reader = crate::pcap::PcapReader::open(capture)?;
+    let mut session = Session::open(opts)?;
+    if let (Some(doc), Some(file)) = (&doc, maps) {
+        session
+            .set_maps_json(doc)
+            .with_context(|| format!("{}", file.display()))?;
+    }
+    let mut notable = Vec::new();
+    let mut count = 0;
+    for packet in reader {
+        let packet = packet?;
+        let cmp = session.run_packet(packet.index, &packet.data);
+        count += 1;
+        if cmp.is_notable() {
+            on_packet(&cmp);
+            notable.push(cmp);
+        }
+    }
+    let maps = session.compare_maps()?;
+    let summary = summarize(count, &notable, &maps);
+    let reads_clock = !session.nondeterminism().clock.is_empty();
+    Ok(DiffReport {
+        object: opts.object.display().to_string(),
+        program: session.program_name().to_owned(),
+        engine: "interp",
+        cpus: session.cpus(),
+        nondeterminism: session.nondeterminism().clone(),
+        clock_window: reads_clock.then(|| session.clock_window()),
+        packets: notable,
+        maps,
+        summary,
+    })
+}
+
+/// The lines printed before the packets: what is compared, and the clock/random policy.
+pub fn format_header(report: &DiffReport) -> String {
+    let mut out = format!(
+        "diff {} program {}: kernel (BPF_PROG_TEST_RUN, pinned to CPU 0) vs bpfemu ({}, {} CPUs, packets on CPU 0)\n",
+        report.object, report.program, report.engine, report.cpus
+    );
+    let uses = |v: &[HelperUse]| {
+        v.iter()
+            .map(|u| format!("{} calls {}", u.program, u.helper))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if !report.nondeterminism.clock.is_empty() {
+        writeln!(
+            out,
+            "clock: {}: bpfemu's clock is the host's, read before each kernel run; clock-dependent fields are not compared (listed per map)",
+            uses(&report.nondeterminism.clock)
+        )
+        .expect("string");
+    }
+    if !report.nondeterminism.random.is_empty() {
+        writeln!(
+            out,
+            "random: {}: random-dependent results and fields are not compared (listed)",
+            uses(&report.nondeterminism.random)
+        )
+        .expect("string");
+    }
+    out
+}
+
+/// The complete text report after the packets were printed: maps, then the summary line.
+pub fn format_maps_and_summary(report: &DiffReport) -> String {
+    let mut out = String::new();
+    for m in &report.maps {
+        out.push_str(&format_map(m));
+    }
+    if report.summary.packets_not_compared > 0 {
+        writeln!(
+            out,
+            "{} packets not compared (their results depend on the clock or random numbers)",
+            report.summary.packets_not_compared
+        )
+        .expect("string");
+    }
+    writeln!(out, "{}", report.summary).expect("string");
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Verifier verdicts
+
+/// The kernel's verdict on one program.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct KernelVerdict {
+    pub accepted: bool,
+    /// The last meaningful line of the log, for a rejection (or libbpf's message).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// `processed N insns` from the statistics line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub processed_insns: Option<u64>,
+    /// `verification time N usec`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verification_time_usec: Option<u64>,
+    /// The full statistics line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stats: Option<String>,
+}
+
+/// One program's line of `bpfemu diff --verifier`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ProgramVerdict {
+    pub program: String,
+    pub section: String,
+    pub kernel: KernelVerdict,
+    /// bpfemu's verdict; bpfemu has no verifier yet.
+    pub bpfemu: String,
+}
+
+/// What bpfemu's side says until it has a verifier.
+pub const NO_VERIFIER: &str = "no verifier yet";
+
+/// Parses a verifier log (level 1 with `BPF_LOG_STATS`).
+pub fn parse_verifier_log(log: &str, loaded: bool) -> KernelVerdict {
+    let stats = log
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("processed ") && l.contains(" insns"))
+        .map(str::to_owned);
+    let processed_insns = stats
+        .as_deref()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse().ok());
+    let verification_time_usec = log
+        .lines()
+        .rev()
+        .find_map(|l| l.trim().strip_prefix("verification time "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok());
+    KernelVerdict {
+        accepted: loaded,
+        error: (!loaded).then(|| verifier_error_line(log)),
+        processed_insns,
+        verification_time_usec,
+        stats,
+    }
+}
+
+/// Loads every program of the object in the kernel (libbpf, log level 1 with statistics) and
+/// reports each verdict. When the object as a whole fails, each program is loaded on its own
+/// (the others' autoload off), so one rejection does not hide the others' verdicts.
+pub fn verify_in_kernel(path: &Path, load: &LoadOptions) -> Result<Vec<ProgramVerdict>, DiffError> {
+    kernel_ready().map_err(DiffError::KernelUnavailable)?;
+    let open = || -> Result<LibbpfObject, DiffError> {
+        let mut obj = LibbpfObject::open_file(path)?;
+        for (map, n) in &load.map_sizes {
+            obj.set_max_entries(map, *n)?;
+        }
+        Ok(obj)
+    };
+    let mut obj = open()?;
+    let programs = obj.programs();
+    let outcome = obj.load(&LogOptions::default());
+    let mut out = Vec::new();
+    if outcome.result.is_ok() {
+        for (p, log) in programs
+            .iter()
+            .filter(|p| p.autoload)
+            .zip(&outcome.programs)
+        {
+            out.push(ProgramVerdict {
+                program: p.name.clone(),
+                section: p.section.clone(),
+                kernel: parse_verifier_log(&log.log, log.loaded),
+                bpfemu: NO_VERIFIER.to_owned(),
+            });
+        }
+        return Ok(out);
+    }
+    drop(obj);
+    for p in programs.iter().filter(|p| p.autoload) {
+        let mut one = open()?;
+        for other in programs.iter().filter(|o| o.name != p.name) {
+            one.set_autoload(&other.name, false)?;
+        }
+        let outcome = one.load(&LogOptions::default());
+        let kernel = match outcome.programs.iter().find(|l| l.name == p.name) {
+            Some(log) => {
+                let mut v = parse_verifier_log(&log.log, log.loaded);
+                if !log.loaded && log.log.trim().is_empty() {
+                    v.error = Some(libbpf_failure(&outcome));
+                }
+                v
+            }
+            None => KernelVerdict {
+                accepted: false,
+                error: Some(libbpf_failure(&outcome)),
+                processed_insns: None,
+                verification_time_usec: None,
+                stats: None,
+            },
+        };
+        out.push(ProgramVerdict {
+            program: p.name.clone(),
+            section: p.section.clone(),
+            kernel,
+            bpfemu: NO_VERIFIER.to_owned(),
+        });
+    }
+    Ok(out)
+}
+
+fn libbpf_failure(outcome: &libbpf::LoadOutcome) -> String {
+    let warn = outcome
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.level == libbpf::Level::Warn)
+        .map(|m| m.text.trim().to_owned());
+    let errno = outcome.result.err().map(errno_name).unwrap_or_default();
+    match warn {
+        Some(w) => format!("libbpf: {w} ({errno})"),
+        None => format!("the load failed ({errno})"),
+    }
+}
+
+/// The `--verifier` table.
+pub fn format_verdicts(object: &str, verdicts: &[ProgramVerdict]) -> String {
+    let mut out = format!("{object}\n");
+    let width = verdicts
+        .iter()
+        .map(|v| v.program.len())
+        .max()
+        .unwrap_or(0)
+        .max(7);
+    writeln!(
+        out,
+        "{:<width$}  {:<8}  {:>10}  {:>10}  {:<16}  kernel error",
+        "program", "kernel", "insns", "time (us)", "bpfemu"
+    )
+    .expect("string");
+    for v in verdicts {
+        let num = |n: Option<u64>| n.map_or("-".to_owned(), |n| n.to_string());
+        writeln!(
+            out,
+            "{:<width$}  {:<8}  {:>10}  {:>10}  {:<16}  {}",
+            v.program,
+            if v.kernel.accepted {
+                "accepted"
+            } else {
+                "rejected"
+            },
+            num(v.kernel.processed_insns),
+            num(v.kernel.verification_time_usec),
+            v.bpfemu,
+            v.kernel.error.as_deref().unwrap_or("")
+        )
+        .expect("string");
+    }
+    let accepted = verdicts.iter().filter(|v| v.kernel.accepted).count();
+    writeln!(
+        out,
+        "{} programs: {accepted} accepted, {} rejected by the kernel",
+        verdicts.len(),
+        verdicts.len() - accepted
+    )
+    .expect("string");
+    out
+}
