@@ -18,7 +18,14 @@
 //! # Making both sides see the same machine
 //! - **Context**: the kernel runs without a ctx, so the program sees test_run's defaults
 //!   (ingress ifindex 1, the loopback device, rx queue 0); bpfemu's [`PacketMeta`] defaults are
-//!   the same.
+//!   the same. [`Session::run_packet_ctx`] passes an `xdp_md` (metadata length, ingress
+//!   device, rx queue) to both sides instead.
+//! - **Routes and devices**: with [`DiffOptions::fib`] the kernel side runs in a private
+//!   network namespace built from the same FIB file ([`bpfemu_conformance::netns`]: the
+//!   file's interfaces at its ifindexes, addresses, routes, neighbours), which the session's
+//!   thread enters while the session lives: `bpf_fib_lookup` answers from it, devmap values
+//!   are its ifindexes, and the loopback is its own. The namespace is deleted when the
+//!   session drops. Without a FIB the kernel side runs in the caller's namespace.
 //! - **Per-CPU state**: bpfemu runs with as many virtual CPUs as the kernel has possible CPUs
 //!   (so per-CPU values have the same number of copies, each padded to 8 bytes) and runs every
 //!   packet on CPU 0; the [`Session`] pins the calling thread to CPU 0 while it lives, so the
@@ -70,8 +77,9 @@
 use bpfemu_conformance::kernel::{self, BPF_PROG_TYPE_XDP};
 use bpfemu_conformance::kernel_isa::verifier_error_line;
 use bpfemu_conformance::libbpf::{
-    self, CpuPin, LibbpfError, LibbpfObject, LogOptions, TestRunOutput,
+    self, CpuPin, LibbpfError, LibbpfObject, LogOptions, TestRunOutput, XdpMd,
 };
+use bpfemu_conformance::netns::{Entered, Netns};
 use bpfemu_isa::RawInsn;
 use bpfemu_loader::btf::json::{self as mapjson, MapContents, MapValue};
 use bpfemu_loader::btf::{Btf, BtfKind, TypeId};
@@ -107,6 +115,11 @@ pub enum DiffError {
     Maps(String),
     #[error("cannot pin the thread to CPU 0: {0}")]
     Pin(std::io::Error),
+    #[error("{path}: {source}")]
+    Namespace {
+        path: String,
+        source: bpfemu_conformance::netns::NetnsError,
+    },
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -264,8 +277,8 @@ pub struct DiffOptions {
     pub load: LoadOptions,
     /// Seed of bpfemu's `bpf_get_prandom_u32`.
     pub seed: u64,
-    /// Routing state for bpfemu's `bpf_fib_lookup` (JSON, as for replay); the kernel uses the
-    /// host's, so this should describe the host's routes and neighbours.
+    /// Routing state for `bpf_fib_lookup` (JSON, as for replay): bpfemu's model, and the
+    /// namespace the kernel side runs in (see the module docs).
     pub fib: Option<PathBuf>,
 }
 
@@ -292,6 +305,14 @@ pub struct Session {
     window: ClockWindow,
     packets: u64,
     _pin: CpuPin,
+    /// Dropped last: the thread leaves the namespace, then it is deleted.
+    _namespace: Option<FibNamespace>,
+}
+
+/// The namespace built from `--fib` and this thread inside it (fields drop in this order).
+struct FibNamespace {
+    _inside: Entered,
+    _netns: Netns,
 }
 
 impl Session {
@@ -310,6 +331,31 @@ impl Session {
             }
         })?;
         kernel_ready().map_err(DiffError::KernelUnavailable)?;
+        let fib =
+            match &opts.fib {
+                Some(file) => Some(bpfemu_vm::fib::Fib::from_json_file(file).map_err(|e| {
+                    DiffError::Load {
+                        path: file.display().to_string(),
+                        message: e.to_string(),
+                    }
+                })?),
+                None => None,
+            };
+        let namespace = match (&fib, &opts.fib) {
+            (Some(fib), Some(file)) => {
+                let ns_err = |source| DiffError::Namespace {
+                    path: file.display().to_string(),
+                    source,
+                };
+                let netns = Netns::from_fib("bpfemu-diff", fib).map_err(ns_err)?;
+                let inside = netns.enter().map_err(ns_err)?;
+                Some(FibNamespace {
+                    _inside: inside,
+                    _netns: netns,
+                })
+            }
+            _ => None,
+        };
         let cpus = libbpf::possible_cpus().map_err(|e| {
             DiffError::KernelUnavailable(format!("cannot count the possible CPUs (errno {e})"))
         })?;
@@ -329,16 +375,6 @@ impl Session {
             });
         }
         let nondeterminism = scan_nondeterminism(&object);
-        let fib =
-            match &opts.fib {
-                Some(file) => Some(bpfemu_vm::fib::Fib::from_json_file(file).map_err(|e| {
-                    DiffError::Load {
-                        path: file.display().to_string(),
-                        message: e.to_string(),
-                    }
-                })?),
-                None => None,
-            };
         let build = |seed: u64| {
             let cfg = XdpConfig {
                 cpus,
@@ -379,6 +415,7 @@ impl Session {
             window: ClockWindow::default(),
             packets: 0,
             _pin: pin,
+            _namespace: namespace,
         })
     }
 
@@ -502,10 +539,22 @@ impl Session {
 
     /// Runs one packet through the kernel and bpfemu (and the shadow) and compares.
     pub fn run_packet(&mut self, index: usize, data: &[u8]) -> PacketComparison {
+        self.run_packet_ctx(index, data, None)
+    }
+
+    /// [`Self::run_packet`] with an `xdp_md` as test_run's `ctx_in` on both sides (`data`
+    /// then starts with `md.data` bytes of metadata): the kernel's ctx checks and errnos
+    /// against bpfemu's ([`XdpRuntime::run_ctx`]).
+    pub fn run_packet_ctx(
+        &mut self,
+        index: usize,
+        data: &[u8],
+        md: Option<&XdpMd>,
+    ) -> PacketComparison {
         let fd = self.kernel.program_fd(&self.program_name).expect("loaded");
         let t0 = libbpf::monotonic_ns();
         let b0 = libbpf::boottime_ns();
-        let kernel = libbpf::test_run(fd, data, None, 1);
+        let kernel = libbpf::test_run_xdp(fd, data, md, 1);
         let t1 = libbpf::monotonic_ns();
         let b1 = libbpf::boottime_ns();
         if self.window.monotonic_start_ns == 0 {
@@ -518,7 +567,12 @@ impl Session {
             ts_ns: t0,
             ..PacketMeta::default()
         };
-        let ours = self.ours.run(self.program, data, &meta);
+        let program = self.program;
+        let run = |rt: &mut XdpRuntime, meta: &PacketMeta| match md {
+            Some(md) => rt.run_ctx(program, data, meta, md),
+            None => rt.run(program, data, meta),
+        };
+        let ours = run(&mut self.ours, &meta);
         let first = self.window.monotonic_start_ns;
         let shadows = self
             .shadows
@@ -528,7 +582,7 @@ impl Session {
                     ts_ns: clock.ts(t0, first, self.packets),
                     ..PacketMeta::default()
                 };
-                rt.run(self.program, data, &meta)
+                run(rt, &meta)
             })
             .collect();
         self.packets += 1;

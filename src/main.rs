@@ -91,8 +91,9 @@ struct DiffArgs {
     /// Seed of bpfemu's bpf_get_prandom_u32.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Routing and neighbour tables for bpfemu's bpf_fib_lookup (JSON); the kernel uses the
-    /// host's.
+    /// Routing and neighbour tables for bpf_fib_lookup (JSON): bpfemu's model, and for the
+    /// kernel a private network namespace built from the same file (its interfaces at the
+    /// same ifindexes, addresses, routes, neighbours), where the kernel side runs.
     #[arg(long, value_name = "FILE")]
     fib: Option<PathBuf>,
     /// One JSON document instead of text.

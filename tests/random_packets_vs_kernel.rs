@@ -641,8 +641,9 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Not run here, with the reason: `router` (the kernel's FIB is the host's), `legacy_maps`
-/// (libbpf >= 1.0 refuses it).
+/// Not run here, with the reason: `router` (the kernel's FIB is the namespace's routing
+/// table; `tests/router_vs_kernel.rs` compares it in a namespace built from its FIB file),
+/// `legacy_maps` (libbpf >= 1.0 refuses it).
 const NOT_COMPARED: &[&str] = &["router", "legacy_maps"];
 
 fn objects(level: &str, only: Option<&[&str]>) -> Vec<(String, PathBuf)> {

@@ -16,10 +16,9 @@
 //! creation, so the kernel's verifier sees the configured constants as bpfemu's run does).
 //!
 //! Left out, with the reason:
-//! - `router`: `bpf_fib_lookup` reads the host's routing table, which the test does not
-//!   control; bpfemu needs a FIB given to it (`examples/fib/router.json`). bpfemu's FIB model
-//!   is held against the kernel's in a namespace by `conformance/tests/fib_kernel.rs`, and the
-//!   router's behaviour over that FIB by `tests/replay_corpus.rs`.
+//! - `router`: `bpf_fib_lookup` reads the routing table of the namespace the program runs in;
+//!   it is compared in `tests/router_vs_kernel.rs`, inside a namespace built from
+//!   `examples/fib/router.json`, the FIB bpfemu is given.
 //! - `legacy_maps`: libbpf ≥ 1.0 refuses it (expected).
 //! - `xsk_dispatch`'s XSKMAP entries: the kernel only takes the fd of a bound AF_XDP socket
 //!   with a UMEM; without them both sides take the configured port's XDP_PASS fallback (its

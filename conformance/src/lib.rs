@@ -7,6 +7,8 @@
 //!   fidelity is checked against.
 //! - [`kernel_isa`] runs the bpf_conformance suite through the kernel (each test wrapped in an
 //!   XDP program that stores the full r0 in a map) and compares every result with bpfemu's.
+//! - [`netns`] builds private network namespaces (one from a FIB file) for the comparisons
+//!   that depend on routes, neighbours and devices.
 //!
 //! ```no_run
 //! use bpfemu_conformance::runner::{self, EngineKind, Mode};
@@ -17,6 +19,7 @@
 pub mod kernel;
 pub mod kernel_isa;
 pub mod libbpf;
+pub mod netns;
 pub mod plugin;
 pub mod runner;
 pub mod suite;

@@ -796,6 +796,30 @@ pub struct TestRunOutput {
     pub duration_ns: u32,
 }
 
+impl TestRunOutput {
+    /// The `xdp_md` the kernel wrote back (`None` when no ctx was passed).
+    pub fn xdp_md(&self) -> Option<XdpMd> {
+        XdpMd::from_bytes(&self.ctx)
+    }
+}
+
+/// The XDP context test_run takes (`ctx_in`), typed: see [`XdpMd`] for its fields' meaning
+/// there (`data` is the metadata length at the front of `data_in`).
+pub use bpfemu_vm::xdp::runtime::XdpMd;
+
+/// [`test_run`] for XDP with a typed `ctx_in` (`None`: no ctx, test_run's defaults: the
+/// loopback's queue 0 and no metadata). The ctx written back is in
+/// [`TestRunOutput::xdp_md`].
+pub fn test_run_xdp(
+    prog: BorrowedFd<'_>,
+    data_in: &[u8],
+    md: Option<&XdpMd>,
+    repeat: u32,
+) -> Result<TestRunOutput, i32> {
+    let bytes = md.map(XdpMd::to_bytes);
+    test_run(prog, data_in, bytes.as_ref().map(|b| &b[..]), repeat)
+}
+
 /// Room for a packet to grow during the run (XDP: headroom can move into data, tails extend).
 const TEST_RUN_GROWTH: usize = 4096;
 

@@ -1,71 +1,30 @@
 //! `bpfemu_vm::fib` against the kernel's `bpf_fib_lookup`: a topology is built in a private
 //! network namespace, an XDP program calls the helper on a params struct it reads from a map
 //! (run with BPF_PROG_TEST_RUN, ingress on an interface of the namespace, from a thread that
-//! entered it), and for every lookup in a table the kernel's struct and return value must equal
+//! entered it: `bpfemu_conformance::netns`), and for every lookup in a table the kernel's struct and return value must equal
 //! the model's, built from `Fib::from_system` of the same namespace.
 
 use bpfemu_conformance::kernel::{self, BPF_PROG_TYPE_XDP, LoadOptions, MapSpec};
-use bpfemu_conformance::libbpf::{kernel_or_skip, test_run};
+use bpfemu_conformance::libbpf::{XdpMd, kernel_or_skip, test_run_xdp};
+use bpfemu_conformance::netns::Netns;
 use bpfemu_isa::{AluOp, CallTarget, Insn, JmpCond, LdImm64Kind, Reg, Size, Source, Width};
 use bpfemu_vm::fib::{self, Fib, offsets};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::process::Command;
 
 /// Map value: params (64 bytes), flags (u32 at 64), retval (u64 at 72).
 const VALUE_SIZE: u32 = 80;
 
-/// Deletes the namespace (and with it every interface in it) however the test ends.
-struct Netns(String);
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
+fn sh(ns: &Netns, args: &[&str]) {
+    ns.ip(args).unwrap_or_else(|e| panic!("{e}"));
 }
 
-fn sh(ns: &str, args: &[&str]) {
-    let out = Command::new("ip")
-        .arg("-n")
-        .arg(ns)
-        .args(args)
-        .output()
-        .expect("run ip");
-    assert!(
-        out.status.success(),
-        "ip -n {ns} {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
+fn sysctl(ns: &Netns, key: &str, value: &str) {
+    ns.sysctl(key, value).unwrap_or_else(|e| panic!("{e}"));
 }
 
-fn sysctl(ns: &str, key: &str, value: &str) {
-    let path = format!("/proc/sys/{}", key.replace('.', "/"));
-    let out = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            ns,
-            "sh",
-            "-c",
-            &format!("echo {value} > {path}"),
-        ])
-        .output()
-        .expect("run ip netns exec");
-    assert!(
-        out.status.success(),
-        "sysctl {key}={value} in {ns}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn ifindex(ns: &str, name: &str) -> u32 {
-    let out = Command::new("ip")
-        .args(["-n", ns, "-j", "link", "show", name])
-        .output()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    v[0]["ifindex"].as_u64().unwrap() as u32
+fn ifindex(ns: &Netns, name: &str) -> u32 {
+    ns.ifindex(name).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The XDP program: look up the value, call bpf_fib_lookup(ctx, value, plen, value.flags),
@@ -239,7 +198,7 @@ struct Topo {
     p0: u32,
 }
 
-fn build(ns: &str) -> Topo {
+fn build(ns: &Netns) -> Topo {
     sysctl(ns, "net.ipv6.conf.all.accept_dad", "0");
     sysctl(ns, "net.ipv6.conf.default.accept_dad", "0");
     sh(ns, &["link", "set", "lo", "up"]);
@@ -538,7 +497,7 @@ fn cases(t: &Topo) -> Vec<Case> {
 }
 
 /// Runs every case in the kernel, from a thread inside the namespace.
-fn run_kernel(ns: &str, cases: &[Case], ingress: u32) -> Vec<([u8; 64], i64)> {
+fn run_kernel(ns: &Netns, cases: &[Case], ingress: u32) -> Vec<([u8; 64], i64)> {
     let map = kernel::map_create(&MapSpec::array(VALUE_SIZE, 1)).expect("array map");
     let mut progs = std::collections::HashMap::new();
     for plen in [32, 64, 72] {
@@ -552,37 +511,25 @@ fn run_kernel(ns: &str, cases: &[Case], ingress: u32) -> Vec<([u8; 64], i64)> {
                 .unwrap_or_else(|e| panic!("load (plen {plen}): errno {e}")),
         );
     }
-    let ns_path = format!("/run/netns/{ns}");
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            let f = std::fs::File::open(&ns_path).expect("open netns");
-            // SAFETY: setns on a valid namespace fd; it only moves this thread, which ends
-            // before the namespace is deleted.
-            let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
-            let packet = [0u8; 64];
-            let mut ctx = [0u8; 24]; // xdp_md
-            ctx[4..8].copy_from_slice(&(packet.len() as u32).to_ne_bytes()); // data_end
-            ctx[12..16].copy_from_slice(&ingress.to_ne_bytes()); // ingress_ifindex
-            cases
-                .iter()
-                .map(|c| {
-                    let mut value = [0u8; VALUE_SIZE as usize];
-                    value[..64].copy_from_slice(&c.params);
-                    value[64..68].copy_from_slice(&c.flags.to_ne_bytes());
-                    value[72..80].fill(0x77);
-                    map_update(&map, &value);
-                    let out = test_run(progs[&c.plen].as_fd(), &packet, Some(&ctx), 1)
-                        .unwrap_or_else(|e| panic!("{}: test run: errno {e}", c.name));
-                    assert_eq!(out.retval, 2, "{}: XDP_PASS", c.name);
-                    let v = map_lookup(&map);
-                    let ret = i64::from_ne_bytes(v[72..80].try_into().unwrap());
-                    (v[..64].try_into().unwrap(), ret)
-                })
-                .collect()
-        })
-        .join()
-        .expect("netns thread")
+    ns.run_in(|| {
+        let packet = [0u8; 64];
+        let md = XdpMd::new(packet.len(), 0, ingress, 0);
+        cases
+            .iter()
+            .map(|c| {
+                let mut value = [0u8; VALUE_SIZE as usize];
+                value[..64].copy_from_slice(&c.params);
+                value[64..68].copy_from_slice(&c.flags.to_ne_bytes());
+                value[72..80].fill(0x77);
+                map_update(&map, &value);
+                let out = test_run_xdp(progs[&c.plen].as_fd(), &packet, Some(&md), 1)
+                    .unwrap_or_else(|e| panic!("{}: test run: errno {e}", c.name));
+                assert_eq!(out.retval, 2, "{}: XDP_PASS", c.name);
+                let v = map_lookup(&map);
+                let ret = i64::from_ne_bytes(v[72..80].try_into().unwrap());
+                (v[..64].try_into().unwrap(), ret)
+            })
+            .collect()
     })
 }
 
@@ -624,19 +571,16 @@ fn fib_lookup_matches_the_kernel() {
     if !kernel_or_skip("fib_lookup_matches_the_kernel") {
         return;
     }
-    let name = format!("bpfemu-fib-{}", std::process::id());
-    let added = Command::new("ip").args(["netns", "add", &name]).status();
-    if !added.is_ok_and(|s| s.success()) {
-        let required = std::env::var("BPFEMU_REQUIRE_KERNEL").is_ok_and(|v| v == "1");
-        assert!(
-            !required,
-            "BPFEMU_REQUIRE_KERNEL=1 but `ip netns add` failed"
-        );
-        eprintln!("fib_lookup_matches_the_kernel: skipping: cannot create a network namespace");
-        return;
-    }
-    let ns = Netns(name);
-    let topo = build(&ns.0);
+    let ns = match Netns::create("bpfemu-fib") {
+        Ok(ns) => ns,
+        Err(e) => {
+            let required = std::env::var("BPFEMU_REQUIRE_KERNEL").is_ok_and(|v| v == "1");
+            assert!(!required, "BPFEMU_REQUIRE_KERNEL=1 but {e}");
+            eprintln!("fib_lookup_matches_the_kernel: skipping: {e}");
+            return;
+        }
+    };
+    let topo = build(&ns);
     let cases = cases(&topo);
 
     let mut failures = Vec::new();
@@ -646,17 +590,17 @@ fn fib_lookup_matches_the_kernel() {
     for phase in ["default-rules", "custom-rules"] {
         if phase == "custom-rules" {
             sh(
-                &ns.0,
+                &ns,
                 &["rule", "add", "fwmark", "5", "table", "100", "pref", "100"],
             );
             sh(
-                &ns.0,
+                &ns,
                 &[
                     "-6", "rule", "add", "fwmark", "5", "table", "100", "pref", "100",
                 ],
             );
             sh(
-                &ns.0,
+                &ns,
                 &[
                     "rule",
                     "add",
@@ -668,7 +612,7 @@ fn fib_lookup_matches_the_kernel() {
                 ],
             );
             sh(
-                &ns.0,
+                &ns,
                 &[
                     "rule",
                     "add",
@@ -682,7 +626,7 @@ fn fib_lookup_matches_the_kernel() {
                 ],
             );
             sh(
-                &ns.0,
+                &ns,
                 &[
                     "rule",
                     "add",
@@ -699,8 +643,8 @@ fn fib_lookup_matches_the_kernel() {
                 ],
             );
         }
-        let fib = Fib::from_system(Some(&ns.0)).expect("snapshot");
-        let kernel = run_kernel(&ns.0, &cases, topo.r0);
+        let fib = Fib::from_system(Some(ns.name())).expect("snapshot");
+        let kernel = run_kernel(&ns, &cases, topo.r0);
         total += cases.len();
         for (_, ret) in &kernel {
             *histogram.entry(*ret).or_insert(0usize) += 1;

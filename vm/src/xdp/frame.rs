@@ -54,6 +54,11 @@ pub const XDP_BYTES_MAX: u32 = 0xffff;
 /// multiple of 4 (`xdp_metalen_invalid`).
 pub const XDP_META_MAX: usize = 255;
 
+/// The most metadata test_run takes from a ctx (`xdp_md.data`): what the headroom holds in
+/// front of the packet clear of the `struct xdp_frame` area (Linux 6.18 refuses more with
+/// EINVAL, checked against the kernel by `tests/ctx_vs_kernel.rs`).
+pub const XDP_CTX_META_MAX: usize = XDP_PACKET_HEADROOM - XDP_FRAME_STRUCT_SIZE;
+
 /// The frame of one run: bounds of the linear part as offsets from `data_hard_start`, the
 /// fragments, the receive queue.
 #[derive(Debug)]
@@ -85,13 +90,34 @@ impl XdpFrame {
         ingress_ifindex: u32,
         rx_queue_index: u32,
     ) -> Result<XdpFrame, Refusal> {
-        check_size(packet.len())?;
-        let (linear, rest) = packet.split_at(packet.len().min(MAX_LINEAR_SIZE));
-        let (data, end) = (XDP_PACKET_HEADROOM, XDP_PACKET_HEADROOM + linear.len());
-        let region = mem.add_windowed(RegionKind::Packet, FRAME_SIZE, (data, linear.len()), true);
+        XdpFrame::with_meta(mem, packet, 0, ingress_ifindex, rx_queue_index)
+    }
+
+    /// Builds the frame test_run builds from a ctx whose `data` is `meta_len`: the first
+    /// `meta_len` bytes of `input` are metadata, taken out of the headroom in front of the
+    /// packet (`data_meta = data - meta_len`, `data` stays [`XDP_PACKET_HEADROOM`] into the
+    /// frame); the linear part holds the metadata and up to [`MAX_LINEAR_SIZE`] packet bytes,
+    /// the rest goes into fragments. `meta_len` must already be valid (at most `input.len()`,
+    /// a multiple of 4, at most [`XDP_CTX_META_MAX`]): test_run checks the ctx first.
+    pub fn with_meta(
+        mem: &mut Memory,
+        input: &[u8],
+        meta_len: usize,
+        ingress_ifindex: u32,
+        rx_queue_index: u32,
+    ) -> Result<XdpFrame, Refusal> {
+        assert!(
+            meta_len <= input.len() && meta_len <= XDP_CTX_META_MAX,
+            "metadata length checked by the caller"
+        );
+        check_size(input.len(), meta_len)?;
+        let (linear, rest) = input.split_at(input.len().min(MAX_LINEAR_SIZE + meta_len));
+        let meta = XDP_PACKET_HEADROOM - meta_len;
+        let (data, end) = (XDP_PACKET_HEADROOM, meta + linear.len());
+        let region = mem.add_windowed(RegionKind::Packet, FRAME_SIZE, (meta, linear.len()), true);
         mem.region_mut(region)
             .expect("just added")
-            .extent_bytes_mut()[data..end]
+            .extent_bytes_mut()[meta..end]
             .copy_from_slice(linear);
         let ctx = mem.add_converted_ctx(CtxFields {
             values: vec![0; ctx::FIELDS],
@@ -99,7 +125,7 @@ impl XdpFrame {
         let frame = XdpFrame {
             region,
             ctx,
-            meta: data,
+            meta,
             data,
             end,
             frags: rest.chunks(FRAG_SIZE).map(<[u8]>::to_vec).collect(),
@@ -380,20 +406,23 @@ impl XdpFrame {
     }
 }
 
-/// test_run's size checks: at least an Ethernet header (EINVAL); at most what the linear
-/// part and [`MAX_FRAGS`] fragments hold (ENOMEM, when test_run runs out of fragments).
-fn check_size(len: usize) -> Result<(), Refusal> {
-    let (errno, reason) = if len < ETH_HLEN {
+/// test_run's size checks on an input of `len` bytes whose first `meta_len` are metadata:
+/// the packet after the metadata is at least an Ethernet header (EINVAL) and at most what
+/// the linear part and [`MAX_FRAGS`] fragments hold (ENOMEM, when test_run runs out of
+/// fragments); the metadata comes on top (it lives in the headroom).
+pub fn check_size(len: usize, meta_len: usize) -> Result<(), Refusal> {
+    let packet = len.saturating_sub(meta_len);
+    let (errno, reason) = if packet < ETH_HLEN {
         (
             Errno::EINVAL,
-            format!("packet of {len} bytes is shorter than an Ethernet header ({ETH_HLEN})"),
+            format!("packet of {packet} bytes is shorter than an Ethernet header ({ETH_HLEN})"),
         )
-    } else if len > MAX_PACKET_SIZE {
+    } else if packet > MAX_PACKET_SIZE {
         (
             Errno::ENOMEM,
             format!(
-                "packet of {len} bytes is longer than the {MAX_PACKET_SIZE} bytes an XDP frame \
-                 holds ({MAX_LINEAR_SIZE} linear and {MAX_FRAGS} fragments of {FRAG_SIZE})"
+                "packet of {packet} bytes is longer than the {MAX_PACKET_SIZE} bytes an XDP \
+                 frame holds ({MAX_LINEAR_SIZE} linear and {MAX_FRAGS} fragments of {FRAG_SIZE})"
             ),
         )
     } else {
@@ -437,6 +466,31 @@ mod tests {
                 "{len}"
             );
         }
+    }
+
+    #[test]
+    fn metadata_from_the_input_sits_in_the_headroom() {
+        let mut mem = Memory::new();
+        let input = pattern_of(8 + 64);
+        let f = XdpFrame::with_meta(&mut mem, &input, 8, 1, 0).unwrap();
+        assert_eq!((f.meta_len(), f.len()), (8, 64));
+        assert_eq!(f.data_out(&mem), input);
+        assert_eq!(f.packet(&mem), &input[8..]);
+        let data = mem.read(f.ctx_addr(&mem), 4).unwrap();
+        let meta = mem.read(f.ctx_addr(&mem) + 8, 4).unwrap();
+        assert_eq!(data - meta, 8);
+        // The size limits apply to the packet after the metadata (Linux 6.18).
+        assert_eq!(check_size(4 + 13, 4).unwrap_err().errno, Errno::EINVAL);
+        assert!(check_size(4 + 14, 4).is_ok());
+        assert!(check_size(32 + MAX_PACKET_SIZE, 32).is_ok());
+        assert_eq!(
+            check_size(32 + MAX_PACKET_SIZE + 1, 32).unwrap_err().errno,
+            Errno::ENOMEM
+        );
+        // The linear part holds the metadata and up to MAX_LINEAR_SIZE packet bytes.
+        let input = pattern_of(XDP_CTX_META_MAX + MAX_LINEAR_SIZE + 1);
+        let f = XdpFrame::with_meta(&mut mem, &input, XDP_CTX_META_MAX, 1, 0).unwrap();
+        assert_eq!((f.len(), f.frags_len()), (MAX_LINEAR_SIZE, 1));
     }
 
     #[test]

@@ -31,6 +31,19 @@ pub struct XdpConfig {
     pub fib: Option<Fib>,
     /// Instructions one packet may execute (including tail calls and callbacks).
     pub insn_budget: u64,
+    /// The receive devices a ctx's `ingress_ifindex` and `rx_queue_index` are checked against
+    /// ([`XdpRuntime::run_ctx`]), the loopback (ifindex 1, one queue) included when not
+    /// listed. `None`: bpfemu has no devices, so any ifindex other than the loopback's is
+    /// taken, with any queue (the kernel would refuse an ifindex it lacks with ENODEV and a
+    /// queue past the device's with EINVAL).
+    pub rx_devices: Option<Vec<RxDevice>>,
+}
+
+/// A device packets can arrive on: its ifindex and `real_num_rx_queues`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RxDevice {
+    pub ifindex: u32,
+    pub rx_queues: u32,
 }
 
 impl Default for XdpConfig {
@@ -40,6 +53,7 @@ impl Default for XdpConfig {
             seed: 0,
             fib: None,
             insn_budget: DEFAULT_INSN_BUDGET,
+            rx_devices: None,
         }
     }
 }
@@ -78,6 +92,91 @@ impl Default for PacketMeta {
             cpu: 0,
             ingress_ifindex: LOOPBACK.ifindex,
             rx_queue_index: 0,
+        }
+    }
+}
+
+/// `struct xdp_md` as BPF_PROG_TEST_RUN takes it in `ctx_in` (net/bpf/test_run.c,
+/// `bpf_prog_test_run_xdp` and `xdp_convert_md_to_buff`): offsets from `data_meta`, so `data`
+/// is the metadata length (the first `data` bytes of `data_in` become metadata in front of
+/// the packet, out of the headroom) and `data_end` the input's length; `data_meta` and
+/// `egress_ifindex` must be 0; `ingress_ifindex` 0 means the loopback's queue 0, which
+/// `rx_queue_index` must then name. After the run the kernel writes back `data` (the metadata
+/// length) and `data_end` (the linear part's end), both from `data_meta`.
+///
+/// ```
+/// use bpfemu_vm::xdp::runtime::XdpMd;
+/// let md = XdpMd::new(64, 8, 2, 0);
+/// assert_eq!((md.data, md.data_end, md.ingress_ifindex), (8, 64, 2));
+/// assert_eq!(XdpMd::from_bytes(&md.to_bytes()), Some(md));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct XdpMd {
+    pub data: u32,
+    pub data_end: u32,
+    pub data_meta: u32,
+    pub ingress_ifindex: u32,
+    pub rx_queue_index: u32,
+    pub egress_ifindex: u32,
+}
+
+impl XdpMd {
+    /// The ctx for an input of `input_len` bytes whose first `meta_len` are metadata.
+    pub fn new(input_len: usize, meta_len: u32, ingress_ifindex: u32, rx_queue_index: u32) -> Self {
+        XdpMd {
+            data: meta_len,
+            data_end: input_len as u32,
+            data_meta: 0,
+            ingress_ifindex,
+            rx_queue_index,
+            egress_ifindex: 0,
+        }
+    }
+
+    /// The metadata length the ctx asks for.
+    pub fn meta_len(&self) -> u32 {
+        self.data
+    }
+
+    /// The 24 bytes of the struct, native endian.
+    pub fn to_bytes(&self) -> [u8; super::ctx::XDP_MD_SIZE] {
+        let mut out = [0u8; super::ctx::XDP_MD_SIZE];
+        let fields = [
+            self.data,
+            self.data_end,
+            self.data_meta,
+            self.ingress_ifindex,
+            self.rx_queue_index,
+            self.egress_ifindex,
+        ];
+        for (chunk, v) in out.chunks_mut(4).zip(fields) {
+            chunk.copy_from_slice(&v.to_ne_bytes());
+        }
+        out
+    }
+
+    /// The struct from its bytes (`None` unless exactly 24).
+    pub fn from_bytes(bytes: &[u8]) -> Option<XdpMd> {
+        if bytes.len() != super::ctx::XDP_MD_SIZE {
+            return None;
+        }
+        let f = |i: usize| u32::from_ne_bytes(bytes[i * 4..i * 4 + 4].try_into().expect("4 bytes"));
+        Some(XdpMd {
+            data: f(0),
+            data_end: f(1),
+            data_meta: f(2),
+            ingress_ifindex: f(3),
+            rx_queue_index: f(4),
+            egress_ifindex: f(5),
+        })
+    }
+
+    /// What the kernel writes back into the ctx after a run that gave `outcome`.
+    pub fn after(&self, outcome: &XdpOutcome) -> XdpMd {
+        XdpMd {
+            data: outcome.meta_len as u32,
+            data_end: (outcome.data_out.len() - outcome.frags_len) as u32,
+            ..*self
         }
     }
 }
@@ -234,6 +333,7 @@ pub struct XdpRuntime {
     prandom: Prandom,
     fib: Option<Fib>,
     devices: Vec<NetDevice>,
+    rx_devices: Option<Vec<RxDevice>>,
     cpus: u32,
 }
 
@@ -275,6 +375,7 @@ impl XdpRuntime {
             prandom: Prandom::new(cfg.seed, cfg.cpus),
             devices: devices(cfg.fib.as_ref()),
             fib: cfg.fib,
+            rx_devices: cfg.rx_devices,
             cpus: cfg.cpus,
         })
     }
@@ -302,13 +403,113 @@ impl XdpRuntime {
     }
 
     /// Runs program `prog` on one packet, as BPF_PROG_TEST_RUN without a ctx would (with
-    /// `meta`'s receive queue, CPU and clock).
+    /// `meta`'s receive queue, CPU and clock; the ingress device and queue are not checked).
     pub fn run(
         &mut self,
         prog: usize,
         packet: &[u8],
         meta: &PacketMeta,
     ) -> Result<XdpOutcome, PacketError> {
+        self.check_cpu(prog, meta)?;
+        let frame = XdpFrame::new(
+            &mut self.mem,
+            packet,
+            meta.ingress_ifindex,
+            meta.rx_queue_index,
+        )
+        .map_err(refused)?;
+        self.run_frame(prog, frame, meta)
+    }
+
+    /// Runs program `prog` as BPF_PROG_TEST_RUN does with `md` as `ctx_in`: `input` starts
+    /// with `md.data` bytes of metadata; the ingress device and queue come from `md` (the
+    /// loopback's queue 0 for ingress 0), `meta` gives the CPU and the clock. A ctx the kernel
+    /// refuses is refused with its errno, in its order: EINVAL for a ctx that does not
+    /// describe the input (`data_meta` not 0, `data_end` not the input's length, `data` past
+    /// `data_end`, not a multiple of 4 or over 216, which would reach the headroom's
+    /// `xdp_frame` area) or a packet under 14 bytes after the metadata; then EINVAL for
+    /// an `egress_ifindex` or a queue without an ingress device; ENODEV for an unknown device
+    /// and EINVAL for a queue past its queues (against [`XdpConfig::rx_devices`]); ENOMEM for
+    /// an input too long for the frame's fragments.
+    pub fn run_ctx(
+        &mut self,
+        prog: usize,
+        input: &[u8],
+        meta: &PacketMeta,
+        md: &XdpMd,
+    ) -> Result<XdpOutcome, PacketError> {
+        self.check_cpu(prog, meta)?;
+        let invalid = |reason: String| PacketError::Refused {
+            errno: Errno::EINVAL,
+            reason,
+        };
+        let meta_len = md.data as usize;
+        if md.data_meta != 0
+            || md.data_end as usize != input.len()
+            || md.data > md.data_end
+            || !meta_len.is_multiple_of(4)
+            || meta_len > super::frame::XDP_CTX_META_MAX
+        {
+            return Err(invalid(format!(
+                "xdp_md {{ data: {}, data_end: {}, data_meta: {} }} does not describe {} input \
+                 bytes with a metadata length that is a multiple of 4 up to {}",
+                md.data,
+                md.data_end,
+                md.data_meta,
+                input.len(),
+                super::frame::XDP_CTX_META_MAX
+            )));
+        }
+        if input.len() - meta_len < super::frame::ETH_HLEN {
+            super::frame::check_size(input.len(), meta_len).map_err(refused)?;
+        }
+        if md.egress_ifindex != 0 {
+            return Err(invalid("xdp_md.egress_ifindex must be 0".into()));
+        }
+        let (ingress, rxq) = match md.ingress_ifindex {
+            0 if md.rx_queue_index != 0 => {
+                return Err(invalid(
+                    "an rx_queue_index without an ingress_ifindex".into(),
+                ));
+            }
+            0 => (LOOPBACK.ifindex, 0),
+            ifindex => {
+                let queues = self
+                    .rx_queues(ifindex)
+                    .ok_or_else(|| PacketError::Refused {
+                        errno: Errno::ENODEV,
+                        reason: format!("no device with ifindex {ifindex}"),
+                    })?;
+                if md.rx_queue_index >= queues {
+                    return Err(invalid(format!(
+                        "rx queue {} of ifindex {ifindex}, which has {queues}",
+                        md.rx_queue_index
+                    )));
+                }
+                (ifindex, md.rx_queue_index)
+            }
+        };
+        let frame =
+            XdpFrame::with_meta(&mut self.mem, input, meta_len, ingress, rxq).map_err(refused)?;
+        self.run_frame(prog, frame, meta)
+    }
+
+    /// The receive queues of a device: `None` for a device that does not exist.
+    fn rx_queues(&self, ifindex: u32) -> Option<u32> {
+        let listed = self.rx_devices.as_ref().map(|list| {
+            list.iter()
+                .find(|d| d.ifindex == ifindex)
+                .map(|d| d.rx_queues)
+        });
+        match listed {
+            Some(Some(queues)) => Some(queues),
+            _ if ifindex == LOOPBACK.ifindex => Some(1),
+            Some(None) => None,
+            None => Some(u32::MAX),
+        }
+    }
+
+    fn check_cpu(&self, prog: usize, meta: &PacketMeta) -> Result<(), PacketError> {
         assert!(prog < self.programs.len(), "program {prog} is not loaded");
         if meta.cpu >= self.cpus {
             return Err(PacketError::Refused {
@@ -319,13 +520,15 @@ impl XdpRuntime {
                 ),
             });
         }
-        let mut frame = XdpFrame::new(
-            &mut self.mem,
-            packet,
-            meta.ingress_ifindex,
-            meta.rx_queue_index,
-        )
-        .map_err(|Refusal { errno, reason }| PacketError::Refused { errno, reason })?;
+        Ok(())
+    }
+
+    fn run_frame(
+        &mut self,
+        prog: usize,
+        mut frame: XdpFrame,
+        meta: &PacketMeta,
+    ) -> Result<XdpOutcome, PacketError> {
         let mut run = RunState::new(meta.cpu, Clock { ts_ns: meta.ts_ns });
         let ctx = frame.ctx_addr(&self.mem);
         let mut env = XdpEnv {
@@ -383,6 +586,10 @@ impl XdpRuntime {
     }
 }
 
+fn refused(Refusal { errno, reason }: Refusal) -> PacketError {
+    PacketError::Refused { errno, reason }
+}
+
 impl XdpEnv<'_> {
     /// The device with this ifindex.
     pub fn device(&self, ifindex: u32) -> Option<NetDevice> {
@@ -423,4 +630,95 @@ fn fill(maps: &mut Maps, mem: &mut Memory, index: usize, init: &MapInit) -> Resu
         maps.sys_update(mem, index, &slot.to_ne_bytes(), &value, 0)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// r0 = ctx->ingress_ifindex * 1000 + ctx->rx_queue_index * 10 + (data - data_meta)
+    fn runtime(rx_devices: Option<Vec<RxDevice>>) -> XdpRuntime {
+        let insns = vec![
+            RawInsn::new(0x61, 2, 1, 12, 0), // r2 = ingress_ifindex
+            RawInsn::new(0x27, 2, 0, 0, 1000),
+            RawInsn::new(0x61, 3, 1, 16, 0), // r3 = rx_queue_index
+            RawInsn::new(0x27, 3, 0, 0, 10),
+            RawInsn::new(0x0f, 2, 3, 0, 0),
+            RawInsn::new(0x61, 3, 1, 0, 0), // r3 = data
+            RawInsn::new(0x61, 4, 1, 8, 0), // r4 = data_meta
+            RawInsn::new(0x1f, 3, 4, 0, 0),
+            RawInsn::new(0x0f, 2, 3, 0, 0),
+            RawInsn::new(0xbf, 0, 2, 0, 0),
+            RawInsn::new(0x95, 0, 0, 0, 0),
+        ];
+        let prog = XdpProgramSpec {
+            name: "md".into(),
+            insns,
+        };
+        let cfg = XdpConfig {
+            rx_devices,
+            ..XdpConfig::default()
+        };
+        XdpRuntime::new(vec![prog], vec![], cfg).unwrap()
+    }
+
+    fn errno(r: Result<XdpOutcome, PacketError>) -> i32 {
+        match r {
+            Err(PacketError::Refused { errno, .. }) => errno.0,
+            other => panic!("not refused: {other:?}"),
+        }
+    }
+
+    /// Linux 6.18's test_run ctx checks, in its order (the values come from
+    /// `tests/ctx_vs_kernel.rs`, which holds them against the kernel).
+    #[test]
+    fn ctx_checks_follow_test_run() {
+        let devices = vec![RxDevice {
+            ifindex: 5,
+            rx_queues: 4,
+        }];
+        let mut rt = runtime(Some(devices));
+        let m = PacketMeta::default();
+        let input = [0u8; 72];
+        let ok = |rt: &mut XdpRuntime, md: XdpMd| rt.run_ctx(0, &input, &m, &md).unwrap().retval;
+        assert_eq!(ok(&mut rt, XdpMd::new(72, 8, 0, 0)), 1008);
+        assert_eq!(ok(&mut rt, XdpMd::new(72, 0, 5, 3)), 5030);
+        assert_eq!(ok(&mut rt, XdpMd::new(72, 4, 1, 0)), 1004);
+        let run = |rt: &mut XdpRuntime, md: XdpMd| errno(rt.run_ctx(0, &input, &m, &md));
+        // The ctx must describe the input; at most 216 bytes of metadata.
+        for md in [
+            XdpMd::new(72, 6, 0, 0),
+            XdpMd::new(71, 0, 0, 0),
+            XdpMd {
+                data_meta: 4,
+                ..XdpMd::new(72, 8, 0, 0)
+            },
+            XdpMd::new(72, 76, 0, 0),
+        ] {
+            assert_eq!(run(&mut rt, md), 22, "{md:?}");
+        }
+        let big = [0u8; 300];
+        let md = XdpMd::new(300, 220, 0, 0);
+        assert_eq!(errno(rt.run_ctx(0, &big, &m, &md)), 22);
+        assert!(rt.run_ctx(0, &big, &m, &XdpMd::new(300, 216, 0, 0)).is_ok());
+        // The packet after the metadata is at least 14 bytes, checked before the device.
+        assert_eq!(
+            errno(rt.run_ctx(0, &input[..20], &m, &XdpMd::new(20, 8, 99, 0))),
+            22
+        );
+        // Devices and queues.
+        assert_eq!(run(&mut rt, XdpMd::new(72, 0, 99, 0)), 19);
+        assert_eq!(run(&mut rt, XdpMd::new(72, 0, 5, 4)), 22);
+        assert_eq!(run(&mut rt, XdpMd::new(72, 0, 1, 1)), 22);
+        assert_eq!(run(&mut rt, XdpMd::new(72, 0, 0, 1)), 22);
+        let egress = XdpMd {
+            egress_ifindex: 2,
+            ..XdpMd::new(72, 0, 99, 0)
+        };
+        assert_eq!(run(&mut rt, egress), 22);
+        // Without a device list, any ifindex and queue but the loopback's.
+        let mut open = runtime(None);
+        assert_eq!(ok(&mut open, XdpMd::new(72, 0, 99, 7)), 99070);
+        assert_eq!(run(&mut open, XdpMd::new(72, 0, 1, 1)), 22);
+    }
 }
