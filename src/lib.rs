@@ -11,6 +11,7 @@ pub use bpfemu_conformance as conformance;
 pub use bpfemu_isa as isa;
 pub use bpfemu_vm as vm;
 
+pub mod bench;
 pub mod diff;
 pub mod expect;
 pub mod mapio;

@@ -67,6 +67,8 @@ enum Command {
     },
     /// Run every packet of a capture through an XDP program, with the kernel's semantics.
     Replay(Box<ReplayArgs>),
+    /// Measure bpfemu's speed over a capture against the kernel's on the same packets.
+    Bench(BenchArgs),
     /// Compare bpfemu with the running kernel: every packet of a capture through both
     /// (BPF_PROG_TEST_RUN), then every map; or, with --verifier, the kernel's verdicts.
     Diff(Box<DiffArgs>),
@@ -102,6 +104,31 @@ struct DiffArgs {
     /// Load every program in the kernel and report its verifier verdict, beside bpfemu's.
     #[arg(long, conflicts_with_all = ["pcap", "maps", "prog", "fib"])]
     verifier: bool,
+    #[command(flatten)]
+    load: LoadArgs,
+}
+
+#[derive(clap::Args)]
+struct BenchArgs {
+    /// The BPF object.
+    obj: PathBuf,
+    /// The capture whose packets are run (repeated up to --packets).
+    pcap: PathBuf,
+    /// The XDP program to run (needed when the object has several).
+    #[arg(long)]
+    prog: Option<String>,
+    /// Map contents set on both sides before the run (as for replay).
+    #[arg(long, value_name = "FILE")]
+    maps: Option<PathBuf>,
+    /// Routing tables for bpf_fib_lookup (as for replay and diff).
+    #[arg(long, value_name = "FILE")]
+    fib: Option<PathBuf>,
+    /// How many packets to run.
+    #[arg(long, default_value_t = 1_000_000)]
+    packets: usize,
+    /// One JSON document instead of the table.
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     load: LoadArgs,
 }
@@ -278,6 +305,23 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Replay(args) => Ok(ExitCode::from(bpfemu::replay::replay(&args.options())?)),
         Command::Diff(args) => diff(&args),
+        Command::Bench(args) => {
+            let report = bpfemu::bench::bench(&bpfemu::bench::BenchOptions {
+                object: args.obj.clone(),
+                capture: args.pcap.clone(),
+                program: args.prog.clone(),
+                maps: args.maps.clone(),
+                fib: args.fib.clone(),
+                packets: args.packets,
+                load: args.load.options(),
+            })?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&report.to_json())?);
+            } else {
+                print!("{}", report.to_text());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 
