@@ -425,6 +425,24 @@ impl LibbpfObject {
         self.busy_check(rc, "set_autoload")
     }
 
+    /// Sets a program's type and expected attach type before `prepare`, for objects whose
+    /// section names say nothing (or something else): `bpf_program__set_type` and
+    /// `bpf_program__set_expected_attach_type`.
+    pub fn set_program_type(
+        &mut self,
+        program: &str,
+        prog_type: u32,
+        expected_attach_type: u32,
+    ) -> Result<(), LibbpfError> {
+        let ptr = self.find_prog(program)?;
+        // SAFETY: `ptr` is a program of this live object.
+        let rc = unsafe { sys::bpf_program__set_type(ptr, prog_type) };
+        self.busy_check(rc, "set_type")?;
+        // SAFETY: as above.
+        let rc = unsafe { sys::bpf_program__set_expected_attach_type(ptr, expected_attach_type) };
+        self.busy_check(rc, "set_expected_attach_type")
+    }
+
     /// Replaces a global data map's initial contents (`bpf_map__set_initial_value`), before
     /// `prepare`: the only way to configure `.rodata`, which libbpf freezes when it creates it.
     /// `data` must be the whole section (the map's value size).
@@ -1118,6 +1136,30 @@ mod tests {
         assert_eq!(map_entries_fd(fd, 4, 8, 100).unwrap().len(), 2);
         assert!(possible_cpus().unwrap() >= 1);
         let _pin = CpuPin::new(0).expect("CPU 0 exists");
+    }
+
+    #[test]
+    fn program_type_can_be_chosen_before_load() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../examples/xdp/build/reflector.v3.o");
+        let mut obj = LibbpfObject::open_file(&path).expect("opens");
+        let name = obj.programs()[0].name.clone();
+        assert_eq!(obj.programs()[0].prog_type, 6, "XDP from the section name");
+        const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
+        obj.set_program_type(&name, BPF_PROG_TYPE_SCHED_CLS, 0)
+            .unwrap();
+        assert_eq!(obj.programs()[0].prog_type, BPF_PROG_TYPE_SCHED_CLS);
+        assert!(obj.set_program_type("no_such_program", 6, 0).is_err());
+        if !kernel_or_skip("program_type_can_be_chosen_before_load") {
+            return;
+        }
+        // The XDP program reads `xdp_md.data` as a pointer; as a classifier that offset is
+        // `__sk_buff.len`, a number, and the verifier refuses the packet access.
+        let outcome = obj.load(&LogOptions::default());
+        assert!(
+            outcome.result.is_err(),
+            "the kernel accepted an XDP program as a classifier"
+        );
     }
 
     #[test]
