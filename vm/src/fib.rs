@@ -635,6 +635,30 @@ impl<'a> Entry<'a> {
         }
     }
 
+    /// A `table` field: a name (`main`, `local`, `default`) or a number; `None` when absent.
+    fn table(&self) -> Result<Option<u32>, FibError> {
+        match self.get("table") {
+            None => Ok(None),
+            Some(Value::String(s)) => parse_table(s)
+                .map(Some)
+                .ok_or_else(|| self.loc.err("table", format!("unknown table {s:?}"))),
+            Some(_) => self.req_u32("table").map(Some),
+        }
+    }
+
+    /// A `scope` field: a name (`host`, `link`, `universe`, ...) or a number below 256.
+    fn scope(&self) -> Result<Option<u8>, FibError> {
+        match self.get("scope") {
+            None => Ok(None),
+            Some(Value::String(s)) => parse_scope(s)
+                .map(Some)
+                .ok_or_else(|| self.loc.err("scope", format!("unknown scope {s:?}"))),
+            Some(_) => u8::try_from(self.req_u32("scope")?)
+                .map(Some)
+                .map_err(|_| self.loc.err("scope", "out of range")),
+        }
+    }
+
     fn req_u32(&self, field: &str) -> Result<u32, FibError> {
         self.u32(field)?
             .ok_or_else(|| self.loc.err(field, "missing"))
@@ -1153,28 +1177,14 @@ fn parse_user_route(e: &Entry<'_>, fib: &Fib) -> Result<Route, FibError> {
     {
         return Err(e.loc.err("src", "not of the destination's family"));
     }
-    let table = match e.get("table") {
-        None => RT_TABLE_MAIN,
-        Some(Value::String(s)) => {
-            parse_table(s).ok_or_else(|| e.loc.err("table", format!("unknown table {s:?}")))?
-        }
-        Some(_) => e.req_u32("table")?,
-    };
+    let table = e.table()?.unwrap_or(RT_TABLE_MAIN);
     let default_scope = match kind {
         RouteType::Local => RT_SCOPE_HOST,
         RouteType::Broadcast => RT_SCOPE_LINK,
         RouteType::Unicast if gateway.is_none() && dst.is_ipv4() => RT_SCOPE_LINK,
         _ => RT_SCOPE_UNIVERSE,
     };
-    let scope = match e.get("scope") {
-        None => default_scope,
-        Some(Value::String(s)) => {
-            parse_scope(s).ok_or_else(|| e.loc.err("scope", format!("unknown scope {s:?}")))?
-        }
-        Some(_) => {
-            u8::try_from(e.req_u32("scope")?).map_err(|_| e.loc.err("scope", "out of range"))?
-        }
-    };
+    let scope = e.scope()?.unwrap_or(default_scope);
     Ok(Route {
         table,
         dst,
@@ -1233,12 +1243,7 @@ fn parse_rule_common(
     let priority = e.req_u32("priority")?;
     let action = match e.str("action")? {
         None | Some("table") | Some("lookup") | Some("to_tbl") => {
-            let table = match e.get("table") {
-                None => return Err(e.loc.err("table", "missing")),
-                Some(Value::String(s)) => parse_table(s)
-                    .ok_or_else(|| e.loc.err("table", format!("unknown table {s:?}")))?,
-                Some(_) => e.req_u32("table")?,
-            };
+            let table = e.table()?.ok_or_else(|| e.loc.err("table", "missing"))?;
             RuleAction::Table(if table == 0 { RT_TABLE_MAIN } else { table })
         }
         Some("blackhole") => RuleAction::Blackhole,
@@ -1651,22 +1656,8 @@ fn parse_ip_route(e: &Entry<'_>, fib: &Fib, v6: bool) -> Result<Route, FibError>
             }
         }
     }
-    let table = match e.get("table") {
-        None => RT_TABLE_MAIN,
-        Some(Value::String(s)) => {
-            parse_table(s).ok_or_else(|| e.loc.err("table", format!("unknown table {s:?}")))?
-        }
-        Some(_) => e.req_u32("table")?,
-    };
-    let scope = match e.get("scope") {
-        None => RT_SCOPE_UNIVERSE,
-        Some(Value::String(s)) => {
-            parse_scope(s).ok_or_else(|| e.loc.err("scope", format!("unknown scope {s:?}")))?
-        }
-        Some(_) => {
-            u8::try_from(e.req_u32("scope")?).map_err(|_| e.loc.err("scope", "out of range"))?
-        }
-    };
+    let table = e.table()?.unwrap_or(RT_TABLE_MAIN);
+    let scope = e.scope()?.unwrap_or(RT_SCOPE_UNIVERSE);
     Ok(Route {
         table,
         dst,
@@ -1724,6 +1715,33 @@ struct Flow {
     mark: u32,
 }
 
+impl Flow {
+    /// The flow of a lookup from the params struct: with `BPF_FIB_LOOKUP_OUTPUT` the given
+    /// interface is the output one (input: loopback), else the input one.
+    fn from_params(p: &[u8; 64], flags: u32, ifindex: u32, daddr: IpAddr, saddr: IpAddr) -> Flow {
+        let (iif, oif) = if flags & BPF_FIB_LOOKUP_OUTPUT != 0 {
+            (1, ifindex)
+        } else {
+            (ifindex, 0)
+        };
+        let mark = if flags & BPF_FIB_LOOKUP_MARK != 0 {
+            rd_u32(p, offsets::MARK)
+        } else {
+            0
+        };
+        Flow {
+            iif,
+            oif,
+            daddr,
+            saddr,
+            proto: p[offsets::L4_PROTOCOL],
+            sport: u16::from_be_bytes([p[offsets::SPORT], p[offsets::SPORT + 1]]),
+            dport: u16::from_be_bytes([p[offsets::DPORT], p[offsets::DPORT + 1]]),
+            mark,
+        }
+    }
+}
+
 /// `bpf_xdp_fib_lookup`: runs the lookup on the raw `struct bpf_fib_lookup` in `params` and
 /// returns what the helper returns (a `BPF_FIB_LKUP_RET_*` code or a negative errno), leaving
 /// `params` as the kernel leaves it. `plen` is the helper's size argument; `ingress_ifindex` is
@@ -1750,6 +1768,26 @@ pub fn fib_lookup(
 }
 
 /// `bpf_fib_set_fwd_params`.
+/// The table a `BPF_FIB_LOOKUP_DIRECT` lookup uses: `tbid` with `BPF_FIB_LOOKUP_TBID` (the
+/// field is cleared, as the kernel does), else main.
+fn take_tbid(p: &mut [u8; 64], flags: u32) -> u32 {
+    if flags & BPF_FIB_LOOKUP_TBID == 0 {
+        return RT_TABLE_MAIN;
+    }
+    let tbid = rd_u32(p, offsets::TBID);
+    wr_u32(p, offsets::TBID, 0);
+    tbid
+}
+
+/// `BPF_FIB_LKUP_RET_FRAG_NEEDED`, with `mtu_result` set, when `tot_len` exceeds `mtu`.
+fn frag_needed(p: &mut [u8; 64], mtu: u32) -> Option<i64> {
+    if u32::from(rd_u16(p, offsets::TOT_LEN)) <= mtu {
+        return None;
+    }
+    wr_u16(p, offsets::MTU_RESULT, mtu as u16);
+    Some(BPF_FIB_LKUP_RET_FRAG_NEEDED)
+}
+
 fn set_fwd_params(p: &mut [u8; 64], mtu: u32) -> i64 {
     wr_u16(p, offsets::H_VLAN_TCI, 0);
     wr_u16(p, offsets::H_VLAN_PROTO, 0);
@@ -1760,6 +1798,19 @@ fn set_fwd_params(p: &mut [u8; 64], mtu: u32) -> i64 {
 }
 
 impl Fib {
+    /// Writes the next hop's MAC and the egress interface's into `p`; false when the next
+    /// hop has no valid neighbour entry.
+    fn fill_macs(&self, p: &mut [u8; 64], nh_dev: &Interface, next_hop: IpAddr) -> bool {
+        match self.neighbour(nh_dev.ifindex, next_hop) {
+            Some(n) if n.state.is_valid() => {
+                p[offsets::DMAC..offsets::DMAC + 6].copy_from_slice(&n.mac);
+                p[offsets::SMAC..offsets::SMAC + 6].copy_from_slice(&nh_dev.mac);
+                true
+            }
+            _ => false,
+        }
+    }
+
     fn neighbour(&self, dev: u32, ip: IpAddr) -> Option<&Neighbour> {
         self.neighbours.iter().find(|n| n.dev == dev && n.ip == ip)
     }
@@ -1903,33 +1954,11 @@ impl Fib {
         if !dev.forwarding_v4 {
             return BPF_FIB_LKUP_RET_FWD_DISABLED;
         }
-        let (iif, oif) = if flags & BPF_FIB_LOOKUP_OUTPUT != 0 {
-            (1, ifindex)
-        } else {
-            (ifindex, 0)
-        };
         let daddr = rd_v4(p, offsets::DST);
-        let flow = Flow {
-            iif,
-            oif,
-            daddr: IpAddr::V4(daddr),
-            saddr: IpAddr::V4(rd_v4(p, offsets::SRC)),
-            proto: p[offsets::L4_PROTOCOL],
-            sport: u16::from_be_bytes([p[offsets::SPORT], p[offsets::SPORT + 1]]),
-            dport: u16::from_be_bytes([p[offsets::DPORT], p[offsets::DPORT + 1]]),
-            mark: if flags & BPF_FIB_LOOKUP_MARK != 0 {
-                rd_u32(p, offsets::MARK)
-            } else {
-                0
-            },
-        };
+        let saddr = rd_v4(p, offsets::SRC);
+        let flow = Flow::from_params(p, flags, ifindex, IpAddr::V4(daddr), IpAddr::V4(saddr));
         let res = if flags & BPF_FIB_LOOKUP_DIRECT != 0 {
-            let mut tbid = RT_TABLE_MAIN;
-            if flags & BPF_FIB_LOOKUP_TBID != 0 {
-                tbid = rd_u32(p, offsets::TBID);
-                wr_u32(p, offsets::TBID, 0);
-            }
-            match self.tables_v4(tbid) {
+            match self.tables_v4(take_tbid(p, flags)) {
                 None => return BPF_FIB_LKUP_RET_NOT_FWDED,
                 Some(tables) => self.table_lookup_v4(&tables, &flow),
             }
@@ -1955,9 +1984,8 @@ impl Fib {
         } else {
             nh_dev.mtu.min(IP_MAX_MTU)
         };
-        if u32::from(rd_u16(p, offsets::TOT_LEN)) > mtu {
-            wr_u16(p, offsets::MTU_RESULT, mtu as u16);
-            return BPF_FIB_LKUP_RET_FRAG_NEEDED;
+        if let Some(ret) = frag_needed(p, mtu) {
+            return ret;
         }
         if route.encap {
             return BPF_FIB_LKUP_RET_UNSUPP_LWT;
@@ -1989,14 +2017,8 @@ impl Fib {
             }
             None => IpAddr::V4(daddr),
         };
-        if flags & BPF_FIB_LOOKUP_SKIP_NEIGH == 0 {
-            match self.neighbour(nh_dev.ifindex, key) {
-                Some(n) if n.state.is_valid() => {
-                    p[offsets::DMAC..offsets::DMAC + 6].copy_from_slice(&n.mac);
-                    p[offsets::SMAC..offsets::SMAC + 6].copy_from_slice(&nh_dev.mac);
-                }
-                _ => return BPF_FIB_LKUP_RET_NO_NEIGH,
-            }
+        if flags & BPF_FIB_LOOKUP_SKIP_NEIGH == 0 && !self.fill_macs(p, nh_dev, key) {
+            return BPF_FIB_LKUP_RET_NO_NEIGH;
         }
         set_fwd_params(p, mtu)
     }
@@ -2119,32 +2141,12 @@ impl Fib {
         if !dev.forwarding_v6 {
             return BPF_FIB_LKUP_RET_FWD_DISABLED;
         }
-        let (iif, flow_oif) = if flags & BPF_FIB_LOOKUP_OUTPUT != 0 {
-            (1, ifindex)
-        } else {
-            (ifindex, 0)
-        };
+        // The IPv6 table lookups always take the given interface as oif; the flow's oif
+        // (for rules) is set only with BPF_FIB_LOOKUP_OUTPUT, as for IPv4.
         let oif = ifindex;
-        let flow = Flow {
-            iif,
-            oif: flow_oif,
-            daddr: IpAddr::V6(dst),
-            saddr: IpAddr::V6(src),
-            proto: p[offsets::L4_PROTOCOL],
-            sport: u16::from_be_bytes([p[offsets::SPORT], p[offsets::SPORT + 1]]),
-            dport: u16::from_be_bytes([p[offsets::DPORT], p[offsets::DPORT + 1]]),
-            mark: if flags & BPF_FIB_LOOKUP_MARK != 0 {
-                rd_u32(p, offsets::MARK)
-            } else {
-                0
-            },
-        };
+        let flow = Flow::from_params(p, flags, ifindex, IpAddr::V6(dst), IpAddr::V6(src));
         let res = if flags & BPF_FIB_LOOKUP_DIRECT != 0 {
-            let mut tbid = RT_TABLE_MAIN;
-            if flags & BPF_FIB_LOOKUP_TBID != 0 {
-                tbid = rd_u32(p, offsets::TBID);
-                wr_u32(p, offsets::TBID, 0);
-            }
+            let tbid = take_tbid(p, flags);
             let tbid = if tbid == 0 { RT_TABLE_MAIN } else { tbid };
             if !self.has_table(tbid, false) {
                 return BPF_FIB_LKUP_RET_NOT_FWDED;
@@ -2176,9 +2178,8 @@ impl Fib {
                 .unwrap_or(nh_dev.mtu)
                 .clamp(IPV6_MIN_MTU, IP6_MAX_MTU)
         };
-        if u32::from(rd_u16(p, offsets::TOT_LEN)) > mtu {
-            wr_u16(p, offsets::MTU_RESULT, mtu as u16);
-            return BPF_FIB_LKUP_RET_FRAG_NEEDED;
+        if let Some(ret) = frag_needed(p, mtu) {
+            return ret;
         }
         if route.encap {
             return BPF_FIB_LKUP_RET_UNSUPP_LWT;
@@ -2200,14 +2201,8 @@ impl Fib {
                 None => return BPF_FIB_LKUP_RET_NO_SRC_ADDR,
             }
         }
-        if flags & BPF_FIB_LOOKUP_SKIP_NEIGH == 0 {
-            match self.neighbour(nh_dev.ifindex, IpAddr::V6(next)) {
-                Some(n) if n.state.is_valid() => {
-                    p[offsets::DMAC..offsets::DMAC + 6].copy_from_slice(&n.mac);
-                    p[offsets::SMAC..offsets::SMAC + 6].copy_from_slice(&nh_dev.mac);
-                }
-                _ => return BPF_FIB_LKUP_RET_NO_NEIGH,
-            }
+        if flags & BPF_FIB_LOOKUP_SKIP_NEIGH == 0 && !self.fill_macs(p, nh_dev, IpAddr::V6(next)) {
+            return BPF_FIB_LKUP_RET_NO_NEIGH;
         }
         set_fwd_params(p, mtu)
     }
