@@ -74,6 +74,7 @@
 //! be iterated without consuming them (queues, stacks, bloom filters) are listed with the
 //! reason instead of being compared.
 
+use crate::replay::hex;
 use bpfemu_conformance::kernel::{self, BPF_PROG_TYPE_XDP};
 use bpfemu_conformance::kernel_isa::verifier_error_line;
 use bpfemu_conformance::libbpf::{
@@ -1059,10 +1060,6 @@ fn ser_opt_hex<S: serde::Serializer>(bytes: &Option<Vec<u8>>, s: S) -> Result<S:
         Some(b) => s.serialize_str(&hex(b)),
         None => s.serialize_none(),
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -5,6 +5,8 @@
 //!
 //! Skipped with a message when bpf() is out of reach, unless `BPFEMU_REQUIRE_KERNEL=1`.
 
+mod common;
+
 use bpfemu::diff::{self, Outcome, PacketVerdict};
 use bpfemu_conformance::libbpf::kernel_or_skip;
 use std::path::{Path, PathBuf};
@@ -34,19 +36,10 @@ fn text(b: &[u8]) -> String {
 const NOT_COMPARED: &[&str] = &["router", "legacy_maps"];
 
 fn corpus(level: &str) -> Vec<PathBuf> {
-    let mut objs: Vec<PathBuf> = std::fs::read_dir(root().join("examples/xdp/build"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            name.ends_with(&format!(".{level}.o"))
-                && !NOT_COMPARED
-                    .iter()
-                    .any(|s| name.starts_with(&format!("{s}.")))
-        })
-        .collect();
-    objs.sort();
-    objs
+    common::corpus(level, NOT_COMPARED)
+        .into_iter()
+        .map(|(_, path)| path)
+        .collect()
 }
 
 fn captures() -> Vec<PathBuf> {

@@ -16,6 +16,8 @@
 //!
 //! Skipped with a message when bpf() is out of reach, unless `BPFEMU_REQUIRE_KERNEL=1`.
 
+mod common;
+
 use bpfemu::diff::{DiffOptions, PacketVerdict, Session, format_map, format_packet};
 use bpfemu::traffic::{
     ETH_P_8021AD, ETH_P_8021Q, ETH_P_ARP, ETH_P_IP, ETH_P_IPV6, Frame, Ipv4, Ipv6, Network, Rng,
@@ -637,28 +639,16 @@ fn fixed_maps(stem: &str) -> Vec<MapContents> {
 // ---------------------------------------------------------------------------------------------
 // The runner
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
 /// Not run here, with the reason: `router` (the kernel's FIB is the namespace's routing
 /// table; `tests/router_vs_kernel.rs` compares it in a namespace built from its FIB file),
 /// `legacy_maps` (libbpf >= 1.0 refuses it).
 const NOT_COMPARED: &[&str] = &["router", "legacy_maps"];
 
 fn objects(level: &str, only: Option<&[&str]>) -> Vec<(String, PathBuf)> {
-    let mut out: Vec<(String, PathBuf)> = std::fs::read_dir(root().join("examples/xdp/build"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter_map(|p| {
-            let name = p.file_name()?.to_string_lossy().into_owned();
-            let stem = name.strip_suffix(&format!(".{level}.o"))?.to_owned();
-            let wanted = only.is_none_or(|o| o.contains(&stem.as_str()));
-            (wanted && !NOT_COMPARED.contains(&stem.as_str())).then_some((stem, p))
-        })
-        .collect();
-    out.sort();
-    out
+    common::corpus(level, NOT_COMPARED)
+        .into_iter()
+        .filter(|(stem, _)| only.is_none_or(|o| o.contains(&stem.as_str())))
+        .collect()
 }
 
 /// What one object's run gave.

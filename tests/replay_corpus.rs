@@ -12,6 +12,7 @@
 //! has eth0 = 2), seed 0.
 
 use bpfemu::pcap::{Packet, PcapReader};
+use bpfemu::replay::hex;
 use bpfemu::replay::{PacketResult, ReplayOptions, Replayer};
 use bpfemu_vm::xdp::{RedirectTarget, XdpAction, XdpOutcome};
 use std::collections::{BTreeMap, BTreeSet};
@@ -203,10 +204,6 @@ impl<'a> Setup<'a> {
 
 // ---------------------------------------------------------------------------------------------
 // Independent packet parsing and checksums
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
 
 fn be16(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])

@@ -13,6 +13,9 @@
 //!
 //! Skipped with a message when bpf() is out of reach, unless `BPFEMU_REQUIRE_KERNEL=1`.
 
+mod common;
+
+use bpfemu::replay::hex;
 use bpfemu::runtime::build_runtime;
 use bpfemu::traffic::{Frame, Ipv6, Network, Transport};
 use bpfemu_conformance::kernel::{self, BPF_PROG_TYPE_XDP};
@@ -24,7 +27,6 @@ use bpfemu_loader::{LoadOptions, load_file};
 use bpfemu_vm::xdp::{PacketError, PacketMeta, XdpConfig, XdpOutcome, XdpProgramSpec, XdpRuntime};
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::path::PathBuf;
 
 /// `BPF_F_XDP_HAS_FRAGS`.
 const BPF_F_XDP_HAS_FRAGS: u32 = 1 << 5;
@@ -53,17 +55,9 @@ const SIZES: &[usize] = &[
     100_000,
 ];
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
 /// A packet whose bytes tell their offset apart across pages.
 fn pattern(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i ^ (i >> 8) ^ (i >> 16)) as u8).collect()
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// One program on both sides: the kernel's two loads (without and with the frags flag) and
@@ -429,20 +423,10 @@ fn corpus_on_jumbo_frames_matches_kernel() {
     if !kernel_or_skip("corpus_on_jumbo_frames_matches_kernel") {
         return;
     }
-    let mut objs: Vec<PathBuf> = std::fs::read_dir(root().join("examples/xdp/build"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            name.ends_with(".v3.o")
-                && !name.starts_with("router.")
-                && !name.starts_with("legacy_maps.")
-        })
-        .collect();
-    objs.sort();
+    let objs = common::corpus("v3", &["router", "legacy_maps"]);
     let packets: Vec<Vec<u8>> = SIZES.iter().flat_map(|&n| jumbo_frames(n)).collect();
     let mut total = 0;
-    for path in objs {
+    for (_, path) in objs {
         let mut kobj = LibbpfObject::open_file(&path).expect("libbpf opens");
         let loaded = kobj.load(&LogOptions::default());
         assert!(

@@ -31,7 +31,10 @@
 //!
 //! Skipped with a message when bpf() is out of reach, unless `BPFEMU_REQUIRE_KERNEL=1`.
 
+mod common;
+
 use bpfemu::pcap::PcapReader;
+use bpfemu::replay::hex;
 use bpfemu::runtime::build_runtime;
 use bpfemu_conformance::libbpf::{LibbpfObject, LogOptions, kernel_or_skip, test_run};
 use bpfemu_loader::btf::json::{MapValue, parse_map_contents};
@@ -323,24 +326,11 @@ fn compare_object(path: &Path, packets: &[(String, usize, u64, Vec<u8>)]) -> usi
     compared
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 fn corpus(level: &str) -> Vec<PathBuf> {
-    let mut objs: Vec<PathBuf> = std::fs::read_dir(root().join("examples/xdp/build"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            name.ends_with(&format!(".{level}.o"))
-                && !SKIP_OBJECTS
-                    .iter()
-                    .any(|s| name.starts_with(&format!("{s}.")))
-        })
-        .collect();
-    objs.sort();
-    objs
+    common::corpus(level, SKIP_OBJECTS)
+        .into_iter()
+        .map(|(_, path)| path)
+        .collect()
 }
 
 fn compare_level(level: &str) {
