@@ -1,0 +1,7 @@
+//! Calls: helpers by their 6.18 prototypes ([`helper`]), kfuncs ([`kfunc`]), bpf-to-bpf calls
+//! ([`subprog`]) and callbacks ([`callback`]).
+
+pub mod callback;
+pub mod helper;
+pub mod kfunc;
+pub mod subprog;

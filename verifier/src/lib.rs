@@ -1,0 +1,281 @@
+//! A Linux 6.18-faithful eBPF verifier for XDP programs.
+//!
+//! [`verify`] takes a program as `bpfemu-loader` leaves it ([`ProgramInput`]: instructions with
+//! map references as map indices, subprograms, func_info/line_info, the object's maps and BTF)
+//! and gives the kernel's [`Verdict`]: accepted (with the xlated program) or rejected with the
+//! kernel's final error line and the instruction it names, the verifier log at the level asked
+//! (the kernel's format, line for line) and the closing statistics.
+//!
+//! ```no_run
+//! use bpfemu_loader::{LoadOptions, load_file};
+//! use bpfemu_verifier::{Options, ProgramInput, verify};
+//! use std::path::Path;
+//!
+//! let obj = load_file(Path::new("prog.o"), &LoadOptions::default()).unwrap();
+//! let input = ProgramInput::new(&obj, &obj.programs[0]);
+//! let verdict = verify(&input, &Options { log_level: 2, ..Options::default() });
+//! match verdict.rejection() {
+//!     None => println!("accepted, {} insns processed", verdict.stats.processed_insns),
+//!     Some(r) => println!("rejected at insn {:?}: {}", r.insn, r.message),
+//! }
+//! ```
+//!
+//! # Shape (one concern per module; "what happens on a JGT" lives in `branch`)
+//!
+//! | module | what | kernel counterpart |
+//! | --- | --- | --- |
+//! | [`check`] | program checks before exploration: opcodes, jump targets, CFG, subprograms, prune points | `check_subprogs`, `check_cfg`, `resolve_pseudo_ldimm64` |
+//! | [`state`] | registers ([`state::reg`]), tnums, bounds sync, stack slots, frames, references | `bpf_reg_state`, `tnum.c`, `reg_bounds_sync` |
+//! | [`alu`], [`ptr_alu`] | scalar transfer functions; pointer arithmetic and its refusals | `adjust_scalar_min_max_vals`, `adjust_ptr_min_max_vals` |
+//! | [`branch`] | conditional jumps: dead edges, refinement, packet ranges, null checks | `check_cond_jmp_op` |
+//! | [`mem`] | loads, stores, atomics; helper memory arguments | `check_mem_access`, `check_helper_mem_access` |
+//! | [`call`] | helpers ([`call::helper`]), kfuncs, bpf-to-bpf calls, callbacks | `check_helper_call`, `check_func_call` |
+//! | [`prog_type`] | what depends on the program type: ctx layout, return range | `xdp_is_valid_access`, `check_return_code` |
+//! | [`explore`] | the depth-first walk, checkpoints, limits | `do_check`, `is_state_visited` |
+//! | [`prune`], [`precision`], [`liveness`] | state equivalence, precision backtracking, read marks | `states_equal`, `mark_chain_precision` |
+//! | [`fixup`] | the xlated program | `convert_ctx_accesses`, `do_misc_fixups` |
+//! | [`log`] | the kernel's log text | `print_verifier_state`, `log.c` |
+//!
+//! # The interface contract between the parts
+//!
+//! - Every check gets `&mut Env` (the program, per-instruction [`env::InsnAux`], subprograms,
+//!   the log, the id generator) and, during exploration, `&mut VerifierState` (the current
+//!   path: frames with registers and stack, references). It returns `Result<_, Reject>`; a
+//!   rejection is made with [`env::Env::reject`], which logs the message as the kernel's
+//!   `verbose()` does; lines printed before the final one go through [`env::Env::verbose`].
+//!   The final line is the [`Rejection::message`] and must equal the kernel's byte for byte.
+//! - [`check::check_program`] runs first: it fills `env.subprogs` (entry first, sorted by
+//!   start) and marks `prune_point` / `jmp_point` / `force_checkpoint` in `env.aux`.
+//! - [`explore`] drives the walk. On `call` of a helper it calls
+//!   [`call::helper::check_helper_call`], which checks the arguments against the prototype
+//!   (memory arguments through [`mem::check_helper_mem_access`] and
+//!   [`mem::check_mem_size_reg`]; constants it relies on through
+//!   [`precision::mark_chain_precision`]), clobbers R1-R5
+//!   ([`state::VerifierState::clobber_caller_saved`]), sets R0, drops packet pointers when the
+//!   helper changes packet data ([`state::VerifierState::invalidate_packet_pointers`]) and may
+//!   push a callback frame ([`call::callback::push_callback_call`]); the walk then continues
+//!   at the callback's first instruction when a frame was pushed.
+//! - ctx loads ask [`prog_type::ProgTypeOps::ctx_access`]; the answer (the loaded register's
+//!   type, the field for conversion) is kept in `InsnAux::ctx_access` for [`fixup`].
+//! - At `exit` of the main program [`prog_type::ProgTypeOps::return_range`] gives R0's range.
+//! - After acceptance [`fixup::xlate`] turns the program into the xlated one.
+
+pub mod alu;
+pub mod branch;
+pub mod call;
+pub mod check;
+pub mod env;
+pub mod explore;
+pub mod fixup;
+pub mod liveness;
+pub mod log;
+pub mod mem;
+pub mod precision;
+pub mod prog_type;
+pub mod prune;
+pub mod ptr_alu;
+pub mod state;
+
+use bpfemu_isa::RawInsn;
+use bpfemu_loader::btf::{Btf, TypeId};
+use bpfemu_loader::{MapSpec, Object, ProgramSpec, SourceLine};
+use std::time::Duration;
+
+/// The kernel's limit on processed instructions (`BPF_COMPLEXITY_LIMIT_INSNS`).
+pub const COMPLEXITY_LIMIT_INSNS: u64 = 1_000_000;
+/// The kernel's limit on pending branches (`BPF_COMPLEXITY_LIMIT_JMP_SEQ`).
+pub const COMPLEXITY_LIMIT_JMP_SEQ: usize = 8192;
+/// States kept per instruction before pruning gets pickier (`BPF_COMPLEXITY_LIMIT_STATES`).
+pub const COMPLEXITY_LIMIT_STATES: u32 = 64;
+
+/// A program to verify, as the loader leaves it.
+#[derive(Clone, Copy, Debug)]
+pub struct ProgramInput<'a> {
+    /// The entry function's name (for messages).
+    pub name: &'a str,
+    /// `enum bpf_prog_type` (6: XDP).
+    pub prog_type: u32,
+    pub expected_attach_type: u32,
+    /// `BPF_F_*` load flags (`BPF_F_XDP_HAS_FRAGS`, ...).
+    pub prog_flags: u32,
+    /// Instructions; `ld_imm64` map references hold the map's index in `maps`.
+    pub insns: &'a [RawInsn],
+    /// Function names and first instructions (entry first).
+    pub functions: &'a [(String, usize)],
+    /// func_info: (instruction, BTF FUNC type id).
+    pub func_info: &'a [(usize, TypeId)],
+    /// line_info, sorted by instruction.
+    pub line_info: &'a [SourceLine],
+    /// The object's maps; `ld_imm64` indexes into this.
+    pub maps: &'a [MapSpec],
+    /// The object's BTF (func_info/line_info/map types refer to it).
+    pub btf: Option<&'a Btf>,
+}
+
+impl<'a> ProgramInput<'a> {
+    /// The input for one program of a loaded object.
+    pub fn new(obj: &'a Object, prog: &'a ProgramSpec) -> ProgramInput<'a> {
+        ProgramInput {
+            name: &prog.name,
+            prog_type: prog.prog_type,
+            expected_attach_type: prog.expected_attach_type.unwrap_or(0),
+            prog_flags: prog.prog_flags,
+            insns: &prog.insns,
+            functions: &prog.functions,
+            func_info: &prog.func_info,
+            line_info: &prog.line_info,
+            maps: &obj.maps,
+            btf: obj.btf.as_ref(),
+        }
+    }
+
+    /// A bare instruction stream (assembled probes): no BTF, no line info.
+    pub fn raw(prog_type: u32, insns: &'a [RawInsn], maps: &'a [MapSpec]) -> ProgramInput<'a> {
+        ProgramInput {
+            name: "prog",
+            prog_type,
+            expected_attach_type: 0,
+            prog_flags: 0,
+            insns,
+            functions: &[],
+            func_info: &[],
+            line_info: &[],
+            maps,
+            btf: None,
+        }
+    }
+}
+
+/// How to verify.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The kernel's `log_level` bits: 1 (`BPF_LOG_LEVEL1`), 2 (`BPF_LOG_LEVEL2`), 4
+    /// (`BPF_LOG_STATS`); 0 builds no log.
+    pub log_level: u32,
+    /// Processed-instruction limit (the kernel's 1,000,000).
+    pub insn_limit: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            log_level: 0,
+            insn_limit: COMPLEXITY_LIMIT_INSNS,
+        }
+    }
+}
+
+/// The `errno` a rejection returns from `BPF_PROG_LOAD`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Errno {
+    /// Permission denied: most safety violations.
+    Eacces,
+    /// Invalid argument: malformed programs and unsupported combinations.
+    Einval,
+    /// Too big: the complexity limits.
+    E2big,
+    /// Internal verifier error.
+    Efault,
+    /// Not supported (`ENOTSUPP`, 524).
+    Enotsupp,
+    /// Out of memory (too many states).
+    Enomem,
+    Eperm,
+}
+
+impl Errno {
+    /// The number `BPF_PROG_LOAD` fails with.
+    pub fn code(self) -> i32 {
+        match self {
+            Errno::Eacces => 13,
+            Errno::Einval => 22,
+            Errno::E2big => 7,
+            Errno::Efault => 14,
+            Errno::Enotsupp => 524,
+            Errno::Enomem => 12,
+            Errno::Eperm => 1,
+        }
+    }
+}
+
+/// A check's refusal: the kernel's final error line (without newline) and the errno.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{msg}")]
+pub struct Reject {
+    pub errno: Errno,
+    pub msg: String,
+}
+
+/// Why the program was rejected.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rejection {
+    /// The kernel's final error line, e.g. `R0 invalid mem access 'map_value_or_null'`.
+    pub message: String,
+    /// The instruction being checked when the error arose (`None` for errors before
+    /// exploration that name no instruction).
+    pub insn: Option<usize>,
+    /// The source line of that instruction, from line_info.
+    pub source: Option<SourceLine>,
+    pub errno: Errno,
+}
+
+/// The program the kernel would run: instructions after its rewrites.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Xlated {
+    pub insns: Vec<RawInsn>,
+}
+
+/// Accepted or rejected.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Accepted(Xlated),
+    Rejected(Rejection),
+}
+
+/// What the closing log line and `BPF_LOG_STATS` report.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub processed_insns: u64,
+    pub total_states: u64,
+    pub peak_states: u64,
+    pub max_states_per_insn: u32,
+    pub mark_read: u64,
+    /// Stack depth per subprogram, as the kernel prints `stack depth 16+0`.
+    pub stack_depth: Vec<u32>,
+    /// Wall time of the verification.
+    pub time: Duration,
+}
+
+/// The verifier's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    pub outcome: Outcome,
+    /// The log at the level asked (empty at level 0).
+    pub log: String,
+    pub stats: Stats,
+}
+
+impl Verdict {
+    pub fn is_accepted(&self) -> bool {
+        matches!(self.outcome, Outcome::Accepted(_))
+    }
+
+    pub fn rejection(&self) -> Option<&Rejection> {
+        match &self.outcome {
+            Outcome::Rejected(r) => Some(r),
+            Outcome::Accepted(_) => None,
+        }
+    }
+
+    pub fn xlated(&self) -> Option<&Xlated> {
+        match &self.outcome {
+            Outcome::Accepted(x) => Some(x),
+            Outcome::Rejected(_) => None,
+        }
+    }
+}
+
+/// Verifies one program as Linux 6.18's `bpf_check()` does.
+pub fn verify(input: &ProgramInput<'_>, opts: &Options) -> Verdict {
+    explore::run(input, opts)
+}

@@ -1,0 +1,276 @@
+//! Scalar bounds: the signed and unsigned 32- and 64-bit ranges of a register and its tnum,
+//! kept consistent with one another the way the kernel's `reg_bounds_sync()` does.
+//!
+//! Every transfer function ends by calling [`RegState::bounds_sync`]; what it deduces (and what
+//! it cannot) decides which programs verify, so each step mirrors the kernel's order.
+
+use super::reg::RegState;
+use super::tnum::Tnum;
+
+impl RegState {
+    /// `__mark_reg64_unbounded`.
+    pub fn mark_64_unbounded(&mut self) {
+        self.smin_value = i64::MIN;
+        self.smax_value = i64::MAX;
+        self.umin_value = 0;
+        self.umax_value = u64::MAX;
+    }
+
+    /// `__mark_reg32_unbounded`.
+    pub fn mark_32_unbounded(&mut self) {
+        self.s32_min_value = i32::MIN;
+        self.s32_max_value = i32::MAX;
+        self.u32_min_value = 0;
+        self.u32_max_value = u32::MAX;
+    }
+
+    /// `__mark_reg_unbounded`.
+    pub fn mark_unbounded(&mut self) {
+        self.mark_64_unbounded();
+        self.mark_32_unbounded();
+    }
+
+    /// `__update_reg32_bounds`: what the tnum says about the 32-bit ranges.
+    pub fn update_32_bounds(&mut self) {
+        let v = self.var_off.subreg();
+        let sign = i32::MIN as u32 as u64;
+        self.s32_min_value = self
+            .s32_min_value
+            .max((v.value | (v.mask & sign)) as u32 as i32);
+        self.s32_max_value = self
+            .s32_max_value
+            .min((v.value | (v.mask & i32::MAX as u64)) as u32 as i32);
+        self.u32_min_value = self.u32_min_value.max(v.value as u32);
+        self.u32_max_value = self.u32_max_value.min((v.value | v.mask) as u32);
+    }
+
+    /// `__update_reg64_bounds`.
+    pub fn update_64_bounds(&mut self) {
+        let t = self.var_off;
+        self.smin_value = self
+            .smin_value
+            .max((t.value | (t.mask & i64::MIN as u64)) as i64);
+        self.smax_value = self
+            .smax_value
+            .min((t.value | (t.mask & i64::MAX as u64)) as i64);
+        self.umin_value = self.umin_value.max(t.value);
+        self.umax_value = self.umax_value.min(t.value | t.mask);
+    }
+
+    /// `__update_reg_bounds`.
+    pub fn update_bounds(&mut self) {
+        self.update_32_bounds();
+        self.update_64_bounds();
+    }
+
+    /// `__reg32_deduce_bounds`.
+    fn deduce_32_bounds(&mut self) {
+        if (self.umin_value >> 32) == (self.umax_value >> 32) {
+            self.u32_min_value = self.u32_min_value.max(self.umin_value as u32);
+            self.u32_max_value = self.u32_max_value.min(self.umax_value as u32);
+            if (self.umin_value as i32) <= (self.umax_value as i32) {
+                self.s32_min_value = self.s32_min_value.max(self.umin_value as i32);
+                self.s32_max_value = self.s32_max_value.min(self.umax_value as i32);
+            }
+        }
+        if (self.smin_value >> 32) == (self.smax_value >> 32) {
+            if (self.smin_value as u32) <= (self.smax_value as u32) {
+                self.u32_min_value = self.u32_min_value.max(self.smin_value as u32);
+                self.u32_max_value = self.u32_max_value.min(self.smax_value as u32);
+            }
+            if (self.smin_value as i32) <= (self.smax_value as i32) {
+                self.s32_min_value = self.s32_min_value.max(self.smin_value as i32);
+                self.s32_max_value = self.s32_max_value.min(self.smax_value as i32);
+            }
+        }
+        // Upper halves two consecutive values while the lower halves go from negative to
+        // non-negative: the low 32 bits still form one s32 range.
+        if ((self.umin_value >> 32) as u32).wrapping_add(1) == (self.umax_value >> 32) as u32
+            && (self.umin_value as i32) < 0
+            && (self.umax_value as i32) >= 0
+        {
+            self.s32_min_value = self.s32_min_value.max(self.umin_value as i32);
+            self.s32_max_value = self.s32_max_value.min(self.umax_value as i32);
+        }
+        if ((self.smin_value >> 32) as u32).wrapping_add(1) == (self.smax_value >> 32) as u32
+            && (self.smin_value as i32) < 0
+            && (self.smax_value as i32) >= 0
+        {
+            self.s32_min_value = self.s32_min_value.max(self.smin_value as i32);
+            self.s32_max_value = self.s32_max_value.min(self.smax_value as i32);
+        }
+        if (self.u32_min_value as i32) <= (self.u32_max_value as i32) {
+            self.s32_min_value = self.s32_min_value.max(self.u32_min_value as i32);
+            self.s32_max_value = self.s32_max_value.min(self.u32_max_value as i32);
+        }
+        if (self.s32_min_value as u32) <= (self.s32_max_value as u32) {
+            self.u32_min_value = self.u32_min_value.max(self.s32_min_value as u32);
+            self.u32_max_value = self.u32_max_value.min(self.s32_max_value as u32);
+        }
+    }
+
+    /// `__reg64_deduce_bounds`.
+    fn deduce_64_bounds(&mut self) {
+        if (self.umin_value as i64) <= (self.umax_value as i64) {
+            self.smin_value = self.smin_value.max(self.umin_value as i64);
+            self.smax_value = self.smax_value.min(self.umax_value as i64);
+        }
+        if (self.smin_value as u64) <= (self.smax_value as u64) {
+            self.umin_value = self.umin_value.max(self.smin_value as u64);
+            self.umax_value = self.umax_value.min(self.smax_value as u64);
+        } else if self.umax_value < self.smin_value as u64 {
+            // The s64 range wraps; the u64 range lies in its upper (negative) part.
+            self.smin_value = self.umin_value as i64;
+            self.umax_value = self.umax_value.min(self.smax_value as u64);
+        } else if (self.smax_value as u64) < self.umin_value {
+            self.smax_value = self.umax_value as i64;
+            self.umin_value = self.umin_value.max(self.smin_value as u64);
+        }
+    }
+
+    /// `__reg_deduce_mixed_bounds`: 64-bit bounds from 32-bit knowledge.
+    fn deduce_mixed_bounds(&mut self) {
+        const HIGH: u64 = !0xffff_ffffu64;
+        let new_umin = (self.umin_value & HIGH) | self.u32_min_value as u64;
+        let new_umax = (self.umax_value & HIGH) | self.u32_max_value as u64;
+        self.umin_value = self.umin_value.max(new_umin);
+        self.umax_value = self.umax_value.min(new_umax);
+        let new_smin = ((self.smin_value as u64 & HIGH) | self.u32_min_value as u64) as i64;
+        let new_smax = ((self.smax_value as u64 & HIGH) | self.u32_max_value as u64) as i64;
+        self.smin_value = self.smin_value.max(new_smin);
+        self.smax_value = self.smax_value.min(new_smax);
+        if self.s32_min_value >= 0
+            && self.smin_value >= i32::MIN as i64
+            && self.smax_value <= i32::MAX as i64
+        {
+            self.smin_value = self.s32_min_value as i64;
+            self.smax_value = self.s32_max_value as i64;
+            self.umin_value = self.s32_min_value as u64;
+            self.umax_value = self.s32_max_value as u64;
+            self.var_off = self
+                .var_off
+                .intersect(Tnum::range(self.smin_value as u64, self.smax_value as u64));
+        }
+    }
+
+    /// `__reg_deduce_bounds`.
+    pub fn deduce_bounds(&mut self) {
+        self.deduce_32_bounds();
+        self.deduce_64_bounds();
+        self.deduce_mixed_bounds();
+    }
+
+    /// `__reg_bound_offset`: what the ranges say about the tnum.
+    pub fn bound_offset(&mut self) {
+        let var64 = self
+            .var_off
+            .intersect(Tnum::range(self.umin_value, self.umax_value));
+        let var32 = var64.subreg().intersect(Tnum::range(
+            self.u32_min_value as u64,
+            self.u32_max_value as u64,
+        ));
+        self.var_off = var64.clear_subreg().or(var32);
+    }
+
+    /// `reg_bounds_sync`.
+    pub fn bounds_sync(&mut self) {
+        self.update_bounds();
+        self.deduce_bounds();
+        self.deduce_bounds();
+        self.bound_offset();
+        self.update_bounds();
+    }
+
+    /// Whether the bounds contradict each other (`reg_bounds_sanity_check` fails; the kernel
+    /// then reports a verifier bug, or treats a branch as dead when refining).
+    pub fn bounds_inconsistent(&self) -> bool {
+        self.umin_value > self.umax_value
+            || self.smin_value > self.smax_value
+            || self.u32_min_value > self.u32_max_value
+            || self.s32_min_value > self.s32_max_value
+            || self.umin_value > self.var_off.value | self.var_off.mask
+            || self.umax_value < self.var_off.value
+            || (self.u32_min_value as u64) > (self.var_off.value | self.var_off.mask) & 0xffff_ffff
+            || (self.u32_max_value as u64) < self.var_off.value & 0xffff_ffff
+    }
+
+    /// `zext_32_to_64` after a 32-bit op: the upper half becomes zero.
+    pub fn zext_32_to_64(&mut self) {
+        self.var_off = self.var_off.subreg();
+        self.assign_32_into_64();
+    }
+
+    /// `__reg_assign_32_into_64`.
+    pub fn assign_32_into_64(&mut self) {
+        self.umin_value = self.u32_min_value as u64;
+        self.umax_value = self.u32_max_value as u64;
+        if self.s32_min_value >= 0 {
+            self.smin_value = self.s32_min_value as i64;
+            self.smax_value = self.s32_max_value as i64;
+        } else {
+            self.smin_value = 0;
+            self.smax_value = u32::MAX as i64;
+        }
+    }
+
+    /// `__reg_combine_64_into_32`: the 32-bit bounds from the 64-bit ones where they fit.
+    pub fn combine_64_into_32(&mut self) {
+        self.mark_32_unbounded();
+        if self.smin_value >= i32::MIN as i64 && self.smax_value <= i32::MAX as i64 {
+            self.s32_min_value = self.smin_value as i32;
+            self.s32_max_value = self.smax_value as i32;
+        }
+        if self.umax_value <= u32::MAX as u64 {
+            self.u32_min_value = self.umin_value as u32;
+            self.u32_max_value = self.umax_value as u32;
+        }
+        self.bounds_sync();
+    }
+
+    /// Whether this scalar's value is one constant in 64 bits.
+    pub fn is_const(&self) -> bool {
+        self.var_off.is_const()
+    }
+
+    /// Whether the low 32 bits are one constant.
+    pub fn is_const32(&self) -> bool {
+        self.var_off.subreg().is_const()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sync_learns_32_bit_bounds_from_small_64_bit_range() {
+        let mut r = RegState::unknown_scalar();
+        r.umin_value = 10;
+        r.umax_value = 20;
+        r.bounds_sync();
+        assert_eq!((r.smin_value, r.smax_value), (10, 20));
+        assert_eq!((r.u32_min_value, r.u32_max_value), (10, 20));
+        assert_eq!((r.s32_min_value, r.s32_max_value), (10, 20));
+        assert_eq!(r.var_off, Tnum::new(0, 0x1f));
+    }
+
+    #[test]
+    fn sync_learns_ranges_from_tnum() {
+        let mut r = RegState::unknown_scalar();
+        r.var_off = Tnum::new(0, 0xff);
+        r.bounds_sync();
+        assert_eq!((r.umin_value, r.umax_value), (0, 255));
+        assert_eq!((r.smin_value, r.smax_value), (0, 255));
+    }
+
+    #[test]
+    fn sync_of_negative_signed_range_keeps_unsigned_consistent() {
+        let mut r = RegState::unknown_scalar();
+        r.smin_value = -3;
+        r.smax_value = -1;
+        r.bounds_sync();
+        assert_eq!(r.umin_value, (-3i64) as u64);
+        assert_eq!(r.umax_value, u64::MAX);
+        assert_eq!((r.s32_min_value, r.s32_max_value), (-3, -1));
+    }
+}

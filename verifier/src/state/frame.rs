@@ -1,0 +1,209 @@
+//! Call frames (`struct bpf_func_state`), acquired references (`struct bpf_reference_state`)
+//! and the whole verifier state of one path (`struct bpf_verifier_state`).
+
+use super::reg::RegState;
+use super::stack::{SLOT_SIZE, StackSlot};
+use bpfemu_isa::Reg;
+
+/// Frames a program may nest (`MAX_CALL_FRAMES`).
+pub const MAX_CALL_FRAMES: usize = 8;
+
+/// What an acquired reference is (`enum ref_state_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RefKind {
+    /// An object pointer that must be released (ring buffer record, ...).
+    Ptr,
+    /// A held `bpf_spin_lock`.
+    Lock,
+    /// `bpf_rcu_read_lock` section.
+    Rcu,
+    /// Saved irq flags.
+    Irq,
+}
+
+/// One acquired reference.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RefState {
+    pub kind: RefKind,
+    pub id: u32,
+    /// The instruction that acquired it (named in "Unreleased reference id=N alloc_insn=M").
+    pub insn_idx: usize,
+}
+
+/// One call frame.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FuncState {
+    pub regs: [RegState; Reg::COUNT],
+    /// Slot `i` covers `fp-8*(i+1)` to `fp-8*i-1`.
+    pub stack: Vec<StackSlot>,
+    /// The instruction of the call that created the frame (`callsite`).
+    pub callsite: usize,
+    /// The frame's index in `VerifierState::frames`.
+    pub frameno: u32,
+    pub subprogno: u32,
+    /// Set while verifying a callback body.
+    pub in_callback_fn: bool,
+    /// Set while verifying an async callback (timer).
+    pub in_async_callback_fn: bool,
+    /// Range R0 must be in when the callback returns.
+    pub callback_ret_range: (i64, i64),
+    /// `callback_depth`: how often the callback's loop body was explored.
+    pub callback_depth: u32,
+}
+
+impl FuncState {
+    /// A fresh frame: every register not initialised, no stack.
+    pub fn new(callsite: usize, frameno: u32, subprogno: u32) -> FuncState {
+        FuncState {
+            regs: [RegState::not_init(); Reg::COUNT],
+            stack: Vec::new(),
+            callsite,
+            frameno,
+            subprogno,
+            in_callback_fn: false,
+            in_async_callback_fn: false,
+            callback_ret_range: (0, 0),
+            callback_depth: 0,
+        }
+    }
+
+    /// Bytes of stack allocated (`allocated_stack`).
+    pub fn allocated_stack(&self) -> usize {
+        self.stack.len() * SLOT_SIZE
+    }
+
+    /// Grows the stack to cover `size` bytes below the frame pointer.
+    pub fn grow_stack(&mut self, size: usize) {
+        let slots = size.div_ceil(SLOT_SIZE);
+        if slots > self.stack.len() {
+            self.stack.resize(slots, StackSlot::default());
+        }
+    }
+}
+
+/// The state of one path through the program.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VerifierState {
+    /// Frames from the entry (index 0) to the current one (`curframe`).
+    pub frames: Vec<FuncState>,
+    pub refs: Vec<RefState>,
+    /// Set on a path a speculative-execution check pushed (never, for root loads).
+    pub speculative: bool,
+    /// Depth of `may_goto` iterations on this path.
+    pub may_goto_depth: u32,
+    /// The instruction this state was pushed for / is at.
+    pub insn_idx: usize,
+    /// The previous instruction, for the log's "from N to M" lines.
+    pub prev_insn_idx: usize,
+    /// Held lock count (`active_locks`).
+    pub active_locks: u32,
+    /// In an RCU read section (`active_rcu_lock`).
+    pub active_rcu_lock: u32,
+    /// Instructions with jumps taken on this path since the last checkpoint, with the registers
+    /// and stack slots they touched, for precision backtracking (`jmp_history`).
+    pub jmp_history: Vec<JmpHistoryEntry>,
+    /// Index of the checkpoint this state descends from in the explored-state table.
+    pub parent: Option<usize>,
+}
+
+/// One entry of the jump history.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JmpHistoryEntry {
+    pub idx: usize,
+    pub prev_idx: usize,
+    /// `INSN_F_*` flags: stack access frame/slot, linked registers.
+    pub flags: u32,
+    /// Linked-register set for precision propagation through `find_equal_scalars` copies.
+    pub linked_regs: u64,
+}
+
+impl VerifierState {
+    /// The entry state: one frame.
+    pub fn new() -> VerifierState {
+        VerifierState {
+            frames: vec![FuncState::new(0, 0, 0)],
+            refs: Vec::new(),
+            speculative: false,
+            may_goto_depth: 0,
+            insn_idx: 0,
+            prev_insn_idx: 0,
+            active_locks: 0,
+            active_rcu_lock: 0,
+            jmp_history: Vec::new(),
+            parent: None,
+        }
+    }
+
+    pub fn curframe(&self) -> usize {
+        self.frames.len() - 1
+    }
+
+    pub fn cur(&self) -> &FuncState {
+        self.frames.last().expect("at least one frame")
+    }
+
+    pub fn cur_mut(&mut self) -> &mut FuncState {
+        self.frames.last_mut().expect("at least one frame")
+    }
+
+    /// The current frame's register.
+    pub fn reg(&self, reg: Reg) -> &RegState {
+        &self.cur().regs[reg.index()]
+    }
+
+    pub fn reg_mut(&mut self, reg: Reg) -> &mut RegState {
+        &mut self.cur_mut().regs[reg.index()]
+    }
+}
+
+impl Default for VerifierState {
+    fn default() -> Self {
+        VerifierState::new()
+    }
+}
+
+impl VerifierState {
+    /// After a call: R1-R5 are not readable any more (`caller_saved` marked not init).
+    pub fn clobber_caller_saved(&mut self) {
+        for r in 1..=5 {
+            self.cur_mut().regs[r] = RegState::not_init();
+        }
+    }
+
+    /// After a helper that changes packet data: every packet pointer in every frame, register
+    /// or spill, becomes an unknown scalar (`clear_all_pkt_pointers`).
+    pub fn invalidate_packet_pointers(&mut self) {
+        for frame in &mut self.frames {
+            for reg in frame.regs.iter_mut() {
+                if reg.is_pkt_pointer() || reg.ty == super::RegType::PacketEnd {
+                    *reg = RegState::unknown_scalar();
+                }
+            }
+            for slot in frame.stack.iter_mut() {
+                let r = &slot.spilled_ptr;
+                if slot.is_spilled_reg()
+                    && (r.is_pkt_pointer() || r.ty == super::RegType::PacketEnd)
+                {
+                    slot.spilled_ptr = RegState::unknown_scalar();
+                }
+            }
+        }
+    }
+
+    /// Records a new reference acquired at `insn_idx` (`acquire_reference`); returns its id.
+    pub fn acquire_reference(&mut self, kind: RefKind, id: u32, insn_idx: usize) -> u32 {
+        self.refs.push(RefState { kind, id, insn_idx });
+        id
+    }
+
+    /// Drops reference `id`; false when no such reference is held.
+    pub fn release_reference_state(&mut self, id: u32) -> bool {
+        match self.refs.iter().position(|r| r.id == id) {
+            Some(i) => {
+                self.refs.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+}

@@ -1,0 +1,247 @@
+//! Register state: the type of what a register holds (`enum bpf_reg_type` with its flags), its
+//! fixed and variable offset, scalar bounds, and the ids that tie copies together for null
+//! checks, packet ranges and acquired references (`struct bpf_reg_state`).
+
+use super::tnum::Tnum;
+
+/// The base type of a register's content (`enum bpf_reg_type` without the flag bits).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum RegType {
+    /// Never written: reading it is `!read_ok`.
+    #[default]
+    NotInit,
+    Scalar,
+    /// The program's context (`struct xdp_md *`).
+    Ctx,
+    /// A map itself (`ld_imm64` of a map); `map` names it.
+    ConstPtrToMap,
+    /// A map value; `map` names the map.
+    MapValue,
+    /// A map key (callback arguments); `map` names the map.
+    MapKey,
+    /// A stack slot of frame `frameno`.
+    Stack,
+    PacketMeta,
+    Packet,
+    PacketEnd,
+    /// Memory of `mem_size` bytes (ring buffer records, helper memory, global data by BTF).
+    Mem,
+    /// A subprogram's address (`ld_imm64` BPF_PSEUDO_FUNC); `subprogno` names it.
+    Func,
+    /// A kernel object described by BTF (`btf_id`).
+    BtfId,
+    /// Memory of a map in the arena address space.
+    Arena,
+}
+
+/// `PTR_MAYBE_NULL`: the pointer may be NULL until a null check.
+pub const PTR_MAYBE_NULL: u32 = 1 << 0;
+/// `MEM_RDONLY`: the memory may not be written.
+pub const MEM_RDONLY: u32 = 1 << 1;
+/// `MEM_RINGBUF`: a ring buffer record.
+pub const MEM_RINGBUF: u32 = 1 << 2;
+/// `MEM_ALLOC`: allocated object.
+pub const MEM_ALLOC: u32 = 1 << 3;
+/// `PTR_TRUSTED`: a trusted BTF pointer.
+pub const PTR_TRUSTED: u32 = 1 << 4;
+/// `PTR_UNTRUSTED`: an untrusted BTF pointer (probe-read semantics).
+pub const PTR_UNTRUSTED: u32 = 1 << 5;
+/// `MEM_RCU`: valid within an RCU read section.
+pub const MEM_RCU: u32 = 1 << 6;
+/// `MEM_PERCPU`.
+pub const MEM_PERCPU: u32 = 1 << 7;
+/// `MEM_UNINIT`: memory a helper fills (argument types only).
+pub const MEM_UNINIT: u32 = 1 << 8;
+/// `MEM_FIXED_SIZE`: argument types only.
+pub const MEM_FIXED_SIZE: u32 = 1 << 9;
+/// `DYNPTR_TYPE_*` and other flags the core does not interpret sit above this bit.
+pub const FLAG_FIRST_UNUSED: u32 = 1 << 10;
+
+/// Liveness marks (`REG_LIVE_*`).
+pub const REG_LIVE_NONE: u8 = 0;
+pub const REG_LIVE_READ32: u8 = 1;
+pub const REG_LIVE_READ64: u8 = 2;
+pub const REG_LIVE_READ: u8 = REG_LIVE_READ32 | REG_LIVE_READ64;
+pub const REG_LIVE_WRITTEN: u8 = 4;
+pub const REG_LIVE_DONE: u8 = 8;
+
+/// `subreg_def` when the register's upper 32 bits are defined.
+pub const DEF_NOT_SUBREG: u32 = 0;
+
+/// One register's state (`struct bpf_reg_state`).
+///
+/// The kernel's union of per-type data is flattened: `map` for map pointers, `range` for
+/// packet pointers, `mem_size` for `Mem`, `btf_id` for `BtfId`, `subprogno` for `Func`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct RegState {
+    pub ty: RegType,
+    /// `PTR_MAYBE_NULL`, `MEM_RDONLY`, ... (the flag bits of `enum bpf_reg_type`).
+    pub flags: u32,
+    /// Fixed offset of a pointer.
+    pub off: i32,
+    /// Known bits of the scalar value, or of a pointer's variable offset.
+    pub var_off: Tnum,
+    pub smin_value: i64,
+    pub smax_value: i64,
+    pub umin_value: u64,
+    pub umax_value: u64,
+    pub s32_min_value: i32,
+    pub s32_max_value: i32,
+    pub u32_min_value: u32,
+    pub u32_max_value: u32,
+    /// Ties copies together: null checks mark all pointers of one id, packet range checks all
+    /// packet pointers of one id, scalar ranges propagate between copies (`BPF_ADD_CONST`
+    /// folded in as in the kernel's `id` high bit).
+    pub id: u32,
+    /// Id of the acquired reference this pointer stands for (0: none).
+    pub ref_obj_id: u32,
+    /// For `id` of scalars linked by `r1 = r2 + const`: the constant.
+    pub delta: i32,
+    /// Index of the map in the program's map table (map pointers, map values, map keys).
+    pub map: Option<u32>,
+    /// For map values reached through an inner map lookup (map-in-map): the inner map spec index
+    /// is `map`; this marks the value as coming from the inner template.
+    pub map_uid: u32,
+    /// Packet pointers: bytes proven accessible past `off` (`r=`); negative: `BEYOND_PKT_END`
+    /// and `AT_PKT_END` markers as the kernel uses them.
+    pub range: i32,
+    /// `Mem`: size of the region.
+    pub mem_size: u32,
+    /// `BtfId`: the type id (in vmlinux BTF).
+    pub btf_id: u32,
+    /// `Func`: the subprogram.
+    pub subprogno: u32,
+    /// `Stack`: the frame the pointer points into.
+    pub frameno: u32,
+    /// Instruction index (+1) at which only the low 32 bits were defined, or `DEF_NOT_SUBREG`.
+    pub subreg_def: u32,
+    /// Liveness marks (`REG_LIVE_*`).
+    pub live: u8,
+    /// Whether the exact value matters for safety (precision tracking).
+    pub precise: bool,
+}
+
+impl RegState {
+    /// A register never written (`__mark_reg_not_init`).
+    pub fn not_init() -> RegState {
+        let mut r = RegState::unknown_scalar();
+        r.ty = RegType::NotInit;
+        r
+    }
+
+    /// A scalar with nothing known (`__mark_reg_unknown`).
+    pub fn unknown_scalar() -> RegState {
+        RegState {
+            ty: RegType::Scalar,
+            var_off: Tnum::UNKNOWN,
+            smin_value: i64::MIN,
+            smax_value: i64::MAX,
+            umin_value: 0,
+            umax_value: u64::MAX,
+            s32_min_value: i32::MIN,
+            s32_max_value: i32::MAX,
+            u32_min_value: 0,
+            u32_max_value: u32::MAX,
+            ..RegState::default()
+        }
+    }
+
+    /// A known 64-bit constant (`__mark_reg_known`).
+    pub fn known(value: u64) -> RegState {
+        let mut r = RegState::unknown_scalar();
+        r.set_known(value);
+        r
+    }
+
+    /// A pointer of type `ty` with a zero offset; bounds zero.
+    pub fn pointer(ty: RegType) -> RegState {
+        let mut r = RegState::known(0);
+        r.ty = ty;
+        r
+    }
+
+    /// Makes the register the known constant `value`, keeping its type and ids.
+    pub fn set_known(&mut self, value: u64) {
+        self.var_off = Tnum::constant(value);
+        self.smin_value = value as i64;
+        self.smax_value = value as i64;
+        self.umin_value = value;
+        self.umax_value = value;
+        self.s32_min_value = value as i32;
+        self.s32_max_value = value as i32;
+        self.u32_min_value = value as u32;
+        self.u32_max_value = value as u32;
+    }
+
+    /// `register_is_null`-style test: whether this is a scalar known to be `value`.
+    pub fn is_const_scalar(&self, value: u64) -> bool {
+        self.ty == RegType::Scalar && self.var_off.equals_const(value)
+    }
+
+    pub fn is_scalar(&self) -> bool {
+        self.ty == RegType::Scalar
+    }
+
+    /// Any pointer type (`__is_pointer_value`).
+    pub fn is_pointer(&self) -> bool {
+        !matches!(self.ty, RegType::Scalar | RegType::NotInit)
+    }
+
+    pub fn maybe_null(&self) -> bool {
+        self.flags & PTR_MAYBE_NULL != 0
+    }
+
+    /// Packet pointers of either kind (`reg_is_pkt_pointer`).
+    pub fn is_pkt_pointer(&self) -> bool {
+        matches!(self.ty, RegType::Packet | RegType::PacketMeta)
+    }
+}
+
+/// Where a register-state description is printed (`R1=`), for messages that name the type.
+pub fn reg_type_str(ty: RegType, flags: u32) -> String {
+    let base = match ty {
+        RegType::NotInit => "?",
+        RegType::Scalar => "scalar",
+        RegType::Ctx => "ctx",
+        RegType::ConstPtrToMap => "map_ptr",
+        RegType::MapValue => "map_value",
+        RegType::MapKey => "map_key",
+        RegType::Stack => "fp",
+        RegType::PacketMeta => "pkt_meta",
+        RegType::Packet => "pkt",
+        RegType::PacketEnd => "pkt_end",
+        RegType::Mem => "mem",
+        RegType::Func => "func",
+        RegType::BtfId => "ptr_",
+        RegType::Arena => "arena",
+    };
+    let mut prefix = String::new();
+    if flags & MEM_RDONLY != 0 {
+        prefix.push_str("rdonly_");
+    }
+    if flags & MEM_RINGBUF != 0 {
+        prefix.push_str("ringbuf_");
+    }
+    if flags & MEM_ALLOC != 0 {
+        prefix.push_str("alloc_");
+    }
+    if flags & PTR_UNTRUSTED != 0 {
+        prefix.push_str("untrusted_");
+    }
+    if flags & MEM_RCU != 0 {
+        prefix.push_str("rcu_");
+    }
+    if flags & PTR_TRUSTED != 0 {
+        prefix.push_str("trusted_");
+    }
+    let postfix = if flags & PTR_MAYBE_NULL != 0 {
+        if matches!(ty, RegType::BtfId) {
+            "or_null_"
+        } else {
+            "_or_null"
+        }
+    } else {
+        ""
+    };
+    format!("{prefix}{base}{postfix}")
+}
