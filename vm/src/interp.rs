@@ -10,6 +10,7 @@
 //! [`HelperOutcome::Callbacks`]).
 
 use crate::alu;
+use crate::coverage::{Coverage, FELL_THROUGH, RAN, TAKEN};
 use crate::error::{MAX_CALL_FRAMES, Unsupported, VmError};
 use crate::helpers::{CallbackLoop, CallbackStep, HelperError, HelperOutcome, Helpers};
 use crate::memory::{MemFault, Memory, RegionId};
@@ -67,6 +68,8 @@ pub struct Interpreter {
     options: Options,
     frames: Vec<Frame>,
     executed: u64,
+    /// When set, every run adds what it reached (see [`Coverage`]).
+    coverage: Option<Coverage>,
 }
 
 /// One active call: its stack region, its `may_goto` count, and (for callees) what to
@@ -97,7 +100,19 @@ impl Interpreter {
             options,
             frames: Vec::with_capacity(MAX_CALL_FRAMES),
             executed: 0,
+            coverage: None,
         }
+    }
+
+    /// Starts (`Some`) or stops (`None`) recording coverage into `coverage`, whose shape must
+    /// be that of the program sets run.
+    pub fn set_coverage(&mut self, coverage: Option<Coverage>) {
+        self.coverage = coverage;
+    }
+
+    /// The coverage recorded since [`Interpreter::set_coverage`].
+    pub fn coverage_mut(&mut self) -> Option<&mut Coverage> {
+        self.coverage.as_mut()
     }
 
     pub fn options(&self) -> &Options {
@@ -149,6 +164,7 @@ impl Interpreter {
             regs: [0; Reg::COUNT],
             pc: 0,
             executed: 0,
+            coverage: self.coverage.as_mut(),
         };
         machine.start(args);
         let result = machine.run_loop();
@@ -175,6 +191,7 @@ struct Machine<'a> {
     regs: [u64; Reg::COUNT],
     pc: usize,
     executed: u64,
+    coverage: Option<&'a mut Coverage>,
 }
 
 /// What an instruction leaves to the loop.
@@ -205,6 +222,9 @@ impl Machine<'_> {
                 });
             }
             executed += 1;
+            if let Some(coverage) = self.coverage.as_deref_mut() {
+                coverage.mark(self.cur, self.pc, RAN);
+            }
             match self.step(insn) {
                 Ok(Step::Continue) => {}
                 Ok(Step::Done(r0)) => break Ok(r0),
@@ -509,12 +529,19 @@ impl Machine<'_> {
             Width::W64 => alu::cond64(cond, self.reg(dst), self.operand64(src)),
             Width::W32 => alu::cond32(cond, self.reg(dst) as u32, self.operand32(src)),
         };
+        self.mark_branch(taken);
         self.pc = if taken {
             self.jump_target(off as i64)?
         } else {
             self.pc + 1
         };
         Ok(())
+    }
+
+    fn mark_branch(&mut self, taken: bool) {
+        if let Some(coverage) = self.coverage.as_deref_mut() {
+            coverage.mark(self.cur, self.pc, if taken { TAKEN } else { FELL_THROUGH });
+        }
     }
 
     /// `may_goto` with the count semantics of `do_misc_fixups` (one counter per frame, set at
@@ -527,7 +554,13 @@ impl Machine<'_> {
             .frames
             .last_mut()
             .expect("a frame is active while running");
-        if frame.may_goto_left == 0 {
+        let taken = frame.may_goto_left == 0;
+        self.mark_branch(taken);
+        let frame = self
+            .frames
+            .last_mut()
+            .expect("a frame is active while running");
+        if taken {
             self.pc = self.jump_target(off as i64)?;
         } else {
             frame.may_goto_left -= 1;

@@ -38,6 +38,7 @@
 //! ```
 
 pub mod alu;
+pub mod coverage;
 pub mod engine;
 pub mod error;
 pub mod fib;
@@ -47,6 +48,7 @@ pub mod maps;
 pub mod memory;
 pub mod xdp;
 
+pub use coverage::Coverage;
 pub use engine::{Engine, Executable};
 pub use error::{MAX_CALL_FRAMES, Unsupported, VmError};
 pub use helpers::{CallbackLoop, CallbackStep, HelperError, HelperOutcome, Helpers, NoHelpers};

@@ -5,6 +5,7 @@ use super::determinism::{Clock, Prandom};
 use super::frame::{Refusal, XdpFrame};
 use super::helpers::{RunState, XdpEnv, maps::FOR_EACH_KEY_REGION};
 use super::prepare::{PrepareError, prepare};
+use crate::coverage::Coverage;
 use crate::error::VmError;
 use crate::fib::Fib;
 use crate::interp::{DEFAULT_INSN_BUDGET, Interpreter, Options};
@@ -394,6 +395,19 @@ impl XdpRuntime {
 
     pub fn memory(&self) -> &Memory {
         &self.mem
+    }
+
+    /// Starts recording coverage of every program of the object (`true`), from nothing, or
+    /// stops (`false`); see [`crate::coverage`].
+    pub fn record_coverage(&mut self, on: bool) {
+        let coverage = on.then(|| Coverage::new(self.programs.iter().map(Program::len)));
+        self.interp.set_coverage(coverage);
+    }
+
+    /// The coverage recorded since [`XdpRuntime::record_coverage`], program indexes as in
+    /// [`XdpRuntime::program_names`].
+    pub fn coverage_mut(&mut self) -> Option<&mut Coverage> {
+        self.interp.coverage_mut()
     }
 
     /// The maps and the memory their values live in, for reading and writing them between
