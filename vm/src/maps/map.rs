@@ -237,7 +237,7 @@ impl Map {
     /// `bpf_map_pop_elem`: the value is written to `out`.
     pub fn pop(&mut self, out: &mut [u8]) -> MapResult<()> {
         match &mut self.imp {
-            Imp::Queue(q) => copy_out(q.pop()?, out),
+            Imp::Queue(q) => copy_out(q.pop().inspect_err(|_| out.fill(0))?, out),
             Imp::Bloom(_) => Err(Errno::EOPNOTSUPP),
             _ => Err(Errno::EINVAL),
         }
@@ -245,9 +245,11 @@ impl Map {
 
     /// `bpf_map_peek_elem`: a queue or stack writes its next value to `value`; a bloom
     /// filter tests `value` (0: maybe present, ENOENT: absent).
+    /// An empty queue or stack zeroes `value` (`__queue_map_get`, `__stack_map_get`), for
+    /// pop as for peek.
     pub fn peek(&self, value: &mut [u8]) -> MapResult<()> {
         match &self.imp {
-            Imp::Queue(q) => copy_out(q.peek()?, value),
+            Imp::Queue(q) => copy_out(q.peek().inspect_err(|_| value.fill(0))?, value),
             Imp::Bloom(b) => b.peek(value),
             _ => Err(Errno::EINVAL),
         }

@@ -49,45 +49,78 @@ pub fn store_bytes(env: &mut XdpEnv<'_>, a: [u64; 5], mem: &mut Memory) -> Helpe
     ret(errno::ret(env.frame.write_bytes(mem, offset, &bytes)))
 }
 
-/// The scratch buffer `bpf_csum_diff` sums in (`struct bpf_scratchpad`, `MAX_BPF_STACK`).
-const CSUM_SCRATCH: u64 = 512;
-
-/// `bpf_csum_diff(from, from_size, to, to_size, seed)`: the 32-bit one's complement sum of
-/// `to`'s words and the complements of `from`'s, on top of `seed`, as x86-64's
-/// `csum_partial` leaves it (unfolded, carries wrapped into 32 bits).
+/// `bpf_csum_diff(from, from_size, to, to_size, seed)` as Linux 6.18 has it: no size limit
+/// beyond what the verifier proves readable, any length (odd ones too), and three cases: with
+/// both buffers, `csum_sub(csum_partial(to, seed), csum_partial(from, 0))`; with `to` alone,
+/// `csum_partial(to, seed)`; with `from` alone, `~csum_partial(from, ~seed)`; with neither,
+/// the seed. The result is folded to 16 bits (`csum_from32to16`), so it is never above 0xffff.
 pub fn csum_diff(_env: &mut XdpEnv<'_>, a: [u64; 5], mem: &mut Memory) -> HelperResult {
     let [from, from_size, to, to_size, seed] = a;
-    let (from_size, to_size) = (from_size as u32 as u64, to_size as u32 as u64);
-    if !(from_size | to_size).is_multiple_of(4) || from_size + to_size > CSUM_SCRATCH {
-        return ret(Errno::EINVAL.as_ret());
-    }
-    let from = read_words(mem, from, from_size)?;
-    let to = read_words(mem, to, to_size)?;
-    let words = from.iter().map(|w| !w).chain(to.iter().copied());
-    ret(csum_words(words, seed as u32) as u64)
+    let (from_size, to_size, seed) = (
+        from_size as u32 as usize,
+        to_size as u32 as usize,
+        seed as u32,
+    );
+    let partial = |addr: u64, len: usize, sum: u32| -> Result<u32, HelperError> {
+        Ok(csum_partial(mem.slice(addr, len)?, addr & 1 == 1, sum))
+    };
+    let sum = match (from_size, to_size) {
+        (0, 0) => seed,
+        (0, _) => partial(to, to_size, seed)?,
+        (_, 0) => !partial(from, from_size, !seed)?,
+        _ => csum_add(partial(to, to_size, seed)?, !partial(from, from_size, 0)?),
+    };
+    ret(csum_from32to16(sum) as u64)
 }
 
-fn read_words(mem: &Memory, addr: u64, size: u64) -> Result<Vec<u32>, HelperError> {
-    if size == 0 {
-        return Ok(Vec::new());
+/// x86-64's `csum_partial` (arch/x86/lib/csum-partial_64.c): the end-around-carry sum of the
+/// buffer's little-endian 64-bit words (the tail zero-padded) on top of `sum`, reduced to 32
+/// bits. A buffer at an odd address starts with its first byte as the high half of a 16-bit
+/// word and a rotated seed, and the result's two bytes are swapped back at the end.
+pub fn csum_partial(bytes: &[u8], odd_address: bool, sum: u32) -> u32 {
+    let (mut acc, rest) = match (odd_address, bytes.split_first()) {
+        (true, None) => return sum,
+        (true, Some((first, rest))) => (sum.rotate_right(8) as u64 + ((*first as u64) << 8), rest),
+        (false, _) => (sum as u64, bytes),
+    };
+    for chunk in rest.chunks(8) {
+        let mut word = [0u8; 8];
+        word[..chunk.len()].copy_from_slice(chunk);
+        acc = add_with_carry64(acc, u64::from_le_bytes(word));
     }
-    let bytes = mem.slice(addr, size as usize)?;
-    Ok(bytes
-        .chunks_exact(4)
-        .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
-        .collect())
+    let result = add_with_carry32((acc >> 32) as u32, acc as u32);
+    if odd_address {
+        (from32to16(result) as u32).swap_bytes() >> 16
+    } else {
+        result
+    }
 }
 
-/// One's complement sum of 32-bit words and a seed, folded to 32 bits with end-around carry.
-pub fn csum_words(words: impl Iterator<Item = u32>, seed: u32) -> u32 {
-    let mut sum = seed as u64;
-    for w in words {
-        sum += w as u64;
-    }
-    while sum >> 32 != 0 {
-        sum = (sum & 0xffff_ffff) + (sum >> 32);
-    }
-    sum as u32
+fn add_with_carry64(a: u64, b: u64) -> u64 {
+    let (s, carry) = a.overflowing_add(b);
+    s + carry as u64
+}
+
+fn add_with_carry32(a: u32, b: u32) -> u32 {
+    let (s, carry) = a.overflowing_add(b);
+    s.wrapping_add(carry as u32)
+}
+
+/// `csum_add` (include/net/checksum.h): a 32-bit add with end-around carry.
+fn csum_add(a: u32, b: u32) -> u32 {
+    add_with_carry32(a, b)
+}
+
+/// The 16-bit end-around-carry sum of a 32-bit value's halves (x86's `from32to16`).
+fn from32to16(a: u32) -> u16 {
+    let (s, carry) = ((a >> 16) as u16).overflowing_add(a as u16);
+    s.wrapping_add(carry as u16)
+}
+
+/// `csum_from32to16` (include/net/checksum.h): the halves added with the carry out of the
+/// low half landing in the high one; the high half is the answer.
+fn csum_from32to16(sum: u32) -> u16 {
+    (sum.wrapping_add(sum.rotate_right(16)) >> 16) as u16
 }
 
 /// `BPF_MTU_CHK_RET_FRAG_NEEDED` (`enum bpf_check_mtu_ret`: SUCCESS 0, FRAG_NEEDED 1,
@@ -153,9 +186,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn csum_folds_carries() {
-        assert_eq!(csum_words([0xffff_ffff, 1].into_iter(), 0), 1);
-        assert_eq!(csum_words([0x8000_0000, 0x8000_0000].into_iter(), 5), 6);
-        assert_eq!(csum_words(std::iter::empty(), 7), 7);
+    fn csum_partial_adds_words_with_end_around_carry() {
+        assert_eq!(csum_partial(&[0xff; 8], false, 1), 1);
+        assert_eq!(csum_partial(&[1, 0, 0, 0], false, 7), 8);
+        assert_eq!(csum_partial(&[], false, 7), 7);
+        // An odd tail is zero-padded on the right of a little-endian word.
+        assert_eq!(
+            csum_partial(&[0, 0, 0, 0, 0, 0, 0, 0, 0xab], false, 0),
+            0xab
+        );
+    }
+
+    #[test]
+    fn csum_partial_at_an_odd_address_swaps_back() {
+        // One byte at an odd address is the high byte of a 16-bit word, swapped back to low.
+        assert_eq!(csum_partial(&[0x12], true, 0), 0x12);
+        assert_eq!(csum_partial(&[], true, 0x1234_5678), 0x1234_5678);
+    }
+
+    #[test]
+    fn csum_from32to16_carries_into_the_high_half() {
+        assert_eq!(csum_from32to16(0xffff_ffff), 0xffff);
+        assert_eq!(csum_from32to16(0x0001_ffff), 0x0001);
+        assert_eq!(csum_from32to16(0x1234_0000), 0x1234);
     }
 }
