@@ -1,0 +1,64 @@
+//! bpfemu's verdict on a probe, in the same terms as the kernel's.
+
+use super::kernel_side::{Judgement, subprog_btf};
+use super::probe::{Probe, ProbeMap, subprog_starts};
+use bpfemu_loader::btf::Btf;
+use bpfemu_loader::{MapOrigin, MapSpec};
+use bpfemu_verifier::{Options, ProgramInput, Verdict, verify};
+
+/// The loader's description of a probe's map.
+pub fn map_spec(m: &ProbeMap) -> MapSpec {
+    MapSpec {
+        name: m.name.clone(),
+        map_type: m.map_type,
+        key_size: m.key_size,
+        value_size: m.value_size,
+        max_entries: m.max_entries,
+        map_flags: m.map_flags,
+        numa_node: 0,
+        pinning: 0,
+        map_extra: 0,
+        key_type: None,
+        value_type: None,
+        inner: None,
+        init_slots: Vec::new(),
+        initial: None,
+        origin: MapOrigin::BtfDefined,
+    }
+}
+
+/// Verifies the probe with bpfemu, giving it what the kernel gets (the same BTF when the
+/// kernel gets BTF).
+pub fn verify_probe(probe: &Probe, opts: &Options) -> Verdict {
+    let maps: Vec<MapSpec> = probe.maps.iter().map(map_spec).collect();
+    let mut input = ProgramInput::raw(6, &probe.insns, &maps);
+    let starts = subprog_starts(&probe.insns);
+    let functions: Vec<(String, usize)> = starts
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| (format!("f{i}"), s as usize))
+        .collect();
+    let btf;
+    let func_info: Vec<(usize, u32)>;
+    if probe.btf {
+        let (blob, infos) = subprog_btf(&starts);
+        btf = Btf::parse(&blob).expect("the probe BTF parses");
+        func_info = infos
+            .iter()
+            .map(|f| (f.insn_off as usize, f.type_id))
+            .collect();
+        input.btf = Some(&btf);
+        input.func_info = &func_info;
+    }
+    input.functions = &functions;
+    verify(&input, opts)
+}
+
+/// The verdict in the comparison's terms.
+pub fn judgement(verdict: &Verdict) -> Judgement {
+    Judgement {
+        accepted: verdict.is_accepted(),
+        message: verdict.rejection().map(|r| r.message.clone()),
+        processed: Some(verdict.stats.processed_insns),
+    }
+}

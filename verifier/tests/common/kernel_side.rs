@@ -1,0 +1,162 @@
+//! The running kernel's verdict on a probe: its maps created, their fds swapped into the
+//! program, loaded as XDP with a level-1 log and statistics.
+
+use super::probe::{Probe, ProbeMap, subprog_starts};
+use bpfemu_conformance::kernel::{self, FuncInfo, LoadOptions, MapSpec};
+use bpfemu_conformance::kernel_isa::verifier_error_line;
+use bpfemu_isa::RawInsn;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+/// What a verifier said about one program, in the terms both sides share.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Judgement {
+    pub accepted: bool,
+    /// The final error line of the log, for a rejection.
+    pub message: Option<String>,
+    /// `processed N insns`, when the verifier got to say it.
+    pub processed: Option<u64>,
+}
+
+impl Judgement {
+    /// A one-line summary for reports.
+    pub fn summary(&self) -> String {
+        match (&self.accepted, &self.message) {
+            (true, _) => "accepted".to_owned(),
+            (false, Some(m)) => format!("rejected: {m}"),
+            (false, None) => "rejected".to_owned(),
+        }
+    }
+}
+
+/// Creates the probe's maps in the kernel; an error names the map.
+pub fn create_maps(maps: &[ProbeMap]) -> Result<Vec<OwnedFd>, String> {
+    maps.iter()
+        .map(|m| {
+            kernel::map_create(&MapSpec {
+                map_type: m.map_type,
+                key_size: m.key_size,
+                value_size: m.value_size,
+                max_entries: m.max_entries,
+                map_flags: m.map_flags,
+                map_extra: 0,
+            })
+            .map_err(|errno| format!("map {}: BPF_MAP_CREATE fails with errno {errno}", m.name))
+        })
+        .collect()
+}
+
+/// The program as the kernel takes it: map indices replaced by fds.
+pub fn with_fds(insns: &[RawInsn], fds: &[OwnedFd]) -> Vec<RawInsn> {
+    let mut out = insns.to_vec();
+    let mut pc = 0;
+    while pc < out.len() {
+        let i = out[pc];
+        if i.code == 0x18
+            && (i.src == 1 || i.src == 2)
+            && let Some(fd) = fds.get(i.imm as usize)
+        {
+            out[pc].imm = fd.as_raw_fd();
+        }
+        pc += if i.code == 0x18 { 2 } else { 1 };
+    }
+    out
+}
+
+/// Loads the probe in the kernel; an `Err` is a broken probe (a map the kernel refuses).
+pub fn judge(probe: &Probe) -> Result<Judgement, String> {
+    let fds = create_maps(&probe.maps)?;
+    let insns = with_fds(&probe.insns, &fds);
+    Ok(judge_insns(&insns, probe.btf))
+}
+
+/// Loads a program whose map references already hold fds.
+pub fn judge_insns(insns: &[RawInsn], btf: bool) -> Judgement {
+    let mut opts = LoadOptions::new(kernel::BPF_PROG_TYPE_XDP, insns);
+    // BPF_LOG_STATS alone: every message and the statistics, without the per-instruction trace
+    // that makes a 1M-instruction log slow to write (the final error line is the same).
+    opts.log_level = kernel::BPF_LOG_STATS;
+    opts.log_size = 1 << 20;
+    let btf_fd;
+    let func_info;
+    if btf {
+        let (blob, infos) = subprog_btf(&subprog_starts(insns));
+        btf_fd = kernel::btf_load(&blob)
+            .unwrap_or_else(|(errno, log)| panic!("probe BTF rejected (errno {errno}): {log}"));
+        func_info = infos;
+        opts.prog_btf_fd = Some(btf_fd.as_raw_fd());
+        opts.func_info = &func_info;
+    }
+    loop {
+        let result = kernel::prog_load(&opts);
+        // The log rolls over when it does not fit and the load then fails with ENOSPC, whatever
+        // the verdict: grow it and ask again.
+        if result.fd.as_ref().err() == Some(&libc::ENOSPC) && opts.log_size < 1 << 30 {
+            opts.log_size *= 8;
+            continue;
+        }
+        return judgement_from_log(&result.log, result.fd.is_ok());
+    }
+}
+
+/// Reads the verdict, final error line and processed count out of a level-1 log.
+pub fn judgement_from_log(log: &str, accepted: bool) -> Judgement {
+    let processed = log
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("processed "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok());
+    Judgement {
+        accepted,
+        message: (!accepted).then(|| final_error_line(log)),
+        processed,
+    }
+}
+
+/// The log's final error line. A few kernel messages lack their newline (`expected prog array
+/// map for tail call`), so the statistics that follow are glued to them: cut those off.
+fn final_error_line(log: &str) -> String {
+    let line = verifier_error_line(log);
+    match line.find("verification time ") {
+        Some(at) if at > 0 => line[..at].to_owned(),
+        _ => line,
+    }
+}
+
+/// A BTF blob with `int` and one static `int fN(void)` per subprogram, and the func_info that
+/// ties them to `starts`: what the kernel needs before it takes a function's address.
+pub fn subprog_btf(starts: &[u32]) -> (Vec<u8>, Vec<FuncInfo>) {
+    const INT: u32 = 1;
+    const FUNC: u32 = 12;
+    const FUNC_PROTO: u32 = 13;
+    let mut strings = b"\0int\0".to_vec();
+    // [1] int (signed, 32 bits), [2] int (void)
+    let mut types: Vec<u32> = vec![1, INT << 24, 4, 0x0100_0020, 0, FUNC_PROTO << 24, 1];
+    let mut infos = Vec::new();
+    for (i, &start) in starts.iter().enumerate() {
+        let name_off = strings.len() as u32;
+        strings.extend_from_slice(format!("f{i}\0").as_bytes());
+        types.extend([name_off, FUNC << 24, 2]);
+        infos.push(FuncInfo {
+            insn_off: start,
+            type_id: 3 + i as u32,
+        });
+    }
+    let type_bytes: Vec<u8> = types.iter().flat_map(|w| w.to_le_bytes()).collect();
+    let mut blob = Vec::new();
+    blob.extend_from_slice(&0xeb9fu16.to_le_bytes());
+    blob.extend_from_slice(&[1, 0]);
+    let header = [
+        24,
+        0,
+        type_bytes.len() as u32,
+        type_bytes.len() as u32,
+        strings.len() as u32,
+    ];
+    for word in header {
+        blob.extend_from_slice(&word.to_le_bytes());
+    }
+    blob.extend(type_bytes);
+    blob.extend(strings);
+    (blob, infos)
+}

@@ -1,0 +1,74 @@
+//! The probe corpus (`verifier/probes/*.probes`) against the running kernel: each probe is
+//! loaded into the kernel (raw bpf(), as root) and verified by bpfemu; the verdict and the final
+//! error line must be equal, except for the probes listed in `verifier/probes/KNOWN_DIFFERENCES`,
+//! which must still differ. Prints both processed-instruction counts per probe and the shares.
+//!
+//! `BPFEMU_PROBE=SUBSTRING` runs only the probes whose name contains it (the list is then
+//! checked only for those). Skipped with a message when bpf() is out of reach, unless
+//! `BPFEMU_REQUIRE_KERNEL=1`.
+
+mod common;
+
+use bpfemu_verifier::Options;
+use common::report::Tally;
+use common::{bpfemu_side, kernel_side, known, probe};
+
+#[test]
+fn probes_match_the_kernel() {
+    if !bpfemu_conformance::libbpf::kernel_or_skip("probes_match_the_kernel") {
+        return;
+    }
+    let probes = probe::load_all(&probe::probe_dir()).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        probes.len() >= 300,
+        "the corpus has {} probes",
+        probes.len()
+    );
+    let filter = std::env::var("BPFEMU_PROBE").unwrap_or_default();
+    let mut tally = Tally::default();
+    let mut names = Vec::new();
+    for p in probes.iter().filter(|p| p.name.contains(&filter)) {
+        let kernel = kernel_side::judge(p).unwrap_or_else(|e| panic!("{}: {e}", p.place));
+        let ours = bpfemu_side::judgement(&bpfemu_side::verify_probe(p, &Options::default()));
+        tally.record(&p.name, &kernel, &ours);
+        names.push(p.name.clone());
+    }
+    println!("{:<64} {:>7} {:>7}", "probe", "kernel", "bpfemu");
+    for row in &tally.rows {
+        println!("{row}");
+    }
+    println!("{}", tally.summary("probes"));
+    let mut listed = known::load("", Some("corpus/"));
+    if !filter.is_empty() {
+        listed.retain(|name, _| name.contains(&filter));
+    }
+    if known::update_requested() {
+        known::rewrite("", Some("corpus/"), &tally.differing, &names);
+        return;
+    }
+    let complaints = known::check(&listed, &tally.differing, &names);
+    assert!(
+        complaints.is_empty(),
+        "{} problems with {}:\n{}\n{}",
+        complaints.len(),
+        known::known_differences_path().display(),
+        complaints.join("\n"),
+        known::UPDATE_HINT
+    );
+}
+
+/// Every probe parses and assembles, and the names say the rule: a check that needs no kernel.
+#[test]
+fn probe_files_parse() {
+    let probes = probe::load_all(&probe::probe_dir()).unwrap_or_else(|e| panic!("{e}"));
+    for p in &probes {
+        assert!(!p.insns.is_empty(), "{}: empty probe", p.place);
+        let variant = p.name.rsplit('_').next().unwrap_or("");
+        assert!(
+            variant == "ok" || variant == "bad",
+            "{}: {} should end in _ok or _bad (what the kernel says, as a reader's guide)",
+            p.place,
+            p.name
+        );
+    }
+}
