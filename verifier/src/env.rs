@@ -26,6 +26,9 @@ pub struct InsnAux {
     pub calls_callback: bool,
     /// The instruction's ctx access, for the ctx conversion in the fixups.
     pub ctx_access: Option<crate::prog_type::CtxAccess>,
+    /// A slot the strict decoder refused, replaced by a placeholder: refused with the
+    /// kernel's message when the walk reaches it ([`crate::check::check_reached`]).
+    pub bad_insn: bool,
     /// A load/store through a pointer of this type (`ptr_type`); ctx loads are converted.
     pub ptr_type: Option<crate::state::RegType>,
     /// For helper calls with a map argument: the map of every path, `None` once two paths

@@ -15,7 +15,13 @@ pub fn run(input: &ProgramInput<'_>, opts: &Options) -> Verdict {
         let msg = format!("not yet supported: program type {}", input.prog_type);
         return rejected(log, msg, None, Errno::Einval, started);
     };
-    let prog = match Program::decode(input.insns.to_vec()) {
+    // The kernel checks raw slots before it explores (check.rs); slots only the walk may
+    // refuse are decoded as placeholders that carry the kernel's message.
+    let pre = match check::precheck(input, &mut log) {
+        Ok(pre) => pre,
+        Err(r) => return rejected(log, r.msg, None, r.errno, started),
+    };
+    let prog = match Program::decode(pre.sanitized.clone()) {
         Ok(p) => p,
         Err(e) => {
             log.verbose(&format!("{e}\n"));
@@ -23,7 +29,7 @@ pub fn run(input: &ProgramInput<'_>, opts: &Options) -> Verdict {
         }
     };
     let mut env = Env::new(input, prog, ops, log);
-    if let Err(r) = check::check_program(&mut env) {
+    if let Err(r) = check::check_program(&mut env, &pre) {
         return rejected(env.log, r.msg, None, r.errno, started);
     }
     let msg = "not yet supported: exploration".to_string();

@@ -4,4 +4,5 @@
 pub mod callback;
 pub mod helper;
 pub mod kfunc;
+pub mod proto;
 pub mod subprog;
