@@ -62,14 +62,19 @@ fn with_kernel(opts: &BenchOptions, packets: &[Vec<u8>]) -> Result<BenchReport> 
         fib: opts.fib.clone(),
         ..DiffOptions::new(&opts.object)
     };
-    let mut session = Session::open(&diff_opts)?;
-    if let Some(file) = &opts.maps {
-        let text = std::fs::read_to_string(file)
-            .with_context(|| format!("cannot read {}", file.display()))?;
-        let doc =
-            serde_json::from_str(&text).with_context(|| format!("{}: not JSON", file.display()))?;
-        session.set_maps_json(&doc)?;
-    }
+    let doc: Option<serde_json::Value> = match &opts.maps {
+        Some(file) => {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("cannot read {}", file.display()))?;
+            Some(
+                serde_json::from_str(&text)
+                    .with_context(|| format!("{}: not JSON", file.display()))?,
+            )
+        }
+        None => None,
+    };
+    // Global data goes in before the kernel's load (read-only data is frozen then).
+    let mut session = Session::open_with_maps(&diff_opts, doc.as_ref())?;
     let throughput = session.throughput(packets);
     Ok(BenchReport {
         program: session.program_name().to_owned(),

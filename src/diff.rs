@@ -1,5 +1,8 @@
 //! `bpfemu diff`: the running kernel as the judge. One object is loaded twice, into the kernel
-//! through libbpf and into bpfemu; both get the same initial map contents; every packet runs
+//! through the raw bpf() syscall ([`bpfemu_conformance::kernel_object`]: the selected program
+//! and the maps and programs it needs, as bpfemu's loader resolved them) and into bpfemu; both
+//! get the same initial map contents (global data before the kernel's load, read-only data
+//! frozen as libbpf freezes it); every packet runs
 //! through both (the kernel through `BPF_PROG_TEST_RUN`); per packet the return value and the
 //! `data_out` bytes (or the errno of a refused packet) are compared, and at the end every map's
 //! contents.
@@ -76,9 +79,10 @@
 
 use crate::replay::hex;
 use bpfemu_conformance::kernel::{self, BPF_PROG_TYPE_XDP};
+use bpfemu_conformance::kernel::{self as kbpf, CpuPin, TestRunOutput, XdpMd};
 use bpfemu_conformance::kernel_isa::verifier_error_line;
-use bpfemu_conformance::libbpf::{
-    self, CpuPin, LibbpfError, LibbpfObject, LogOptions, TestRunOutput, XdpMd,
+use bpfemu_conformance::kernel_object::{
+    InitialEntries, KernelLoadOptions, KernelObject, KernelObjectError,
 };
 use bpfemu_conformance::netns::{Entered, Netns};
 use bpfemu_isa::RawInsn;
@@ -102,13 +106,10 @@ pub enum DiffError {
     KernelUnavailable(String),
     #[error("{path}: bpfemu cannot load the object: {message}")]
     Load { path: String, message: String },
-    #[error(transparent)]
-    Libbpf(#[from] LibbpfError),
-    #[error("{path}: the kernel refused the object (errno {errno}):\n{tail}")]
-    KernelLoad {
+    #[error("{path}: {error}")]
+    Kernel {
         path: String,
-        errno: i32,
-        tail: String,
+        error: KernelObjectError,
     },
     #[error("{path}: {message}")]
     Program { path: String, message: String },
@@ -157,7 +158,7 @@ pub fn kernel_ready() -> Result<(), String> {
             errno_name(errno)
         )
     })?;
-    libbpf::test_run(fd.as_fd(), &[0u8; 14], None, 1)
+    kbpf::test_run(fd.as_fd(), &[0u8; 14], None, 1)
         .map(|_| ())
         .map_err(|errno| {
             format!(
@@ -308,7 +309,7 @@ impl DiffOptions {
 
 /// One object loaded in the kernel and in bpfemu, ready to compare packets and maps.
 pub struct Session {
-    kernel: LibbpfObject,
+    kernel: KernelObject,
     object: Object,
     ours: XdpRuntime,
     /// The perturbed-clock, other-seed runtimes (only for objects that read either).
@@ -333,6 +334,16 @@ struct FibNamespace {
 impl Session {
     /// Loads the object into the kernel and into bpfemu and pins this thread to CPU 0.
     pub fn open(opts: &DiffOptions) -> Result<Session, DiffError> {
+        Self::open_with_maps(opts, None)
+    }
+
+    /// [`Self::open`], then the entries of a `--maps` document on both sides: global data
+    /// (`.rodata` above all) goes into the kernel's maps before its programs load, as libbpf's
+    /// `bpf_map__set_initial_value` does, the rest after.
+    pub fn open_with_maps(
+        opts: &DiffOptions,
+        maps: Option<&serde_json::Value>,
+    ) -> Result<Session, DiffError> {
         let path_str = opts.object.display().to_string();
         let object =
             bpfemu_loader::load_file(&opts.object, &opts.load).map_err(|e| DiffError::Load {
@@ -371,24 +382,32 @@ impl Session {
             }
             _ => None,
         };
-        let cpus = libbpf::possible_cpus().map_err(|e| {
+        let cpus = kbpf::possible_cpus().map_err(|e| {
             DiffError::KernelUnavailable(format!("cannot count the possible CPUs (errno {e})"))
         })?;
-        let mut kernel = LibbpfObject::open_file(&opts.object)?;
-        for (map, n) in &opts.load.map_sizes {
-            kernel.set_max_entries(map, *n)?;
-        }
-        let outcome = kernel.load(&LogOptions {
-            level: 0,
-            size: 1 << 20,
-        });
-        if let Err(errno) = outcome.result {
-            return Err(DiffError::KernelLoad {
-                path: path_str,
-                errno,
-                tail: outcome.failure_tail(20),
-            });
-        }
+        let contents = maps
+            .map(|doc| {
+                mapjson::parse_map_contents(doc, &object.maps, object.btf.as_ref())
+                    .map_err(|e| DiffError::Maps(e.to_string()))
+            })
+            .transpose()?
+            .unwrap_or_default();
+        let (before_load, after_load): (Vec<MapContents>, Vec<MapContents>) = contents
+            .into_iter()
+            .partition(|c| is_global_data(&object, &c.name));
+        let kernel = KernelObject::load(
+            &object,
+            &program_name,
+            &KernelLoadOptions {
+                log_level: 0,
+                log_size: 1 << 20,
+                initial: initial_entries(&object, &before_load, cpus)?,
+            },
+        )
+        .map_err(|error| DiffError::Kernel {
+            path: path_str.clone(),
+            error,
+        })?;
         let nondeterminism = scan_nondeterminism(&object);
         let build = |seed: u64| {
             let cfg = XdpConfig {
@@ -411,14 +430,8 @@ impl Session {
         let program = ours
             .program_index(&program_name)
             .expect("the program comes from the object");
-        if kernel.program_fd(&program_name).is_none() {
-            return Err(DiffError::Program {
-                path: path_str,
-                message: format!("the kernel has no fd for program `{program_name}`"),
-            });
-        }
         let pin = CpuPin::new(0).map_err(DiffError::Pin)?;
-        Ok(Session {
+        let mut session = Session {
             kernel,
             object,
             ours,
@@ -431,7 +444,15 @@ impl Session {
             packets: 0,
             _pin: pin,
             _namespace: namespace,
-        })
+        };
+        session.write_maps(&before_load, false)?;
+        session.write_maps(&after_load, true)?;
+        Ok(session)
+    }
+
+    /// What the kernel side said while loading that did not stop it.
+    pub fn kernel_warnings(&self) -> &[String] {
+        self.kernel.warnings()
     }
 
     pub fn program_name(&self) -> &str {
@@ -464,8 +485,15 @@ impl Session {
     }
 
     /// Writes entries to both sides: the kernel's maps by fd, bpfemu's (and its shadow's) by
-    /// `sys_update`. A per-CPU entry given once goes to every CPU.
+    /// `sys_update`. A per-CPU entry given once goes to every CPU. The kernel's read-only
+    /// global data is frozen once loaded: give it to [`Self::open_with_maps`] instead.
     pub fn set_maps(&mut self, contents: &[MapContents]) -> Result<(), DiffError> {
+        self.write_maps(contents, true)
+    }
+
+    /// [`Self::set_maps`]; the kernel's maps only with `kernel_too` (global data was written
+    /// before its load), and only the maps the kernel side has (those its program uses).
+    fn write_maps(&mut self, contents: &[MapContents], kernel_too: bool) -> Result<(), DiffError> {
         for map in contents {
             let spec = self
                 .object
@@ -474,19 +502,24 @@ impl Session {
                 .find(|m| m.name == map.name)
                 .ok_or_else(|| DiffError::Maps(format!("no map named {}", map.name)))?;
             let index = self.ours.maps().index_of(&map.name).expect("same object");
-            let fd = self.kernel.map_fd(&map.name).ok_or_else(|| {
-                DiffError::Maps(format!("the kernel has no fd for map {}", map.name))
-            })?;
+            let fd = self.kernel.map_fd(&map.name).filter(|_| kernel_too);
             for (i, entry) in map.entries.iter().enumerate() {
                 let value = sys_value(spec, &entry.value, self.cpus)
                     .map_err(|e| DiffError::Maps(format!("map {}: entry {i}: {e}", map.name)))?;
-                libbpf::map_update_fd(fd, &entry.key, &value, 0).map_err(|errno| {
-                    DiffError::Maps(format!(
-                        "map {}: entry {i}: the kernel refuses the update with {}",
-                        map.name,
-                        errno_name(errno)
-                    ))
-                })?;
+                if let Some(fd) = fd {
+                    kbpf::map_update_fd(fd, &entry.key, &value, 0).map_err(|errno| {
+                        let frozen = if errno == EPERM && is_global_data(&self.object, &map.name) {
+                            " (read-only data is frozen once the program is loaded: give it with --maps)"
+                        } else {
+                            ""
+                        };
+                        DiffError::Maps(format!(
+                            "map {}: entry {i}: the kernel refuses the update with {}{frozen}",
+                            map.name,
+                            errno_name(errno)
+                        ))
+                    })?;
+                }
                 for rt in
                     std::iter::once(&mut self.ours).chain(self.shadows.iter_mut().map(|(_, rt)| rt))
                 {
@@ -513,20 +546,18 @@ impl Session {
             .find(|m| m.name == name)
             .ok_or_else(|| DiffError::Maps(format!("no map named {name}")))?;
         let is_array = matches!(spec.map_type, 2 | 6);
-        let zero = vec![0u8; libbpf::sys_value_size(spec.map_type, spec.value_size, self.cpus)];
-        let fd = self
-            .kernel
-            .map_fd(name)
-            .ok_or_else(|| DiffError::Maps(format!("the kernel has no fd for map {name}")))?;
-        let keys = kernel_keys(fd, spec.key_size as usize, spec.max_entries as usize + 1)
-            .map_err(|e| DiffError::Maps(format!("map {name}: listing keys: errno {e}")))?;
-        for key in &keys {
-            let r = if is_array {
-                libbpf::map_update_fd(fd, key, &zero, 0)
-            } else {
-                libbpf::map_delete_fd(fd, key)
-            };
-            r.map_err(|e| DiffError::Maps(format!("map {name}: clearing: errno {e}")))?;
+        let zero = vec![0u8; kbpf::sys_value_size(spec.map_type, spec.value_size, self.cpus)];
+        if let Some(fd) = self.kernel.map_fd(name) {
+            let keys = kernel_keys(fd, spec.key_size as usize, spec.max_entries as usize + 1)
+                .map_err(|e| DiffError::Maps(format!("map {name}: listing keys: errno {e}")))?;
+            for key in &keys {
+                let r = if is_array {
+                    kbpf::map_update_fd(fd, key, &zero, 0)
+                } else {
+                    kbpf::map_delete_fd(fd, key)
+                };
+                r.map_err(|e| DiffError::Maps(format!("map {name}: clearing: errno {e}")))?;
+            }
         }
         let index = self.ours.maps().index_of(name).expect("same object");
         for rt in std::iter::once(&mut self.ours).chain(self.shadows.iter_mut().map(|(_, rt)| rt)) {
@@ -567,11 +598,11 @@ impl Session {
         md: Option<&XdpMd>,
     ) -> PacketComparison {
         let fd = self.kernel.program_fd(&self.program_name).expect("loaded");
-        let t0 = libbpf::monotonic_ns();
-        let b0 = libbpf::boottime_ns();
-        let kernel = libbpf::test_run_xdp(fd, data, md, 1);
-        let t1 = libbpf::monotonic_ns();
-        let b1 = libbpf::boottime_ns();
+        let t0 = kbpf::monotonic_ns();
+        let b0 = kbpf::boottime_ns();
+        let kernel = kbpf::test_run_xdp(fd, data, md, 1);
+        let t1 = kbpf::monotonic_ns();
+        let b1 = kbpf::boottime_ns();
         if self.window.monotonic_start_ns == 0 {
             self.window.monotonic_start_ns = t0;
             self.window.boottime_start_ns = b0;
@@ -624,7 +655,7 @@ impl Session {
         let start = std::time::Instant::now();
         let mut program_ns = 0u64;
         for data in packets {
-            if let Ok(run) = libbpf::test_run(fd, data, None, 1) {
+            if let Ok(run) = kbpf::test_run(fd, data, None, 1) {
                 program_ns += u64::from(run.duration_ns);
             }
         }
@@ -648,13 +679,18 @@ impl Session {
                 reports.push(MapReport::skipped(&spec.name, type_name, reason));
                 continue;
             }
-            let fd = self.kernel.map_fd(&spec.name).ok_or_else(|| {
-                DiffError::Maps(format!("the kernel has no fd for map {}", spec.name))
-            })?;
-            let vlen = libbpf::sys_value_size(spec.map_type, spec.value_size, self.cpus);
+            let Some(fd) = self.kernel.map_fd(&spec.name) else {
+                reports.push(MapReport::skipped(
+                    &spec.name,
+                    type_name,
+                    "the program does not use it (the kernel side has only what it needs)",
+                ));
+                continue;
+            };
+            let vlen = kbpf::sys_value_size(spec.map_type, spec.value_size, self.cpus);
             let limit = spec.max_entries as usize + 1;
             let kernel: BTreeMap<Vec<u8>, Vec<u8>> =
-                libbpf::map_entries_fd(fd, spec.key_size as usize, vlen, limit)
+                kbpf::map_entries_fd(fd, spec.key_size as usize, vlen, limit)
                     .map_err(|e| {
                         DiffError::Maps(format!(
                             "map {}: reading the kernel's entries: {}",
@@ -687,6 +723,43 @@ impl Session {
         }
         Ok(reports)
     }
+}
+
+/// The errno of a write to a frozen map.
+const EPERM: i32 = 1;
+
+/// Whether the object's map `name` holds global data (`.rodata`, `.data`, `.bss`, `.kconfig`).
+fn is_global_data(object: &Object, name: &str) -> bool {
+    object.maps.iter().any(|m| {
+        m.name == name
+            && matches!(
+                m.origin,
+                bpfemu_loader::MapOrigin::GlobalData { .. } | bpfemu_loader::MapOrigin::Kconfig
+            )
+    })
+}
+
+/// Entries to write into the kernel's maps before its load, in the syscall layout.
+fn initial_entries(
+    object: &Object,
+    contents: &[MapContents],
+    cpus: u32,
+) -> Result<InitialEntries, DiffError> {
+    let mut out = InitialEntries::new();
+    for map in contents {
+        let spec = object
+            .maps
+            .iter()
+            .find(|m| m.name == map.name)
+            .ok_or_else(|| DiffError::Maps(format!("no map named {}", map.name)))?;
+        let entries = out.entry(map.name.clone()).or_default();
+        for (i, entry) in map.entries.iter().enumerate() {
+            let value = sys_value(spec, &entry.value, cpus)
+                .map_err(|e| DiffError::Maps(format!("map {}: entry {i}: {e}", map.name)))?;
+            entries.push((entry.key.clone(), value));
+        }
+    }
+    Ok(out)
 }
 
 /// The program to compare: the one named, or the object's only XDP program.
@@ -724,7 +797,7 @@ fn sys_value(
     value: &MapValue,
     cpus: u32,
 ) -> Result<Vec<u8>, String> {
-    if !libbpf::is_per_cpu_map(spec.map_type) {
+    if !kbpf::is_per_cpu_map(spec.map_type) {
         return match value {
             MapValue::Single(v) => Ok(v.clone()),
             MapValue::PerCpu(_) => Err("per-CPU values for a map that is not per-CPU".into()),
@@ -757,7 +830,7 @@ fn kernel_keys(
     let mut keys = Vec::new();
     let mut key: Option<Vec<u8>> = None;
     loop {
-        match libbpf::map_next_key_fd(fd, key.as_deref(), key_len) {
+        match kbpf::map_next_key_fd(fd, key.as_deref(), key_len) {
             Ok(next) => {
                 keys.push(next.clone());
                 key = Some(next);
@@ -1094,7 +1167,7 @@ impl MapLayout {
         MapLayout {
             leaves,
             value_size,
-            per_cpu_slot: libbpf::is_per_cpu_map(spec.map_type).then(|| value_size.div_ceil(8) * 8),
+            per_cpu_slot: kbpf::is_per_cpu_map(spec.map_type).then(|| value_size.div_ceil(8) * 8),
         }
     }
 
@@ -1664,12 +1737,15 @@ pub fn diff_capture(
         })
         .transpose()?;
     let reader = crate::pcap::PcapReader::open(capture)?;
-    let mut session = Session::open(opts)?;
-    if let (Some(doc), Some(file)) = (&doc, maps) {
-        session
-            .set_maps_json(doc)
-            .with_context(|| format!("{}", file.display()))?;
-    }
+    let mut session = match (&doc, maps) {
+        (Some(doc), Some(file)) => {
+            Session::open_with_maps(opts, Some(doc)).map_err(|e| match e {
+                DiffError::Maps(m) => anyhow::anyhow!("{}: {m}", file.display()),
+                other => other.into(),
+            })?
+        }
+        _ => Session::open(opts)?,
+    };
     let mut notable = Vec::new();
     let mut count = 0;
     for packet in reader {
@@ -1753,7 +1829,7 @@ pub fn format_maps_and_summary(report: &DiffReport) -> String {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct KernelVerdict {
     pub accepted: bool,
-    /// The last meaningful line of the log, for a rejection (or libbpf's message).
+    /// The kernel's error line for a rejection (or why the load could not happen).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// `processed N insns` from the statistics line.
@@ -1806,55 +1882,34 @@ pub fn parse_verifier_log(log: &str, loaded: bool) -> KernelVerdict {
     }
 }
 
-/// Loads every program of the object in the kernel (libbpf, log level 1 with statistics) and
-/// reports each verdict. When the object as a whole fails, each program is loaded on its own
-/// (the others' autoload off), so one rejection does not hide the others' verdicts.
+/// Loads every program of the object in the kernel, each on its own with the maps and programs
+/// it needs (raw bpf(), log level 1 with statistics; the log grows until it fits), and reports
+/// each verdict: one rejection does not hide the others'.
 pub fn verify_in_kernel(path: &Path, load: &LoadOptions) -> Result<Vec<ProgramVerdict>, DiffError> {
     kernel_ready().map_err(DiffError::KernelUnavailable)?;
-    let open = || -> Result<LibbpfObject, DiffError> {
-        let mut obj = LibbpfObject::open_file(path)?;
-        for (map, n) in &load.map_sizes {
-            obj.set_max_entries(map, *n)?;
-        }
-        Ok(obj)
+    let object = bpfemu_loader::load_file(path, load).map_err(|e| DiffError::Load {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })?;
+    let opts = KernelLoadOptions {
+        log_level: kbpf::BPF_LOG_LEVEL1 | kbpf::BPF_LOG_STATS,
+        log_size: 16 << 20,
+        initial: InitialEntries::new(),
     };
-    let mut obj = open()?;
-    let programs = obj.programs();
-    let outcome = obj.load(&LogOptions::default());
     let mut out = Vec::new();
-    if outcome.result.is_ok() {
-        for (p, log) in programs
-            .iter()
-            .filter(|p| p.autoload)
-            .zip(&outcome.programs)
-        {
-            out.push(ProgramVerdict {
-                program: p.name.clone(),
-                section: p.section.clone(),
-                kernel: parse_verifier_log(&log.log, log.loaded),
-                bpfemu: NO_VERIFIER.to_owned(),
-            });
-        }
-        return Ok(out);
-    }
-    drop(obj);
-    for p in programs.iter().filter(|p| p.autoload) {
-        let mut one = open()?;
-        for other in programs.iter().filter(|o| o.name != p.name) {
-            one.set_autoload(&other.name, false)?;
-        }
-        let outcome = one.load(&LogOptions::default());
-        let kernel = match outcome.programs.iter().find(|l| l.name == p.name) {
-            Some(log) => {
-                let mut v = parse_verifier_log(&log.log, log.loaded);
-                if !log.loaded && log.log.trim().is_empty() {
-                    v.error = Some(libbpf_failure(&outcome));
+    for p in &object.programs {
+        let kernel = match KernelObject::load(&object, &p.name, &opts) {
+            Ok(k) => parse_verifier_log(k.log(), true),
+            Err(KernelObjectError::ProgLoad { log, errno, .. }) => {
+                let mut v = parse_verifier_log(&log, false);
+                if log.trim().is_empty() {
+                    v.error = Some(format!("the kernel refuses it ({})", errno_name(errno)));
                 }
                 v
             }
-            None => KernelVerdict {
+            Err(e) => KernelVerdict {
                 accepted: false,
-                error: Some(libbpf_failure(&outcome)),
+                error: Some(e.to_string()),
                 processed_insns: None,
                 verification_time_usec: None,
                 stats: None,
@@ -1868,20 +1923,6 @@ pub fn verify_in_kernel(path: &Path, load: &LoadOptions) -> Result<Vec<ProgramVe
         });
     }
     Ok(out)
-}
-
-fn libbpf_failure(outcome: &libbpf::LoadOutcome) -> String {
-    let warn = outcome
-        .messages
-        .iter()
-        .rev()
-        .find(|m| m.level == libbpf::Level::Warn)
-        .map(|m| m.text.trim().to_owned());
-    let errno = outcome.result.err().map(errno_name).unwrap_or_default();
-    match warn {
-        Some(w) => format!("libbpf: {w} ({errno})"),
-        None => format!("the load failed ({errno})"),
-    }
 }
 
 /// The `--verifier` table.

@@ -347,7 +347,9 @@ fn diff(args: &DiffArgs) -> anyhow::Result<ExitCode> {
                 diff::format_verdicts(&args.obj.display().to_string(), &verdicts)
             );
         }
-        return Ok(ExitCode::SUCCESS);
+        // A program the kernel rejects fails the run, as it would fail the deploy.
+        let rejected = verdicts.iter().any(|v| !v.kernel.accepted);
+        return Ok(ExitCode::from(u8::from(rejected)));
     }
     let pcap = args.pcap.as_deref().context("a capture is needed")?;
     let opts = diff::DiffOptions {

@@ -1,23 +1,29 @@
 //! The running kernel, reached through the raw `bpf()` syscall.
 //!
-//! This is the smallest oracle that can ask the kernel's verifier about a program: load a
-//! program (with a verifier log at any level) and create the maps its `ld_imm64` instructions
-//! refer to. Later work grows it into the full oracle over libbpf-sys (ELF objects,
-//! BPF_PROG_TEST_RUN, map read-back); until then it stays small on purpose.
+//! Everything bpfemu's own commands ask the kernel goes through here, with Rust alone (no C
+//! library): load a program (with a verifier log at any level, grown when the kernel says it
+//! did not fit), load BTF, create maps (with BTF, inner maps, names), read and write them by fd
+//! (one element or in batches), freeze them, and run a program with `BPF_PROG_TEST_RUN`.
+//! [`crate::kernel_object`] builds a whole loaded object on top of it.
 //!
 //! The `bpf_attr` union is modelled by one `#[repr(C)]` struct per command, laid out exactly as
 //! `include/uapi/linux/bpf.h` lays out the fields we use; the kernel zero-checks everything past
 //! the size we pass, so shorter structs stay valid on newer kernels.
 
 use bpfemu_isa::RawInsn;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 const BPF_MAP_CREATE: libc::c_long = 0;
 const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
 const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
+const BPF_MAP_DELETE_ELEM: libc::c_long = 3;
+const BPF_MAP_GET_NEXT_KEY: libc::c_long = 4;
 const BPF_PROG_LOAD: libc::c_long = 5;
+const BPF_PROG_TEST_RUN: libc::c_long = 10;
 const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
 const BPF_BTF_LOAD: libc::c_long = 18;
+const BPF_MAP_FREEZE: libc::c_long = 22;
+const BPF_MAP_LOOKUP_BATCH: libc::c_long = 24;
 
 /// Program types (`enum bpf_prog_type`) that the tests use.
 pub const BPF_PROG_TYPE_SOCKET_FILTER: u32 = 1;
@@ -204,6 +210,12 @@ pub struct LoadOptions<'a> {
     /// BTF describing the subprograms (needed, for example, by callbacks).
     pub prog_btf_fd: Option<RawFd>,
     pub func_info: &'a [FuncInfo],
+    /// The program's name as the kernel keeps it (see [`object_name`]).
+    pub prog_name: [u8; 16],
+    /// The license string; GPL-only helpers need a GPL-compatible one.
+    pub license: &'a std::ffi::CStr,
+    /// `kern_version` (only kprobes of old kernels read it).
+    pub kern_version: u32,
 }
 
 impl<'a> LoadOptions<'a> {
@@ -219,6 +231,9 @@ impl<'a> LoadOptions<'a> {
             fd_array: &[],
             prog_btf_fd: None,
             func_info: &[],
+            prog_name: [0; 16],
+            license: c"GPL",
+            kern_version: 0,
         }
     }
 }
@@ -232,20 +247,36 @@ pub struct LoadResult {
     pub log: String,
 }
 
-/// Loads a program under the "GPL" license.
+/// The largest log the kernel takes (`log_size` must stay below `UINT_MAX >> 2`).
+const LOG_SIZE_MAX: usize = (u32::MAX >> 2) as usize - 1;
+
+/// Loads a program. When the verifier log does not fit the buffer (ENOSPC: the kernel then
+/// refuses even a program it accepted), the load is repeated once with a buffer of the size
+/// the kernel reported (`log_true_size`), so the verdict never depends on the buffer.
 pub fn prog_load(opts: &LoadOptions<'_>) -> LoadResult {
-    let license = c"GPL";
+    let first = prog_load_once(opts, opts.log_size);
+    match first {
+        (
+            LoadResult {
+                fd: Err(libc::ENOSPC),
+                ..
+            },
+            true_size,
+        ) if opts.log_level != 0 && true_size > opts.log_size => {
+            prog_load_once(opts, true_size.min(LOG_SIZE_MAX)).0
+        }
+        (result, _) => result,
+    }
+}
+
+/// One BPF_PROG_LOAD with a log of `log_size` bytes; the result and the kernel's
+/// `log_true_size` (the bytes the whole log needs, its NUL included).
+fn prog_load_once(opts: &LoadOptions<'_>, log_size: usize) -> (LoadResult, usize) {
+    let license = opts.license;
     // `RawInsn` is not the uapi struct (it splits the register byte), so lay the slots out in
     // the kernel's 8-byte format first.
     let slots: Vec<u64> = opts.insns.iter().map(|i| i.to_u64()).collect();
-    let mut log = vec![
-        0u8;
-        if opts.log_level == 0 {
-            0
-        } else {
-            opts.log_size
-        }
-    ];
+    let mut log = vec![0u8; if opts.log_level == 0 { 0 } else { log_size }];
     let mut attr = ProgLoadAttr {
         prog_type: opts.prog_type,
         insn_cnt: opts.insns.len() as u32,
@@ -259,6 +290,8 @@ pub fn prog_load(opts: &LoadOptions<'_>) -> LoadResult {
             log.as_mut_ptr() as u64
         },
         prog_flags: opts.prog_flags,
+        prog_name: opts.prog_name,
+        kern_version: opts.kern_version,
         expected_attach_type: opts.expected_attach_type,
         prog_btf_fd: opts.prog_btf_fd.unwrap_or(0) as u32,
         func_info_rec_size: if opts.func_info.is_empty() {
@@ -276,12 +309,16 @@ pub fn prog_load(opts: &LoadOptions<'_>) -> LoadResult {
         ..Default::default()
     };
     let fd = sys_bpf(BPF_PROG_LOAD, &mut attr);
+    let true_size = attr.log_true_size as usize;
     let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
     log.truncate(end);
-    LoadResult {
-        fd,
-        log: String::from_utf8_lossy(&log).into_owned(),
-    }
+    (
+        LoadResult {
+            fd,
+            log: String::from_utf8_lossy(&log).into_owned(),
+        },
+        true_size,
+    )
 }
 
 /// Loads a raw BTF blob; its fd, or the errno and the kernel's BTF log.
@@ -311,6 +348,40 @@ pub struct MapSpec {
     pub map_flags: u32,
     /// Type-specific: an arena's user-space start address, for example.
     pub map_extra: u64,
+    /// The NUMA node (read by the kernel only with `BPF_F_NUMA_NODE` in the flags).
+    pub numa_node: u32,
+    /// The inner map template of a map-in-map.
+    pub inner_map_fd: Option<RawFd>,
+    /// BTF describing the key and value: the BTF fd and the key and value type ids (special
+    /// fields such as spin locks and timers are found through it).
+    pub btf: Option<MapBtf>,
+    /// The map's name, NUL-padded (15 bytes at most are kept).
+    pub name: [u8; 16],
+}
+
+/// A map's BTF: `btf_fd`, `btf_key_type_id`, `btf_value_type_id`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MapBtf {
+    pub fd: RawFd,
+    pub key_type_id: u32,
+    pub value_type_id: u32,
+}
+
+/// `name` cut to the 15 characters the kernel keeps, keeping only the characters it accepts
+/// (alphanumerics, `_` and `.`), NUL-padded.
+pub fn object_name(name: &str) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    for (slot, b) in out
+        .iter_mut()
+        .zip(
+            name.bytes()
+                .filter(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'.'),
+        )
+        .take(15)
+    {
+        *slot = b;
+    }
+    out
 }
 
 impl MapSpec {
@@ -337,6 +408,7 @@ impl MapSpec {
 
 /// Creates a map; its fd or the errno.
 pub fn map_create(spec: &MapSpec) -> Result<OwnedFd, i32> {
+    let btf = spec.btf.unwrap_or_default();
     let mut attr = MapCreateAttr {
         map_type: spec.map_type,
         key_size: spec.key_size,
@@ -344,6 +416,12 @@ pub fn map_create(spec: &MapSpec) -> Result<OwnedFd, i32> {
         max_entries: spec.max_entries,
         map_flags: spec.map_flags,
         map_extra: spec.map_extra,
+        numa_node: spec.numa_node,
+        inner_map_fd: spec.inner_map_fd.unwrap_or(0) as u32,
+        map_name: spec.name,
+        btf_fd: btf.fd as u32,
+        btf_key_type_id: btf.key_type_id,
+        btf_value_type_id: btf.value_type_id,
         ..Default::default()
     };
     sys_bpf(BPF_MAP_CREATE, &mut attr)
@@ -408,4 +486,466 @@ pub fn kernel_available() -> bool {
     let mut opts = LoadOptions::new(BPF_PROG_TYPE_SOCKET_FILTER, &insns);
     opts.log_level = 0;
     prog_load(&opts).fd.is_ok()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Maps by fd
+
+/// The fields of `bpf_attr` read by BPF_MAP_*_BATCH.
+#[repr(C)]
+#[derive(Default)]
+struct MapBatchAttr {
+    in_batch: u64,
+    out_batch: u64,
+    keys: u64,
+    values: u64,
+    count: u32,
+    map_fd: u32,
+    elem_flags: u64,
+    flags: u64,
+}
+
+/// The fields of `bpf_attr` read by BPF_MAP_FREEZE.
+#[repr(C)]
+#[derive(Default)]
+struct MapFdAttr {
+    map_fd: u32,
+}
+
+/// The fields of `bpf_attr` read by BPF_PROG_TEST_RUN, up to `batch_size`.
+#[repr(C)]
+#[derive(Default)]
+struct TestRunAttr {
+    prog_fd: u32,
+    retval: u32,
+    data_size_in: u32,
+    data_size_out: u32,
+    data_in: u64,
+    data_out: u64,
+    repeat: u32,
+    duration: u32,
+    ctx_size_in: u32,
+    ctx_size_out: u32,
+    ctx_in: u64,
+    ctx_out: u64,
+    flags: u32,
+    cpu: u32,
+    batch_size: u32,
+    /// Explicit, so that it is zero: the kernel refuses non-zero bytes past `batch_size`, and
+    /// Rust leaves implicit padding undefined.
+    _pad: u32,
+}
+
+const _: () = assert!(std::mem::offset_of!(MapBatchAttr, elem_flags) == 40);
+const _: () = assert!(std::mem::offset_of!(TestRunAttr, ctx_out) == 56);
+const _: () = assert!(std::mem::offset_of!(TestRunAttr, batch_size) == 72);
+const _: () = assert!(std::mem::size_of::<TestRunAttr>() == 80);
+
+fn elem_status(
+    cmd: libc::c_long,
+    map: BorrowedFd<'_>,
+    key: *const u8,
+    value: u64,
+    flags: u64,
+) -> Result<(), i32> {
+    let mut attr = MapElemAttr {
+        map_fd: map.as_raw_fd() as u32,
+        key: key as u64,
+        value,
+        flags,
+    };
+    sys_bpf_status(cmd, &mut attr)
+}
+
+/// `BPF_MAP_UPDATE_ELEM` on a map fd; `value` must have the syscall-side size
+/// ([`sys_value_size`]) and `key` the map's key size.
+pub fn map_update_fd(map: BorrowedFd<'_>, key: &[u8], value: &[u8], flags: u64) -> Result<(), i32> {
+    elem_status(
+        BPF_MAP_UPDATE_ELEM,
+        map,
+        key.as_ptr(),
+        value.as_ptr() as u64,
+        flags,
+    )
+}
+
+/// `BPF_MAP_LOOKUP_ELEM` into a buffer of `value_len` bytes (the syscall-side size).
+pub fn map_lookup_fd(map: BorrowedFd<'_>, key: &[u8], value_len: usize) -> Result<Vec<u8>, i32> {
+    let mut out = vec![0u8; value_len];
+    elem_status(
+        BPF_MAP_LOOKUP_ELEM,
+        map,
+        key.as_ptr(),
+        out.as_mut_ptr() as u64,
+        0,
+    )?;
+    Ok(out)
+}
+
+/// `BPF_MAP_DELETE_ELEM`.
+pub fn map_delete_fd(map: BorrowedFd<'_>, key: &[u8]) -> Result<(), i32> {
+    elem_status(BPF_MAP_DELETE_ELEM, map, key.as_ptr(), 0, 0)
+}
+
+/// `BPF_MAP_GET_NEXT_KEY`: the first key for `None`; ENOENT after the last.
+pub fn map_next_key_fd(
+    map: BorrowedFd<'_>,
+    key: Option<&[u8]>,
+    key_len: usize,
+) -> Result<Vec<u8>, i32> {
+    let mut out = vec![0u8; key_len];
+    let k = key.map_or(std::ptr::null(), <[u8]>::as_ptr);
+    // The "value" slot of the attr holds `next_key` for this command.
+    elem_status(BPF_MAP_GET_NEXT_KEY, map, k, out.as_mut_ptr() as u64, 0)?;
+    Ok(out)
+}
+
+/// `BPF_MAP_FREEZE`: no more writes from user space (the verifier then treats a read-only
+/// map's contents as constants).
+pub fn map_freeze(map: BorrowedFd<'_>) -> Result<(), i32> {
+    let mut attr = MapFdAttr {
+        map_fd: map.as_raw_fd() as u32,
+    };
+    sys_bpf_status(BPF_MAP_FREEZE, &mut attr)
+}
+
+/// A map entry as raw bytes: the key and the syscall-side value.
+pub type MapEntryBytes = (Vec<u8>, Vec<u8>);
+
+/// Every (key, syscall-side value) pair in `get_next_key` order, as `bpftool map dump` lists
+/// them; a key deleted between the two calls is left out. At most `limit` entries.
+pub fn map_entries_fd(
+    map: BorrowedFd<'_>,
+    key_len: usize,
+    value_len: usize,
+    limit: usize,
+) -> Result<Vec<MapEntryBytes>, i32> {
+    let mut out = Vec::new();
+    let mut key: Option<Vec<u8>> = None;
+    loop {
+        let next = match map_next_key_fd(map, key.as_deref(), key_len) {
+            Ok(k) => k,
+            Err(libc::ENOENT) => return Ok(out),
+            Err(e) => return Err(e),
+        };
+        match map_lookup_fd(map, &next, value_len) {
+            Ok(v) => out.push((next.clone(), v)),
+            Err(libc::ENOENT) => {}
+            Err(e) => return Err(e),
+        }
+        if out.len() >= limit {
+            return Ok(out);
+        }
+        key = Some(next);
+    }
+}
+
+/// Reads a map in batches of up to `chunk` entries (`BPF_MAP_LOOKUP_BATCH`: one syscall per
+/// batch instead of two per entry), handing each batch to `each` as parallel key and value
+/// buffers (`n` entries of `key_len` and `value_len` bytes). ENOTSUPP/EINVAL from the first
+/// call mean the map type has no batch operations: the caller falls back to
+/// [`map_entries_fd`].
+pub fn map_lookup_batches(
+    map: BorrowedFd<'_>,
+    key_len: usize,
+    value_len: usize,
+    chunk: usize,
+    mut each: impl FnMut(usize, &[u8], &[u8]),
+) -> Result<(), i32> {
+    let chunk = chunk.max(1);
+    let mut keys = vec![0u8; key_len * chunk];
+    let mut values = vec![0u8; value_len * chunk];
+    // The position token: a key for arrays, a bucket number for hash maps.
+    let token_len = key_len.max(8);
+    let mut in_batch = vec![0u8; token_len];
+    let mut out_batch = vec![0u8; token_len];
+    let mut first = true;
+    loop {
+        let mut attr = MapBatchAttr {
+            in_batch: if first { 0 } else { in_batch.as_ptr() as u64 },
+            out_batch: out_batch.as_mut_ptr() as u64,
+            keys: keys.as_mut_ptr() as u64,
+            values: values.as_mut_ptr() as u64,
+            count: chunk as u32,
+            map_fd: map.as_raw_fd() as u32,
+            ..Default::default()
+        };
+        let r = sys_bpf_status(BPF_MAP_LOOKUP_BATCH, &mut attr);
+        let n = attr.count as usize;
+        match r {
+            Ok(()) | Err(libc::ENOENT) if n > 0 => {
+                each(n, &keys[..n * key_len], &values[..n * value_len]);
+            }
+            Ok(()) | Err(libc::ENOENT) => {}
+            // A hash bucket with more entries than the batch holds: a bigger batch.
+            Err(libc::ENOSPC) if chunk < 1 << 24 => {
+                return map_lookup_batches(map, key_len, value_len, chunk * 4, each);
+            }
+            Err(e) => return Err(e),
+        }
+        if r.is_err() {
+            return Ok(());
+        }
+        std::mem::swap(&mut in_batch, &mut out_batch);
+        first = false;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-CPU layout
+
+/// The kernel's `num_possible_cpus()`, from `/sys/devices/system/cpu/possible` (as libbpf
+/// reads it): how many copies a per-CPU map value has on the syscall side.
+pub fn possible_cpus() -> Result<u32, i32> {
+    static CACHED: std::sync::OnceLock<Result<u32, i32>> = std::sync::OnceLock::new();
+    *CACHED.get_or_init(|| {
+        let text = std::fs::read_to_string("/sys/devices/system/cpu/possible")
+            .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
+        parse_cpu_list(text.trim()).ok_or(libc::EINVAL)
+    })
+}
+
+/// Counts the CPUs of a list like `0-3,5,7-8` (the highest index plus one, as the kernel's
+/// possible mask is dense from 0).
+fn parse_cpu_list(list: &str) -> Option<u32> {
+    let mut highest = None;
+    for part in list.split(',') {
+        let last = part.rsplit('-').next()?;
+        let n: u32 = last.trim().parse().ok()?;
+        highest = Some(highest.map_or(n, |h: u32| h.max(n)));
+    }
+    highest.map(|h| h + 1)
+}
+
+/// The map types whose syscall-side values hold one copy per possible CPU.
+pub fn is_per_cpu_map(map_type: u32) -> bool {
+    // PERCPU_HASH, PERCPU_ARRAY, LRU_PERCPU_HASH, PERCPU_CGROUP_STORAGE.
+    matches!(map_type, 5 | 6 | 10 | 21)
+}
+
+/// Bytes of a value on the syscall side: `value_size`, or for per-CPU maps one copy per
+/// possible CPU, each padded to 8 bytes (`round_up(value_size, 8) * num_possible_cpus`).
+pub fn sys_value_size(map_type: u32, value_size: u32, cpus: u32) -> usize {
+    if is_per_cpu_map(map_type) {
+        (value_size as usize).div_ceil(8) * 8 * cpus as usize
+    } else {
+        value_size as usize
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// BPF_PROG_TEST_RUN
+
+/// What one `BPF_PROG_TEST_RUN` returned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TestRunOutput {
+    /// The program's return value (an XDP action for XDP).
+    pub retval: u32,
+    /// The packet after the run (it may have grown or shrunk).
+    pub data: Vec<u8>,
+    /// The context after the run (empty when none was passed).
+    pub ctx: Vec<u8>,
+    /// Average nanoseconds per run, as the kernel measured it.
+    pub duration_ns: u32,
+}
+
+impl TestRunOutput {
+    /// The `xdp_md` the kernel wrote back (`None` when no ctx was passed).
+    pub fn xdp_md(&self) -> Option<XdpMd> {
+        XdpMd::from_bytes(&self.ctx)
+    }
+}
+
+/// The XDP context test_run takes (`ctx_in`), typed: see [`XdpMd`] for its fields' meaning
+/// there (`data` is the metadata length at the front of `data_in`).
+pub use bpfemu_vm::xdp::runtime::XdpMd;
+
+/// [`test_run`] for XDP with a typed `ctx_in` (`None`: no ctx, test_run's defaults: the
+/// loopback's queue 0 and no metadata). The ctx written back is in
+/// [`TestRunOutput::xdp_md`].
+pub fn test_run_xdp(
+    prog: BorrowedFd<'_>,
+    data_in: &[u8],
+    md: Option<&XdpMd>,
+    repeat: u32,
+) -> Result<TestRunOutput, i32> {
+    let bytes = md.map(XdpMd::to_bytes);
+    test_run(prog, data_in, bytes.as_ref().map(|b| &b[..]), repeat)
+}
+
+/// Room for a packet to grow during the run (XDP: headroom can move into data, tails extend).
+const TEST_RUN_GROWTH: usize = 4096;
+
+/// Runs a loaded program `repeat` times over `data_in` (and `ctx_in`, e.g. an `xdp_md`)
+/// through `BPF_PROG_TEST_RUN`; the errno on failure. XDP needs at least 14 bytes.
+pub fn test_run(
+    prog: BorrowedFd<'_>,
+    data_in: &[u8],
+    ctx_in: Option<&[u8]>,
+    repeat: u32,
+) -> Result<TestRunOutput, i32> {
+    let mut data_out = vec![0u8; data_in.len() + TEST_RUN_GROWTH];
+    let mut ctx_out = vec![0u8; ctx_in.map_or(0, <[u8]>::len)];
+    let mut attr = TestRunAttr {
+        prog_fd: prog.as_raw_fd() as u32,
+        data_in: data_in.as_ptr() as u64,
+        data_size_in: data_in.len() as u32,
+        data_out: data_out.as_mut_ptr() as u64,
+        data_size_out: data_out.len() as u32,
+        repeat,
+        ..Default::default()
+    };
+    if let Some(ctx) = ctx_in {
+        attr.ctx_in = ctx.as_ptr() as u64;
+        attr.ctx_size_in = ctx.len() as u32;
+        attr.ctx_out = ctx_out.as_mut_ptr() as u64;
+        attr.ctx_size_out = ctx_out.len() as u32;
+    }
+    sys_bpf_status(BPF_PROG_TEST_RUN, &mut attr)?;
+    data_out.truncate(attr.data_size_out as usize);
+    ctx_out.truncate(attr.ctx_size_out as usize);
+    Ok(TestRunOutput {
+        retval: attr.retval,
+        data: data_out,
+        ctx: ctx_out,
+        duration_ns: attr.duration,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Clocks and CPU pinning
+
+/// `CLOCK_MONOTONIC` in nanoseconds: the clock `bpf_ktime_get_ns` reads.
+pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// `CLOCK_BOOTTIME` in nanoseconds: the clock `bpf_ktime_get_boot_ns` reads.
+pub fn boottime_ns() -> u64 {
+    clock_ns(libc::CLOCK_BOOTTIME)
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec the call writes into.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
+}
+
+/// The calling thread pinned to one CPU; the previous affinity comes back on drop. Per-CPU
+/// map state written by BPF_PROG_TEST_RUN is then that CPU's copy.
+pub struct CpuPin {
+    previous: Option<libc::cpu_set_t>,
+}
+
+impl CpuPin {
+    /// Pins the calling thread to `cpu` (sched_setaffinity).
+    pub fn new(cpu: usize) -> std::io::Result<CpuPin> {
+        // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity writes at most
+        // size_of::<cpu_set_t>() bytes into it.
+        let mut previous: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: as above; pid 0 is the calling thread.
+        let got = unsafe {
+            libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut previous)
+        };
+        // SAFETY: a zeroed cpu_set_t is a valid empty set.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: CPU_SET writes one bit of the local set; it panics on a CPU beyond the set.
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+        // SAFETY: `set` is a valid cpu_set_t of the size passed; pid 0 is the calling thread.
+        let rc =
+            unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(CpuPin {
+            previous: (got == 0).then_some(previous),
+        })
+    }
+}
+
+impl Drop for CpuPin {
+    fn drop(&mut self) {
+        if let Some(previous) = &self.previous {
+            // SAFETY: `previous` is the set sched_getaffinity returned for this thread.
+            unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), previous) };
+        }
+    }
+}
+
+/// Whether a kernel test can run: true when bpf() works here. Otherwise it prints a skip
+/// message and returns false, or panics when `BPFEMU_REQUIRE_KERNEL=1` (CI), where skipping
+/// would hide a broken oracle.
+pub fn kernel_or_skip(test: &str) -> bool {
+    if kernel_available() {
+        return true;
+    }
+    let required = std::env::var("BPFEMU_REQUIRE_KERNEL").is_ok_and(|v| v == "1");
+    assert!(
+        !required,
+        "{test}: BPFEMU_REQUIRE_KERNEL=1 but bpf() is not usable here (not root, or no bpf syscall)"
+    );
+    eprintln!(
+        "{test}: skipping: the kernel's bpf() is not usable here (set BPFEMU_REQUIRE_KERNEL=1 to fail)"
+    );
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn cpu_lists_count_up_to_the_highest_cpu() {
+        assert_eq!(parse_cpu_list("0"), Some(1));
+        assert_eq!(parse_cpu_list("0-3"), Some(4));
+        assert_eq!(parse_cpu_list("0-3,5,7-8"), Some(9));
+        assert_eq!(parse_cpu_list("x"), None);
+    }
+
+    #[test]
+    fn batches_read_every_entry_of_arrays_and_hashes() {
+        if !kernel_or_skip("batches_read_every_entry") {
+            return;
+        }
+        for spec in [MapSpec::array(8, 1000), MapSpec::hash(4, 8, 5000)] {
+            let map = map_create(&spec).expect("map");
+            let fd = map.as_fd();
+            for k in 0u32..1000 {
+                map_update_fd(fd, &k.to_ne_bytes(), &u64::from(k * 3).to_ne_bytes(), 0).unwrap();
+            }
+            let mut seen = std::collections::BTreeMap::new();
+            map_lookup_batches(fd, 4, 8, 64, |n, keys, values| {
+                for i in 0..n {
+                    let k = u32::from_ne_bytes(keys[i * 4..i * 4 + 4].try_into().unwrap());
+                    let v = u64::from_ne_bytes(values[i * 8..i * 8 + 8].try_into().unwrap());
+                    seen.insert(k, v);
+                }
+            })
+            .unwrap();
+            assert_eq!(seen.len(), 1000, "map type {}", spec.map_type);
+            assert!(seen.iter().all(|(k, v)| u64::from(*k) * 3 == *v));
+        }
+    }
+
+    #[test]
+    fn a_log_that_does_not_fit_is_grown_not_a_rejection() {
+        if !kernel_or_skip("a_log_that_does_not_fit") {
+            return;
+        }
+        let mut insns = vec![RawInsn::new(0xb7, 0, 0, 0, 0)];
+        for _ in 0..200 {
+            insns.push(RawInsn::new(0x07, 0, 0, 0, 1)); // r0 += 1
+        }
+        insns.push(RawInsn::new(0x95, 0, 0, 0, 0));
+        let mut opts = LoadOptions::new(BPF_PROG_TYPE_XDP, &insns);
+        opts.log_size = 256;
+        let result = prog_load(&opts);
+        assert!(result.fd.is_ok(), "rejected: {:?}", result.fd.err());
+        assert!(result.log.contains("processed 202 insns"), "{}", result.log);
+    }
 }

@@ -491,6 +491,9 @@ pub fn verifier_error_line(log: &str) -> String {
                 && !l.starts_with("verification time")
                 && !l.starts_with("stack depth")
                 && !l.starts_with("-- END PROG LOAD LOG --")
+                // The states printed after "infinite loop detected at insn N".
+                && !l.starts_with("cur state:")
+                && !l.starts_with("old state:")
         })
         .map_or_else(|| "(empty verifier log)".to_owned(), str::to_owned)
 }

@@ -5,6 +5,8 @@
 //! - [`plugin`] is the upstream plugin protocol (the `bpfemu-conformance-plugin` binary).
 //! - [`kernel`] reaches the running kernel through the bpf() syscall: the oracle every claim of
 //!   fidelity is checked against.
+//! - [`kernel_object`] loads one program of a loaded object, and the maps and programs it
+//!   needs, into the kernel (the kernel side of `bpfemu diff`).
 //! - [`kernel_isa`] runs the bpf_conformance suite through the kernel (each test wrapped in an
 //!   XDP program that stores the full r0 in a map) and compares every result with bpfemu's.
 //! - [`netns`] builds private network namespaces (one from a FIB file) for the comparisons
@@ -18,6 +20,7 @@
 
 pub mod kernel;
 pub mod kernel_isa;
+pub mod kernel_object;
 pub mod libbpf;
 pub mod netns;
 pub mod plugin;

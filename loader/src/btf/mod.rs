@@ -8,9 +8,11 @@ mod parse;
 pub mod query;
 mod reader;
 pub mod types;
+mod write;
 
 pub use error::BtfError;
 pub use ext::{BtfExt, CoreRelo, CoreReloKind, FuncInfo, LineInfo, SectionRecords};
 pub use types::{
     Btf, BtfKind, BtfType, EnumValue, IntEncoding, Linkage, Member, Param, TypeId, VarSecInfo,
 };
+pub use write::EncodedBtf;

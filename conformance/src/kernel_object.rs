@@ -1,0 +1,441 @@
+//! One program of a loaded [`Object`] in the running kernel, through the raw bpf() layer
+//! ([`crate::kernel`]): what `bpfemu diff` compares bpfemu with.
+//!
+//! [`KernelObject::load`] does for one program what libbpf does for a whole object, and only
+//! what that program needs, so that another program of the object the kernel rejects (a tracing
+//! program next to the XDP one) cannot block it:
+//! 1. the object's BTF, as the loader fixed it up, is loaded (maps with spin locks, timers or
+//!    local storage need it, so do global functions and callbacks); when the kernel refuses
+//!    it, everything goes on without BTF, as libbpf does;
+//! 2. the maps the program refers to are created, with the maps and programs their initial
+//!    slots name (prog arrays, map-in-maps) and those programs' maps in turn; a map the kernel
+//!    refuses with BTF is created again without it;
+//! 3. global data gets its initial contents, with the caller's overrides
+//!    ([`KernelObject::load`]'s `initial`: a `--maps` document's `.rodata` values, which can
+//!    only go in now), and read-only sections are frozen before any program load, so the
+//!    verifier sees them as constants as it does under libbpf;
+//! 4. each program's map references become map fds and it is loaded with the program type,
+//!    expected attach type and flags bpfemu's loader resolved (so pre-1.0 section names load),
+//!    its func_info, license and kernel version; the initial slots are filled last.
+//!
+//! Loading a program a slot names can fail (the kernel rejects it): the slot stays empty and
+//! [`KernelObject::warnings`] says so; only the selected program's rejection is an error.
+
+use crate::kernel::{self, FuncInfo, MapBtf};
+use bpfemu_isa::RawInsn;
+use bpfemu_loader::{MapOrigin, MapSpec, Object, ProgramSpec};
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+
+/// `BPF_MAP_TYPE_PROG_ARRAY`.
+const PROG_ARRAY: u32 = 3;
+/// `BPF_F_RDONLY_PROG`: the program may only read the map.
+const BPF_F_RDONLY_PROG: u32 = 1 << 7;
+/// `ld_imm64` src_reg values that carry a map fd.
+const PSEUDO_MAP_FD: u8 = 1;
+const PSEUDO_MAP_VALUE: u8 = 2;
+const LD_IMM64: u8 = 0x18;
+
+/// Why the kernel side could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum KernelObjectError {
+    #[error("no program named `{0}` in the object")]
+    NoProgram(String),
+    #[error("map {map}: the kernel refuses to create it ({errno}){hint}")]
+    MapCreate {
+        map: String,
+        errno: String,
+        hint: String,
+    },
+    #[error("map {map}: the kernel refuses its initial contents ({errno})")]
+    MapInit { map: String, errno: String },
+    #[error(
+        "program {program}: instruction {pc} refers to map #{index}, which the object does not have"
+    )]
+    BadMapRef {
+        program: String,
+        pc: usize,
+        index: i32,
+    },
+    #[error("program {program}: the kernel rejects it ({}):\n{tail}", errno_name(*errno))]
+    ProgLoad {
+        program: String,
+        errno: i32,
+        /// The end of the verifier log.
+        tail: String,
+        log: String,
+    },
+}
+
+/// Initial contents to write before any program is loaded: map name -> (key, value) pairs.
+pub type InitialEntries = BTreeMap<String, Vec<(Vec<u8>, Vec<u8>)>>;
+
+/// How to load.
+#[derive(Clone, Debug, Default)]
+pub struct KernelLoadOptions {
+    /// Verifier log level for the selected program (0: none).
+    pub log_level: u32,
+    /// Verifier log size in bytes (grown when the kernel says the log did not fit).
+    pub log_size: usize,
+    /// Entries written before the programs load (global data overrides).
+    pub initial: InitialEntries,
+}
+
+/// The selected program and what it needs, alive in the kernel while this value lives.
+pub struct KernelObject {
+    /// Map fds by index into [`Object::maps`] (`None`: not needed by the program).
+    maps: Vec<Option<OwnedFd>>,
+    /// Program fds by index into [`Object::programs`].
+    programs: Vec<Option<OwnedFd>>,
+    map_names: Vec<String>,
+    program_names: Vec<String>,
+    /// The selected program's verifier log.
+    log: String,
+    warnings: Vec<String>,
+    _btf: Option<OwnedFd>,
+}
+
+impl KernelObject {
+    /// Loads `program` of `obj` and what it needs (see the module docs).
+    pub fn load(
+        obj: &Object,
+        program: &str,
+        opts: &KernelLoadOptions,
+    ) -> Result<KernelObject, KernelObjectError> {
+        let selected = obj
+            .programs
+            .iter()
+            .position(|p| p.name == program)
+            .ok_or_else(|| KernelObjectError::NoProgram(program.to_owned()))?;
+        let (needed_maps, needed_progs) = closure(obj, selected);
+        let mut warnings = Vec::new();
+        let btf = obj.btf.as_ref().and_then(|b| {
+            kernel::btf_load(&b.to_kernel_bytes().bytes)
+                .map_err(|(errno, log)| {
+                    let last = log.lines().last().unwrap_or_default().to_owned();
+                    warnings.push(format!(
+                        "the kernel refuses the object's BTF ({}: {last}); loading without it",
+                        errno_name(errno)
+                    ));
+                })
+                .ok()
+        });
+        let btf_fd = btf.as_ref().map(|b| b.as_raw_fd());
+        let mut maps: Vec<Option<OwnedFd>> = (0..obj.maps.len()).map(|_| None).collect();
+        for &i in &needed_maps {
+            let fd = create_map(&obj.maps[i], btf_fd)?;
+            set_initial(
+                &obj.maps[i],
+                fd.as_fd(),
+                opts.initial.get(&obj.maps[i].name),
+            )?;
+            maps[i] = Some(fd);
+        }
+        let mut programs: Vec<Option<OwnedFd>> = (0..obj.programs.len()).map(|_| None).collect();
+        let mut log = String::new();
+        // The selected program first: its rejection is the answer; the others are extras.
+        for &i in std::iter::once(&selected).chain(needed_progs.iter().filter(|&&i| i != selected))
+        {
+            let prog = &obj.programs[i];
+            let insns = relocate(prog, &maps)?;
+            let level = if i == selected { opts.log_level } else { 0 };
+            let result = load_program(obj, prog, &insns, btf_fd, level, opts.log_size);
+            match result.fd {
+                Ok(fd) => programs[i] = Some(fd),
+                Err(errno) if i == selected => {
+                    // A load without a log has no reason to show: ask again with one.
+                    let log = if result.log.is_empty() {
+                        load_program(obj, prog, &insns, btf_fd, kernel::BPF_LOG_LEVEL1, 16 << 20)
+                            .log
+                    } else {
+                        result.log
+                    };
+                    let lines: Vec<&str> = log.lines().collect();
+                    let tail = lines[lines.len().saturating_sub(20)..].join("\n");
+                    return Err(KernelObjectError::ProgLoad {
+                        program: prog.name.clone(),
+                        errno,
+                        tail,
+                        log,
+                    });
+                }
+                Err(errno) => warnings.push(format!(
+                    "program {}: the kernel rejects it ({}); the slots naming it stay empty",
+                    prog.name,
+                    errno_name(errno)
+                )),
+            }
+            if i == selected {
+                log = result.log;
+            }
+        }
+        let mut out = KernelObject {
+            maps,
+            programs,
+            map_names: obj.maps.iter().map(|m| m.name.clone()).collect(),
+            program_names: obj.programs.iter().map(|p| p.name.clone()).collect(),
+            log,
+            warnings,
+            _btf: btf,
+        };
+        out.fill_slots(obj)?;
+        Ok(out)
+    }
+
+    /// Writes the initial slots of prog arrays and map-in-maps.
+    fn fill_slots(&mut self, obj: &Object) -> Result<(), KernelObjectError> {
+        for (i, spec) in obj.maps.iter().enumerate() {
+            let Some(map) = &self.maps[i] else { continue };
+            for (slot, name) in &spec.init_slots {
+                let target = if spec.map_type == PROG_ARRAY {
+                    self.program_names
+                        .iter()
+                        .position(|n| n == name)
+                        .and_then(|p| self.programs[p].as_ref())
+                } else {
+                    self.map_names
+                        .iter()
+                        .position(|n| n == name)
+                        .and_then(|m| self.maps[m].as_ref())
+                };
+                let Some(target) = target else { continue };
+                let value = (target.as_raw_fd() as u32).to_ne_bytes();
+                kernel::map_update_fd(map.as_fd(), &slot.to_ne_bytes(), &value, 0).map_err(
+                    |errno| KernelObjectError::MapInit {
+                        map: spec.name.clone(),
+                        errno: format!("slot {slot} = {name}: {}", errno_name(errno)),
+                    },
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The fd of a loaded program.
+    pub fn program_fd(&self, name: &str) -> Option<BorrowedFd<'_>> {
+        let i = self.program_names.iter().position(|n| n == name)?;
+        self.programs[i].as_ref().map(AsFd::as_fd)
+    }
+
+    /// The fd of a map the program uses (`None` for maps it does not need).
+    pub fn map_fd(&self, name: &str) -> Option<BorrowedFd<'_>> {
+        let i = self.map_names.iter().position(|n| n == name)?;
+        self.maps[i].as_ref().map(AsFd::as_fd)
+    }
+
+    /// The selected program's verifier log (empty without a log level).
+    pub fn log(&self) -> &str {
+        &self.log
+    }
+
+    /// What did not stop the load: BTF refused, a slot's program rejected.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+}
+
+/// The maps and programs `selected` needs: the maps its instructions refer to, the programs
+/// and maps their initial slots name, and so on (indices, in the object's order).
+fn closure(obj: &Object, selected: usize) -> (BTreeSet<usize>, BTreeSet<usize>) {
+    let mut maps = BTreeSet::new();
+    let mut progs = BTreeSet::from([selected]);
+    let mut todo_progs = vec![selected];
+    let mut todo_maps = Vec::new();
+    while !todo_progs.is_empty() || !todo_maps.is_empty() {
+        if let Some(p) = todo_progs.pop() {
+            for m in map_refs(&obj.programs[p]) {
+                if m < obj.maps.len() && maps.insert(m) {
+                    todo_maps.push(m);
+                }
+            }
+        }
+        if let Some(m) = todo_maps.pop() {
+            let spec = &obj.maps[m];
+            for (_, name) in &spec.init_slots {
+                if spec.map_type == PROG_ARRAY {
+                    if let Some(p) = obj.programs.iter().position(|p| &p.name == name)
+                        && progs.insert(p)
+                    {
+                        todo_progs.push(p);
+                    }
+                } else if let Some(t) = obj.maps.iter().position(|x| &x.name == name)
+                    && maps.insert(t)
+                {
+                    todo_maps.push(t);
+                }
+            }
+        }
+    }
+    (maps, progs)
+}
+
+/// Indices of the maps a program's `ld_imm64`s refer to.
+fn map_refs(prog: &ProgramSpec) -> BTreeSet<usize> {
+    let mut out = BTreeSet::new();
+    let mut pc = 0;
+    while pc < prog.insns.len() {
+        let insn = &prog.insns[pc];
+        if insn.code == LD_IMM64 {
+            if matches!(insn.src, PSEUDO_MAP_FD | PSEUDO_MAP_VALUE) && insn.imm >= 0 {
+                out.insert(insn.imm as usize);
+            }
+            pc += 2;
+        } else {
+            pc += 1;
+        }
+    }
+    out
+}
+
+/// The program's instructions with map indices replaced by map fds.
+fn relocate(
+    prog: &ProgramSpec,
+    maps: &[Option<OwnedFd>],
+) -> Result<Vec<RawInsn>, KernelObjectError> {
+    let mut insns = prog.insns.clone();
+    let mut pc = 0;
+    while pc < insns.len() {
+        let insn = &mut insns[pc];
+        if insn.code == LD_IMM64 {
+            if matches!(insn.src, PSEUDO_MAP_FD | PSEUDO_MAP_VALUE) {
+                let fd = usize::try_from(insn.imm)
+                    .ok()
+                    .and_then(|i| maps.get(i))
+                    .and_then(Option::as_ref)
+                    .ok_or(KernelObjectError::BadMapRef {
+                        program: prog.name.clone(),
+                        pc,
+                        index: insn.imm,
+                    })?;
+                insn.imm = fd.as_raw_fd();
+            }
+            pc += 2;
+        } else {
+            pc += 1;
+        }
+    }
+    Ok(insns)
+}
+
+fn kernel_spec(spec: &MapSpec, btf: Option<MapBtf>, inner: Option<&OwnedFd>) -> kernel::MapSpec {
+    kernel::MapSpec {
+        map_type: spec.map_type,
+        key_size: spec.key_size,
+        value_size: spec.value_size,
+        max_entries: spec.max_entries,
+        map_flags: spec.map_flags,
+        map_extra: spec.map_extra,
+        numa_node: spec.numa_node,
+        inner_map_fd: inner.map(AsRawFd::as_raw_fd),
+        btf,
+        name: kernel::object_name(&spec.name),
+    }
+}
+
+/// The BTF ids libbpf passes for a map: global data maps have a value type (their DATASEC) and
+/// no key type.
+fn map_btf(spec: &MapSpec, btf_fd: Option<i32>) -> Option<MapBtf> {
+    let fd = btf_fd?;
+    let value_type_id = spec.value_type?;
+    let key_type_id = match spec.origin {
+        MapOrigin::GlobalData { .. } | MapOrigin::Kconfig => 0,
+        _ => spec.key_type.unwrap_or(0),
+    };
+    Some(MapBtf {
+        fd,
+        key_type_id,
+        value_type_id,
+    })
+}
+
+/// Creates one map (its inner template first), with BTF when there is any, and again without
+/// it when the kernel refuses the BTF.
+fn create_map(spec: &MapSpec, btf_fd: Option<i32>) -> Result<OwnedFd, KernelObjectError> {
+    let inner = spec
+        .inner
+        .as_ref()
+        .map(|i| create_map(i, btf_fd))
+        .transpose()?;
+    let btf = map_btf(spec, btf_fd);
+    let result = match kernel::map_create(&kernel_spec(spec, btf, inner.as_ref())) {
+        Err(errno) if btf.is_some() => {
+            kernel::map_create(&kernel_spec(spec, None, inner.as_ref())).map_err(|_| errno)
+        }
+        other => other,
+    };
+    result.map_err(|errno| KernelObjectError::MapCreate {
+        map: spec.name.clone(),
+        errno: errno_name(errno),
+        hint: if errno == libc::EPERM {
+            " (not root, or no CAP_BPF)".into()
+        } else {
+            String::new()
+        },
+    })
+}
+
+/// Global data's initial contents (overridden by `given`) and any other entries `given`
+/// holds; read-only sections are then frozen.
+fn set_initial(
+    spec: &MapSpec,
+    map: BorrowedFd<'_>,
+    given: Option<&Vec<(Vec<u8>, Vec<u8>)>>,
+) -> Result<(), KernelObjectError> {
+    let err = |errno: i32| KernelObjectError::MapInit {
+        map: spec.name.clone(),
+        errno: errno_name(errno),
+    };
+    if let Some(initial) = spec.initial.as_ref().filter(|v| v.iter().any(|&b| b != 0)) {
+        let mut value = initial.clone();
+        value.resize(spec.value_size as usize, 0);
+        kernel::map_update_fd(map, &0u32.to_ne_bytes(), &value, 0).map_err(err)?;
+    }
+    for (key, value) in given.into_iter().flatten() {
+        kernel::map_update_fd(map, key, value, 0).map_err(err)?;
+    }
+    let global = matches!(
+        spec.origin,
+        MapOrigin::GlobalData { .. } | MapOrigin::Kconfig
+    );
+    if global && spec.map_flags & BPF_F_RDONLY_PROG != 0 {
+        kernel::map_freeze(map).map_err(err)?;
+    }
+    Ok(())
+}
+
+fn load_program(
+    obj: &Object,
+    prog: &ProgramSpec,
+    insns: &[RawInsn],
+    btf_fd: Option<i32>,
+    log_level: u32,
+    log_size: usize,
+) -> kernel::LoadResult {
+    let license = std::ffi::CString::new(obj.license.clone()).unwrap_or_else(|_| c"GPL".to_owned());
+    let func_info: Vec<FuncInfo> = if btf_fd.is_some() {
+        prog.func_info
+            .iter()
+            .map(|&(insn, type_id)| FuncInfo {
+                insn_off: insn as u32,
+                type_id,
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut opts = kernel::LoadOptions::new(prog.prog_type, insns);
+    opts.expected_attach_type = prog.expected_attach_type.unwrap_or(0);
+    opts.prog_flags = prog.prog_flags;
+    opts.log_level = log_level;
+    opts.log_size = log_size.max(1 << 16);
+    opts.prog_btf_fd = btf_fd.filter(|_| !func_info.is_empty());
+    opts.func_info = &func_info;
+    opts.prog_name = kernel::object_name(&prog.name);
+    opts.license = &license;
+    opts.kern_version = obj.kern_version.unwrap_or(0);
+    kernel::prog_load(&opts)
+}
+
+fn errno_name(errno: i32) -> String {
+    bpfemu_vm::maps::Errno(errno).to_string()
+}
