@@ -182,7 +182,7 @@ fn run_kernel(case: &Case, src: &str, cpus: u32) -> Result<Seen, String> {
             value_size: d.value_size,
             max_entries: d.max_entries,
             map_flags: d.flags,
-            map_extra: 0,
+            ..Default::default()
         })
         .map_err(|e| format!("map {n}: create: errno {e}"))?;
         for (k, v) in &d.entries {

@@ -38,7 +38,7 @@ pub fn create_maps(maps: &[ProbeMap]) -> Result<Vec<OwnedFd>, String> {
                 value_size: m.value_size,
                 max_entries: m.max_entries,
                 map_flags: m.map_flags,
-                map_extra: 0,
+                ..Default::default()
             })
             .map_err(|errno| format!("map {}: BPF_MAP_CREATE fails with errno {errno}", m.name))
         })
