@@ -11,12 +11,23 @@ use serde::Serialize;
 use std::fmt;
 use std::path::Path;
 
-/// Which engine runs the programs. The JIT joins in a later issue.
+/// Which engine runs the programs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum EngineKind {
     #[default]
     Interp,
+    /// The Cranelift JIT in checked mode (the suite's programs are not verified).
+    Jit,
+}
+
+impl EngineKind {
+    fn engine(self) -> Box<dyn bpfemu_vm::Engine> {
+        match self {
+            EngineKind::Interp => Box::new(bpfemu_vm::Interpreter::default()),
+            EngineKind::Jit => Box::new(bpfemu_jit::Jit::new(bpfemu_jit::Mode::Checked)),
+        }
+    }
 }
 
 /// Whether the directory holds tests that must pass, or inputs that must be rejected.
@@ -167,7 +178,6 @@ pub fn build_program(case: &TestCase) -> Result<Program, (Stage, String)> {
 
 /// Runs one parsed test.
 pub fn run_case(case: &TestCase, engine: EngineKind) -> Outcome {
-    let EngineKind::Interp = engine;
     if let Some(reason) = skip_reason(case) {
         return Outcome::Skip { reason };
     }
@@ -176,7 +186,8 @@ pub fn run_case(case: &TestCase, engine: EngineKind) -> Outcome {
         Err((stage, message)) => return Outcome::Fail { stage, message },
     };
     let mut mem = case.mem.clone();
-    let result = bpfemu_vm::run_on_buffer(&program, &mut mem, &mut SuiteHelpers);
+    let result =
+        bpfemu_vm::run_on_buffer_with(&*engine.engine(), &program, &mut mem, &mut SuiteHelpers);
     match (&case.expect, result) {
         (Expectation::Result(want), Ok(got)) if *want == got => Outcome::Pass { r0: Some(got) },
         (Expectation::Result(want), Ok(got)) => Outcome::Fail {

@@ -22,12 +22,25 @@ fn suite_dir() -> PathBuf {
 }
 
 fn run(sub: &str) -> Vec<TestReport> {
-    runner::run_dir(&suite_dir().join(sub), EngineKind::Interp).expect("suite directory readable")
+    run_with(sub, EngineKind::Interp)
+}
+
+fn run_with(sub: &str, engine: EngineKind) -> Vec<TestReport> {
+    runner::run_dir(&suite_dir().join(sub), engine).expect("suite directory readable")
 }
 
 #[test]
 fn every_suite_test_passes() {
-    let reports = run("tests");
+    every_suite_test_passes_under(EngineKind::Interp);
+}
+
+#[test]
+fn every_suite_test_passes_under_the_jit() {
+    every_suite_test_passes_under(EngineKind::Jit);
+}
+
+fn every_suite_test_passes_under(engine: EngineKind) {
+    let reports = run_with("tests", engine);
     assert!(reports.len() >= 300, "only {} tests found", reports.len());
     let failures: Vec<String> = reports
         .iter()

@@ -3,7 +3,7 @@
 
 use crate::error::VmError;
 use crate::helpers::Helpers;
-use crate::interp::Interpreter;
+use crate::interp::{Interpreter, Options};
 use crate::memory::Memory;
 use bpfemu_isa::Program;
 
@@ -14,6 +14,15 @@ pub trait Engine {
 
     /// Prepares `prog` to run (the JIT compiles it here); run it as often as needed.
     fn prepare(&self, prog: &Program) -> Result<Box<dyn Executable>, VmError>;
+
+    /// Prepares a program set, in which tail calls switch programs and callbacks run code of
+    /// any program by its code address ([`crate::interp::code_addr`]), with run limits
+    /// `options`.
+    fn prepare_set(
+        &self,
+        progs: &[Program],
+        options: Options,
+    ) -> Result<Box<dyn Executable>, VmError>;
 }
 
 /// A prepared program.
@@ -25,6 +34,19 @@ pub trait Executable {
         mem: &mut Memory,
         helpers: &mut dyn Helpers,
     ) -> Result<u64, VmError>;
+
+    /// Runs program `entry` of a set prepared by [`Engine::prepare_set`], like
+    /// [`Executable::run`].
+    fn run_entry(
+        &mut self,
+        entry: usize,
+        args: [u64; 5],
+        mem: &mut Memory,
+        helpers: &mut dyn Helpers,
+    ) -> Result<u64, VmError>;
+
+    /// How many instructions the last run executed.
+    fn executed(&self) -> u64;
 }
 
 impl Engine for Interpreter {
@@ -33,16 +55,24 @@ impl Engine for Interpreter {
     }
 
     fn prepare(&self, prog: &Program) -> Result<Box<dyn Executable>, VmError> {
+        self.prepare_set(std::slice::from_ref(prog), *self.options())
+    }
+
+    fn prepare_set(
+        &self,
+        progs: &[Program],
+        options: Options,
+    ) -> Result<Box<dyn Executable>, VmError> {
         Ok(Box::new(Interpreted {
-            prog: prog.clone(),
-            interp: Interpreter::new(*self.options()),
+            progs: progs.to_vec(),
+            interp: Interpreter::new(options),
         }))
     }
 }
 
 /// A program the interpreter runs: decoding already happened when the [`Program`] was built.
 struct Interpreted {
-    prog: Program,
+    progs: Vec<Program>,
     interp: Interpreter,
 }
 
@@ -53,6 +83,20 @@ impl Executable for Interpreted {
         mem: &mut Memory,
         helpers: &mut dyn Helpers,
     ) -> Result<u64, VmError> {
-        self.interp.run(&self.prog, args, mem, helpers)
+        self.interp.run_set(&self.progs, 0, args, mem, helpers)
+    }
+
+    fn run_entry(
+        &mut self,
+        entry: usize,
+        args: [u64; 5],
+        mem: &mut Memory,
+        helpers: &mut dyn Helpers,
+    ) -> Result<u64, VmError> {
+        self.interp.run_set(&self.progs, entry, args, mem, helpers)
+    }
+
+    fn executed(&self) -> u64 {
+        self.interp.executed()
     }
 }

@@ -39,6 +39,9 @@ pub enum VmError {
     FellOffEnd { pc: usize },
     #[error("insn {pc}: legacy packet load (LD_ABS/LD_IND), but no packet is configured")]
     NoPacket { pc: usize },
+    /// The engine could not prepare the program (a JIT code generation failure).
+    #[error("insn {pc}: cannot compile the program: {message}")]
+    Compile { pc: usize, message: String },
 }
 
 impl VmError {
@@ -54,7 +57,8 @@ impl VmError {
             | VmError::JumpOutOfProgram { pc, .. }
             | VmError::JumpIntoLdImm64 { pc, .. }
             | VmError::FellOffEnd { pc }
-            | VmError::NoPacket { pc } => pc,
+            | VmError::NoPacket { pc }
+            | VmError::Compile { pc, .. } => pc,
         }
     }
 }

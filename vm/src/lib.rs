@@ -69,11 +69,22 @@ pub fn run_on_buffer(
     buf: &mut [u8],
     helpers: &mut dyn Helpers,
 ) -> Result<u64, VmError> {
+    run_on_buffer_with(&Interpreter::default(), prog, buf, helpers)
+}
+
+/// [`run_on_buffer`] with any [`Engine`] (the JIT); an engine that cannot prepare the
+/// program answers with that error.
+pub fn run_on_buffer_with(
+    engine: &dyn Engine,
+    prog: &Program,
+    buf: &mut [u8],
+    helpers: &mut dyn Helpers,
+) -> Result<u64, VmError> {
+    let mut exe = engine.prepare(prog)?;
     let mut mem = Memory::new();
     let input = (!buf.is_empty()).then(|| mem.add_copy(RegionKind::Input, buf, true));
     let addr = input.map_or(0, |id| mem.region(id).expect("just added").base());
-    let result =
-        Interpreter::default().run(prog, [addr, buf.len() as u64, 0, 0, 0], &mut mem, helpers);
+    let result = exe.run([addr, buf.len() as u64, 0, 0, 0], &mut mem, helpers);
     if let Some(region) = input.and_then(|id| mem.region(id)) {
         buf.copy_from_slice(region.bytes());
     }

@@ -1,0 +1,352 @@
+//! The driver: turns a program set into native functions.
+//!
+//! A *function* starts at an entry (instruction 0 of each program, the target of every
+//! bpf-to-bpf call, every callback whose code address an `ld_imm64` loads) and holds every
+//! instruction reachable from there by jumps. Each is split into basic blocks that end at
+//! anything that jumps, calls, exits or may stop the run (in checked mode every memory access),
+//! so that the budget is counted once per block yet stops the run exactly where the
+//! interpreter stops it, with the same side effects done. The blocks go to
+//! [`crate::translate`] one instruction at a time.
+
+use crate::Mode;
+use crate::environ::RuntimeEnv;
+use crate::environ::VmEnv;
+use crate::runtime::{Compiled, FRAME_SLOT, JitFn, MAY_GOTO_SLOT, REG_SLOTS, Shared, offsets};
+use crate::translate::{Flow, FuncTranslator};
+use bpfemu_isa::{CallTarget, Insn, LdImm64Kind, Program, Reg};
+use bpfemu_vm::interp::decode_code_addr;
+use bpfemu_vm::{Options, VmError};
+use cranelift_codegen::ir::{
+    AbiParam, InstBuilder, MemFlagsData, Signature, StackSlotData, StackSlotKind, UserFuncName,
+    types::I64,
+};
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
+use std::collections::{BTreeSet, HashMap};
+
+/// Compiles `progs` into native code.
+pub fn compile(progs: &[Program], mode: Mode, options: Options) -> Result<Compiled, VmError> {
+    let mut module = new_module()?;
+    let entries = find_entries(progs);
+    let sig = jit_signature(&module);
+    let mut ids = HashMap::new();
+    for (i, &(prog, pc)) in entries.iter().enumerate() {
+        let id = module
+            .declare_function(&format!("bpf_{prog}_{pc}_{i}"), Linkage::Local, &sig)
+            .map_err(|e| compile_error(pc, e))?;
+        ids.insert((prog, pc), id);
+    }
+    let mut static_errors = Vec::new();
+    let mut ctx = module.make_context();
+    let mut fctx = FunctionBuilderContext::new();
+    for &(prog, pc) in &entries {
+        ctx.func.signature = sig.clone();
+        ctx.func.name = UserFuncName::user(0, ids[&(prog, pc)].as_u32());
+        build_function(
+            &mut module,
+            &mut ctx.func,
+            &mut fctx,
+            Target {
+                progs,
+                prog,
+                entry: pc,
+                mode,
+                options,
+            },
+            &ids,
+            &mut static_errors,
+        );
+        module
+            .define_function(ids[&(prog, pc)], &mut ctx)
+            .map_err(|e| compile_error(pc, format!("{e:?}")))?;
+        module.clear_context(&mut ctx);
+    }
+    module
+        .finalize_definitions()
+        .map_err(|e| compile_error(0, e))?;
+    let entries = ids
+        .iter()
+        .map(|(&key, &id)| {
+            let code = module.get_finalized_function(id);
+            // SAFETY: `code` is a function compiled with `jit_signature`, which is JitFn's.
+            (key, unsafe {
+                std::mem::transmute::<*const u8, JitFn>(code)
+            })
+        })
+        .collect();
+    Ok(Compiled {
+        module: Some(module),
+        shared: Box::new(Shared {
+            programs: progs.to_vec(),
+            entries,
+            static_errors,
+            may_goto_loops: options.may_goto_loops,
+        }),
+        trusted: mode == Mode::Trusted,
+        budget: options.insn_budget,
+        executed: 0,
+    })
+}
+
+fn compile_error(pc: usize, e: impl std::fmt::Display) -> VmError {
+    VmError::Compile {
+        pc,
+        message: e.to_string(),
+    }
+}
+
+fn new_module() -> Result<JITModule, VmError> {
+    let mut flags = settings::builder();
+    let set = |flags: &mut settings::Builder, k: &str, v: &str| {
+        flags.set(k, v).map_err(|e| compile_error(0, e))
+    };
+    set(&mut flags, "opt_level", "speed")?;
+    set(&mut flags, "use_colocated_libcalls", "false")?;
+    set(&mut flags, "is_pic", "false")?;
+    let isa = cranelift_native::builder()
+        .map_err(|e| compile_error(0, e))?
+        .finish(settings::Flags::new(flags))
+        .map_err(|e| compile_error(0, e))?;
+    Ok(JITModule::new(JITBuilder::with_isa(
+        isa,
+        default_libcall_names(),
+    )))
+}
+
+/// `fn(ctx, regs) -> status`, all 64-bit.
+fn jit_signature(module: &JITModule) -> Signature {
+    let mut sig = module.make_signature();
+    sig.params.push(AbiParam::new(I64));
+    sig.params.push(AbiParam::new(I64));
+    sig.returns.push(AbiParam::new(I64));
+    sig
+}
+
+/// The pc `off` reaches from `pc`, when an instruction starts there.
+fn jump_target(prog: &Program, pc: usize, off: i64) -> Option<usize> {
+    let t = usize::try_from(pc as i64 + 1 + off).ok()?;
+    prog.insn(t).map(|_| t)
+}
+
+/// Every function entry of the set, sorted.
+fn find_entries(progs: &[Program]) -> Vec<(usize, usize)> {
+    let mut entries: BTreeSet<(usize, usize)> = (0..progs.len()).map(|p| (p, 0)).collect();
+    for (p, prog) in progs.iter().enumerate() {
+        for (pc, insn) in prog.iter() {
+            match *insn {
+                Insn::Call(CallTarget::Local(rel)) => {
+                    if let Some(t) = jump_target(prog, pc, rel as i64) {
+                        entries.insert((p, t));
+                    }
+                }
+                Insn::LdImm64 {
+                    kind: LdImm64Kind::Imm,
+                    imm,
+                    next_imm,
+                    ..
+                } => {
+                    if let Some((q, t)) = decode_code_addr(Insn::imm64(imm, next_imm))
+                        && progs.get(q).is_some_and(|q| q.insn(t).is_some())
+                    {
+                        entries.insert((q, t));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    entries.into_iter().collect()
+}
+
+/// Whether the run may stop at this instruction or it has effects beyond registers, so that
+/// it must end its block.
+fn ends_block(insn: &Insn, mode: Mode) -> bool {
+    match insn {
+        Insn::Ja { .. }
+        | Insn::Jump { .. }
+        | Insn::MayGoto { .. }
+        | Insn::Call(_)
+        | Insn::Exit
+        | Insn::LdAbs { .. }
+        | Insn::LdInd { .. } => true,
+        Insn::LdImm64 { kind, .. } => *kind != LdImm64Kind::Imm,
+        Insn::AddrSpaceCast { imm, .. } => *imm != 1,
+        Insn::Load { .. } | Insn::Store { .. } | Insn::StoreReg { .. } | Insn::Atomic { .. } => {
+            mode == Mode::Checked
+        }
+        _ => false,
+    }
+}
+
+/// The instructions reachable from `entry` without calls, and the block leaders among them.
+fn blocks_of(prog: &Program, entry: usize, mode: Mode) -> (BTreeSet<usize>, BTreeSet<usize>) {
+    let mut reached = BTreeSet::new();
+    let mut leaders = BTreeSet::from([entry]);
+    let mut work = vec![entry];
+    while let Some(pc) = work.pop() {
+        if !reached.insert(pc) {
+            continue;
+        }
+        let insn = *prog.insn(pc).expect("only instruction starts are reached");
+        let next = pc + insn.slots();
+        let mut successors = Vec::with_capacity(2);
+        match insn {
+            Insn::Ja { off, .. } => successors.extend(jump_target(prog, pc, off as i64)),
+            Insn::Jump { off, .. } | Insn::MayGoto { off } => {
+                successors.extend(jump_target(prog, pc, off as i64));
+                successors.push(next);
+            }
+            Insn::Exit => {}
+            Insn::LdImm64 { kind, .. } if kind != LdImm64Kind::Imm => {}
+            Insn::AddrSpaceCast { imm, .. } if imm != 1 => {}
+            Insn::Call(CallTarget::Kfunc { .. }) => {}
+            _ => successors.push(next),
+        }
+        for s in successors {
+            if prog.insn(s).is_some() {
+                if ends_block(&insn, mode) {
+                    leaders.insert(s);
+                }
+                work.push(s);
+            }
+        }
+    }
+    leaders.retain(|pc| reached.contains(pc));
+    (reached, leaders)
+}
+
+/// What one function is.
+struct Target<'a> {
+    progs: &'a [Program],
+    prog: usize,
+    entry: usize,
+    mode: Mode,
+    options: Options,
+}
+
+fn build_function(
+    module: &mut JITModule,
+    func: &mut cranelift_codegen::ir::Function,
+    fctx: &mut FunctionBuilderContext,
+    target: Target,
+    ids: &HashMap<(usize, usize), FuncId>,
+    static_errors: &mut Vec<VmError>,
+) {
+    let prog = &target.progs[target.prog];
+    let (reached, leaders) = blocks_of(prog, target.entry, target.mode);
+    let mut b = FunctionBuilder::new(func, fctx);
+    let entry_block = b.create_block();
+    b.append_block_params_for_function_params(entry_block);
+    b.switch_to_block(entry_block);
+    let params = b.block_params(entry_block).to_vec();
+    let (ctx, in_regs) = (params[0], params[1]);
+    let call_conv = module.isa().default_call_conv();
+    let mut env = VmEnv::new(ctx, call_conv, static_errors);
+
+    let regs: [_; Reg::COUNT] = std::array::from_fn(|_| b.declare_var(I64));
+    let may_goto = b.declare_var(I64);
+    let executed = b.declare_var(I64);
+    let flags = MemFlagsData::trusted();
+    for (i, &var) in regs.iter().enumerate() {
+        let v = b.ins().load(I64, flags, in_regs, i as i32 * 8);
+        b.def_var(var, v);
+    }
+    let v = b.ins().load(I64, flags, in_regs, MAY_GOTO_SLOT as i32 * 8);
+    b.def_var(may_goto, v);
+    let fp = b.ins().load(I64, flags, in_regs, FRAME_SLOT as i32 * 8);
+    let v = b.ins().load(I64, flags, ctx, offsets::EXECUTED);
+    b.def_var(executed, v);
+    let budget = b.ins().load(I64, flags, ctx, offsets::BUDGET);
+    let ctx_base = b.ins().load(I64, flags, ctx, offsets::CTX_BASE);
+    let ctx_len = b.ins().load(I64, flags, ctx, offsets::CTX_LEN);
+    let out_regs = b.create_sized_stack_slot(StackSlotData::new(
+        StackSlotKind::ExplicitSlot,
+        REG_SLOTS as u32 * 8,
+        3,
+    ));
+    let jit_sig = b.import_signature(jit_signature(module));
+    let mut callees = HashMap::new();
+    for (&(p, pc), &id) in ids {
+        if p == target.prog && prog.insn(pc).is_some() {
+            callees.insert(pc, module.declare_func_in_func(id, b.func));
+        }
+    }
+
+    let blocks: HashMap<usize, _> = leaders.iter().map(|&pc| (pc, b.create_block())).collect();
+    let propagate = b.create_block();
+    let status = b.append_block_param(propagate, I64);
+    let budget_block = b.create_block();
+    let start = b.append_block_param(budget_block, I64);
+    let before = b.append_block_param(budget_block, I64);
+    b.ins().jump(blocks[&target.entry], &[]);
+
+    let mut t = FuncTranslator {
+        b,
+        env: &mut env,
+        mode: target.mode,
+        prog_index: target.prog,
+        prog,
+        regs,
+        may_goto,
+        executed,
+        ctx,
+        in_regs,
+        out_regs,
+        budget,
+        fp,
+        ctx_base,
+        ctx_len,
+        blocks,
+        propagate,
+        budget_block,
+        callees,
+        jit_sig,
+        may_goto_loops: target.options.may_goto_loops,
+    };
+    for &leader in &leaders {
+        translate_block(&mut t, &reached, &leaders, leader);
+    }
+    // The shared exits.
+    t.b.switch_to_block(t.propagate);
+    t.b.ins().return_(&[status]);
+    t.b.switch_to_block(t.budget_block);
+    t.env.store_field(&mut t.b, offsets::EXECUTED, before);
+    let s = t.env.budget_exhausted(&mut t.b, t.prog_index, start);
+    t.b.ins().return_(&[s]);
+    t.b.seal_all_blocks();
+    t.b.finalize(module.isa().frontend_config());
+}
+
+/// Translates the basic block that starts at `leader`.
+fn translate_block<E: RuntimeEnv>(
+    t: &mut FuncTranslator<'_, '_, E>,
+    reached: &BTreeSet<usize>,
+    leaders: &BTreeSet<usize>,
+    leader: usize,
+) {
+    let prog = t.prog;
+    // The block's instructions: up to one that ends it, or up to the next leader.
+    let mut insns = Vec::new();
+    let mut pc = leader;
+    loop {
+        let insn = *prog.insn(pc).expect("reached");
+        insns.push((pc, insn));
+        let next = pc + insn.slots();
+        if ends_block(&insn, t.mode) || leaders.contains(&next) || !reached.contains(&next) {
+            break;
+        }
+        pc = next;
+    }
+    t.b.switch_to_block(t.blocks[&leader]);
+    t.count_block(leader, insns.len() as u64);
+    for &(pc, insn) in &insns {
+        if let Flow::Ended = t.translate(pc, insn) {
+            return;
+        }
+    }
+    let (pc, insn) = *insns.last().expect("a block has an instruction");
+    let next = t.next_block(pc + insn.slots());
+    t.b.ins().jump(next, &[]);
+}

@@ -1,0 +1,232 @@
+//! The environment: the only door from translated code to the runtime.
+//!
+//! The translator ([`crate::translate`]) knows the eBPF instruction set and nothing of how
+//! memory, helpers, frames or errors are kept; whenever an instruction needs the runtime, it
+//! asks a [`RuntimeEnv`] to emit the code that reaches it (as wasmtime's translator asks its
+//! `FuncEnvironment`). [`VmEnv`] is the environment of bpfemu's vm: calls into the entry
+//! points of [`crate::runtime`] over the vm's [`Memory`](bpfemu_vm::Memory) and
+//! [`Helpers`](bpfemu_vm::Helpers).
+
+use crate::runtime::{self, offsets};
+use bpfemu_vm::VmError;
+use cranelift_codegen::ir::{
+    AbiParam, InstBuilder, MemFlagsData, SigRef, Signature, Value, types::I64,
+};
+use cranelift_codegen::isa::CallConv;
+use cranelift_frontend::FunctionBuilder;
+
+/// What translated code needs from the runtime. Every method emits code at the builder's
+/// current position; the ones that return a status leave its test to the translator
+/// ([`runtime::STATUS_OK`], [`runtime::STATUS_FAIL`], [`runtime::STATUS_SPECIAL`]).
+pub trait RuntimeEnv {
+    /// Validates an access of `len` bytes at `addr`; on a converted ctx field (a read) the
+    /// value is left for [`RuntimeEnv::scratch`] with the special status.
+    fn check_access(
+        &mut self,
+        b: &mut FunctionBuilder,
+        addr: Value,
+        len: u64,
+        write: bool,
+        pc: usize,
+    ) -> Value;
+    /// An atomic read-modify-write the hardware cannot do atomically (a misaligned address);
+    /// the old value is left in scratch.
+    fn atomic_unaligned(
+        &mut self,
+        b: &mut FunctionBuilder,
+        addr: Value,
+        op_size: u64,
+        operand: Value,
+        expected: Value,
+        pc: usize,
+    ) -> Value;
+    /// Calls helper `id` with r1-r5 in the register array at `regs`.
+    fn call_helper(&mut self, b: &mut FunctionBuilder, id: i32, regs: Value, pc: usize) -> Value;
+    /// Adds the stack frame of a call from `pc` to `target` (its r10 in scratch).
+    fn push_frame(&mut self, b: &mut FunctionBuilder, pc: usize, target: usize) -> Value;
+    /// Removes the innermost stack frame.
+    fn pop_frame(&mut self, b: &mut FunctionBuilder);
+    /// Stops the run with `error`, known at compile time.
+    fn fail(&mut self, b: &mut FunctionBuilder, error: VmError) -> Value;
+    /// Stops the run: the budget ran out in the block at `start` of program `prog`.
+    fn budget_exhausted(&mut self, b: &mut FunctionBuilder, prog: usize, start: Value) -> Value;
+    /// LD_ABS/LD_IND of `len` bytes at packet offset `offset`.
+    fn legacy_load(&mut self, b: &mut FunctionBuilder, offset: Value, len: u64, pc: usize)
+    -> Value;
+    /// The value the last entry point left.
+    fn scratch(&mut self, b: &mut FunctionBuilder) -> Value;
+    /// Loads / stores a run-context field (`offsets`).
+    fn load_field(&mut self, b: &mut FunctionBuilder, offset: i32) -> Value;
+    fn store_field(&mut self, b: &mut FunctionBuilder, offset: i32, value: Value);
+}
+
+/// The vm's environment. One per compiled function (signatures are per function); the
+/// compile-time errors collect across functions.
+pub struct VmEnv<'a> {
+    ctx: Value,
+    sigs: Vec<(usize, SigRef)>,
+    call_conv: CallConv,
+    pub(crate) static_errors: &'a mut Vec<VmError>,
+}
+
+impl<'a> VmEnv<'a> {
+    /// `ctx` is the function's run-context parameter.
+    pub fn new(ctx: Value, call_conv: CallConv, static_errors: &'a mut Vec<VmError>) -> Self {
+        VmEnv {
+            ctx,
+            sigs: Vec::new(),
+            call_conv,
+            static_errors,
+        }
+    }
+
+    /// Calls an entry point at `addr` taking the context and `args` (all 64-bit); `ret`
+    /// says whether it returns a status.
+    fn call(&mut self, b: &mut FunctionBuilder, addr: usize, args: &[Value], ret: bool) -> Value {
+        let arity = args.len() * 2 + usize::from(ret);
+        let sig = match self.sigs.iter().find(|(a, _)| *a == arity) {
+            Some(&(_, sig)) => sig,
+            None => {
+                let mut s = Signature::new(self.call_conv);
+                s.params.push(AbiParam::new(I64));
+                s.params.extend(args.iter().map(|_| AbiParam::new(I64)));
+                if ret {
+                    s.returns.push(AbiParam::new(I64));
+                }
+                let sig = b.import_signature(s);
+                self.sigs.push((arity, sig));
+                sig
+            }
+        };
+        let callee = b.ins().iconst(I64, addr as i64);
+        let mut all = Vec::with_capacity(args.len() + 1);
+        all.push(self.ctx);
+        all.extend_from_slice(args);
+        let call = b.ins().call_indirect(sig, callee, &all);
+        match b.inst_results(call).first() {
+            Some(&v) => v,
+            None => b.ins().iconst(I64, 0),
+        }
+    }
+
+    fn konst(b: &mut FunctionBuilder, v: u64) -> Value {
+        b.ins().iconst(I64, v as i64)
+    }
+}
+
+impl RuntimeEnv for VmEnv<'_> {
+    fn check_access(
+        &mut self,
+        b: &mut FunctionBuilder,
+        addr: Value,
+        len: u64,
+        write: bool,
+        pc: usize,
+    ) -> Value {
+        let kind = if write {
+            runtime::CHECK_WRITE
+        } else {
+            runtime::CHECK_READ
+        };
+        let args = [
+            addr,
+            Self::konst(b, len),
+            Self::konst(b, kind),
+            Self::konst(b, pc as u64),
+        ];
+        self.call(b, runtime::jit_check as *const () as usize, &args, true)
+    }
+
+    fn atomic_unaligned(
+        &mut self,
+        b: &mut FunctionBuilder,
+        addr: Value,
+        op_size: u64,
+        operand: Value,
+        expected: Value,
+        pc: usize,
+    ) -> Value {
+        let args = [
+            addr,
+            Self::konst(b, op_size),
+            operand,
+            expected,
+            Self::konst(b, pc as u64),
+        ];
+        self.call(
+            b,
+            runtime::jit_atomic_unaligned as *const () as usize,
+            &args,
+            true,
+        )
+    }
+
+    fn call_helper(&mut self, b: &mut FunctionBuilder, id: i32, regs: Value, pc: usize) -> Value {
+        let args = [
+            Self::konst(b, id as u32 as u64),
+            regs,
+            Self::konst(b, pc as u64),
+        ];
+        self.call(b, runtime::jit_helper as *const () as usize, &args, true)
+    }
+
+    fn push_frame(&mut self, b: &mut FunctionBuilder, pc: usize, target: usize) -> Value {
+        let args = [Self::konst(b, pc as u64), Self::konst(b, target as u64)];
+        self.call(
+            b,
+            runtime::jit_push_frame as *const () as usize,
+            &args,
+            true,
+        )
+    }
+
+    fn pop_frame(&mut self, b: &mut FunctionBuilder) {
+        self.call(b, runtime::jit_pop_frame as *const () as usize, &[], false);
+    }
+
+    fn fail(&mut self, b: &mut FunctionBuilder, error: VmError) -> Value {
+        let index = self.static_errors.len() as u64;
+        self.static_errors.push(error);
+        let args = [Self::konst(b, index)];
+        self.call(b, runtime::jit_fail as *const () as usize, &args, true)
+    }
+
+    fn budget_exhausted(&mut self, b: &mut FunctionBuilder, prog: usize, start: Value) -> Value {
+        let args = [Self::konst(b, prog as u64), start];
+        self.call(
+            b,
+            runtime::jit_budget_exhausted as *const () as usize,
+            &args,
+            true,
+        )
+    }
+
+    fn legacy_load(
+        &mut self,
+        b: &mut FunctionBuilder,
+        offset: Value,
+        len: u64,
+        pc: usize,
+    ) -> Value {
+        let args = [offset, Self::konst(b, len), Self::konst(b, pc as u64)];
+        self.call(
+            b,
+            runtime::jit_legacy_load as *const () as usize,
+            &args,
+            true,
+        )
+    }
+
+    fn scratch(&mut self, b: &mut FunctionBuilder) -> Value {
+        self.load_field(b, offsets::SCRATCH)
+    }
+
+    fn load_field(&mut self, b: &mut FunctionBuilder, offset: i32) -> Value {
+        b.ins().load(I64, MemFlagsData::trusted(), self.ctx, offset)
+    }
+
+    fn store_field(&mut self, b: &mut FunctionBuilder, offset: i32, value: Value) {
+        b.ins()
+            .store(MemFlagsData::trusted(), value, self.ctx, offset);
+    }
+}

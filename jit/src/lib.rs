@@ -1,0 +1,109 @@
+//! bpfemu's JIT: eBPF programs compiled by Cranelift into native code that runs over the vm's
+//! runtime (its memory regions, maps and helpers) with the interpreter's exact results.
+//!
+//! The shape follows wasmtime's bytecode translator, one file per concern:
+//! - [`compile`]: the driver. Finds the functions of a program set (entries, bpf-to-bpf call
+//!   targets, callbacks), cuts them into basic blocks and hands each to the translator.
+//! - [`translate`]: one match arm per instruction: ALU with 32-bit zero extension, the
+//!   kernel's division rules, sign extension, byte swaps, jumps of both widths, loads and
+//!   stores, real atomic instructions, calls, `may_goto`, exits.
+//! - [`bounds`]: the memory-check strategy of each [`Mode`], apart from the opcodes.
+//! - [`environ`]: the [`RuntimeEnv`](environ::RuntimeEnv) trait, the only door from
+//!   translated code to the runtime (memory checks, helper calls with tail calls and
+//!   callbacks, stack frames, errors).
+//! - [`runtime`]: the run-time half: the context compiled code receives and the entry points
+//!   it calls.
+//!
+//! Two modes: [`Mode::Checked`] validates every access against the live regions and reports
+//! faults as the interpreter does ([`VmError::Memory`] with the instruction index), for
+//! programs nobody verified; [`Mode::Trusted`] reaches host memory directly, for programs a
+//! verifier accepted. Code memory is writable while it is generated and executable after,
+//! never both at once.
+//!
+//! ```
+//! use bpfemu_isa::{AluOp, Insn, Program, Reg, Size, Source, Width};
+//! use bpfemu_jit::{Jit, Mode};
+//! use bpfemu_vm::{Engine, Memory, NoHelpers, RegionKind};
+//!
+//! // r0 = *(u32 *)(r1 + 4); r0 += r2; exit
+//! let prog = Program::from_insns(&[
+//!     Insn::Load { size: Size::W, sign_extend: false, dst: Reg::R0, src: Reg::R1, off: 4 },
+//!     Insn::Alu { width: Width::W64, op: AluOp::Add, dst: Reg::R0, src: Source::Reg(Reg::R2) },
+//!     Insn::Exit,
+//! ])
+//! .unwrap();
+//! let mut exe = Jit::new(Mode::Checked).prepare(&prog).unwrap();
+//! let mut mem = Memory::new();
+//! let buf = mem.add_copy(RegionKind::Input, &[0, 0, 0, 0, 0x10, 0, 0, 0], true);
+//! let addr = mem.region(buf).unwrap().base();
+//! assert_eq!(exe.run([addr, 8, 0, 0, 0], &mut mem, &mut NoHelpers), Ok(0x18));
+//!
+//! // Past the end of the buffer: the interpreter's fault, not undefined behaviour.
+//! let err = exe.run([addr + 2, 8, 0, 0, 0], &mut mem, &mut NoHelpers).unwrap_err();
+//! assert!(err.to_string().starts_with("insn 0: invalid read of 4 bytes at 0x"));
+//! ```
+
+pub mod bounds;
+pub mod compile;
+pub mod environ;
+pub mod runtime;
+pub mod translate;
+
+use bpfemu_isa::Program;
+use bpfemu_vm::{Engine, Executable, Options, VmError};
+
+/// How compiled code reaches memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// Every access validated against the live regions, as the interpreter does.
+    #[default]
+    Checked,
+    /// Direct host memory: only for programs a verifier accepted.
+    Trusted,
+}
+
+/// The JIT engine.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Jit {
+    mode: Mode,
+    options: Options,
+}
+
+impl Jit {
+    pub fn new(mode: Mode) -> Jit {
+        Jit {
+            mode,
+            options: Options::default(),
+        }
+    }
+
+    /// With run limits other than the default (used by [`Engine::prepare`]).
+    pub fn with_options(mode: Mode, options: Options) -> Jit {
+        Jit { mode, options }
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+}
+
+impl Engine for Jit {
+    fn name(&self) -> &'static str {
+        match self.mode {
+            Mode::Checked => "jit",
+            Mode::Trusted => "jit-trusted",
+        }
+    }
+
+    fn prepare(&self, prog: &Program) -> Result<Box<dyn Executable>, VmError> {
+        self.prepare_set(std::slice::from_ref(prog), self.options)
+    }
+
+    fn prepare_set(
+        &self,
+        progs: &[Program],
+        options: Options,
+    ) -> Result<Box<dyn Executable>, VmError> {
+        Ok(Box::new(compile::compile(progs, self.mode, options)?))
+    }
+}

@@ -1,0 +1,511 @@
+//! The run-time side of compiled code: the per-run context compiled functions receive, the
+//! `extern "C"` entry points they call (memory checks, helpers, frames, errors), and the
+//! [`Executable`] that runs them.
+//!
+//! Every compiled function has the signature `fn(ctx: *mut RunCtx, regs: *mut [u64; 12]) -> u64`:
+//! `regs` holds r0-r10 and the frame's `may_goto` count on entry; on a clean exit the function
+//! writes r0 back into `regs[0]` and returns [`STATUS_OK`]. Any other status means the run
+//! stopped and the error waits in the context; callers return it unchanged.
+//!
+//! Entry points never keep a Rust reference to the context across a call into compiled code
+//! (callbacks re-enter through the same pointer), so each one takes short borrows only.
+
+use bpfemu_isa::{AtomicOp, Program, Reg};
+use bpfemu_vm::interp::decode_code_addr;
+use bpfemu_vm::memory::MemFault;
+use bpfemu_vm::{
+    CallbackStep, Executable, HelperError, HelperOutcome, Helpers, MAX_CALL_FRAMES, Memory,
+    RegionId, VmError,
+};
+use std::collections::HashMap;
+
+/// The run goes on.
+pub const STATUS_OK: u64 = 0;
+/// The run stopped; the error is in [`RunCtx::error`].
+pub const STATUS_FAIL: u64 = 1;
+/// A memory check found a converted ctx field (its value in `scratch`), a helper asked for a
+/// tail call (the target function in `scratch`), or a legacy packet load missed the packet.
+pub const STATUS_SPECIAL: u64 = 2;
+
+/// Slots of the register array compiled functions exchange: r0-r10, `may_goto`'s count, and
+/// the top of the function's stack frame (r10 as the runtime made it, whatever the program
+/// does to r10: the checked fast path trusts only this one).
+pub const REG_SLOTS: usize = Reg::COUNT + 2;
+/// Index of the `may_goto` count in the register array.
+pub const MAY_GOTO_SLOT: usize = Reg::COUNT;
+/// Index of the frame top in the register array.
+pub const FRAME_SLOT: usize = Reg::COUNT + 1;
+
+/// A compiled function.
+pub type JitFn = unsafe extern "C" fn(*mut RunCtx, *mut u64) -> u64;
+
+/// What compiled code reads and writes directly: the fields with a fixed offset come first.
+#[repr(C)]
+pub struct RunCtx {
+    /// Instructions executed so far (stored by compiled code before every call out).
+    pub executed: u64,
+    /// The instruction budget.
+    pub budget: u64,
+    /// Values handed back by entry points (a loaded value, a new r10, a function address).
+    pub scratch: u64,
+    /// The converted ctx region, for trusted code: `[ctx_base, ctx_base + ctx_len)`.
+    pub ctx_base: u64,
+    pub ctx_len: u64,
+    // Private to the runtime below.
+    mem: *mut Memory,
+    helpers: *mut dyn Helpers,
+    error: Option<VmError>,
+    frames: Vec<RegionId>,
+    shared: *const Shared,
+}
+
+/// Field offsets compiled code uses.
+pub mod offsets {
+    pub const EXECUTED: i32 = 0;
+    pub const BUDGET: i32 = 8;
+    pub const SCRATCH: i32 = 16;
+    pub const CTX_BASE: i32 = 24;
+    pub const CTX_LEN: i32 = 32;
+}
+
+/// What every run of one compiled program set shares.
+pub struct Shared {
+    pub programs: Vec<Program>,
+    /// Function entries by (program, insn).
+    pub entries: HashMap<(usize, usize), JitFn>,
+    /// Errors known at compile time (a jump out of the program, an unsupported instruction),
+    /// raised by index.
+    pub static_errors: Vec<VmError>,
+    pub may_goto_loops: u64,
+}
+
+/// Encodes the access kind of a memory check for [`jit_check`].
+pub const CHECK_READ: u64 = 0;
+pub const CHECK_WRITE: u64 = 1;
+
+/// Validates `[addr, addr + len)` for a read (`kind` [`CHECK_READ`]) or write.
+///
+/// # Safety
+/// `ctx` is the live context of the running program.
+pub unsafe extern "C" fn jit_check(
+    ctx: *mut RunCtx,
+    addr: u64,
+    len: u64,
+    kind: u64,
+    pc: u64,
+) -> u64 {
+    // SAFETY: the caller passes the live context; `mem` outlives the run.
+    let ctx = unsafe { &mut *ctx };
+    // SAFETY: as above.
+    let mem = unsafe { &mut *ctx.mem };
+    let len = len as usize;
+    let result = if kind == CHECK_WRITE {
+        mem.slice_mut(addr, len).map(|_| None)
+    } else {
+        match mem.slice(addr, len) {
+            Ok(_) => Ok(None),
+            // A converted ctx answers loads with values, not bytes.
+            Err(_) => mem.read(addr, len).map(Some),
+        }
+    };
+    match result {
+        Ok(None) => STATUS_OK,
+        Ok(Some(value)) => {
+            ctx.scratch = value;
+            STATUS_SPECIAL
+        }
+        Err(fault) => fail_mem(ctx, pc, fault),
+    }
+}
+
+fn fail_mem(ctx: &mut RunCtx, pc: u64, fault: MemFault) -> u64 {
+    ctx.error = Some(VmError::Memory {
+        pc: pc as usize,
+        fault,
+    });
+    STATUS_FAIL
+}
+
+/// An atomic read-modify-write at an address that is not aligned to its size: the hardware's
+/// locked instructions would split the bus lock, so it is done as the interpreter does it
+/// (no other thread runs the program). The old value goes to `scratch`.
+///
+/// # Safety
+/// `ctx` is the live context of the running program.
+pub unsafe extern "C" fn jit_atomic_unaligned(
+    ctx: *mut RunCtx,
+    addr: u64,
+    op_size: u64,
+    operand: u64,
+    expected: u64,
+    pc: u64,
+) -> u64 {
+    // SAFETY: the caller passes the live context; `mem` outlives the run.
+    let ctx = unsafe { &mut *ctx };
+    // SAFETY: as above.
+    let mem = unsafe { &mut *ctx.mem };
+    let n = (op_size & 0xff) as usize;
+    let op = AtomicOp::from_imm((op_size >> 8) as i32).unwrap_or(AtomicOp::Add);
+    let slot = match mem.slice_mut(addr, n) {
+        Ok(slot) => slot,
+        Err(fault) => return fail_mem(ctx, pc, fault),
+    };
+    let mut word = [0u8; 8];
+    word[..n].copy_from_slice(slot);
+    let old = u64::from_le_bytes(word);
+    let mask = if n == 4 { u32::MAX as u64 } else { u64::MAX };
+    let new = match op {
+        AtomicOp::Add | AtomicOp::FetchAdd => old.wrapping_add(operand),
+        AtomicOp::Or | AtomicOp::FetchOr => old | operand,
+        AtomicOp::And | AtomicOp::FetchAnd => old & operand,
+        AtomicOp::Xor | AtomicOp::FetchXor => old ^ operand,
+        AtomicOp::Xchg => operand,
+        AtomicOp::Cmpxchg if old == expected & mask => operand,
+        _ => old,
+    };
+    slot.copy_from_slice(&new.to_le_bytes()[..n]);
+    ctx.scratch = old;
+    STATUS_OK
+}
+
+/// Adds the stack frame of a call from `pc` to `target`; its r10 goes to `scratch`.
+///
+/// # Safety
+/// `ctx` is the live context of the running program.
+pub unsafe extern "C" fn jit_push_frame(ctx: *mut RunCtx, pc: u64, target: u64) -> u64 {
+    // SAFETY: the caller passes the live context.
+    let ctx = unsafe { &mut *ctx };
+    match push_frame(ctx, pc as usize, target as usize) {
+        Ok(()) => STATUS_OK,
+        Err(e) => {
+            ctx.error = Some(e);
+            STATUS_FAIL
+        }
+    }
+}
+
+fn push_frame(ctx: &mut RunCtx, pc: usize, target: usize) -> Result<(), VmError> {
+    if ctx.frames.len() == MAX_CALL_FRAMES {
+        return Err(VmError::CallDepthExceeded { pc, target });
+    }
+    // SAFETY: `mem` outlives the run.
+    let mem = unsafe { &mut *ctx.mem };
+    let id = mem.add_stack_frame(ctx.frames.len());
+    ctx.frames.push(id);
+    ctx.scratch = mem.region(id).expect("just added").end();
+    Ok(())
+}
+
+/// Removes the innermost stack frame, when a call returns.
+///
+/// # Safety
+/// `ctx` is the live context of the running program.
+pub unsafe extern "C" fn jit_pop_frame(ctx: *mut RunCtx) {
+    // SAFETY: the caller passes the live context.
+    let ctx = unsafe { &mut *ctx };
+    pop_frame(ctx);
+}
+
+fn pop_frame(ctx: &mut RunCtx) {
+    if let Some(id) = ctx.frames.pop() {
+        // SAFETY: `mem` outlives the run.
+        unsafe { &mut *ctx.mem }.remove_stack_frame(id);
+    }
+}
+
+/// Raises the compile-time error number `index`.
+///
+/// # Safety
+/// `ctx` is the live context of the running program.
+pub unsafe extern "C" fn jit_fail(ctx: *mut RunCtx, index: u64) -> u64 {
+    // SAFETY: the caller passes the live context; `shared` outlives the run.
+    let ctx = unsafe { &mut *ctx };
+    let shared = unsafe { &*ctx.shared };
+    ctx.error = Some(shared.static_errors[index as usize].clone());
+    STATUS_FAIL
+}
+
+/// The budget ran out in the block that starts at `start` of program `prog`: `executed` holds
+/// the count before the block. Names the first instruction that did not run, as the
+/// interpreter does.
+///
+/// # Safety
+/// `ctx` is the live context of the running program.
+pub unsafe extern "C" fn jit_budget_exhausted(ctx: *mut RunCtx, prog: u64, start: u64) -> u64 {
+    // SAFETY: the caller passes the live context; `shared` outlives the run.
+    let ctx = unsafe { &mut *ctx };
+    let shared = unsafe { &*ctx.shared };
+    let program = &shared.programs[prog as usize];
+    let mut pc = start as usize;
+    for _ in ctx.executed..ctx.budget {
+        pc += program.insn(pc).map_or(1, |i| i.slots());
+    }
+    ctx.executed = ctx.budget;
+    ctx.error = Some(VmError::BudgetExceeded {
+        pc,
+        budget: ctx.budget,
+    });
+    STATUS_FAIL
+}
+
+/// LD_ABS / LD_IND at packet offset `offset` (the kernel passes it as an `int`): the value,
+/// read in network order, goes to `scratch`; [`STATUS_SPECIAL`] when the load misses the packet
+/// (r0 = 0 and the function exits).
+///
+/// # Safety
+/// `ctx` is the live context of the running program.
+pub unsafe extern "C" fn jit_legacy_load(ctx: *mut RunCtx, offset: u64, len: u64, pc: u64) -> u64 {
+    // SAFETY: the caller passes the live context; `mem` outlives the run.
+    let ctx = unsafe { &mut *ctx };
+    let mem = unsafe { &*ctx.mem };
+    let Some(packet) = mem.packet() else {
+        ctx.error = Some(VmError::NoPacket { pc: pc as usize });
+        return STATUS_FAIL;
+    };
+    let value = usize::try_from(offset as i32)
+        .ok()
+        .and_then(|start| packet.bytes().get(start..start.checked_add(len as usize)?))
+        .map(|bytes| bytes.iter().fold(0u64, |acc, &b| (acc << 8) | b as u64));
+    match value {
+        Some(value) => {
+            ctx.scratch = value;
+            STATUS_OK
+        }
+        None => STATUS_SPECIAL,
+    }
+}
+
+/// Calls helper `id` with r1-r5 from `regs[1..6]`. [`STATUS_OK`]: r0 in `scratch`;
+/// [`STATUS_SPECIAL`]: a tail call, the target's entry in `scratch`. Callback loops run here,
+/// calling compiled callbacks, each in a frame of its own.
+///
+/// # Safety
+/// `ctx` is the live context of the running program and `regs` points at 12 slots.
+pub unsafe extern "C" fn jit_helper(ctx: *mut RunCtx, id: u64, regs: *const u64, pc: u64) -> u64 {
+    let id = id as i32;
+    let pc = pc as usize;
+    let mut args = [0u64; 5];
+    for (i, arg) in args.iter_mut().enumerate() {
+        // SAFETY: the caller's register array has 12 slots.
+        *arg = unsafe { *regs.add(i + 1) };
+    }
+    // SAFETY: the caller passes the live context; the borrow ends before any callback runs.
+    let outcome = {
+        let c = unsafe { &mut *ctx };
+        // SAFETY: `helpers` and `mem` outlive the run; nothing else borrows them now.
+        let (helpers, mem) = unsafe { (&mut *c.helpers, &mut *c.mem) };
+        helpers.call_outcome(id, args, mem)
+    };
+    let result = match outcome {
+        Ok(HelperOutcome::Return(r0)) => Ok(r0),
+        Ok(HelperOutcome::TailCall(prog)) => {
+            // SAFETY: as above.
+            let c = unsafe { &mut *ctx };
+            let shared = unsafe { &*c.shared };
+            match shared.entries.get(&(prog, 0)) {
+                Some(&entry) => {
+                    c.scratch = entry as usize as u64;
+                    return STATUS_SPECIAL;
+                }
+                None => Err(helper_error(
+                    pc,
+                    id,
+                    HelperError::Failed(format!(
+                        "tail call to program {prog}, which is not loaded"
+                    )),
+                )),
+            }
+        }
+        // SAFETY: `ctx` is live.
+        Ok(HelperOutcome::Callbacks(driver)) => unsafe { run_callbacks(ctx, driver, id, pc) },
+        Err(e) => Err(helper_error(pc, id, e)),
+    };
+    // SAFETY: as above.
+    let c = unsafe { &mut *ctx };
+    match result {
+        Ok(r0) => {
+            c.scratch = r0;
+            STATUS_OK
+        }
+        Err(e) => {
+            if c.error.is_none() {
+                c.error = Some(e);
+            }
+            STATUS_FAIL
+        }
+    }
+}
+
+/// A marker error: a callback stopped the run and its error is already in the context.
+fn callback_failed() -> VmError {
+    VmError::FellOffEnd { pc: usize::MAX }
+}
+
+/// Drives a helper's callback loop as the interpreter does: each callback runs in a fresh
+/// frame with r1-r5 from the loop and zero elsewhere.
+///
+/// # Safety
+/// `ctx` is the live context of the running program.
+unsafe fn run_callbacks(
+    ctx: *mut RunCtx,
+    mut driver: Box<dyn bpfemu_vm::CallbackLoop>,
+    id: i32,
+    pc: usize,
+) -> Result<u64, VmError> {
+    let mut last = None;
+    loop {
+        let step = {
+            // SAFETY: short borrows of the live context and its memory.
+            let c = unsafe { &mut *ctx };
+            driver
+                .next(last, unsafe { &mut *c.mem })
+                .map_err(|e| helper_error(pc, id, e))?
+        };
+        let (target, args) = match step {
+            CallbackStep::Done(r0) => return Ok(r0),
+            CallbackStep::Call { target, args } => (target, args),
+        };
+        let entry = {
+            // SAFETY: as above.
+            let c = unsafe { &mut *ctx };
+            let shared = unsafe { &*c.shared };
+            let entry = decode_code_addr(target)
+                .and_then(|key| shared.entries.get(&key).map(|&f| (key.1, f)))
+                .ok_or_else(|| {
+                    helper_error(
+                        pc,
+                        id,
+                        HelperError::Failed(format!("callback {target:#x} is not a function")),
+                    )
+                })?;
+            push_frame(c, pc, entry.0)?;
+            entry.1
+        };
+        // SAFETY: as above.
+        let (r10, loops) = {
+            let c = unsafe { &*ctx };
+            (c.scratch, unsafe { &*c.shared }.may_goto_loops)
+        };
+        let mut regs = [0u64; REG_SLOTS];
+        regs[1..6].copy_from_slice(&args);
+        regs[Reg::R10.index()] = r10;
+        regs[FRAME_SLOT] = r10;
+        regs[MAY_GOTO_SLOT] = loops;
+        // SAFETY: `entry` is a function of this program set, compiled with the JitFn
+        // signature; the register array has 12 slots.
+        let status = unsafe { entry(ctx, regs.as_mut_ptr()) };
+        if status != STATUS_OK {
+            return Err(callback_failed());
+        }
+        // SAFETY: as above.
+        pop_frame(unsafe { &mut *ctx });
+        last = Some(regs[0]);
+    }
+}
+
+fn helper_error(pc: usize, id: i32, e: HelperError) -> VmError {
+    match e {
+        HelperError::Unknown(_) => VmError::UnknownHelper { pc, id },
+        source => VmError::Helper { pc, id, source },
+    }
+}
+
+/// The native code of one program set, with its shared tables. Dropping it frees the code.
+pub struct Compiled {
+    pub(crate) module: Option<cranelift_jit::JITModule>,
+    pub(crate) shared: Box<Shared>,
+    pub(crate) trusted: bool,
+    pub(crate) budget: u64,
+    pub(crate) executed: u64,
+}
+
+impl Drop for Compiled {
+    fn drop(&mut self) {
+        if let Some(module) = self.module.take() {
+            // SAFETY: no compiled function runs (runs borrow `self` mutably) and the entry
+            // table that points into the code is dropped with `self`.
+            unsafe { module.free_memory() };
+        }
+    }
+}
+
+impl Compiled {
+    fn run_inner(
+        &mut self,
+        entry: usize,
+        args: [u64; 5],
+        mem: &mut Memory,
+        helpers: &mut dyn Helpers,
+    ) -> Result<u64, VmError> {
+        let function = *self
+            .shared
+            .entries
+            .get(&(entry, 0))
+            .ok_or(VmError::FellOffEnd { pc: 0 })?;
+        let (ctx_base, ctx_len) = mem
+            .regions()
+            .find(|r| r.ctx_fields().is_some())
+            .map_or((0, 0), |r| (r.base(), r.len() as u64));
+        let helpers: *mut (dyn Helpers + '_) = helpers;
+        let mut ctx = RunCtx {
+            executed: 0,
+            budget: self.budget,
+            scratch: 0,
+            ctx_base: if self.trusted { ctx_base } else { 0 },
+            ctx_len: if self.trusted { ctx_len } else { 0 },
+            mem,
+            // SAFETY: the pointer is only used during this call, while the borrow lives; the
+            // lifetime is erased to store it in the context.
+            helpers: unsafe {
+                std::mem::transmute::<*mut (dyn Helpers + '_), *mut (dyn Helpers + 'static)>(
+                    helpers,
+                )
+            },
+            error: None,
+            frames: Vec::with_capacity(MAX_CALL_FRAMES),
+            shared: &*self.shared,
+        };
+        push_frame(&mut ctx, 0, 0)?;
+        let mut regs = [0u64; REG_SLOTS];
+        regs[1..6].copy_from_slice(&args);
+        regs[Reg::R10.index()] = ctx.scratch;
+        regs[FRAME_SLOT] = ctx.scratch;
+        regs[MAY_GOTO_SLOT] = self.shared.may_goto_loops;
+        // SAFETY: `function` was compiled with the JitFn signature for this program set; the
+        // context and the register array live across the call.
+        let status = unsafe { function(&mut ctx, regs.as_mut_ptr()) };
+        while !ctx.frames.is_empty() {
+            pop_frame(&mut ctx);
+        }
+        self.executed = ctx.executed;
+        match status {
+            STATUS_OK => Ok(regs[0]),
+            _ => Err(ctx.error.take().unwrap_or(VmError::FellOffEnd { pc: 0 })),
+        }
+    }
+}
+
+impl Executable for Compiled {
+    fn run(
+        &mut self,
+        args: [u64; 5],
+        mem: &mut Memory,
+        helpers: &mut dyn Helpers,
+    ) -> Result<u64, VmError> {
+        self.run_inner(0, args, mem, helpers)
+    }
+
+    fn run_entry(
+        &mut self,
+        entry: usize,
+        args: [u64; 5],
+        mem: &mut Memory,
+        helpers: &mut dyn Helpers,
+    ) -> Result<u64, VmError> {
+        self.run_inner(entry, args, mem, helpers)
+    }
+
+    fn executed(&self) -> u64 {
+        self.executed
+    }
+}
