@@ -1,2 +1,885 @@
-//! Scalar transfer functions (`adjust_scalar_min_max_vals`): every ALU and ALU64 operation on
-//! tnums and signed/unsigned 32/64-bit bounds, moves, sign extension, byte swaps.
+//! Scalar transfer functions (`adjust_scalar_min_max_vals`, `check_alu_op`): every ALU and
+//! ALU64 operation on tnums and signed/unsigned 32/64-bit bounds, moves, sign extension, byte
+//! swaps, and the register checks around them.
+
+use crate::env::Env;
+use crate::precision::mark_chain_precision;
+use crate::ptr_alu::adjust_ptr_min_max_vals;
+use crate::state::reg::{BPF_ADD_CONST, RegState, RegType};
+use crate::state::{Tnum, VerifierState};
+use crate::{Errno, Reject};
+use bpfemu_isa::{AluOp, Insn, Reg, Source, Width};
+
+/// `check_reg_arg(SRC_OP)`: the register must have been written.
+pub fn check_reg_read(env: &mut Env<'_>, state: &VerifierState, reg: Reg) -> Result<(), Reject> {
+    env.log.scratch_reg(reg);
+    if state.reg(reg).ty == RegType::NotInit {
+        return Err(env.reject(Errno::Eacces, format!("R{} !read_ok", reg.number())));
+    }
+    Ok(())
+}
+
+/// `check_reg_arg(DST_OP_NO_MARK)`: the frame pointer may not be written.
+pub fn check_reg_write(env: &mut Env<'_>, reg: Reg) -> Result<(), Reject> {
+    env.log.scratch_reg(reg);
+    if reg == Reg::R10 {
+        return Err(env.reject(Errno::Eacces, "frame pointer is read only"));
+    }
+    Ok(())
+}
+
+/// `assign_scalar_id_before_mov`: a scalar about to be copied gets an id so that the copies'
+/// ranges stay linked.
+pub fn assign_scalar_id_before_mov(env: &mut Env<'_>, reg: &mut RegState) {
+    if reg.ty != RegType::Scalar {
+        return;
+    }
+    if reg.id & BPF_ADD_CONST != 0 {
+        reg.id = 0;
+        reg.off = 0;
+    }
+    if reg.id == 0 && !reg.var_off.is_const() {
+        reg.id = env.new_id();
+    }
+}
+
+/// Bits a scalar's value may occupy (`get_reg_width`).
+pub fn reg_width(reg: &RegState) -> u32 {
+    64 - reg.umax_value.leading_zeros()
+}
+
+/// An ALU or ALU64 instruction (`check_alu_op`).
+pub fn check_alu(env: &mut Env<'_>, state: &mut VerifierState, insn: &Insn) -> Result<(), Reject> {
+    match *insn {
+        Insn::Alu {
+            width,
+            op: AluOp::Mov,
+            dst,
+            src,
+        } => check_mov(env, state, width, dst, src, 0),
+        Insn::MovSx {
+            width,
+            dst,
+            src,
+            bits,
+        } => check_mov(env, state, width, dst, Source::Reg(src), bits),
+        Insn::Alu {
+            width,
+            op,
+            dst,
+            src,
+        } => check_binary(env, state, width, op, dst, src),
+        Insn::Neg { width, dst } => {
+            check_reg_read(env, state, dst)?;
+            check_reg_write(env, dst)?;
+            let reg = state.reg_mut(dst);
+            if reg.ty == RegType::Scalar {
+                let old = *reg;
+                let mut r = *reg;
+                r.set_known(0);
+                scalar32_sub(&mut r, &old);
+                scalar64_sub(&mut r, &old);
+                r.var_off = old.var_off.neg();
+                finish_scalar(&mut r, width);
+                *state.reg_mut(dst) = r;
+            } else {
+                *state.reg_mut(dst) = RegState::unknown_scalar();
+            }
+            Ok(())
+        }
+        Insn::Endian { dst, .. } => {
+            check_reg_read(env, state, dst)?;
+            check_reg_write(env, dst)?;
+            *state.reg_mut(dst) = RegState::unknown_scalar();
+            Ok(())
+        }
+        Insn::AddrSpaceCast { dst, src, imm } => {
+            check_reg_read(env, state, src)?;
+            check_reg_write(env, dst)?;
+            let mut r = RegState::unknown_scalar();
+            if imm == 1 {
+                r.ty = RegType::Arena;
+            }
+            *state.reg_mut(dst) = r;
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+fn check_mov(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    width: Width,
+    dst: Reg,
+    src: Source,
+    sx_bits: u8,
+) -> Result<(), Reject> {
+    let src_reg = match src {
+        Source::Reg(s) => {
+            check_reg_read(env, state, s)?;
+            Some(s)
+        }
+        Source::Imm(_) => None,
+    };
+    check_reg_write(env, dst)?;
+    let Some(s) = src_reg else {
+        let Source::Imm(imm) = src else {
+            unreachable!("immediate source")
+        };
+        let value = match width {
+            Width::W64 => imm as i64 as u64,
+            Width::W32 => imm as u32 as u64,
+        };
+        *state.reg_mut(dst) = RegState::known(value);
+        return Ok(());
+    };
+    let mut src_state = *state.reg(s);
+    let result = match width {
+        Width::W64 if sx_bits == 0 => {
+            assign_scalar_id_before_mov(env, &mut src_state);
+            *state.reg_mut(s) = src_state;
+            let mut d = src_state;
+            d.subreg_def = 0;
+            d
+        }
+        Width::W64 => {
+            if src_state.ty == RegType::Scalar {
+                let no_sext = src_state.umax_value < (1u64 << (sx_bits - 1));
+                if no_sext {
+                    assign_scalar_id_before_mov(env, &mut src_state);
+                    *state.reg_mut(s) = src_state;
+                }
+                let mut d = src_state;
+                if !no_sext {
+                    d.id = 0;
+                }
+                coerce_reg_to_size_sx(&mut d, sx_bits as u32 / 8);
+                d
+            } else {
+                RegState::unknown_scalar()
+            }
+        }
+        Width::W32 => {
+            let mut d = if src_state.ty == RegType::Scalar {
+                if sx_bits == 0 {
+                    let fits = reg_width(&src_state) <= 32;
+                    if fits {
+                        assign_scalar_id_before_mov(env, &mut src_state);
+                        *state.reg_mut(s) = src_state;
+                    }
+                    let mut d = src_state;
+                    if !fits {
+                        d.id = 0;
+                    }
+                    d
+                } else {
+                    let no_sext = src_state.umax_value < (1u64 << (sx_bits - 1));
+                    if no_sext {
+                        assign_scalar_id_before_mov(env, &mut src_state);
+                        *state.reg_mut(s) = src_state;
+                    }
+                    let mut d = src_state;
+                    if !no_sext {
+                        d.id = 0;
+                    }
+                    coerce_subreg_to_size_sx(&mut d, sx_bits as u32 / 8);
+                    d
+                }
+            } else {
+                RegState::unknown_scalar()
+            };
+            d.zext_32_to_64();
+            d.bounds_sync();
+            d
+        }
+    };
+    *state.reg_mut(dst) = result;
+    Ok(())
+}
+
+fn check_binary(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    width: Width,
+    op: AluOp,
+    dst: Reg,
+    src: Source,
+) -> Result<(), Reject> {
+    if let Source::Reg(s) = src {
+        check_reg_read(env, state, s)?;
+    }
+    check_reg_read(env, state, dst)?;
+    if let Source::Imm(imm) = src {
+        if matches!(op, AluOp::Div | AluOp::SDiv | AluOp::Mod | AluOp::SMod) && imm == 0 {
+            return Err(env.reject(Errno::Einval, "div by zero"));
+        }
+        let size = if width == Width::W64 { 64 } else { 32 };
+        if matches!(op, AluOp::Lsh | AluOp::Rsh | AluOp::Arsh) && (imm < 0 || imm >= size) {
+            return Err(env.reject(Errno::Einval, format!("invalid shift {imm}")));
+        }
+    }
+    check_reg_write(env, dst)?;
+    adjust_reg_min_max_vals(env, state, width, op, dst, src)
+}
+
+/// `adjust_reg_min_max_vals`: dispatches pointer and scalar arithmetic.
+fn adjust_reg_min_max_vals(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    width: Width,
+    op: AluOp,
+    dst: Reg,
+    src: Source,
+) -> Result<(), Reject> {
+    let dst_reg = *state.reg(dst);
+    let src_reg = match src {
+        Source::Reg(s) => *state.reg(s),
+        Source::Imm(imm) => RegState::known(imm as i64 as u64),
+    };
+    if let Source::Reg(s) = src {
+        if src_reg.ty != RegType::Scalar {
+            if dst_reg.ty != RegType::Scalar {
+                if op == AluOp::Sub {
+                    *state.reg_mut(dst) = RegState::unknown_scalar();
+                    return Ok(());
+                }
+                return Err(env.reject(
+                    Errno::Eacces,
+                    format!(
+                        "R{} pointer {} pointer prohibited",
+                        dst.number(),
+                        op_name(op)
+                    ),
+                ));
+            }
+            mark_chain_precision(env, state, dst)?;
+            return adjust_ptr_min_max_vals(env, state, width, op, dst, &src_reg, &dst_reg, true);
+        } else if dst_reg.ty != RegType::Scalar {
+            mark_chain_precision(env, state, s)?;
+            return adjust_ptr_min_max_vals(env, state, width, op, dst, &dst_reg, &src_reg, false);
+        } else if dst_reg.precise {
+            mark_chain_precision(env, state, s)?;
+        }
+    } else if dst_reg.ty != RegType::Scalar {
+        return adjust_ptr_min_max_vals(env, state, width, op, dst, &dst_reg, &src_reg, false);
+    }
+    let mut d = *state.reg(dst);
+    adjust_scalar_min_max_vals(&mut d, &src_reg, op, width);
+    link_add_const(&mut d, &src_reg, op, width);
+    *state.reg_mut(dst) = d;
+    Ok(())
+}
+
+/// After `rX += const` on a linked scalar, remember the constant so that branch refinement
+/// can update the copy (`BPF_ADD_CONST`).
+fn link_add_const(d: &mut RegState, src: &RegState, op: AluOp, width: Width) {
+    if op == AluOp::Add && width == Width::W64 && d.id != 0 && src.var_off.is_const() {
+        let val = src.var_off.value as i64;
+        if val < i32::MIN as i64 || val > i32::MAX as i64 || d.id & BPF_ADD_CONST != 0 {
+            d.off = 0;
+            d.id = 0;
+        } else {
+            d.id |= BPF_ADD_CONST;
+            d.off = val as i32;
+        }
+    } else {
+        d.id = 0;
+    }
+}
+
+/// The kernel's name of an ALU operation in messages (`bpf_alu_string`).
+pub fn op_name(op: AluOp) -> &'static str {
+    match op {
+        AluOp::Add => "+=",
+        AluOp::Sub => "-=",
+        AluOp::Mul => "*=",
+        AluOp::Div | AluOp::SDiv => "/=",
+        AluOp::Or => "|=",
+        AluOp::And => "&=",
+        AluOp::Lsh => "<<=",
+        AluOp::Rsh => ">>=",
+        AluOp::Mod | AluOp::SMod => "%=",
+        AluOp::Xor => "^=",
+        AluOp::Mov => "=",
+        AluOp::Arsh => "s>>=",
+    }
+}
+
+/// `is_safe_to_compute_dst_reg_range`.
+fn safe_to_compute(src: &RegState, op: AluOp, width: Width) -> bool {
+    let bits: u64 = if width == Width::W64 { 64 } else { 32 };
+    let src_is_const = if bits == 32 {
+        src.var_off.subreg().is_const()
+            && src.s32_min_value == src.s32_max_value
+            && src.u32_min_value == src.u32_max_value
+    } else {
+        src.var_off.is_const()
+            && src.smin_value == src.smax_value
+            && src.umin_value == src.umax_value
+    };
+    match op {
+        AluOp::Add | AluOp::Sub | AluOp::And | AluOp::Xor | AluOp::Or | AluOp::Mul => true,
+        AluOp::Lsh | AluOp::Rsh | AluOp::Arsh => src_is_const && src.umax_value < bits,
+        _ => false,
+    }
+}
+
+/// `adjust_scalar_min_max_vals` for two scalars.
+pub fn adjust_scalar_min_max_vals(d: &mut RegState, s: &RegState, op: AluOp, width: Width) {
+    if !safe_to_compute(s, op, width) {
+        *d = RegState::unknown_scalar();
+        return;
+    }
+    let alu32 = width == Width::W32;
+    match op {
+        AluOp::Add => {
+            scalar32_add(d, s);
+            scalar64_add(d, s);
+            d.var_off = d.var_off.add(s.var_off);
+        }
+        AluOp::Sub => {
+            scalar32_sub(d, s);
+            scalar64_sub(d, s);
+            d.var_off = d.var_off.sub(s.var_off);
+        }
+        AluOp::Mul => {
+            d.var_off = d.var_off.mul(s.var_off);
+            scalar32_mul(d, s);
+            scalar64_mul(d, s);
+        }
+        AluOp::And => {
+            d.var_off = d.var_off.and(s.var_off);
+            scalar32_and(d, s);
+            scalar64_and(d, s);
+        }
+        AluOp::Or => {
+            d.var_off = d.var_off.or(s.var_off);
+            scalar32_or(d, s);
+            scalar64_or(d, s);
+        }
+        AluOp::Xor => {
+            d.var_off = d.var_off.xor(s.var_off);
+            scalar32_xor(d, s);
+            scalar64_xor(d, s);
+        }
+        AluOp::Lsh => {
+            if alu32 {
+                scalar32_lsh(d, s)
+            } else {
+                scalar64_lsh(d, s)
+            }
+        }
+        AluOp::Rsh => {
+            if alu32 {
+                scalar32_rsh(d, s)
+            } else {
+                scalar64_rsh(d, s)
+            }
+        }
+        AluOp::Arsh => {
+            if alu32 {
+                scalar32_arsh(d, s)
+            } else {
+                scalar64_arsh(d, s)
+            }
+        }
+        _ => {}
+    }
+    finish_scalar(d, width);
+}
+
+fn finish_scalar(d: &mut RegState, width: Width) {
+    if width == Width::W32 {
+        d.zext_32_to_64();
+    }
+    d.bounds_sync();
+}
+
+fn scalar32_add(d: &mut RegState, s: &RegState) {
+    let (smin, o1) = d.s32_min_value.overflowing_add(s.s32_min_value);
+    let (smax, o2) = d.s32_max_value.overflowing_add(s.s32_max_value);
+    if o1 || o2 {
+        d.s32_min_value = i32::MIN;
+        d.s32_max_value = i32::MAX;
+    } else {
+        d.s32_min_value = smin;
+        d.s32_max_value = smax;
+    }
+    let (umin, min_ovf) = d.u32_min_value.overflowing_add(s.u32_min_value);
+    let (umax, max_ovf) = d.u32_max_value.overflowing_add(s.u32_max_value);
+    if !min_ovf && max_ovf {
+        d.u32_min_value = 0;
+        d.u32_max_value = u32::MAX;
+    } else {
+        d.u32_min_value = umin;
+        d.u32_max_value = umax;
+    }
+}
+
+fn scalar64_add(d: &mut RegState, s: &RegState) {
+    let (smin, o1) = d.smin_value.overflowing_add(s.smin_value);
+    let (smax, o2) = d.smax_value.overflowing_add(s.smax_value);
+    if o1 || o2 {
+        d.smin_value = i64::MIN;
+        d.smax_value = i64::MAX;
+    } else {
+        d.smin_value = smin;
+        d.smax_value = smax;
+    }
+    let (umin, min_ovf) = d.umin_value.overflowing_add(s.umin_value);
+    let (umax, max_ovf) = d.umax_value.overflowing_add(s.umax_value);
+    if !min_ovf && max_ovf {
+        d.umin_value = 0;
+        d.umax_value = u64::MAX;
+    } else {
+        d.umin_value = umin;
+        d.umax_value = umax;
+    }
+}
+
+pub(crate) fn scalar32_sub(d: &mut RegState, s: &RegState) {
+    let (smin, o1) = d.s32_min_value.overflowing_sub(s.s32_max_value);
+    let (smax, o2) = d.s32_max_value.overflowing_sub(s.s32_min_value);
+    if o1 || o2 {
+        d.s32_min_value = i32::MIN;
+        d.s32_max_value = i32::MAX;
+    } else {
+        d.s32_min_value = smin;
+        d.s32_max_value = smax;
+    }
+    let (umin, min_under) = d.u32_min_value.overflowing_sub(s.u32_max_value);
+    let (umax, max_under) = d.u32_max_value.overflowing_sub(s.u32_min_value);
+    if min_under && !max_under {
+        d.u32_min_value = 0;
+        d.u32_max_value = u32::MAX;
+    } else {
+        d.u32_min_value = umin;
+        d.u32_max_value = umax;
+    }
+}
+
+pub(crate) fn scalar64_sub(d: &mut RegState, s: &RegState) {
+    let (smin, o1) = d.smin_value.overflowing_sub(s.smax_value);
+    let (smax, o2) = d.smax_value.overflowing_sub(s.smin_value);
+    if o1 || o2 {
+        d.smin_value = i64::MIN;
+        d.smax_value = i64::MAX;
+    } else {
+        d.smin_value = smin;
+        d.smax_value = smax;
+    }
+    let (umin, min_under) = d.umin_value.overflowing_sub(s.umax_value);
+    let (umax, max_under) = d.umax_value.overflowing_sub(s.umin_value);
+    if min_under && !max_under {
+        d.umin_value = 0;
+        d.umax_value = u64::MAX;
+    } else {
+        d.umin_value = umin;
+        d.umax_value = umax;
+    }
+}
+
+/// Adds a known constant to a scalar's bounds and tnum (`sync_linked_regs`' delta).
+pub(crate) fn add_const(d: &mut RegState, delta: i64) {
+    let k = RegState::known(delta as u64);
+    scalar32_add(d, &k);
+    scalar64_add(d, &k);
+    d.var_off = d.var_off.add(k.var_off);
+}
+
+fn scalar32_mul(d: &mut RegState, s: &RegState) {
+    let umax = d.u32_max_value.checked_mul(s.u32_max_value);
+    let umin = d.u32_min_value.checked_mul(s.u32_min_value);
+    match (umin, umax) {
+        (Some(lo), Some(hi)) => {
+            d.u32_min_value = lo;
+            d.u32_max_value = hi;
+        }
+        _ => {
+            d.u32_min_value = 0;
+            d.u32_max_value = u32::MAX;
+        }
+    }
+    let prods = [
+        d.s32_min_value.checked_mul(s.s32_min_value),
+        d.s32_min_value.checked_mul(s.s32_max_value),
+        d.s32_max_value.checked_mul(s.s32_min_value),
+        d.s32_max_value.checked_mul(s.s32_max_value),
+    ];
+    if prods.iter().any(Option::is_none) {
+        d.s32_min_value = i32::MIN;
+        d.s32_max_value = i32::MAX;
+    } else {
+        let p = prods.map(|p| p.unwrap_or(0));
+        d.s32_min_value = *p.iter().min().unwrap_or(&0);
+        d.s32_max_value = *p.iter().max().unwrap_or(&0);
+    }
+}
+
+fn scalar64_mul(d: &mut RegState, s: &RegState) {
+    let umax = d.umax_value.checked_mul(s.umax_value);
+    let umin = d.umin_value.checked_mul(s.umin_value);
+    match (umin, umax) {
+        (Some(lo), Some(hi)) => {
+            d.umin_value = lo;
+            d.umax_value = hi;
+        }
+        _ => {
+            d.umin_value = 0;
+            d.umax_value = u64::MAX;
+        }
+    }
+    let prods = [
+        d.smin_value.checked_mul(s.smin_value),
+        d.smin_value.checked_mul(s.smax_value),
+        d.smax_value.checked_mul(s.smin_value),
+        d.smax_value.checked_mul(s.smax_value),
+    ];
+    if prods.iter().any(Option::is_none) {
+        d.smin_value = i64::MIN;
+        d.smax_value = i64::MAX;
+    } else {
+        let p = prods.map(|p| p.unwrap_or(0));
+        d.smin_value = *p.iter().min().unwrap_or(&0);
+        d.smax_value = *p.iter().max().unwrap_or(&0);
+    }
+}
+
+fn mark_32_known(d: &mut RegState, v: u32) {
+    d.var_off = d.var_off.const_subreg(v);
+    d.s32_min_value = v as i32;
+    d.s32_max_value = v as i32;
+    d.u32_min_value = v;
+    d.u32_max_value = v;
+}
+
+fn s32_from_u32(d: &mut RegState) {
+    if (d.u32_min_value as i32) <= (d.u32_max_value as i32) {
+        d.s32_min_value = d.u32_min_value as i32;
+        d.s32_max_value = d.u32_max_value as i32;
+    } else {
+        d.s32_min_value = i32::MIN;
+        d.s32_max_value = i32::MAX;
+    }
+}
+
+fn s64_from_u64(d: &mut RegState) {
+    if (d.umin_value as i64) <= (d.umax_value as i64) {
+        d.smin_value = d.umin_value as i64;
+        d.smax_value = d.umax_value as i64;
+    } else {
+        d.smin_value = i64::MIN;
+        d.smax_value = i64::MAX;
+    }
+}
+
+fn both_const32(d: &RegState, s: &RegState) -> bool {
+    s.var_off.subreg().is_const() && d.var_off.subreg().is_const()
+}
+
+fn both_const64(d: &RegState, s: &RegState) -> bool {
+    s.var_off.is_const() && d.var_off.is_const()
+}
+
+fn scalar32_and(d: &mut RegState, s: &RegState) {
+    let v = d.var_off.subreg();
+    if both_const32(d, s) {
+        mark_32_known(d, v.value as u32);
+        return;
+    }
+    d.u32_min_value = v.value as u32;
+    d.u32_max_value = d.u32_max_value.min(s.u32_max_value);
+    s32_from_u32(d);
+}
+
+fn scalar64_and(d: &mut RegState, s: &RegState) {
+    if both_const64(d, s) {
+        let v = d.var_off.value;
+        d.set_known(v);
+        return;
+    }
+    d.umin_value = d.var_off.value;
+    d.umax_value = d.umax_value.min(s.umax_value);
+    s64_from_u64(d);
+    d.update_bounds();
+}
+
+fn scalar32_or(d: &mut RegState, s: &RegState) {
+    let v = d.var_off.subreg();
+    if both_const32(d, s) {
+        mark_32_known(d, v.value as u32);
+        return;
+    }
+    d.u32_min_value = d.u32_min_value.max(s.u32_min_value);
+    d.u32_max_value = (v.value | v.mask) as u32;
+    s32_from_u32(d);
+}
+
+fn scalar64_or(d: &mut RegState, s: &RegState) {
+    if both_const64(d, s) {
+        let v = d.var_off.value;
+        d.set_known(v);
+        return;
+    }
+    d.umin_value = d.umin_value.max(s.umin_value);
+    d.umax_value = d.var_off.value | d.var_off.mask;
+    s64_from_u64(d);
+    d.update_bounds();
+}
+
+fn scalar32_xor(d: &mut RegState, s: &RegState) {
+    let v = d.var_off.subreg();
+    if both_const32(d, s) {
+        mark_32_known(d, v.value as u32);
+        return;
+    }
+    d.u32_min_value = v.value as u32;
+    d.u32_max_value = (v.value | v.mask) as u32;
+    s32_from_u32(d);
+}
+
+fn scalar64_xor(d: &mut RegState, s: &RegState) {
+    if both_const64(d, s) {
+        let v = d.var_off.value;
+        d.set_known(v);
+        return;
+    }
+    d.umin_value = d.var_off.value;
+    d.umax_value = d.var_off.value | d.var_off.mask;
+    s64_from_u64(d);
+    d.update_bounds();
+}
+
+fn lsh32_bounds(d: &mut RegState, umin: u64, umax: u64) {
+    d.s32_min_value = i32::MIN;
+    d.s32_max_value = i32::MAX;
+    if umax > 31 || d.u32_max_value as u64 > 1u64 << (31 - umax) {
+        d.u32_min_value = 0;
+        d.u32_max_value = u32::MAX;
+    } else {
+        d.u32_min_value <<= umin;
+        d.u32_max_value <<= umax;
+    }
+}
+
+fn scalar32_lsh(d: &mut RegState, s: &RegState) {
+    let (umin, umax) = (s.u32_min_value as u64, s.u32_max_value as u64);
+    let subreg = d.var_off.subreg();
+    lsh32_bounds(d, umin, umax);
+    d.var_off = subreg.lshift(umin as u32).subreg();
+    d.mark_64_unbounded();
+    d.update_32_bounds();
+}
+
+fn scalar64_lsh(d: &mut RegState, s: &RegState) {
+    let (umin, umax) = (s.umin_value, s.umax_value);
+    d.smax_value = if umin == 32 && umax == 32 && d.s32_max_value >= 0 {
+        (d.s32_max_value as i64) << 32
+    } else {
+        i64::MAX
+    };
+    d.smin_value = if umin == 32 && umax == 32 && d.s32_min_value >= 0 {
+        (d.s32_min_value as i64) << 32
+    } else {
+        i64::MIN
+    };
+    if d.umax_value > 1u64 << (63 - umax) {
+        d.umin_value = 0;
+        d.umax_value = u64::MAX;
+    } else {
+        d.umin_value <<= umin;
+        d.umax_value <<= umax;
+    }
+    lsh32_bounds(d, umin, umax);
+    d.var_off = d.var_off.lshift(umin as u32);
+    d.update_bounds();
+}
+
+fn scalar32_rsh(d: &mut RegState, s: &RegState) {
+    let subreg = d.var_off.subreg();
+    let (umin, umax) = (s.u32_min_value, s.u32_max_value);
+    d.s32_min_value = i32::MIN;
+    d.s32_max_value = i32::MAX;
+    d.var_off = subreg.rshift(umin);
+    d.u32_min_value >>= umax;
+    d.u32_max_value >>= umin;
+    d.mark_64_unbounded();
+    d.update_32_bounds();
+}
+
+fn scalar64_rsh(d: &mut RegState, s: &RegState) {
+    let (umin, umax) = (s.umin_value, s.umax_value);
+    d.smin_value = i64::MIN;
+    d.smax_value = i64::MAX;
+    d.var_off = d.var_off.rshift(umin as u32);
+    d.umin_value >>= umax;
+    d.umax_value >>= umin;
+    d.mark_32_unbounded();
+    d.update_bounds();
+}
+
+fn scalar32_arsh(d: &mut RegState, s: &RegState) {
+    let umin = s.u32_min_value;
+    d.s32_min_value >>= umin;
+    d.s32_max_value >>= umin;
+    d.var_off = d.var_off.subreg().arshift(umin, 32);
+    d.u32_min_value = 0;
+    d.u32_max_value = u32::MAX;
+    d.mark_64_unbounded();
+    d.update_32_bounds();
+}
+
+fn scalar64_arsh(d: &mut RegState, s: &RegState) {
+    let umin = s.umin_value as u32;
+    d.smin_value >>= umin;
+    d.smax_value >>= umin;
+    d.var_off = d.var_off.arshift(umin, 64);
+    d.umin_value = 0;
+    d.umax_value = u64::MAX;
+    d.mark_32_unbounded();
+    d.update_bounds();
+}
+
+/// `coerce_reg_to_size`: the low `size` bytes, zero-extended (loads, 32-bit results).
+pub fn coerce_reg_to_size(reg: &mut RegState, size: u32) {
+    reg.var_off = reg.var_off.cast(size);
+    let mask = if size >= 8 {
+        u64::MAX
+    } else {
+        (1u64 << (size * 8)) - 1
+    };
+    if reg.umin_value & !mask == reg.umax_value & !mask {
+        reg.umin_value &= mask;
+        reg.umax_value &= mask;
+    } else {
+        reg.umin_value = 0;
+        reg.umax_value = mask;
+    }
+    reg.smin_value = reg.umin_value as i64;
+    reg.smax_value = reg.umax_value as i64;
+    if size < 4 {
+        reg.mark_32_unbounded();
+    }
+    reg.bounds_sync();
+}
+
+fn sext_bounds(size: u32) -> (i64, i64) {
+    match size {
+        1 => (i8::MIN as i64, i8::MAX as i64),
+        2 => (i16::MIN as i64, i16::MAX as i64),
+        _ => (i32::MIN as i64, i32::MAX as i64),
+    }
+}
+
+fn sext(value: u64, size: u32) -> i64 {
+    match size {
+        1 => value as i8 as i64,
+        2 => value as i16 as i64,
+        _ => value as i32 as i64,
+    }
+}
+
+/// `coerce_reg_to_size_sx`: the low `size` bytes, sign-extended to 64 bits.
+pub fn coerce_reg_to_size_sx(reg: &mut RegState, size: u32) {
+    if reg.var_off.is_const() {
+        let v = sext(reg.var_off.value, size) as u64;
+        reg.set_known(v);
+        return;
+    }
+    let bits = size * 8;
+    let top_smax = ((reg.smax_value as u64) >> bits) << bits;
+    let top_smin = ((reg.smin_value as u64) >> bits) << bits;
+    if top_smax == top_smin {
+        let a = sext(reg.smax_value as u64, size);
+        let b = sext(reg.smin_value as u64, size);
+        let (lo, hi) = (a.min(b), a.max(b));
+        if (hi >= 0) == (lo >= 0) {
+            reg.smin_value = lo;
+            reg.s32_min_value = lo as i32;
+            reg.smax_value = hi;
+            reg.s32_max_value = hi as i32;
+            reg.umin_value = lo as u64;
+            reg.u32_min_value = lo as u32;
+            reg.umax_value = hi as u64;
+            reg.u32_max_value = hi as u32;
+            reg.var_off = Tnum::range(lo as u64, hi as u64);
+            return;
+        }
+    }
+    let (min, max) = sext_bounds(size);
+    reg.smin_value = min;
+    reg.s32_min_value = min as i32;
+    reg.smax_value = max;
+    reg.s32_max_value = max as i32;
+    reg.umin_value = 0;
+    reg.u32_min_value = 0;
+    reg.umax_value = u64::MAX;
+    reg.u32_max_value = u32::MAX;
+    reg.var_off = Tnum::UNKNOWN;
+}
+
+/// `coerce_subreg_to_size_sx`: the low `size` bytes sign-extended to 32 bits.
+pub fn coerce_subreg_to_size_sx(reg: &mut RegState, size: u32) {
+    if reg.var_off.is_const() {
+        let v = sext(reg.var_off.value, size) as u64;
+        reg.var_off = Tnum::constant(v);
+        reg.s32_min_value = v as i32;
+        reg.s32_max_value = v as i32;
+        reg.u32_min_value = v as u32;
+        reg.u32_max_value = v as u32;
+        return;
+    }
+    let bits = size * 8;
+    let top_smax = ((reg.s32_max_value as u32) >> bits) << bits;
+    let top_smin = ((reg.s32_min_value as u32) >> bits) << bits;
+    if top_smax == top_smin {
+        let a = sext(reg.s32_max_value as u32 as u64, size) as i32;
+        let b = sext(reg.s32_min_value as u32 as u64, size) as i32;
+        let (lo, hi) = (a.min(b), a.max(b));
+        if (lo >= 0) == (hi >= 0) {
+            reg.s32_min_value = lo;
+            reg.s32_max_value = hi;
+            reg.u32_min_value = lo as u32;
+            reg.u32_max_value = hi as u32;
+            reg.var_off = Tnum::range(lo as i64 as u64, hi as i64 as u64).subreg();
+            return;
+        }
+    }
+    let (min, max) = sext_bounds(size);
+    reg.s32_min_value = min as i32;
+    reg.s32_max_value = max as i32;
+    reg.u32_min_value = 0;
+    reg.u32_max_value = u32::MAX;
+    reg.var_off = Tnum::UNKNOWN.subreg();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn add_of_bounded_scalars_adds_ranges() {
+        let mut a = RegState::unknown_scalar();
+        a.umax_value = 10;
+        a.bounds_sync();
+        let b = RegState::known(5);
+        adjust_scalar_min_max_vals(&mut a, &b, AluOp::Add, Width::W64);
+        assert_eq!((a.umin_value, a.umax_value), (5, 15));
+    }
+
+    #[test]
+    fn and_with_mask_bounds_value() {
+        let mut a = RegState::unknown_scalar();
+        adjust_scalar_min_max_vals(&mut a, &RegState::known(0xff), AluOp::And, Width::W64);
+        assert_eq!((a.umin_value, a.umax_value), (0, 255));
+        assert_eq!(a.var_off, Tnum::new(0, 0xff));
+    }
+
+    #[test]
+    fn alu32_zero_extends() {
+        let mut a = RegState::known(u64::MAX);
+        adjust_scalar_min_max_vals(&mut a, &RegState::known(1), AluOp::Add, Width::W32);
+        assert!(a.is_const_scalar(0));
+    }
+}

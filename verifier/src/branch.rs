@@ -1,3 +1,694 @@
 //! Conditional jumps (`check_cond_jmp_op`): branches decided by known bounds, refinement of both
 //! edges, register-register comparisons, packet pointer comparisons that grow the proven
 //! range, null checks that mark every copy with the same id.
+
+use crate::Reject;
+use crate::alu::{add_const, check_reg_read};
+use crate::env::Env;
+use crate::precision::mark_chain_precision;
+use crate::state::reg::{
+    AT_PKT_END, BEYOND_PKT_END, BPF_ADD_CONST, MAX_PACKET_OFF, PTR_MAYBE_NULL, PTR_TRUSTED,
+    PTR_UNTRUSTED, RegState, RegType,
+};
+use crate::state::{Tnum, VerifierState};
+use bpfemu_isa::{JmpCond, Reg, Source, Width};
+
+/// What a conditional jump leaves to explore.
+pub enum Branch {
+    /// Only the jump is possible.
+    Taken,
+    /// Only the fall-through is possible.
+    NotTaken,
+    /// Both: the current state continues with the fall-through; this state takes the jump.
+    Both(Box<VerifierState>),
+}
+
+/// The opcode with the operands swapped (`flip_opcode`).
+fn flip(c: JmpCond) -> JmpCond {
+    match c {
+        JmpCond::Gt => JmpCond::Lt,
+        JmpCond::Lt => JmpCond::Gt,
+        JmpCond::Ge => JmpCond::Le,
+        JmpCond::Le => JmpCond::Ge,
+        JmpCond::Sgt => JmpCond::Slt,
+        JmpCond::Slt => JmpCond::Sgt,
+        JmpCond::Sge => JmpCond::Sle,
+        JmpCond::Sle => JmpCond::Sge,
+        c => c,
+    }
+}
+
+/// A condition and its negation (`rev_opcode`); `JSET`'s negation is "no bit set".
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Cond {
+    Is(JmpCond),
+    NotSet,
+}
+
+fn rev(c: JmpCond) -> Cond {
+    Cond::Is(match c {
+        JmpCond::Eq => JmpCond::Ne,
+        JmpCond::Ne => JmpCond::Eq,
+        JmpCond::Gt => JmpCond::Le,
+        JmpCond::Le => JmpCond::Gt,
+        JmpCond::Ge => JmpCond::Lt,
+        JmpCond::Lt => JmpCond::Ge,
+        JmpCond::Sgt => JmpCond::Sle,
+        JmpCond::Sle => JmpCond::Sgt,
+        JmpCond::Sge => JmpCond::Slt,
+        JmpCond::Slt => JmpCond::Sge,
+        JmpCond::Set => return Cond::NotSet,
+    })
+}
+
+fn is_reg_const(r: &RegState, jmp32: bool) -> bool {
+    r.ty == RegType::Scalar
+        && if jmp32 {
+            r.var_off.subreg().is_const()
+        } else {
+            r.var_off.is_const()
+        }
+}
+
+fn const_value(r: &RegState, jmp32: bool) -> u64 {
+    if jmp32 {
+        r.var_off.subreg().value
+    } else {
+        r.var_off.value
+    }
+}
+
+/// `reg_not_null`.
+fn reg_not_null(r: &RegState) -> bool {
+    if r.flags & PTR_MAYBE_NULL != 0 {
+        return false;
+    }
+    match r.ty {
+        RegType::MapValue | RegType::MapKey | RegType::ConstPtrToMap => true,
+        RegType::BtfId => r.flags & PTR_TRUSTED != 0,
+        RegType::Mem => r.flags & PTR_UNTRUSTED == 0,
+        _ => false,
+    }
+}
+
+/// `is_branch_taken`: 1 taken, 0 not taken, -1 unknown.
+fn is_branch_taken(r1: &RegState, r2: &RegState, cond: Cond, jmp32: bool) -> i32 {
+    let Cond::Is(c) = cond else {
+        return match is_branch_taken(r1, r2, Cond::Is(JmpCond::Set), jmp32) {
+            -1 => -1,
+            v => 1 - v,
+        };
+    };
+    if r1.is_pkt_pointer_any() && r2.is_pkt_pointer_any() && !jmp32 {
+        return pkt_ptr_branch_taken(r1, r2, c);
+    }
+    if r1.is_pointer() || r2.is_pointer() {
+        let (mut a, mut b, mut c) = (r1, r2, c);
+        if !is_reg_const(b, jmp32) {
+            c = flip(c);
+            std::mem::swap(&mut a, &mut b);
+        }
+        if !is_reg_const(b, jmp32) || !reg_not_null(a) || const_value(b, jmp32) != 0 {
+            return -1;
+        }
+        return match c {
+            JmpCond::Eq => 0,
+            JmpCond::Ne => 1,
+            _ => -1,
+        };
+    }
+    scalar_branch_taken(r1, r2, c, jmp32)
+}
+
+fn pkt_ptr_branch_taken(dst: &RegState, src: &RegState, c: JmpCond) -> i32 {
+    let (pkt, c) = if src.ty == RegType::PacketEnd {
+        (dst, c)
+    } else if dst.ty == RegType::PacketEnd {
+        (src, flip(c))
+    } else {
+        return -1;
+    };
+    if pkt.range >= 0 {
+        return -1;
+    }
+    match c {
+        JmpCond::Le | JmpCond::Gt if pkt.range == BEYOND_PKT_END => (c == JmpCond::Gt) as i32,
+        JmpCond::Lt | JmpCond::Ge if pkt.range == BEYOND_PKT_END || pkt.range == AT_PKT_END => {
+            (c == JmpCond::Ge) as i32
+        }
+        _ => -1,
+    }
+}
+
+/// `is_scalar_branch_taken`.
+fn scalar_branch_taken(r1: &RegState, r2: &RegState, c: JmpCond, jmp32: bool) -> i32 {
+    let sub = |r: &RegState| {
+        if jmp32 {
+            (
+                r.var_off.subreg(),
+                r.u32_min_value as u64,
+                r.u32_max_value as u64,
+                r.s32_min_value as i64,
+                r.s32_max_value as i64,
+            )
+        } else {
+            (
+                r.var_off,
+                r.umin_value,
+                r.umax_value,
+                r.smin_value,
+                r.smax_value,
+            )
+        }
+    };
+    let (t1, umin1, umax1, smin1, smax1) = sub(r1);
+    let (t2, umin2, umax2, smin2, smax2) = sub(r2);
+    let disjoint = || {
+        umin1 > umax2
+            || umax1 < umin2
+            || smin1 > smax2
+            || smax1 < smin2
+            || (!jmp32
+                && (r1.u32_min_value > r2.u32_max_value
+                    || r1.u32_max_value < r2.u32_min_value
+                    || r1.s32_min_value > r2.s32_max_value
+                    || r1.s32_max_value < r2.s32_min_value))
+    };
+    match c {
+        JmpCond::Eq => {
+            if t1.is_const() && t2.is_const() {
+                return (t1.value == t2.value) as i32;
+            }
+            if disjoint() {
+                return 0;
+            }
+        }
+        JmpCond::Ne => {
+            if t1.is_const() && t2.is_const() {
+                return (t1.value != t2.value) as i32;
+            }
+            if disjoint() {
+                return 1;
+            }
+        }
+        JmpCond::Set => {
+            let (t1, t2, c2) = if is_reg_const(r2, jmp32) {
+                (t1, t2, r2)
+            } else {
+                (t2, t1, r1)
+            };
+            if !is_reg_const(c2, jmp32) {
+                return -1;
+            }
+            if (!t1.mask & t1.value) & t2.value != 0 {
+                return 1;
+            }
+            if (t1.mask | t1.value) & t2.value == 0 {
+                return 0;
+            }
+        }
+        JmpCond::Gt => return decide(umin1 > umax2, umax1 <= umin2),
+        JmpCond::Sgt => return decide(smin1 > smax2, smax1 <= smin2),
+        JmpCond::Lt => return decide(umax1 < umin2, umin1 >= umax2),
+        JmpCond::Slt => return decide(smax1 < smin2, smin1 >= smax2),
+        JmpCond::Ge => return decide(umin1 >= umax2, umax1 < umin2),
+        JmpCond::Sge => return decide(smin1 >= smax2, smax1 < smin2),
+        JmpCond::Le => return decide(umax1 <= umin2, umin1 > umax2),
+        JmpCond::Sle => return decide(smax1 <= smin2, smin1 > smax2),
+    }
+    -1
+}
+
+fn decide(yes: bool, no: bool) -> i32 {
+    if yes {
+        1
+    } else if no {
+        0
+    } else {
+        -1
+    }
+}
+
+/// `regs_refine_cond_op`: what `r1 cond r2` being true says about both.
+fn refine(r1: &mut RegState, r2: &mut RegState, cond: Cond, jmp32: bool) {
+    let (r1, r2, c) = match cond {
+        Cond::NotSet => {
+            let (a, b) = if is_reg_const(r2, jmp32) {
+                (r1, r2)
+            } else {
+                (r2, r1)
+            };
+            if !is_reg_const(b, jmp32) {
+                return;
+            }
+            let val = const_value(b, jmp32);
+            a.mark_unbounded();
+            if jmp32 {
+                let t = a.var_off.subreg().and(Tnum::constant(!val));
+                a.var_off = a.var_off.with_subreg(t);
+            } else {
+                a.var_off = a.var_off.and(Tnum::constant(!val));
+            }
+            return;
+        }
+        Cond::Is(c @ (JmpCond::Ge | JmpCond::Gt | JmpCond::Sge | JmpCond::Sgt)) => {
+            (r2, r1, flip(c))
+        }
+        Cond::Is(c) => (r1, r2, c),
+    };
+    match c {
+        JmpCond::Eq => {
+            if jmp32 {
+                r1.u32_min_value = r1.u32_min_value.max(r2.u32_min_value);
+                r1.u32_max_value = r1.u32_max_value.min(r2.u32_max_value);
+                r1.s32_min_value = r1.s32_min_value.max(r2.s32_min_value);
+                r1.s32_max_value = r1.s32_max_value.min(r2.s32_max_value);
+                r2.u32_min_value = r1.u32_min_value;
+                r2.u32_max_value = r1.u32_max_value;
+                r2.s32_min_value = r1.s32_min_value;
+                r2.s32_max_value = r1.s32_max_value;
+                let t = r1.var_off.subreg().intersect(r2.var_off.subreg());
+                r1.var_off = r1.var_off.with_subreg(t);
+                r2.var_off = r2.var_off.with_subreg(t);
+            } else {
+                r1.umin_value = r1.umin_value.max(r2.umin_value);
+                r1.umax_value = r1.umax_value.min(r2.umax_value);
+                r1.smin_value = r1.smin_value.max(r2.smin_value);
+                r1.smax_value = r1.smax_value.min(r2.smax_value);
+                r2.umin_value = r1.umin_value;
+                r2.umax_value = r1.umax_value;
+                r2.smin_value = r1.smin_value;
+                r2.smax_value = r1.smax_value;
+                r1.var_off = r1.var_off.intersect(r2.var_off);
+                r2.var_off = r1.var_off;
+            }
+        }
+        JmpCond::Ne => {
+            let (a, b) = if is_reg_const(r2, jmp32) {
+                (r1, r2)
+            } else {
+                (r2, r1)
+            };
+            if !is_reg_const(b, jmp32) {
+                return;
+            }
+            let val = const_value(b, jmp32);
+            if jmp32 {
+                if a.u32_min_value == val as u32 {
+                    a.u32_min_value = a.u32_min_value.wrapping_add(1);
+                }
+                if a.u32_max_value == val as u32 {
+                    a.u32_max_value = a.u32_max_value.wrapping_sub(1);
+                }
+                if a.s32_min_value == val as i32 {
+                    a.s32_min_value = a.s32_min_value.wrapping_add(1);
+                }
+                if a.s32_max_value == val as i32 {
+                    a.s32_max_value = a.s32_max_value.wrapping_sub(1);
+                }
+            } else {
+                if a.umin_value == val {
+                    a.umin_value = a.umin_value.wrapping_add(1);
+                }
+                if a.umax_value == val {
+                    a.umax_value = a.umax_value.wrapping_sub(1);
+                }
+                if a.smin_value == val as i64 {
+                    a.smin_value = a.smin_value.wrapping_add(1);
+                }
+                if a.smax_value == val as i64 {
+                    a.smax_value = a.smax_value.wrapping_sub(1);
+                }
+            }
+        }
+        JmpCond::Set => {
+            let (a, b) = if is_reg_const(r2, jmp32) {
+                (r1, r2)
+            } else {
+                (r2, r1)
+            };
+            if !is_reg_const(b, jmp32) {
+                return;
+            }
+            let val = const_value(b, jmp32);
+            if !val.is_power_of_two() {
+                return;
+            }
+            if jmp32 {
+                let t = a.var_off.subreg().or(Tnum::constant(val));
+                a.var_off = a.var_off.with_subreg(t);
+            } else {
+                a.var_off = a.var_off.or(Tnum::constant(val));
+            }
+        }
+        JmpCond::Le => {
+            if jmp32 {
+                r1.u32_max_value = r1.u32_max_value.min(r2.u32_max_value);
+                r2.u32_min_value = r1.u32_min_value.max(r2.u32_min_value);
+            } else {
+                r1.umax_value = r1.umax_value.min(r2.umax_value);
+                r2.umin_value = r1.umin_value.max(r2.umin_value);
+            }
+        }
+        JmpCond::Lt => {
+            if jmp32 {
+                r1.u32_max_value = r1.u32_max_value.min(r2.u32_max_value.wrapping_sub(1));
+                r2.u32_min_value = r1.u32_min_value.wrapping_add(1).max(r2.u32_min_value);
+            } else {
+                r1.umax_value = r1.umax_value.min(r2.umax_value.wrapping_sub(1));
+                r2.umin_value = r1.umin_value.wrapping_add(1).max(r2.umin_value);
+            }
+        }
+        JmpCond::Sle => {
+            if jmp32 {
+                r1.s32_max_value = r1.s32_max_value.min(r2.s32_max_value);
+                r2.s32_min_value = r1.s32_min_value.max(r2.s32_min_value);
+            } else {
+                r1.smax_value = r1.smax_value.min(r2.smax_value);
+                r2.smin_value = r1.smin_value.max(r2.smin_value);
+            }
+        }
+        JmpCond::Slt => {
+            if jmp32 {
+                r1.s32_max_value = r1.s32_max_value.min(r2.s32_max_value.wrapping_sub(1));
+                r2.s32_min_value = r1.s32_min_value.wrapping_add(1).max(r2.s32_min_value);
+            } else {
+                r1.smax_value = r1.smax_value.min(r2.smax_value.wrapping_sub(1));
+                r2.smin_value = r1.smin_value.wrapping_add(1).max(r2.smin_value);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `reg_set_min_max` on one edge: refines `dst` and `src` (a copy for immediates).
+fn set_min_max(dst: &mut RegState, src: &mut RegState, cond: Cond, jmp32: bool) {
+    if dst.ty != RegType::Scalar || src.ty != RegType::Scalar {
+        return;
+    }
+    refine(dst, src, cond, jmp32);
+    dst.bounds_sync();
+    src.bounds_sync();
+}
+
+/// `sync_linked_regs`: scalars sharing `known`'s id get its refined range (plus their delta).
+fn sync_linked_regs(state: &mut VerifierState, known: &RegState, skip: Option<(usize, Reg)>) {
+    let id = known.id & !BPF_ADD_CONST;
+    if id == 0 {
+        return;
+    }
+    let cur = state.curframe();
+    let sync = |reg: &mut RegState| {
+        if reg.ty != RegType::Scalar || (reg.id & !BPF_ADD_CONST) != id {
+            return;
+        }
+        let both_plain = reg.id & BPF_ADD_CONST == 0 && known.id & BPF_ADD_CONST == 0;
+        if both_plain || reg.off == known.off {
+            let subreg_def = reg.subreg_def;
+            *reg = *known;
+            reg.subreg_def = subreg_def;
+        } else {
+            let (subreg_def, off, own_id) = (reg.subreg_def, reg.off, reg.id);
+            let delta = reg.off as i64 - known.off as i64;
+            *reg = *known;
+            reg.off = off;
+            reg.id = own_id;
+            reg.subreg_def = subreg_def;
+            add_const(reg, delta);
+        }
+    };
+    for (fi, frame) in state.frames.iter_mut().enumerate() {
+        for (ri, reg) in frame.regs.iter_mut().enumerate() {
+            if skip.is_some_and(|(f, r)| f == fi && r.index() == ri) {
+                continue;
+            }
+            sync(reg);
+        }
+        for slot in frame.stack.iter_mut() {
+            if slot.is_spilled_reg() {
+                sync(&mut slot.spilled_ptr);
+            }
+        }
+    }
+    let _ = cur;
+}
+
+/// `find_good_pkt_pointers`: every packet pointer with `dst`'s id may now access `range` bytes.
+fn find_good_pkt_pointers(state: &mut VerifierState, dst: &RegState, right_open: bool) {
+    if dst.off < 0 || (dst.off == 0 && right_open) {
+        return;
+    }
+    if dst.umax_value > MAX_PACKET_OFF || dst.umax_value + dst.off as u64 > MAX_PACKET_OFF {
+        return;
+    }
+    let mut new_range = dst.off;
+    if right_open {
+        new_range += 1;
+    }
+    for_each_reg(state, |reg| {
+        if reg.ty == dst.ty && reg.id == dst.id {
+            reg.range = reg.range.max(new_range);
+        }
+    });
+}
+
+/// `mark_pkt_end`: the pointer is known to be at or beyond the packet's end.
+fn mark_pkt_end(state: &mut VerifierState, reg: Reg, range_open: bool) {
+    let r = state.reg_mut(reg);
+    if r.ty != RegType::Packet {
+        return;
+    }
+    r.range = if range_open {
+        BEYOND_PKT_END
+    } else {
+        AT_PKT_END
+    };
+}
+
+/// Every register and spilled register of every frame (`bpf_for_each_reg_in_vstate`).
+pub fn for_each_reg(state: &mut VerifierState, mut f: impl FnMut(&mut RegState)) {
+    for frame in state.frames.iter_mut() {
+        for reg in frame.regs.iter_mut() {
+            f(reg);
+        }
+        for slot in frame.stack.iter_mut() {
+            if slot.is_spilled_reg() {
+                f(&mut slot.spilled_ptr);
+            }
+        }
+    }
+}
+
+fn init_pkt_pointer(r: &RegState, ty: RegType) -> bool {
+    r.ty == ty && r.id == 0 && r.off == 0 && r.var_off.equals_const(0)
+}
+
+/// `try_match_pkt_pointers`: comparisons of packet pointers with `pkt_end` (or of meta with
+/// data) that prove bytes accessible on one edge.
+fn try_match_pkt_pointers(
+    cond: JmpCond,
+    dst: Reg,
+    src: Reg,
+    this: &mut VerifierState,
+    other: &mut VerifierState,
+) -> bool {
+    let d = *this.reg(dst);
+    let s = *this.reg(src);
+    let left = (d.ty == RegType::Packet && s.ty == RegType::PacketEnd)
+        || (d.ty == RegType::PacketMeta && init_pkt_pointer(&s, RegType::Packet));
+    let right = (d.ty == RegType::PacketEnd && s.ty == RegType::Packet)
+        || (init_pkt_pointer(&d, RegType::Packet) && s.ty == RegType::PacketMeta);
+    match (cond, left, right) {
+        (JmpCond::Gt, true, _) => {
+            find_good_pkt_pointers(this, &d, false);
+            mark_pkt_end(other, dst, true);
+        }
+        (JmpCond::Gt, _, true) => {
+            find_good_pkt_pointers(other, &s, true);
+            mark_pkt_end(this, src, false);
+        }
+        (JmpCond::Lt, true, _) => {
+            find_good_pkt_pointers(other, &d, true);
+            mark_pkt_end(this, dst, false);
+        }
+        (JmpCond::Lt, _, true) => {
+            find_good_pkt_pointers(this, &s, false);
+            mark_pkt_end(other, src, true);
+        }
+        (JmpCond::Ge, true, _) => {
+            find_good_pkt_pointers(this, &d, true);
+            mark_pkt_end(other, dst, false);
+        }
+        (JmpCond::Ge, _, true) => {
+            find_good_pkt_pointers(other, &s, false);
+            mark_pkt_end(this, src, true);
+        }
+        (JmpCond::Le, true, _) => {
+            find_good_pkt_pointers(other, &d, false);
+            mark_pkt_end(this, dst, true);
+        }
+        (JmpCond::Le, _, true) => {
+            find_good_pkt_pointers(this, &s, true);
+            mark_pkt_end(other, src, false);
+        }
+        _ => return false,
+    }
+    true
+}
+
+/// `mark_ptr_or_null_regs`: after `if rX == 0`, every pointer with rX's id becomes null (a
+/// zero scalar) on one edge and non-null on the other.
+fn mark_ptr_or_null_regs(env: &Env<'_>, state: &mut VerifierState, regno: Reg, is_null: bool) {
+    let reg = *state.reg(regno);
+    let id = reg.id;
+    if reg.ref_obj_id != 0 && reg.ref_obj_id == id && is_null {
+        state.release_reference_state(id);
+    }
+    for_each_reg(state, |r| {
+        if r.flags & PTR_MAYBE_NULL == 0 || r.id != id || id == 0 {
+            return;
+        }
+        if r.smin_value != 0 || r.smax_value != 0 || !r.var_off.equals_const(0) || r.off != 0 {
+            return;
+        }
+        if is_null {
+            *r = RegState::known(0);
+            return;
+        }
+        mark_ptr_not_null_reg(env, r);
+        if !(r.ty == RegType::MapValue && r.map.is_some_and(|m| env.map_has_spin_lock(m))) {
+            r.id = 0;
+        }
+    });
+}
+
+/// `mark_ptr_not_null_reg`: a map-in-map lookup yields the inner map.
+pub fn mark_ptr_not_null_reg(env: &Env<'_>, r: &mut RegState) {
+    if r.ty == RegType::MapValue {
+        if let Some(m) = r.map {
+            if env.map(m).is_some_and(|spec| spec.inner.is_some())
+                && (m as usize) < env.input.maps.len()
+            {
+                r.ty = RegType::ConstPtrToMap;
+                r.map = Some(env.inner_map_index(m));
+            }
+        }
+    }
+    r.flags &= !PTR_MAYBE_NULL;
+}
+
+/// A conditional jump at `env.insn_idx` (`check_cond_jmp_op`).
+pub fn check_cond_jmp(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    width: Width,
+    cond: JmpCond,
+    dst: Reg,
+    src: Source,
+) -> Result<Branch, Reject> {
+    let jmp32 = width == Width::W32;
+    check_reg_read(env, state, dst)?;
+    let src_reg = match src {
+        Source::Reg(s) => {
+            check_reg_read(env, state, s)?;
+            *state.reg(s)
+        }
+        Source::Imm(imm) => RegState::known(imm as i64 as u64),
+    };
+    let dst_reg = *state.reg(dst);
+    let pred = is_branch_taken(&dst_reg, &src_reg, Cond::Is(cond), jmp32);
+    if pred >= 0 {
+        if !dst_reg.is_pointer() {
+            mark_chain_precision(env, state, dst)?;
+        }
+        if let Source::Reg(s) = src {
+            if !src_reg.is_pointer() {
+                mark_chain_precision(env, state, s)?;
+            }
+        }
+        let vstate = state.clone();
+        crate::log::print_insn_state(env, &vstate, env.insn_idx);
+        return Ok(if pred == 1 {
+            Branch::Taken
+        } else {
+            Branch::NotTaken
+        });
+    }
+    let mut other = Box::new(state.clone());
+    match src {
+        Source::Reg(s) if s != dst => {
+            let mut od = *other.reg(dst);
+            let mut os = *other.reg(s);
+            set_min_max(&mut od, &mut os, Cond::Is(cond), jmp32);
+            *other.reg_mut(dst) = od;
+            *other.reg_mut(s) = os;
+            let mut td = dst_reg;
+            let mut ts = src_reg;
+            set_min_max(&mut td, &mut ts, rev(cond), jmp32);
+            *state.reg_mut(dst) = td;
+            *state.reg_mut(s) = ts;
+        }
+        Source::Reg(_) => {}
+        Source::Imm(_) => {
+            let mut od = *other.reg(dst);
+            let mut fake = src_reg;
+            set_min_max(&mut od, &mut fake, Cond::Is(cond), jmp32);
+            *other.reg_mut(dst) = od;
+            let mut td = dst_reg;
+            let mut fake = src_reg;
+            set_min_max(&mut td, &mut fake, rev(cond), jmp32);
+            *state.reg_mut(dst) = td;
+        }
+    }
+    let frame = state.curframe();
+    if let Source::Reg(s) = src {
+        let sr = *state.reg(s);
+        if sr.ty == RegType::Scalar && sr.id != 0 {
+            sync_linked_regs(state, &sr, Some((frame, s)));
+            let osr = *other.reg(s);
+            sync_linked_regs(&mut other, &osr, Some((frame, s)));
+        }
+    }
+    let dr = *state.reg(dst);
+    if dr.ty == RegType::Scalar && dr.id != 0 {
+        sync_linked_regs(state, &dr, Some((frame, dst)));
+        let odr = *other.reg(dst);
+        sync_linked_regs(&mut other, &odr, Some((frame, dst)));
+    }
+    if let Source::Reg(s) = src {
+        if !jmp32
+            && src_reg.is_pointer()
+            && dst_reg.is_pointer()
+            && src_reg.maybe_null() != dst_reg.maybe_null()
+            && src_reg.ty != RegType::BtfId
+            && dst_reg.ty != RegType::BtfId
+        {
+            let target: Option<&mut VerifierState> = match cond {
+                JmpCond::Eq => Some(&mut other),
+                JmpCond::Ne => Some(state),
+                _ => None,
+            };
+            if let Some(t) = target {
+                let which = if src_reg.maybe_null() { s } else { dst };
+                let mut r = *t.reg(which);
+                mark_ptr_not_null_reg(env, &mut r);
+                *t.reg_mut(which) = r;
+            }
+        }
+    }
+    let is_null_check = !jmp32
+        && matches!(src, Source::Imm(0))
+        && matches!(cond, JmpCond::Eq | JmpCond::Ne)
+        && dst_reg.maybe_null();
+    if is_null_check {
+        mark_ptr_or_null_regs(env, state, dst, cond == JmpCond::Ne);
+        mark_ptr_or_null_regs(env, &mut other, dst, cond == JmpCond::Eq);
+    } else if let Source::Reg(s) = src {
+        if !jmp32 {
+            try_match_pkt_pointers(cond, dst, s, state, &mut other);
+        }
+    }
+    let vstate = state.clone();
+    crate::log::print_insn_state(env, &vstate, env.insn_idx);
+    Ok(Branch::Both(other))
+}

@@ -6,6 +6,7 @@ use crate::prog_type::ProgTypeOps;
 use crate::state::reg::RegState;
 use crate::{Errno, ProgramInput, Reject};
 use bpfemu_isa::{Insn, Program};
+use bpfemu_loader::MapSpec;
 
 /// Facts about one instruction slot (`struct bpf_insn_aux_data`), filled by the checks before
 /// exploration (prune points) and during it (what the fixups need).
@@ -93,6 +94,31 @@ pub struct Env<'a> {
     pub counters: Counters,
     /// Set when a helper that changes packet data was called anywhere (`changes_pkt_data`).
     pub seen_direct_write: bool,
+    /// The line_info entry printed last (`prev_linfo`).
+    pub last_linfo: Option<usize>,
+    /// Checkpoints (`struct bpf_verifier_state_list`), referenced by index from
+    /// `VerifierState::parent` and from the per-bucket lists.
+    pub explored: Vec<Explored>,
+    /// Hash buckets of checkpoint indices, newest last (`explored_states`).
+    pub buckets: Vec<Vec<usize>>,
+    /// Registers live before each instruction (`live_regs_before`), a bit per register.
+    pub live_regs: Vec<u16>,
+    /// Checkpoints in the lists plus evicted ones still referenced (for `peak_states`).
+    pub states_alive: u64,
+    /// The history entry pushed for the current instruction (`cur_hist_ent`).
+    pub cur_hist_ent: bool,
+}
+
+/// A checkpoint.
+#[derive(Clone, Debug)]
+pub struct Explored {
+    pub state: crate::state::VerifierState,
+    /// Paths from this checkpoint not yet finished (`branches`).
+    pub branches: u32,
+    pub hit_cnt: u32,
+    pub miss_cnt: u32,
+    /// Evicted from its bucket.
+    pub evicted: bool,
 }
 
 /// Counters the closing `processed N insns ...` line reports.
@@ -128,6 +154,12 @@ impl<'a> Env<'a> {
             prev_insn_idx: 0,
             counters: Counters::default(),
             seen_direct_write: false,
+            last_linfo: None,
+            explored: Vec::new(),
+            buckets: vec![Vec::new(); len.max(1)],
+            live_regs: vec![u16::MAX; len],
+            states_alive: 0,
+            cur_hist_ent: false,
         }
     }
 
@@ -164,6 +196,46 @@ impl<'a> Env<'a> {
         self.subprogs.binary_search_by(|s| s.start.cmp(&pc)).ok()
     }
 
+    /// The map a register's `map` names: an index into the object's maps, or, from
+    /// `maps.len()` on, the inner-map template of map `index - maps.len()` (what a lookup in a
+    /// map-in-map yields).
+    pub fn map(&self, index: u32) -> Option<&'a MapSpec> {
+        let maps = self.input.maps;
+        let i = index as usize;
+        if i < maps.len() {
+            return maps.get(i);
+        }
+        maps.get(i - maps.len())?.inner.as_deref()
+    }
+
+    /// The special fields of a map's value type that loads and stores may not touch
+    /// (`bpf_spin_lock`, `bpf_timer`, ...), found in its BTF as the kernel's
+    /// `btf_parse_fields` finds them.
+    pub fn map_special_fields(&self, index: u32) -> Vec<SpecialField> {
+        let (Some(map), Some(btf)) = (self.map(index), self.input.btf) else {
+            return Vec::new();
+        };
+        let Some(ty) = map.value_type else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        collect_special_fields(btf, ty, 0, &mut out, 0);
+        out
+    }
+
+    /// Whether the map's value holds a `bpf_spin_lock` (its pointers keep their id after a
+    /// null check, for `bpf_spin_lock` to pair lock and unlock).
+    pub fn map_has_spin_lock(&self, index: u32) -> bool {
+        self.map_special_fields(index)
+            .iter()
+            .any(|f| f.kind.ends_with("spin_lock"))
+    }
+
+    /// The register-state index of the inner-map template of map `outer`.
+    pub fn inner_map_index(&self, outer: u32) -> u32 {
+        self.input.maps.len() as u32 + outer
+    }
+
     /// A verbose line for the log (the kernel's `verbose()`), printed at levels 1 and 2.
     pub fn verbose(&mut self, text: &str) {
         self.log.verbose(text);
@@ -179,5 +251,56 @@ impl<'a> Env<'a> {
     /// The kernel's description of a register for messages that print it whole.
     pub fn reg_text(&self, reg: &RegState) -> String {
         crate::log::reg_state_text(self, reg)
+    }
+}
+
+/// A special field inside a map value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpecialField {
+    /// The kernel's name for it (`bpf_spin_lock`, `bpf_timer`, ...).
+    pub kind: &'static str,
+    pub offset: u32,
+    pub size: u32,
+}
+
+const SPECIAL_FIELDS: [(&str, u32); 6] = [
+    ("bpf_spin_lock", 4),
+    ("bpf_res_spin_lock", 8),
+    ("bpf_timer", 16),
+    ("bpf_wq", 32),
+    ("bpf_task_work", 8),
+    ("bpf_list_head", 16),
+];
+
+fn collect_special_fields(
+    btf: &bpfemu_loader::btf::Btf,
+    ty: bpfemu_loader::btf::TypeId,
+    base: u32,
+    out: &mut Vec<SpecialField>,
+    depth: u32,
+) {
+    if depth > 8 {
+        return;
+    }
+    let Some(id) = btf.skip_mods_and_typedefs(ty) else {
+        return;
+    };
+    let Some(t) = btf.get(id) else {
+        return;
+    };
+    if let Some(&(kind, size)) = SPECIAL_FIELDS.iter().find(|(n, _)| *n == t.name) {
+        if t.kind.is_composite() {
+            out.push(SpecialField {
+                kind,
+                offset: base,
+                size,
+            });
+            return;
+        }
+    }
+    if t.kind.is_composite() {
+        for m in t.kind.members() {
+            collect_special_fields(btf, m.ty, base + m.bit_offset / 8, out, depth + 1);
+        }
     }
 }

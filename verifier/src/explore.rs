@@ -1,11 +1,37 @@
 //! The depth-first walk (`do_check`): one instruction at a time on the current path, the other
-//! edge of each branch pushed for later, checkpoints at prune points, the limits.
+//! edge of each branch pushed for later, checkpoints at prune points (`is_state_visited`), the
+//! limits, and the closing statistics.
 
-use crate::env::Env;
-use crate::log::Log;
-use crate::{Errno, Options, Outcome, ProgramInput, Rejection, Stats, Verdict, check, fixup};
-use bpfemu_isa::Program;
+use crate::branch::{Branch, check_cond_jmp};
+use crate::env::{Env, Explored};
+use crate::log::{Log, print_insn_state, print_source_line, print_state};
+use crate::precision::propagate_precision;
+use crate::prune::{Exact, states_equal, states_maybe_looping};
+use crate::state::VerifierState;
+use crate::state::frame::JmpHistoryEntry;
+use crate::state::reg::{RegState, RegType};
+use crate::{
+    COMPLEXITY_LIMIT_JMP_SEQ, Errno, Options, Outcome, ProgramInput, Reject, Rejection, Stats,
+    Verdict, alu, call, check, fixup, liveness, mem,
+};
+use bpfemu_isa::{CallTarget, Insn, Program, Reg};
 use std::time::Instant;
+
+/// A pushed branch (`struct bpf_verifier_stack_elem`).
+struct Pending {
+    state: VerifierState,
+    insn_idx: usize,
+    prev_insn_idx: usize,
+    log_pos: usize,
+}
+
+/// What one instruction leaves the walk to do.
+enum Step {
+    /// Continue at this instruction.
+    Next(usize),
+    /// The path ended (exit of the main program, or pruned).
+    PathDone,
+}
 
 /// Verifies `input`; see [`crate::verify`].
 pub fn run(input: &ProgramInput<'_>, opts: &Options) -> Verdict {
@@ -13,42 +39,63 @@ pub fn run(input: &ProgramInput<'_>, opts: &Options) -> Verdict {
     let mut log = Log::new(opts.log_level);
     let Some(ops) = crate::prog_type::ops_for(input.prog_type) else {
         let msg = format!("not yet supported: program type {}", input.prog_type);
-        return rejected(log, msg, None, Errno::Einval, started);
+        log.verbose(&format!("{msg}\n"));
+        return finish_early(log, msg, Errno::Einval, started);
     };
     // The kernel checks raw slots before it explores (check.rs); slots only the walk may
     // refuse are decoded as placeholders that carry the kernel's message.
     let pre = match check::precheck(input, &mut log) {
         Ok(pre) => pre,
-        Err(r) => return rejected(log, r.msg, None, r.errno, started),
+        Err(r) => return finish_early(log, r.msg, r.errno, started),
     };
     let prog = match Program::decode(pre.sanitized.clone()) {
         Ok(p) => p,
         Err(e) => {
             log.verbose(&format!("{e}\n"));
-            return rejected(log, e.to_string(), None, Errno::Einval, started);
+            return finish_early(log, e.to_string(), Errno::Einval, started);
         }
     };
     let mut env = Env::new(input, prog, ops, log);
-    if let Err(r) = check::check_program(&mut env, &pre) {
-        return rejected(env.log, r.msg, None, r.errno, started);
-    }
-    let msg = "not yet supported: exploration".to_string();
-    env.log.verbose(&format!("{msg}\n"));
-    let _ = fixup::xlate;
-    rejected(env.log, msg, Some(0), Errno::Einval, started)
+    let result = check::check_program(&mut env, &pre).and_then(|()| {
+        liveness::compute_live_registers(&mut env);
+        print_live_regs(&mut env);
+        do_check_main(&mut env, opts)
+    });
+    finish(env, result, started)
 }
 
-fn rejected(
-    log: Log,
-    message: String,
-    insn: Option<usize>,
-    errno: Errno,
-    started: Instant,
-) -> Verdict {
+fn print_live_regs(env: &mut Env<'_>) {
+    if !env.log.level2() {
+        return;
+    }
+    let mut out = String::from("Live regs before insn:\n");
+    for (pc, insn) in env.prog.iter() {
+        let live = env.live_regs[pc];
+        let regs: String = (0..10)
+            .map(|r| {
+                if live & (1 << r) != 0 {
+                    char::from(b'0' + r as u8)
+                } else {
+                    '.'
+                }
+            })
+            .collect();
+        let code = env.prog.raw()[pc].code;
+        out.push_str(&format!(
+            "    {pc:3}: {regs} {}\n",
+            bpfemu_isa::disasm::log_line(pc, code, insn)
+                .split_once(": ")
+                .map_or(String::new(), |(_, t)| t.to_string())
+        ));
+    }
+    env.log.verbose(&out);
+}
+
+fn finish_early(log: Log, message: String, errno: Errno, started: Instant) -> Verdict {
     Verdict {
         outcome: Outcome::Rejected(Rejection {
             message,
-            insn,
+            insn: None,
             source: None,
             errno,
         }),
@@ -57,5 +104,673 @@ fn rejected(
             time: started.elapsed(),
             ..Stats::default()
         },
+    }
+}
+
+fn finish(mut env: Env<'_>, result: Result<(), Reject>, started: Instant) -> Verdict {
+    let accepted = result.is_ok();
+    if accepted && env.log.level & crate::log::LEVEL1 != 0 && !env.log.level2() {
+        env.log.reset(0);
+    }
+    let time = started.elapsed();
+    let c = env.counters.clone();
+    let stack_depth: Vec<u32> = env.subprogs.iter().map(|s| s.stack_depth).collect();
+    if env.log.level & crate::log::STATS != 0 {
+        let depths: Vec<String> = stack_depth.iter().map(u32::to_string).collect();
+        let text = format!(
+            "verification time {} usec\nstack depth {}\n",
+            time.as_micros(),
+            depths.join("+")
+        );
+        env.log.text.push_str(&text);
+    }
+    if env.log.level != 0 {
+        let text = format!(
+            "processed {} insns (limit {}) max_states_per_insn {} total_states {} peak_states {} mark_read {}\n",
+            c.insn_processed,
+            crate::COMPLEXITY_LIMIT_INSNS,
+            c.max_states_per_insn,
+            c.total_states,
+            c.peak_states,
+            c.mark_read
+        );
+        env.log.text.push_str(&text);
+    }
+    let stats = Stats {
+        processed_insns: c.insn_processed,
+        total_states: c.total_states,
+        peak_states: c.peak_states,
+        max_states_per_insn: c.max_states_per_insn,
+        mark_read: c.mark_read,
+        stack_depth,
+        time,
+    };
+    let outcome = match result {
+        Ok(()) => Outcome::Accepted(fixup::xlate(&env)),
+        Err(r) => {
+            let insn = Some(env.insn_idx);
+            let source = env
+                .input
+                .line_info
+                .iter()
+                .rev()
+                .find(|l| l.insn <= env.insn_idx)
+                .cloned();
+            Outcome::Rejected(Rejection {
+                message: r.msg,
+                insn,
+                source,
+                errno: r.errno,
+            })
+        }
+    };
+    Verdict {
+        outcome,
+        log: std::mem::take(&mut env.log.text),
+        stats,
+    }
+}
+
+/// The entry state (`init_func_state` plus R1 = ctx).
+fn entry_state() -> VerifierState {
+    let mut st = VerifierState::new();
+    st.cur_mut().regs[Reg::R1.index()] = RegState::pointer(RegType::Ctx);
+    st.cur_mut().regs[Reg::R10.index()] = RegState::pointer(RegType::Stack);
+    st
+}
+
+fn do_check_main(env: &mut Env<'_>, opts: &Options) -> Result<(), Reject> {
+    let state = entry_state();
+    env.log.scratch_all();
+    do_check(env, state, opts)
+}
+
+/// `do_check`: the walk from `state` until every pushed branch is done.
+fn do_check(env: &mut Env<'_>, mut state: VerifierState, opts: &Options) -> Result<(), Reject> {
+    let mut stack: Vec<Pending> = Vec::new();
+    let mut do_print_state = false;
+    let mut prev_insn_idx = 0usize;
+    env.insn_idx = 0;
+    loop {
+        env.cur_hist_ent = false;
+        env.prev_insn_idx = prev_insn_idx;
+        let pc = env.insn_idx;
+        if pc >= env.len() {
+            return Err(env.reject(
+                Errno::Efault,
+                format!("invalid insn idx {pc} insn_cnt {}", env.len()),
+            ));
+        }
+        env.counters.insn_processed += 1;
+        if env.counters.insn_processed > opts.insn_limit {
+            return Err(env.reject(
+                Errno::E2big,
+                format!(
+                    "BPF program is too large. Processed {} insn",
+                    env.counters.insn_processed
+                ),
+            ));
+        }
+        state.last_insn_idx = env.prev_insn_idx;
+        state.insn_idx = pc;
+        let mut step = None;
+        if env.aux[pc].prune_point && is_state_visited(env, &mut state, pc)? {
+            if env.log.enabled() {
+                let text = if do_print_state {
+                    format!("\nfrom {} to {}: safe\n", env.prev_insn_idx, pc)
+                } else {
+                    format!("{pc}: safe\n")
+                };
+                env.log.verbose(&text);
+            }
+            step = Some(Step::PathDone);
+        }
+        let step = match step {
+            Some(s) => s,
+            None => {
+                if env.aux[pc].jmp_point {
+                    push_jmp_history(env, &mut state, 0);
+                }
+                if env.log.level2() && do_print_state {
+                    env.log
+                        .verbose(&format!("\nfrom {} to {}:", env.prev_insn_idx, pc));
+                    print_state(env, &state, true);
+                    do_print_state = false;
+                }
+                log_insn(env, &state, pc);
+                check::check_reached(env, &state, pc)?;
+                env.aux[pc].seen = true;
+                prev_insn_idx = pc;
+                let step = do_check_insn(env, &mut state, pc, &mut stack, &mut do_print_state)?;
+                if stack.len() > COMPLEXITY_LIMIT_JMP_SEQ {
+                    return Err(env.reject(
+                        Errno::E2big,
+                        format!("The sequence of {} jumps is too complex.", stack.len()),
+                    ));
+                }
+                step
+            }
+        };
+        match step {
+            Step::Next(next) => env.insn_idx = next,
+            Step::PathDone => {
+                env.log.scratch_all();
+                update_branch_counts(env, state.parent);
+                let Some(p) = stack.pop() else {
+                    return Ok(());
+                };
+                if !env.log.level2() {
+                    env.log.reset(p.log_pos);
+                }
+                state = p.state;
+                env.insn_idx = p.insn_idx;
+                prev_insn_idx = p.prev_insn_idx;
+                do_print_state = true;
+            }
+        }
+    }
+}
+
+/// The instruction line, with the state the previous instruction changed before it.
+fn log_insn(env: &mut Env<'_>, state: &VerifierState, pc: usize) {
+    if !env.log.enabled() {
+        return;
+    }
+    if env.log.scratched() {
+        print_insn_state(env, state, pc);
+    }
+    print_source_line(env, pc);
+    let Some(insn) = env.insn(pc).copied() else {
+        return;
+    };
+    let code = env.prog.raw()[pc].code;
+    let start = env.log.text.len();
+    env.log.prev_log_pos = start;
+    let line = bpfemu_isa::disasm::log_line(pc, code, &insn);
+    env.log.verbose(&line);
+    if !line.ends_with('\n') {
+        env.log.verbose("\n");
+    }
+    env.log.prev_insn_print_pos = env.log.text.len() - start;
+    env.log.prev_log_pos = env.log.text.len();
+}
+
+/// `push_jmp_history`: records the instruction (and how it touched the stack) for precision
+/// backtracking; one entry per instruction, flags merged.
+pub fn push_jmp_history(env: &mut Env<'_>, state: &mut VerifierState, flags: u32) {
+    if env.cur_hist_ent {
+        if let Some(last) = state.jmp_history.last_mut() {
+            last.flags |= flags;
+            return;
+        }
+    }
+    state.jmp_history.push(JmpHistoryEntry {
+        idx: env.insn_idx,
+        prev_idx: env.prev_insn_idx,
+        flags,
+    });
+    env.cur_hist_ent = true;
+}
+
+fn push_branch(
+    env: &mut Env<'_>,
+    stack: &mut Vec<Pending>,
+    st: VerifierState,
+    insn_idx: usize,
+    prev: usize,
+) {
+    if let Some(p) = st.parent {
+        env.explored[p].branches += 1;
+    }
+    stack.push(Pending {
+        state: st,
+        insn_idx,
+        prev_insn_idx: prev,
+        log_pos: env.log.text.len(),
+    });
+}
+
+/// `update_branch_counts`: a path finished; checkpoints with no path left become usable.
+fn update_branch_counts(env: &mut Env<'_>, mut parent: Option<usize>) {
+    while let Some(p) = parent {
+        let e = &mut env.explored[p];
+        e.branches -= 1;
+        if e.branches > 0 {
+            break;
+        }
+        if e.evicted {
+            env.states_alive -= 1;
+        }
+        parent = e.state.parent;
+    }
+}
+
+fn bucket_of(env: &Env<'_>, state: &VerifierState, pc: usize) -> usize {
+    let callsite = state.cur().callsite as u32;
+    ((pc as u32 ^ callsite) % env.len().max(1) as u32) as usize
+}
+
+/// `is_state_visited`: true when an explored state covers this one (the path is pruned);
+/// else maybe records the state as a new checkpoint.
+fn is_state_visited(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    pc: usize,
+) -> Result<bool, Reject> {
+    let force_new = env.aux[pc].force_checkpoint || state.jmp_history.len() > 40;
+    let c = &env.counters;
+    let mut add_new_state = force_new
+        || (c.jmps_processed - c.prev_jmps_processed >= 2
+            && c.insn_processed - c.prev_insn_processed >= 8);
+    let bucket = bucket_of(env, state, pc);
+    let list = env.buckets[bucket].clone();
+    let mut states_cnt = 0u32;
+    let mut evict = Vec::new();
+    for &idx in list.iter().rev() {
+        states_cnt += 1;
+        let e = &env.explored[idx];
+        if e.state.insn_idx != pc {
+            continue;
+        }
+        let mut hit = false;
+        if e.branches > 0 {
+            if states_maybe_looping(&e.state, state)
+                && states_equal(env, &e.state, state, Exact::Exact)
+                && e.state.may_goto_depth == state.may_goto_depth
+            {
+                print_source_line(env, pc);
+                env.verbose(&format!("infinite loop detected at insn {pc}\n"));
+                if env.log.enabled() {
+                    let old = env.explored[idx].state.clone();
+                    let cur = crate::log::frame_state_text(env, state, state.cur(), true);
+                    let oldt = crate::log::frame_state_text(env, &old, old.cur(), true);
+                    env.log
+                        .verbose(&format!("cur state:{cur}\nold state:{oldt}\n"));
+                }
+                return Err(Reject {
+                    errno: Errno::Einval,
+                    msg: "old state:".to_string(),
+                }
+                .with_infinite_loop(pc));
+            }
+            let c = &env.counters;
+            if !force_new
+                && c.jmps_processed - c.prev_jmps_processed < 20
+                && c.insn_processed - c.prev_insn_processed < 100
+            {
+                add_new_state = false;
+            }
+        } else if states_equal(env, &e.state, state, Exact::NotExact) {
+            hit = true;
+        }
+        if hit {
+            env.explored[idx].hit_cnt += 1;
+            if env.aux[pc].jmp_point {
+                push_jmp_history(env, state, 0);
+            }
+            let old = env.explored[idx].state.clone();
+            propagate_precision(env, &old, state);
+            return Ok(true);
+        }
+        let e = &mut env.explored[idx];
+        if add_new_state {
+            e.miss_cnt += 1;
+        }
+        let n = if env.aux[pc].force_checkpoint && e.branches > 0 {
+            64
+        } else {
+            3
+        };
+        if e.miss_cnt > e.hit_cnt * n + n {
+            evict.push(idx);
+        }
+    }
+    if !evict.is_empty() {
+        env.buckets[bucket].retain(|i| !evict.contains(i));
+        for idx in evict {
+            let e = &mut env.explored[idx];
+            e.evicted = true;
+            if e.branches == 0 {
+                env.states_alive -= 1;
+            }
+        }
+    }
+    env.counters.max_states_per_insn = env.counters.max_states_per_insn.max(states_cnt);
+    if !add_new_state {
+        return Ok(false);
+    }
+    env.counters.total_states += 1;
+    env.states_alive += 1;
+    env.counters.peak_states = env.counters.peak_states.max(env.states_alive);
+    env.counters.prev_jmps_processed = env.counters.jmps_processed;
+    env.counters.prev_insn_processed = env.counters.insn_processed;
+    mark_all_scalars_imprecise(state);
+    let mut new = state.clone();
+    new.insn_idx = pc;
+    let idx = env.explored.len();
+    env.explored.push(Explored {
+        state: new,
+        branches: 1,
+        hit_cnt: 0,
+        miss_cnt: 0,
+        evicted: false,
+    });
+    env.buckets[bucket].push(idx);
+    state.parent = Some(idx);
+    state.first_insn_idx = pc;
+    state.jmp_history.clear();
+    Ok(false)
+}
+
+impl Reject {
+    /// The kernel's final line after "infinite loop detected" is the old state's dump; the
+    /// message users know is the detection line, which is what we report.
+    fn with_infinite_loop(self, pc: usize) -> Reject {
+        Reject {
+            errno: self.errno,
+            msg: format!("infinite loop detected at insn {pc}"),
+        }
+    }
+}
+
+fn mark_all_scalars_imprecise(state: &mut VerifierState) {
+    for frame in state.frames.iter_mut() {
+        for reg in frame.regs.iter_mut() {
+            if reg.ty == RegType::Scalar {
+                reg.precise = false;
+            }
+        }
+        for slot in frame.stack.iter_mut() {
+            if slot.is_spilled_reg() && slot.spilled_ptr.ty == RegType::Scalar {
+                slot.spilled_ptr.precise = false;
+            }
+        }
+    }
+}
+
+/// One instruction (`do_check_insn`).
+fn do_check_insn(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    pc: usize,
+    stack: &mut Vec<Pending>,
+    do_print_state: &mut bool,
+) -> Result<Step, Reject> {
+    let insn = *env
+        .insn(pc)
+        .expect("the walk only visits instruction starts");
+    let next = pc + insn.slots();
+    match insn {
+        Insn::Alu { .. }
+        | Insn::Neg { .. }
+        | Insn::MovSx { .. }
+        | Insn::AddrSpaceCast { .. }
+        | Insn::Endian { .. } => {
+            alu::check_alu(env, state, &insn)?;
+            Ok(Step::Next(next))
+        }
+        Insn::Load { .. } | Insn::Store { .. } | Insn::StoreReg { .. } | Insn::Atomic { .. } => {
+            mem::check_mem_insn(env, state, &insn)?;
+            Ok(Step::Next(next))
+        }
+        Insn::LdImm64 {
+            dst,
+            kind,
+            imm,
+            next_imm,
+        } => {
+            check_ld_imm(env, state, dst, kind, imm, next_imm)?;
+            Ok(Step::Next(next))
+        }
+        Insn::LdAbs { .. } | Insn::LdInd { .. } => Err(env.reject(
+            Errno::Einval,
+            "BPF_LD_[ABS|IND] instructions not allowed for this program type",
+        )),
+        Insn::Ja { off, .. } => {
+            env.counters.jmps_processed += 1;
+            Ok(Step::Next((pc as i64 + 1 + off as i64) as usize))
+        }
+        Insn::MayGoto { off } => {
+            env.counters.jmps_processed += 1;
+            let mut queued = state.clone();
+            queued.may_goto_depth += 1;
+            if let Some(p) = state
+                .parent
+                .filter(|p| env.explored[*p].state.insn_idx == pc)
+            {
+                let old = env.explored[p].state.clone();
+                widen_imprecise_scalars(env, &old, &mut queued);
+            }
+            push_branch(env, stack, queued, pc + 1, pc);
+            Ok(Step::Next((pc as i64 + 1 + off as i64) as usize))
+        }
+        Insn::Jump {
+            width,
+            cond,
+            dst,
+            src,
+            off,
+        } => {
+            env.counters.jmps_processed += 1;
+            let target = (pc as i64 + 1 + off as i64) as usize;
+            if let bpfemu_isa::Source::Reg(s) = src {
+                let mut flags = 0;
+                if state.reg(s).ty == RegType::Stack {
+                    flags |= crate::state::frame::INSN_F_SRC_REG_STACK;
+                }
+                if state.reg(dst).ty == RegType::Stack {
+                    flags |= crate::state::frame::INSN_F_DST_REG_STACK;
+                }
+                if flags != 0 {
+                    push_jmp_history(env, state, flags);
+                }
+            } else if state.reg(dst).ty == RegType::Stack {
+                push_jmp_history(env, state, crate::state::frame::INSN_F_DST_REG_STACK);
+            }
+            match check_cond_jmp(env, state, width, cond, dst, src)? {
+                Branch::Taken => Ok(Step::Next(target)),
+                Branch::NotTaken => Ok(Step::Next(next)),
+                Branch::Both(other) => {
+                    push_branch(env, stack, *other, target, pc);
+                    Ok(Step::Next(next))
+                }
+            }
+        }
+        Insn::Call(target) => {
+            env.counters.jmps_processed += 1;
+            if state.active_locks > 0 {
+                let unlock = matches!(target, CallTarget::Helper(94));
+                if !unlock && !matches!(target, CallTarget::Kfunc { .. }) {
+                    return Err(env.reject(
+                        Errno::Einval,
+                        "function calls are not allowed while holding a lock",
+                    ));
+                }
+            }
+            let frames = state.frames.len();
+            let next_pc = match target {
+                CallTarget::Local(rel) => call::subprog::check_func_call(env, state, pc, rel)?,
+                CallTarget::Kfunc { btf_id, off } => {
+                    call::kfunc::check_kfunc_call(env, state, pc, btf_id, off)?;
+                    next
+                }
+                CallTarget::Helper(id) => {
+                    call::helper::check_helper_call(env, state, pc, id)?;
+                    if state.frames.len() > frames {
+                        let sp = state.cur().subprogno as usize;
+                        env.subprogs[sp].start
+                    } else {
+                        next
+                    }
+                }
+            };
+            env.log.scratch_reg(Reg::R0);
+            Ok(Step::Next(next_pc))
+        }
+        Insn::Exit => {
+            env.counters.jmps_processed += 1;
+            check_resource_leak(env, state)?;
+            if state.frames.len() > 1 {
+                let next_pc = call::subprog::prepare_func_exit(env, state)?;
+                *do_print_state = true;
+                return Ok(Step::Next(next_pc));
+            }
+            check_return_code(env, state)?;
+            Ok(Step::PathDone)
+        }
+    }
+}
+
+/// `check_resource_leak` at `exit` of the main program (`Unreleased reference`).
+fn check_resource_leak(env: &mut Env<'_>, state: &VerifierState) -> Result<(), Reject> {
+    if state.frames.len() > 1 && state.cur().in_callback_fn {
+        return Ok(());
+    }
+    if state.frames.len() > 1 {
+        return Ok(());
+    }
+    if state.active_locks > 0 {
+        return Err(env.reject(
+            Errno::Einval,
+            "BPF_EXIT instruction in main prog cannot be used inside bpf_spin_lock-ed region",
+        ));
+    }
+    if state.active_rcu_lock > 0 {
+        return Err(env.reject(
+            Errno::Einval,
+            "BPF_EXIT instruction in main prog cannot be used inside bpf_rcu_read_lock-ed region",
+        ));
+    }
+    if let Some(r) = state
+        .refs
+        .iter()
+        .find(|r| r.kind == crate::state::RefKind::Ptr)
+    {
+        return Err(env.reject(
+            Errno::Einval,
+            format!("Unreleased reference id={} alloc_insn={}", r.id, r.insn_idx),
+        ));
+    }
+    Ok(())
+}
+
+/// `check_return_code` for the main program.
+fn check_return_code(env: &mut Env<'_>, state: &VerifierState) -> Result<(), Reject> {
+    alu::check_reg_read(env, state, Reg::R0)?;
+    let r0 = *state.reg(Reg::R0);
+    let Some(range) = env.prog_type.return_range(env.input.expected_attach_type) else {
+        return Ok(());
+    };
+    if r0.ty != RegType::Scalar {
+        let name = crate::log::reg_type_name(env, &r0);
+        return Err(env.reject(
+            Errno::Einval,
+            format!("At program exit the register R0 is not a known value ({name})"),
+        ));
+    }
+    let (min, max) = (range.min as i64, range.max as i64);
+    if r0.smin_value < min || r0.smax_value > max {
+        let text = env.reg_text(&r0);
+        env.verbose(&format!(
+            "At program exit the register R0 has {text} should have been in [{min}, {max}]\n"
+        ));
+        return Err(Reject {
+            errno: Errno::Einval,
+            msg: format!(
+                "At program exit the register R0 has {text} should have been in [{min}, {max}]"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// `check_ld_imm`.
+fn check_ld_imm(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    dst: Reg,
+    kind: bpfemu_isa::LdImm64Kind,
+    imm: i32,
+    next_imm: i32,
+) -> Result<(), Reject> {
+    use bpfemu_isa::LdImm64Kind as K;
+    alu::check_reg_write(env, dst)?;
+    let reg = match kind {
+        K::Imm => RegState::known(Insn::imm64(imm, next_imm)),
+        K::Func => {
+            let target = (env.insn_idx as i64 + 1 + imm as i64) as usize;
+            let mut r = RegState::pointer(RegType::Func);
+            r.subprogno = env.subprog_at(target).unwrap_or(0) as u32;
+            r
+        }
+        K::MapFd | K::MapIdx | K::MapValue | K::MapIdxValue => {
+            let Some(map) = env
+                .map(imm as u32)
+                .filter(|_| imm >= 0 && (imm as usize) < env.input.maps.len())
+            else {
+                return Err(env.reject(
+                    Errno::Ebadf_or_inval(),
+                    format!("fd {imm} is not pointing to valid bpf_map"),
+                ));
+            };
+            let idx = env.insn_idx;
+            env.aux[idx].map_index = Some(imm as u32);
+            if matches!(kind, K::MapValue | K::MapIdxValue) {
+                if map.map_type == 33 {
+                    RegState::unknown_scalar()
+                } else {
+                    let mut r = RegState::pointer(RegType::MapValue);
+                    r.map = Some(imm as u32);
+                    r.off = next_imm;
+                    r
+                }
+            } else {
+                let mut r = RegState::pointer(RegType::ConstPtrToMap);
+                r.map = Some(imm as u32);
+                r
+            }
+        }
+        K::BtfId => {
+            return Err(env.reject(
+                Errno::Einval,
+                "not yet supported: ld_imm64 of a kernel symbol",
+            ));
+        }
+    };
+    *state.reg_mut(dst) = reg;
+    Ok(())
+}
+
+impl Errno {
+    /// `EBADF`'s stand-in: the kernel fails an unknown map fd with EBADF, which bpfemu reports
+    /// as EINVAL (its errno set has no EBADF).
+    #[allow(non_snake_case)]
+    fn Ebadf_or_inval() -> Errno {
+        Errno::Einval
+    }
+}
+
+/// `widen_imprecise_scalars`: loop iterations of `may_goto` forget imprecise scalars that
+/// changed, so that the loop converges.
+fn widen_imprecise_scalars(env: &Env<'_>, old: &VerifierState, cur: &mut VerifierState) {
+    let mut idmap = crate::prune::IdMap::new(env.id_gen);
+    let widen = |o: &RegState, c: &mut RegState, idmap: &mut crate::prune::IdMap| {
+        if o.ty != RegType::Scalar || c.ty != RegType::Scalar || o.precise || c.precise {
+            return;
+        }
+        if crate::prune::regsafe(o, c, idmap, Exact::Exact) {
+            return;
+        }
+        *c = RegState::unknown_scalar();
+    };
+    for (fo, fc) in old.frames.iter().zip(cur.frames.iter_mut()) {
+        for (o, c) in fo.regs.iter().zip(fc.regs.iter_mut()) {
+            widen(o, c, &mut idmap);
+        }
+        for (so, sc) in fo.stack.iter().zip(fc.stack.iter_mut()) {
+            if so.is_spilled_reg() && sc.is_spilled_reg() {
+                widen(&so.spilled_ptr, &mut sc.spilled_ptr, &mut idmap);
+            }
+        }
     }
 }

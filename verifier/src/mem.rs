@@ -2,10 +2,21 @@
 //! values and keys, the ctx (through [`crate::prog_type`]) and memory regions; and the memory
 //! arguments of helpers (`check_helper_mem_access`, `check_mem_size_reg`).
 
+use crate::alu::{
+    assign_scalar_id_before_mov, check_reg_read, check_reg_write, coerce_reg_to_size,
+    coerce_reg_to_size_sx, reg_width,
+};
 use crate::env::Env;
-use crate::state::VerifierState;
+use crate::log::reg_type_name;
+use crate::precision::mark_chain_precision;
+use crate::state::reg::{
+    BPF_MAX_VAR_OFF, MEM_RDONLY, PTR_MAYBE_NULL, PTR_UNTRUSTED, RegState, RegType,
+};
+use crate::state::stack::{MAX_BPF_STACK, SLOT_SIZE, SlotType};
+use crate::state::{FuncState, VerifierState};
 use crate::{Errno, Reject};
-use bpfemu_isa::Reg;
+use bpfemu_isa::{AtomicOp, Insn, Reg, Size};
+use bpfemu_loader::MapOrigin;
 
 /// Whether an access reads or writes memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,8 +27,1098 @@ pub enum AccessType {
     Write,
 }
 
+/// `BPF_F_RDONLY_PROG`.
+const BPF_F_RDONLY_PROG: u32 = 1 << 7;
+/// `BPF_F_WRONLY_PROG`.
+const BPF_F_WRONLY_PROG: u32 = 1 << 8;
+
+/// A load, store or atomic instruction (`check_load_mem`, `check_store_reg`, the `BPF_ST`
+/// case, `check_atomic`).
+pub fn check_mem_insn(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    insn: &Insn,
+) -> Result<(), Reject> {
+    match *insn {
+        Insn::Load {
+            size,
+            sign_extend,
+            dst,
+            src,
+            off,
+        } => {
+            check_reg_read(env, state, src)?;
+            check_reg_write(env, dst)?;
+            let ty = state.reg(src).ty;
+            check_mem_access(
+                env,
+                state,
+                src,
+                off as i32,
+                size,
+                AccessType::Read,
+                Some(dst),
+                false,
+                sign_extend,
+            )?;
+            save_aux_ptr_type(env, ty)
+        }
+        Insn::StoreReg {
+            size,
+            dst,
+            src,
+            off,
+        } => {
+            check_reg_read(env, state, src)?;
+            check_reg_read(env, state, dst)?;
+            let ty = state.reg(dst).ty;
+            check_mem_access(
+                env,
+                state,
+                dst,
+                off as i32,
+                size,
+                AccessType::Write,
+                Some(src),
+                false,
+                false,
+            )?;
+            save_aux_ptr_type(env, ty)
+        }
+        Insn::Store { size, dst, off, .. } => {
+            check_reg_read(env, state, dst)?;
+            let ty = state.reg(dst).ty;
+            check_mem_access(
+                env,
+                state,
+                dst,
+                off as i32,
+                size,
+                AccessType::Write,
+                None,
+                false,
+                false,
+            )?;
+            save_aux_ptr_type(env, ty)
+        }
+        Insn::Atomic {
+            size,
+            op,
+            dst,
+            src,
+            off,
+        } => check_atomic(env, state, size, op, dst, src, off),
+        _ => Ok(()),
+    }
+}
+
+/// `save_aux_ptr_type`: one instruction may not access ctx on one path and other memory on
+/// another (the ctx conversion rewrites it).
+fn save_aux_ptr_type(env: &mut Env<'_>, ty: RegType) -> Result<(), Reject> {
+    let idx = env.insn_idx;
+    let mismatch_ok = |t: RegType| !matches!(t, RegType::Ctx | RegType::BtfId | RegType::Arena);
+    match env.aux[idx].ptr_type {
+        None => env.aux[idx].ptr_type = Some(ty),
+        Some(prev) if prev != ty && (!mismatch_ok(ty) || !mismatch_ok(prev)) => {
+            return Err(env.reject(
+                Errno::Einval,
+                "same insn cannot be used with different pointers",
+            ));
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn check_atomic(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    size: Size,
+    op: AtomicOp,
+    dst: Reg,
+    src: Reg,
+    off: i16,
+) -> Result<(), Reject> {
+    match op {
+        AtomicOp::LoadAcquire => {
+            return check_mem_insn(
+                env,
+                state,
+                &Insn::Load {
+                    size,
+                    sign_extend: false,
+                    dst,
+                    src,
+                    off,
+                },
+            );
+        }
+        AtomicOp::StoreRelease => {
+            return check_mem_insn(
+                env,
+                state,
+                &Insn::StoreReg {
+                    size,
+                    dst,
+                    src,
+                    off,
+                },
+            );
+        }
+        _ => {}
+    }
+    if !matches!(size, Size::W | Size::DW) {
+        return Err(env.reject(Errno::Einval, "invalid atomic operand size"));
+    }
+    check_reg_read(env, state, src)?;
+    check_reg_read(env, state, dst)?;
+    if op == AtomicOp::Cmpxchg {
+        check_reg_read(env, state, Reg::R0)?;
+    }
+    let dst_reg = *state.reg(dst);
+    if matches!(
+        dst_reg.ty,
+        RegType::Ctx | RegType::Packet | RegType::PacketMeta
+    ) {
+        let name = reg_type_name(env, &dst_reg);
+        return Err(env.reject(
+            Errno::Eacces,
+            format!(
+                "BPF_ATOMIC stores into R{} {name} is not allowed",
+                dst.number()
+            ),
+        ));
+    }
+    let load_reg = if op.fetches() {
+        let r = if op == AtomicOp::Cmpxchg {
+            Reg::R0
+        } else {
+            src
+        };
+        check_reg_write(env, r)?;
+        *state.reg_mut(r) = RegState::unknown_scalar();
+        Some(r)
+    } else {
+        None
+    };
+    check_mem_access(
+        env,
+        state,
+        dst,
+        off as i32,
+        size,
+        AccessType::Read,
+        None,
+        true,
+        false,
+    )?;
+    if let Some(r) = load_reg {
+        check_mem_access(
+            env,
+            state,
+            dst,
+            off as i32,
+            size,
+            AccessType::Read,
+            Some(r),
+            true,
+            false,
+        )?;
+    }
+    check_mem_access(
+        env,
+        state,
+        dst,
+        off as i32,
+        size,
+        AccessType::Write,
+        None,
+        true,
+        false,
+    )
+}
+
+/// `check_mem_access`: `size` bytes at `off` from the pointer in `regno`; a read loads into
+/// `value_regno`, a write stores from it (`None`: an immediate store or no register).
+#[allow(clippy::too_many_arguments)]
+pub fn check_mem_access(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    regno: Reg,
+    off: i32,
+    size: Size,
+    access: AccessType,
+    value_regno: Option<Reg>,
+    strict_alignment_once: bool,
+    is_ldsx: bool,
+) -> Result<(), Reject> {
+    let size_bytes = size.bytes() as i32;
+    let reg = *state.reg(regno);
+    check_ptr_alignment(env, &reg, off, size_bytes, strict_alignment_once)?;
+    let off = off + reg.off;
+    let r = regno.number();
+    match reg.ty {
+        RegType::MapKey if reg.flags & PTR_MAYBE_NULL == 0 => {
+            if access == AccessType::Write {
+                return Err(env.reject(
+                    Errno::Eacces,
+                    format!("write to change key R{r} not allowed"),
+                ));
+            }
+            let key_size = reg.map.and_then(|m| env.map(m)).map_or(0, |m| m.key_size);
+            check_mem_region_access(env, &reg, r, off, size_bytes, key_size, false)?;
+            if let Some(v) = value_regno {
+                *state.reg_mut(v) = RegState::unknown_scalar();
+            }
+        }
+        RegType::MapValue if reg.flags & PTR_MAYBE_NULL == 0 => {
+            check_map_access_type(env, &reg, off, size_bytes, access)?;
+            check_map_access(env, &reg, r, off, size_bytes, false)?;
+            if access == AccessType::Read {
+                if let Some(v) = value_regno {
+                    let value = read_only_map_value(env, &reg, off, size_bytes, is_ldsx);
+                    *state.reg_mut(v) = match value {
+                        Some(val) => RegState::known(val),
+                        None => RegState::unknown_scalar(),
+                    };
+                }
+            }
+        }
+        RegType::Mem if reg.flags & PTR_MAYBE_NULL == 0 => {
+            let rdonly = reg.flags & MEM_RDONLY != 0;
+            if access == AccessType::Write && rdonly {
+                let name = reg_type_name(env, &reg);
+                return Err(env.reject(Errno::Eacces, format!("R{r} cannot write into {name}")));
+            }
+            if !(rdonly && reg.flags & PTR_UNTRUSTED != 0) {
+                check_mem_region_access(env, &reg, r, off, size_bytes, reg.mem_size, false)?;
+            }
+            if let Some(v) = value_regno {
+                if access == AccessType::Read || rdonly {
+                    *state.reg_mut(v) = RegState::unknown_scalar();
+                }
+            }
+        }
+        RegType::Ctx => {
+            check_ptr_off_reg(env, &reg, r)?;
+            let write = access == AccessType::Write;
+            let Some(ctx) =
+                env.prog_type
+                    .ctx_access(off, size_bytes as u32, write, env.input.prog_flags)
+            else {
+                crate::log::print_source_line(env, env.insn_idx);
+                return Err(env.reject(
+                    Errno::Eacces,
+                    format!("invalid bpf_context access off={off} size={size_bytes}"),
+                ));
+            };
+            let idx = env.insn_idx;
+            env.aux[idx].ctx_access = Some(ctx);
+            if access == AccessType::Read {
+                if let Some(v) = value_regno {
+                    *state.reg_mut(v) = if ctx.reg_type == RegType::Scalar {
+                        RegState::unknown_scalar()
+                    } else {
+                        RegState::pointer(ctx.reg_type)
+                    };
+                }
+            }
+        }
+        RegType::Stack => {
+            check_stack_access_within_bounds(env, state, &reg, r, off, size_bytes, access)?;
+            if access == AccessType::Read {
+                check_stack_read(env, state, &reg, off, size_bytes, value_regno)?;
+            } else {
+                check_stack_write(env, state, &reg, off, size_bytes, value_regno)?;
+            }
+        }
+        RegType::Packet | RegType::PacketMeta => {
+            if access == AccessType::Write && !env.prog_type.may_write_packet() {
+                return Err(env.reject(Errno::Eacces, "cannot write into packet"));
+            }
+            check_packet_access(env, &reg, r, off, size_bytes, false)?;
+            if access == AccessType::Read {
+                if let Some(v) = value_regno {
+                    *state.reg_mut(v) = RegState::unknown_scalar();
+                }
+            }
+        }
+        RegType::ConstPtrToMap => {
+            let name = reg_type_name(env, &reg);
+            return Err(env.reject(Errno::Eacces, format!("R{r} invalid mem access '{name}'")));
+        }
+        RegType::Arena => {
+            if access == AccessType::Read {
+                if let Some(v) = value_regno {
+                    *state.reg_mut(v) = RegState::unknown_scalar();
+                }
+            }
+        }
+        _ => {
+            let name = reg_type_name(env, &reg);
+            return Err(env.reject(Errno::Eacces, format!("R{r} invalid mem access '{name}'")));
+        }
+    }
+    if let Some(v) = value_regno {
+        if access == AccessType::Read && size_bytes < 8 && state.reg(v).ty == RegType::Scalar {
+            let dst = state.reg_mut(v);
+            if is_ldsx {
+                coerce_reg_to_size_sx(dst, size_bytes as u32);
+            } else {
+                coerce_reg_to_size(dst, size_bytes as u32);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A frozen read-only map (`.rodata`): its initial contents are known constants.
+fn read_only_map_value(
+    env: &Env<'_>,
+    reg: &RegState,
+    off: i32,
+    size: i32,
+    is_ldsx: bool,
+) -> Option<u64> {
+    if !reg.var_off.is_const() {
+        return None;
+    }
+    let map = env.map(reg.map?)?;
+    if map.map_flags & BPF_F_RDONLY_PROG == 0
+        || !matches!(
+            map.origin,
+            MapOrigin::GlobalData { .. } | MapOrigin::Kconfig
+        )
+    {
+        return None;
+    }
+    let data = map.initial.as_ref()?;
+    let start = (off as i64 + reg.var_off.value as i64) as usize;
+    let bytes = data.get(start..start + size as usize)?;
+    let mut buf = [0u8; 8];
+    buf[..bytes.len()].copy_from_slice(bytes);
+    let v = u64::from_le_bytes(buf);
+    Some(if is_ldsx {
+        match size {
+            1 => v as i8 as i64 as u64,
+            2 => v as i16 as i64 as u64,
+            4 => v as i32 as i64 as u64,
+            _ => v,
+        }
+    } else {
+        v
+    })
+}
+
+/// `check_ptr_alignment`: only stack accesses (and atomics) must be aligned for root.
+fn check_ptr_alignment(
+    env: &mut Env<'_>,
+    reg: &RegState,
+    off: i32,
+    size: i32,
+    strict_once: bool,
+) -> Result<(), Reject> {
+    let mut strict = strict_once;
+    let desc = match reg.ty {
+        RegType::Packet | RegType::PacketMeta => {
+            if !strict || size == 1 {
+                return Ok(());
+            }
+            let t = reg.var_off.add(crate::state::Tnum::constant(
+                (2 + reg.off as i64 + off as i64) as u64,
+            ));
+            if !t.is_aligned(size as u64) {
+                return Err(env.reject(
+                    Errno::Eacces,
+                    format!(
+                        "misaligned packet access off 2+{}+{}+{} size {size}",
+                        reg.var_off.text(),
+                        reg.off,
+                        off
+                    ),
+                ));
+            }
+            return Ok(());
+        }
+        RegType::MapKey => "key ",
+        RegType::MapValue => "value ",
+        RegType::Ctx => "context ",
+        RegType::Stack => {
+            strict = true;
+            "stack "
+        }
+        RegType::Arena => return Ok(()),
+        _ => "",
+    };
+    if !strict || size == 1 {
+        return Ok(());
+    }
+    let t = reg.var_off.add(crate::state::Tnum::constant(
+        (reg.off as i64 + off as i64) as u64,
+    ));
+    if !t.is_aligned(size as u64) {
+        return Err(env.reject(
+            Errno::Eacces,
+            format!(
+                "misaligned {desc}access off {}+{}+{} size {size}",
+                reg.var_off.text(),
+                reg.off,
+                off
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `__check_ptr_off_reg` for ctx: only the unmodified pointer may be dereferenced.
+fn check_ptr_off_reg(env: &mut Env<'_>, reg: &RegState, r: u8) -> Result<(), Reject> {
+    let name = reg_type_name(env, reg);
+    if reg.off < 0 {
+        return Err(env.reject(
+            Errno::Eacces,
+            format!("negative offset {name} ptr R{r} off={} disallowed", reg.off),
+        ));
+    }
+    if reg.off != 0 {
+        return Err(env.reject(
+            Errno::Eacces,
+            format!(
+                "dereference of modified {name} ptr R{r} off={} disallowed",
+                reg.off
+            ),
+        ));
+    }
+    if !reg.var_off.is_const() || reg.var_off.value != 0 {
+        return Err(env.reject(
+            Errno::Eacces,
+            format!(
+                "variable {name} access var_off={} disallowed",
+                reg.var_off.text()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `__check_mem_access`: `[off, off + size)` within `mem_size`; logs the type's message.
+fn check_mem_bytes(
+    env: &mut Env<'_>,
+    reg: &RegState,
+    r: u8,
+    off: i64,
+    size: i32,
+    mem_size: u32,
+    zero_ok: bool,
+) -> Result<(), Reject> {
+    let size_ok = size > 0 || (size == 0 && zero_ok);
+    if off >= 0 && size_ok && off + size as i64 <= mem_size as i64 {
+        return Ok(());
+    }
+    let off = off as i32;
+    let msg = match reg.ty {
+        RegType::MapKey => {
+            format!("invalid access to map key, key_size={mem_size} off={off} size={size}")
+        }
+        RegType::MapValue => {
+            format!("invalid access to map value, value_size={mem_size} off={off} size={size}")
+        }
+        RegType::Packet | RegType::PacketMeta | RegType::PacketEnd => format!(
+            "invalid access to packet, off={off} size={size}, R{r}(id={},off={off},r={mem_size})",
+            reg.id
+        ),
+        _ => format!("invalid access to memory, mem_size={mem_size} off={off} size={size}"),
+    };
+    env.verbose(&format!("{msg}\n"));
+    Err(Reject {
+        errno: Errno::Eacces,
+        msg,
+    })
+}
+
+/// `check_mem_region_access`: the whole variable range of the pointer must fit.
+fn check_mem_region_access(
+    env: &mut Env<'_>,
+    reg: &RegState,
+    r: u8,
+    off: i32,
+    size: i32,
+    mem_size: u32,
+    zero_ok: bool,
+) -> Result<(), Reject> {
+    let smin = reg.smin_value;
+    if smin < 0
+        && (smin == i64::MIN
+            || (off as i64 + smin) != (off as i64 + smin) as i32 as i64
+            || smin + (off as i64) < 0)
+    {
+        return Err(env.reject(
+            Errno::Eacces,
+            format!("R{r} min value is negative, either use unsigned index or do a if (index >=0) check."),
+        ));
+    }
+    if check_mem_bytes(
+        env,
+        reg,
+        r,
+        smin.wrapping_add(off as i64) as i32 as i64,
+        size,
+        mem_size,
+        zero_ok,
+    )
+    .is_err()
+    {
+        return Err(env.reject(
+            Errno::Eacces,
+            format!("R{r} min value is outside of the allowed memory range"),
+        ));
+    }
+    if reg.umax_value >= BPF_MAX_VAR_OFF as u64 {
+        return Err(env.reject(
+            Errno::Eacces,
+            format!("R{r} unbounded memory access, make sure to bounds check any such access"),
+        ));
+    }
+    if check_mem_bytes(
+        env,
+        reg,
+        r,
+        (reg.umax_value as i64 + off as i64) as i32 as i64,
+        size,
+        mem_size,
+        zero_ok,
+    )
+    .is_err()
+    {
+        return Err(env.reject(
+            Errno::Eacces,
+            format!("R{r} max value is outside of the allowed memory range"),
+        ));
+    }
+    Ok(())
+}
+
+/// `check_map_access_type`: read-only and write-only maps.
+fn check_map_access_type(
+    env: &mut Env<'_>,
+    reg: &RegState,
+    off: i32,
+    size: i32,
+    access: AccessType,
+) -> Result<(), Reject> {
+    let Some(map) = reg.map.and_then(|m| env.map(m)) else {
+        return Ok(());
+    };
+    let vs = map.value_size;
+    if access == AccessType::Write && map.map_flags & BPF_F_RDONLY_PROG != 0 {
+        return Err(env.reject(
+            Errno::Eacces,
+            format!("write into map forbidden, value_size={vs} off={off} size={size}"),
+        ));
+    }
+    if access == AccessType::Read && map.map_flags & BPF_F_WRONLY_PROG != 0 {
+        return Err(env.reject(
+            Errno::Eacces,
+            format!("read from map forbidden, value_size={vs} off={off} size={size}"),
+        ));
+    }
+    Ok(())
+}
+
+/// `check_map_access`: bounds, and special fields (spin locks, timers) that loads and stores
+/// may not touch.
+pub fn check_map_access(
+    env: &mut Env<'_>,
+    reg: &RegState,
+    r: u8,
+    off: i32,
+    size: i32,
+    zero_ok: bool,
+) -> Result<(), Reject> {
+    let Some(map) = reg.map.and_then(|m| env.map(m)) else {
+        return Ok(());
+    };
+    check_mem_region_access(env, reg, r, off, size, map.value_size, zero_ok)?;
+    for field in env.map_special_fields(reg.map.unwrap_or(0)) {
+        let p = field.offset as i64;
+        if reg.smin_value + (off as i64) < p + field.size as i64
+            && p < reg.umax_value as i64 + off as i64 + size as i64
+        {
+            return Err(env.reject(
+                Errno::Eacces,
+                format!("{} cannot be accessed directly by load/store", field.kind),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `check_packet_access`.
+pub fn check_packet_access(
+    env: &mut Env<'_>,
+    reg: &RegState,
+    r: u8,
+    off: i32,
+    size: i32,
+    zero_ok: bool,
+) -> Result<(), Reject> {
+    if reg.smin_value < 0 {
+        return Err(env.reject(
+            Errno::Eacces,
+            format!("R{r} min value is negative, either use unsigned index or do a if (index >=0) check."),
+        ));
+    }
+    let fits = reg.range >= 0
+        && check_mem_bytes(env, reg, r, off as i64, size, reg.range as u32, zero_ok).is_ok();
+    if !fits {
+        return Err(env.reject(
+            Errno::Eacces,
+            format!("R{r} offset is outside of the packet"),
+        ));
+    }
+    Ok(())
+}
+
+/// The frame a stack pointer points into.
+fn stack_frame(state: &mut VerifierState, reg: &RegState) -> usize {
+    (reg.frameno as usize).min(state.frames.len() - 1)
+}
+
+/// `check_stack_access_within_bounds` (root may read uninitialised stack, so reads and
+/// writes share the 512-byte window), growing the frame's stack as the kernel does.
+fn check_stack_access_within_bounds(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    reg: &RegState,
+    r: u8,
+    off: i32,
+    size: i32,
+    access: AccessType,
+) -> Result<(), Reject> {
+    let extra = if access == AccessType::Read {
+        " read from"
+    } else {
+        " write to"
+    };
+    let (min_off, max_off) = if reg.var_off.is_const() {
+        let min = reg.var_off.value as i64 + off as i64;
+        (min, min + size as i64)
+    } else {
+        if reg.smax_value >= BPF_MAX_VAR_OFF || reg.smin_value <= -BPF_MAX_VAR_OFF {
+            return Err(env.reject(
+                Errno::Eacces,
+                format!("invalid unbounded variable-offset{extra} stack R{r}"),
+            ));
+        }
+        (
+            reg.smin_value + off as i64,
+            reg.smax_value + off as i64 + size as i64,
+        )
+    };
+    let bad = min_off < -(MAX_BPF_STACK as i64) || min_off > -1 || max_off > 0 || size < 0;
+    if bad {
+        let msg = if reg.var_off.is_const() {
+            format!("invalid{extra} stack R{r} off={off} size={size}")
+        } else {
+            format!(
+                "invalid variable-offset{extra} stack R{r} var_off={} off={off} size={size}",
+                reg.var_off.text()
+            )
+        };
+        return Err(env.reject(Errno::Eacces, msg));
+    }
+    let f = stack_frame(state, reg);
+    grow_stack(env, &mut state.frames[f], (-min_off) as usize);
+    Ok(())
+}
+
+/// `grow_stack_state`: the frame's stack and its subprogram's depth.
+pub fn grow_stack(env: &mut Env<'_>, frame: &mut FuncState, size: usize) {
+    let size = size.div_ceil(SLOT_SIZE) * SLOT_SIZE;
+    if frame.allocated_stack() >= size {
+        return;
+    }
+    frame.grow_stack(size);
+    if let Some(sp) = env.subprogs.get_mut(frame.subprogno as usize) {
+        sp.stack_depth = sp.stack_depth.max(size as u32);
+    }
+}
+
+fn spi_of(off: i64) -> (usize, usize) {
+    let slot = (-off - 1) as usize;
+    (slot / SLOT_SIZE, slot % SLOT_SIZE)
+}
+
+fn check_stack_read(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    reg: &RegState,
+    off: i32,
+    size: i32,
+    dst: Option<Reg>,
+) -> Result<(), Reject> {
+    let f = stack_frame(state, reg);
+    if reg.var_off.is_const() {
+        let off = off as i64 + reg.var_off.value as i64;
+        read_fixed(env, state, f, off, size, dst)
+    } else {
+        let min = reg.smin_value + off as i64;
+        let max = reg.smax_value + off as i64;
+        check_stack_range_initialized(env, state, reg, 0, (min, max), size, false)?;
+        if let Some(d) = dst {
+            mark_reg_stack_read(env, state, f, min, max + size as i64, d);
+        }
+        Ok(())
+    }
+}
+
+/// `check_stack_read_fixed_off`.
+fn read_fixed(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    f: usize,
+    off: i64,
+    size: i32,
+    dst: Option<Reg>,
+) -> Result<(), Reject> {
+    let (spi, _) = spi_of(off);
+    env.log.scratch_stack(spi);
+    let slot = state.frames[f].stack[spi];
+    let stype = slot.slot_type;
+    if slot.is_spilled_reg() {
+        let spill_size = 1 + stype[..SLOT_SIZE - 1]
+            .iter()
+            .rev()
+            .take_while(|t| **t == SlotType::Spill)
+            .count();
+        if size as usize != SLOT_SIZE || spill_size != SLOT_SIZE {
+            if slot.spilled_ptr.ty != RegType::Scalar {
+                crate::log::print_source_line(env, env.insn_idx);
+                return Err(env.reject(Errno::Eacces, "invalid size of register fill"));
+            }
+            let Some(d) = dst else {
+                return Ok(());
+            };
+            if size as usize <= spill_size && off % SLOT_SIZE as i64 == 0 {
+                let mut spilled = slot.spilled_ptr;
+                if size == 4 && spill_size == 4 && reg_width(&spilled) <= 32 {
+                    assign_scalar_id_before_mov(env, &mut spilled);
+                    state.frames[f].stack[spi].spilled_ptr = spilled;
+                }
+                let mut r = spilled;
+                if reg_width(&spilled) > size as u32 * 8 {
+                    r.id = 0;
+                }
+                *state.reg_mut(d) = r;
+                push_stack_access(env, state, f, spi);
+            } else {
+                let (mut spill_cnt, mut zero_cnt) = (0, 0);
+                for i in 0..size as i64 {
+                    let (_, idx) = spi_of(off + i);
+                    match stype[idx] {
+                        SlotType::Spill => spill_cnt += 1,
+                        SlotType::Zero => zero_cnt += 1,
+                        SlotType::Misc | SlotType::Invalid => {}
+                        _ => return Err(invalid_stack_read(env, off, i, size)),
+                    }
+                }
+                let zero_spill = spill_cnt == size && slot.spilled_ptr.var_off.equals_const(0);
+                *state.reg_mut(d) = if zero_spill || zero_cnt == size {
+                    RegState::known(0)
+                } else {
+                    RegState::unknown_scalar()
+                };
+                if zero_spill {
+                    push_stack_access(env, state, f, spi);
+                }
+            }
+        } else if let Some(d) = dst {
+            let mut spilled = slot.spilled_ptr;
+            assign_scalar_id_before_mov(env, &mut spilled);
+            state.frames[f].stack[spi].spilled_ptr = spilled;
+            *state.reg_mut(d) = spilled;
+            push_stack_access(env, state, f, spi);
+        }
+        return Ok(());
+    }
+    for i in 0..size as i64 {
+        let (_, idx) = spi_of(off + i);
+        if !matches!(
+            stype[idx],
+            SlotType::Misc | SlotType::Zero | SlotType::Invalid
+        ) {
+            return Err(invalid_stack_read(env, off, i, size));
+        }
+    }
+    if let Some(d) = dst {
+        mark_reg_stack_read(env, state, f, off, off + size as i64, d);
+    }
+    Ok(())
+}
+
+fn invalid_stack_read(env: &mut Env<'_>, off: i64, i: i64, size: i32) -> Reject {
+    env.reject(
+        Errno::Eacces,
+        format!("invalid read from stack off {off}+{i} size {size}"),
+    )
+}
+
+/// `mark_reg_stack_read`: zeros read from `STACK_ZERO` bytes stay a known zero.
+fn mark_reg_stack_read(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    f: usize,
+    min: i64,
+    max: i64,
+    dst: Reg,
+) {
+    let mut zeros = 0;
+    for i in min..max {
+        let (spi, idx) = spi_of(i);
+        env.log.scratch_stack(spi);
+        if state.frames[f].stack[spi].slot_type[idx] != SlotType::Zero {
+            break;
+        }
+        zeros += 1;
+    }
+    *state.reg_mut(dst) = if zeros == max - min {
+        RegState::known(0)
+    } else {
+        RegState::unknown_scalar()
+    };
+}
+
+fn check_stack_write(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    reg: &RegState,
+    off: i32,
+    size: i32,
+    value: Option<Reg>,
+) -> Result<(), Reject> {
+    let f = stack_frame(state, reg);
+    if reg.var_off.is_const() {
+        let off = off as i64 + reg.var_off.value as i64;
+        write_fixed(env, state, f, off, size, value)
+    } else {
+        let min = reg.smin_value + off as i64;
+        let max = reg.smax_value + off as i64 + size as i64;
+        write_var(env, state, f, min, max, value)
+    }
+}
+
+/// `check_stack_write_fixed_off`.
+fn write_fixed(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    f: usize,
+    off: i64,
+    size: i32,
+    value: Option<Reg>,
+) -> Result<(), Reject> {
+    let (spi, _) = spi_of(off);
+    env.log.scratch_stack(spi);
+    let cur = state.curframe();
+    let imm = match env.insn(env.insn_idx) {
+        Some(Insn::Store { imm, .. }) => Some(*imm),
+        _ => None,
+    };
+    let aligned = off % SLOT_SIZE as i64 == 0;
+    let mut vreg = value.map(|v| *state.reg(v));
+    if let (Some(v), Some(r)) = (value, vreg.as_mut()) {
+        if aligned && r.ty == RegType::Scalar {
+            let fits = reg_width(r) <= 8 * size as u32;
+            if fits {
+                assign_scalar_id_before_mov(env, r);
+                *state.reg_mut(v) = *r;
+            }
+            save_register_state(&mut state.frames[f], spi, r, size);
+            if !fits {
+                state.frames[f].stack[spi].spilled_ptr.id = 0;
+            }
+            push_stack_access(env, state, f, spi);
+            return Ok(());
+        }
+    }
+    if vreg.is_none() && aligned {
+        if let Some(imm) = imm {
+            let r = RegState::known(imm as i64 as u64);
+            save_register_state(&mut state.frames[f], spi, &r, size);
+            push_stack_access(env, state, f, spi);
+            return Ok(());
+        }
+    }
+    if let Some(r) = vreg.filter(|r| r.is_pointer()) {
+        if size as usize != SLOT_SIZE {
+            crate::log::print_source_line(env, env.insn_idx);
+            return Err(env.reject(Errno::Eacces, "invalid size of register spill"));
+        }
+        if f != cur && r.ty == RegType::Stack {
+            return Err(env.reject(
+                Errno::Einval,
+                "cannot spill pointers to stack into stack frame of the caller",
+            ));
+        }
+        save_register_state(&mut state.frames[f], spi, &r, size);
+        push_stack_access(env, state, f, spi);
+        return Ok(());
+    }
+    let zero = vreg.map_or(imm == Some(0), |r| r.is_const_scalar(0));
+    if zero {
+        if let Some(v) = value {
+            mark_chain_precision(env, state, v)?;
+        }
+    }
+    let slot = &mut state.frames[f].stack[spi];
+    slot.spilled_ptr = RegState::not_init();
+    if matches!(
+        slot.slot_type[SLOT_SIZE - 1],
+        SlotType::Spill | SlotType::Dynptr | SlotType::Iter | SlotType::IrqFlag
+    ) {
+        for t in slot.slot_type.iter_mut() {
+            if *t != SlotType::Invalid {
+                *t = SlotType::Misc;
+            }
+        }
+    }
+    let ty = if zero { SlotType::Zero } else { SlotType::Misc };
+    for i in 0..size as i64 {
+        let (_, idx) = spi_of(off + i);
+        slot.slot_type[idx] = ty;
+    }
+    Ok(())
+}
+
+/// Records a spill or fill of slot `spi` of frame `f` in the jump history, for backtracking.
+fn push_stack_access(env: &mut Env<'_>, state: &mut VerifierState, f: usize, spi: usize) {
+    use crate::state::frame::{INSN_F_SPI_SHIFT, INSN_F_STACK_ACCESS};
+    let flags = INSN_F_STACK_ACCESS | ((spi as u32) << INSN_F_SPI_SHIFT) | f as u32;
+    crate::explore::push_jmp_history(env, state, flags);
+}
+
+/// `save_register_state`.
+fn save_register_state(frame: &mut FuncState, spi: usize, reg: &RegState, size: i32) {
+    let slot = &mut frame.stack[spi];
+    slot.spilled_ptr = *reg;
+    let size = size as usize;
+    for i in (SLOT_SIZE - size..SLOT_SIZE).rev() {
+        slot.slot_type[i] = SlotType::Spill;
+    }
+    for t in slot.slot_type[..SLOT_SIZE - size].iter_mut() {
+        if !matches!(*t, SlotType::Zero | SlotType::Invalid) {
+            *t = SlotType::Misc;
+        }
+    }
+}
+
+/// `check_stack_write_var_off`.
+fn write_var(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    f: usize,
+    min: i64,
+    max: i64,
+    value: Option<Reg>,
+) -> Result<(), Reject> {
+    let imm = match env.insn(env.insn_idx) {
+        Some(Insn::Store { imm, .. }) => Some(*imm),
+        _ => None,
+    };
+    let writing_zero = match value {
+        Some(v) => state.reg(v).is_const_scalar(0),
+        None => imm == Some(0),
+    };
+    let mut zero_used = false;
+    for i in min..max {
+        let (spi, idx) = spi_of(i);
+        env.log.scratch_stack(spi);
+        let slot = &mut state.frames[f].stack[spi];
+        let t = slot.slot_type[idx];
+        if writing_zero
+            && t == SlotType::Spill
+            && slot.is_spilled_scalar()
+            && slot.spilled_ptr.var_off.equals_const(0)
+        {
+            zero_used = true;
+            continue;
+        }
+        slot.spilled_ptr.ty = RegType::NotInit;
+        let mut new = SlotType::Misc;
+        if writing_zero && t == SlotType::Zero {
+            new = SlotType::Zero;
+            zero_used = true;
+        }
+        slot.slot_type[idx] = new;
+    }
+    if zero_used {
+        if let Some(v) = value {
+            mark_chain_precision(env, state, v)?;
+        }
+    }
+    Ok(())
+}
+
+/// `check_stack_range_initialized` for root: every byte must be plain data, zero,
+/// uninitialised (root may read it) or part of a spilled register; `clobber` (a helper
+/// writes the memory) turns them into unknown data.
+fn check_stack_range_initialized(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    reg: &RegState,
+    r: u8,
+    (min_off, max_off): (i64, i64),
+    access_size: i32,
+    clobber: bool,
+) -> Result<(), Reject> {
+    let f = stack_frame(state, reg);
+    for i in min_off..max_off + access_size as i64 {
+        let (spi, idx) = spi_of(i);
+        let frame = &mut state.frames[f];
+        if spi >= frame.stack.len() {
+            return Err(env.reject(Errno::Efault, "allocated_stack too small"));
+        }
+        let slot = &mut frame.stack[spi];
+        match slot.slot_type[idx] {
+            SlotType::Misc => {}
+            SlotType::Zero | SlotType::Invalid => {
+                if clobber {
+                    slot.slot_type[idx] = SlotType::Misc;
+                }
+            }
+            _ if slot.is_spilled_reg() => {
+                if clobber {
+                    slot.spilled_ptr = RegState::unknown_scalar();
+                    for t in slot.slot_type.iter_mut() {
+                        if *t != SlotType::Invalid {
+                            *t = SlotType::Misc;
+                        }
+                    }
+                }
+            }
+            _ => {
+                let msg = if reg.var_off.is_const() {
+                    format!(
+                        "invalid read from stack R{r} off {min_off}+{} size {access_size}",
+                        i - min_off
+                    )
+                } else {
+                    format!(
+                        "invalid read from stack R{r} var_off {}+{} size {access_size}",
+                        reg.var_off.text(),
+                        i - min_off
+                    )
+                };
+                return Err(env.reject(Errno::Eacces, msg));
+            }
+        }
+        env.log.scratch_stack(spi);
+    }
+    Ok(())
+}
+
 /// A helper's memory argument: `access_size` bytes at the pointer in `regno`
-/// (`check_helper_mem_access`).
+/// (`check_helper_mem_access`). A write (`MEM_UNINIT` arguments, raw mode) may cover
+/// uninitialised stack, which becomes written.
 pub fn check_helper_mem_access(
     env: &mut Env<'_>,
     state: &mut VerifierState,
@@ -26,8 +1127,64 @@ pub fn check_helper_mem_access(
     access: AccessType,
     zero_size_allowed: bool,
 ) -> Result<(), Reject> {
-    let _ = (state, regno, access_size, access, zero_size_allowed);
-    Err(env.reject(Errno::Einval, "not yet supported: helper memory arguments"))
+    let reg = *state.reg(regno);
+    let r = regno.number();
+    match reg.ty {
+        RegType::Packet | RegType::PacketMeta => {
+            check_packet_access(env, &reg, r, reg.off, access_size, zero_size_allowed)
+        }
+        RegType::MapKey if reg.flags & PTR_MAYBE_NULL == 0 => {
+            if access == AccessType::Write {
+                let name = reg_type_name(env, &reg);
+                return Err(env.reject(Errno::Eacces, format!("R{r} cannot write into {name}")));
+            }
+            let key_size = reg.map.and_then(|m| env.map(m)).map_or(0, |m| m.key_size);
+            check_mem_region_access(env, &reg, r, reg.off, access_size, key_size, false)
+        }
+        RegType::MapValue if reg.flags & PTR_MAYBE_NULL == 0 => {
+            check_map_access_type(env, &reg, reg.off, access_size, access)?;
+            check_map_access(env, &reg, r, reg.off, access_size, zero_size_allowed)
+        }
+        RegType::Mem if reg.flags & PTR_MAYBE_NULL == 0 => {
+            if reg.flags & MEM_RDONLY != 0 && access == AccessType::Write {
+                let name = reg_type_name(env, &reg);
+                return Err(env.reject(Errno::Eacces, format!("R{r} cannot write into {name}")));
+            }
+            check_mem_region_access(
+                env,
+                &reg,
+                r,
+                reg.off,
+                access_size,
+                reg.mem_size,
+                zero_size_allowed,
+            )
+        }
+        RegType::Stack => {
+            if access_size == 0 && !zero_size_allowed {
+                return Err(env.reject(Errno::Eacces, "invalid zero-sized read"));
+            }
+            check_stack_access_within_bounds(env, state, &reg, r, reg.off, access_size, access)?;
+            let (min, max) = if reg.var_off.is_const() {
+                let m = reg.var_off.value as i64 + reg.off as i64;
+                (m, m)
+            } else {
+                (
+                    reg.smin_value + reg.off as i64,
+                    reg.smax_value + reg.off as i64,
+                )
+            };
+            let clobber = access == AccessType::Write;
+            check_stack_range_initialized(env, state, &reg, r, (min, max), access_size, clobber)
+        }
+        _ => {
+            if zero_size_allowed && access_size == 0 && reg.is_const_scalar(0) {
+                return Ok(());
+            }
+            let name = reg_type_name(env, &reg);
+            Err(env.reject(Errno::Eacces, format!("R{r} type={name} expected=fp")))
+        }
+    }
 }
 
 /// A helper's memory argument whose size is in a register (`ARG_CONST_SIZE[_OR_ZERO]`):
@@ -40,9 +1197,41 @@ pub fn check_mem_size_reg(
     access: AccessType,
     zero_size_allowed: bool,
 ) -> Result<(), Reject> {
-    let _ = (state, mem_regno, size_regno, access, zero_size_allowed);
-    Err(env.reject(
-        Errno::Einval,
-        "not yet supported: helper memory size arguments",
-    ))
+    let reg = *state.reg(size_regno);
+    let r = size_regno.number();
+    let access = if reg.var_off.is_const() {
+        access
+    } else {
+        AccessType::Read
+    };
+    if reg.smin_value < 0 {
+        return Err(env.reject(
+            Errno::Eacces,
+            format!("R{r} min value is negative, either use unsigned or 'var &= const'"),
+        ));
+    }
+    if reg.umin_value == 0 && !zero_size_allowed {
+        return Err(env.reject(
+            Errno::Eacces,
+            format!(
+                "R{r} invalid zero-sized read: u64=[{},{}]",
+                reg.umin_value as i64, reg.umax_value as i64
+            ),
+        ));
+    }
+    if reg.umax_value >= i32::MAX as u64 {
+        return Err(env.reject(
+            Errno::Eacces,
+            format!("R{r} unbounded memory access, use 'var &= const' or 'if (var < const)'"),
+        ));
+    }
+    check_helper_mem_access(
+        env,
+        state,
+        mem_regno,
+        reg.umax_value as i32,
+        access,
+        zero_size_allowed,
+    )?;
+    mark_chain_precision(env, state, size_regno)
 }

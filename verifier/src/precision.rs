@@ -1,10 +1,44 @@
 //! Precision backtracking (`mark_chain_precision`, `backtrack_insn`): scalars whose exact value
-//! decided safety are marked precise back through the path, so pruning compares them exactly.
+//! decided safety are marked precise back through the path, in the checkpoints the path
+//! descends from, so that pruning compares them exactly there.
 
 use crate::Reject;
 use crate::env::Env;
 use crate::state::VerifierState;
-use bpfemu_isa::Reg;
+use crate::state::frame::{
+    INSN_F_DST_REG_STACK, INSN_F_FRAMENO_MASK, INSN_F_SPI_MASK, INSN_F_SPI_SHIFT,
+    INSN_F_SRC_REG_STACK, INSN_F_STACK_ACCESS, JmpHistoryEntry, MAX_CALL_FRAMES,
+};
+use crate::state::reg::RegType;
+use bpfemu_isa::{AtomicOp, CallTarget, Insn, Reg, Source};
+
+const ARGS: u16 = 0b11_1110;
+
+/// What is still looked for (`struct backtrack_state`).
+#[derive(Default)]
+struct Backtrack {
+    frame: usize,
+    regs: [u16; MAX_CALL_FRAMES],
+    stack: [u64; MAX_CALL_FRAMES],
+}
+
+impl Backtrack {
+    fn empty(&self) -> bool {
+        self.regs.iter().all(|r| *r == 0) && self.stack.iter().all(|s| *s == 0)
+    }
+    fn set(&mut self, r: Reg) {
+        self.regs[self.frame] |= 1 << r.index();
+    }
+    fn clear(&mut self, r: Reg) {
+        self.regs[self.frame] &= !(1 << r.index());
+    }
+    fn is_set(&self, r: Reg) -> bool {
+        self.regs[self.frame] & (1 << r.index()) != 0
+    }
+}
+
+/// Why backtracking gave up: everything becomes precise.
+struct NotSupported;
 
 /// Marks the scalar in `regno` precise, and everything its value came from.
 pub fn mark_chain_precision(
@@ -12,7 +46,375 @@ pub fn mark_chain_precision(
     state: &mut VerifierState,
     regno: Reg,
 ) -> Result<(), Reject> {
-    let _ = env;
-    state.reg_mut(regno).precise = true;
+    if state.reg(regno).ty != RegType::Scalar {
+        return Ok(());
+    }
+    let mut bt = Backtrack {
+        frame: state.curframe(),
+        ..Backtrack::default()
+    };
+    bt.set(regno);
+    run(env, state, bt);
+    Ok(())
+}
+
+/// `propagate_precision`: after pruning against `old`, what `old` needed precise is needed on
+/// the current path too.
+pub fn propagate_precision(env: &mut Env<'_>, old: &VerifierState, state: &mut VerifierState) {
+    let mut bt = Backtrack {
+        frame: state.curframe(),
+        ..Backtrack::default()
+    };
+    for (fi, frame) in old.frames.iter().enumerate() {
+        let live = env
+            .live_regs
+            .get(crate::prune::frame_insn_idx(old, fi))
+            .copied()
+            .unwrap_or(u16::MAX);
+        for (r, reg) in frame.regs.iter().enumerate().take(10) {
+            if reg.ty == RegType::Scalar && reg.precise && live & (1 << r) != 0 {
+                bt.regs[fi] |= 1 << r;
+            }
+        }
+        for (spi, slot) in frame.stack.iter().enumerate().take(64) {
+            if slot.is_spilled_reg()
+                && slot.spilled_ptr.ty == RegType::Scalar
+                && slot.spilled_ptr.precise
+            {
+                bt.stack[fi] |= 1 << spi;
+            }
+        }
+    }
+    if bt.empty() {
+        return;
+    }
+    run(env, state, bt);
+}
+
+fn run(env: &mut Env<'_>, state: &mut VerifierState, mut bt: Backtrack) {
+    let mut last_idx = state.insn_idx as i64;
+    let mut first_idx = state.first_insn_idx;
+    let mut subseq_idx: i64 = -1;
+    let mut skip_first = true;
+    let mut history: Vec<JmpHistoryEntry> = state.jmp_history.clone();
+    let mut parent = state.parent;
+    loop {
+        if backtrack_state(
+            env,
+            &mut bt,
+            &mut history,
+            last_idx,
+            first_idx,
+            &mut subseq_idx,
+            &mut skip_first,
+        )
+        .is_err()
+        {
+            mark_all_precise(env, state);
+            return;
+        }
+        if bt.empty() {
+            return;
+        }
+        let Some(p) = parent else {
+            break;
+        };
+        mark_in_checkpoint(env, p, &mut bt);
+        if bt.empty() {
+            return;
+        }
+        let st = &env.explored[p].state;
+        subseq_idx = first_idx as i64;
+        last_idx = st.last_insn_idx as i64;
+        first_idx = st.first_insn_idx;
+        history = st.jmp_history.clone();
+        parent = st.parent;
+    }
+    if !bt.empty() {
+        mark_all_precise(env, state);
+    }
+}
+
+/// Walks one state's stretch backwards from `last_idx` to `first_idx`.
+#[allow(clippy::too_many_arguments)]
+fn backtrack_state(
+    env: &mut Env<'_>,
+    bt: &mut Backtrack,
+    history: &mut Vec<JmpHistoryEntry>,
+    last_idx: i64,
+    first_idx: usize,
+    subseq_idx: &mut i64,
+    skip_first: &mut bool,
+) -> Result<(), NotSupported> {
+    if last_idx < 0 {
+        return Ok(());
+    }
+    let mut i = last_idx as usize;
+    loop {
+        if *skip_first {
+            *skip_first = false;
+        } else {
+            let hist = history.last().filter(|h| h.idx == i).copied();
+            backtrack_insn(env, i, *subseq_idx, hist, bt)?;
+        }
+        if bt.empty() {
+            return Ok(());
+        }
+        *subseq_idx = i as i64;
+        match prev_insn_idx(first_idx, history, i) {
+            Some(p) => i = p,
+            None => return Ok(()),
+        }
+    }
+}
+
+/// `get_prev_insn_idx`.
+fn prev_insn_idx(first_idx: usize, history: &mut Vec<JmpHistoryEntry>, i: usize) -> Option<usize> {
+    let cnt = history.len();
+    if i == first_idx {
+        if cnt == 0 {
+            return None;
+        }
+        if cnt == 1 && history[0].idx == i {
+            return None;
+        }
+    }
+    if let Some(h) = history.last().copied() {
+        if h.idx == i {
+            history.pop();
+            return Some(h.prev_idx);
+        }
+    }
+    i.checked_sub(1)
+}
+
+/// Marks what is still looked for in checkpoint `p`; what is already precise there, or not a
+/// scalar, needs no further walk.
+fn mark_in_checkpoint(env: &mut Env<'_>, p: usize, bt: &mut Backtrack) {
+    let st = &mut env.explored[p].state;
+    for fr in (0..=bt.frame.min(st.frames.len() - 1)).rev() {
+        let frame = &mut st.frames[fr];
+        for r in 0..16 {
+            if bt.regs[fr] & (1 << r) == 0 {
+                continue;
+            }
+            let reg = &mut frame.regs[r];
+            if reg.ty != RegType::Scalar || reg.precise {
+                bt.regs[fr] &= !(1 << r);
+            } else {
+                reg.precise = true;
+            }
+        }
+        for spi in 0..64 {
+            if bt.stack[fr] & (1 << spi) == 0 {
+                continue;
+            }
+            let Some(slot) = frame.stack.get_mut(spi) else {
+                bt.stack[fr] &= !(1 << spi);
+                continue;
+            };
+            if !slot.is_spilled_scalar() || slot.spilled_ptr.precise {
+                bt.stack[fr] &= !(1 << spi);
+            } else {
+                slot.spilled_ptr.precise = true;
+            }
+        }
+    }
+}
+
+/// `mark_all_scalars_precise`: the fallback when backtracking cannot follow the value.
+fn mark_all_precise(env: &mut Env<'_>, state: &VerifierState) {
+    let mut parent = state.parent;
+    while let Some(p) = parent {
+        let st = &mut env.explored[p].state;
+        for frame in st.frames.iter_mut() {
+            for reg in frame.regs.iter_mut() {
+                if reg.ty == RegType::Scalar {
+                    reg.precise = true;
+                }
+            }
+            for slot in frame.stack.iter_mut() {
+                if slot.is_spilled_scalar() {
+                    slot.spilled_ptr.precise = true;
+                }
+            }
+        }
+        parent = st.parent;
+    }
+}
+
+fn stack_slot(flags: u32) -> (usize, usize) {
+    (
+        (flags & INSN_F_FRAMENO_MASK) as usize,
+        ((flags >> INSN_F_SPI_SHIFT) & INSN_F_SPI_MASK) as usize,
+    )
+}
+
+/// `backtrack_insn`: what instruction `idx` says about where the tracked values came from.
+fn backtrack_insn(
+    env: &Env<'_>,
+    idx: usize,
+    subseq_idx: i64,
+    hist: Option<JmpHistoryEntry>,
+    bt: &mut Backtrack,
+) -> Result<(), NotSupported> {
+    let Some(insn) = env.insn(idx).copied() else {
+        return Ok(());
+    };
+    let flags = hist.map_or(0, |h| h.flags);
+    match insn {
+        Insn::Alu { op, dst, src, .. } => {
+            if !bt.is_set(dst) {
+                return Ok(());
+            }
+            if op == bpfemu_isa::AluOp::Mov {
+                bt.clear(dst);
+                if let Source::Reg(s) = src {
+                    if s != Reg::R10 {
+                        bt.set(s);
+                    }
+                }
+            } else if let Source::Reg(s) = src {
+                if s != Reg::R10 {
+                    bt.set(s);
+                }
+            }
+        }
+        Insn::MovSx { dst, src, .. } => {
+            if bt.is_set(dst) {
+                bt.clear(dst);
+                if src != Reg::R10 {
+                    bt.set(src);
+                }
+            }
+        }
+        Insn::AddrSpaceCast { dst, .. } => {
+            if bt.is_set(dst) {
+                bt.clear(dst);
+            }
+        }
+        Insn::Neg { .. } | Insn::Endian { .. } => {}
+        Insn::Load { dst, .. }
+        | Insn::Atomic {
+            op: AtomicOp::LoadAcquire,
+            dst,
+            ..
+        } => {
+            if !bt.is_set(dst) {
+                return Ok(());
+            }
+            bt.clear(dst);
+            if flags & INSN_F_STACK_ACCESS != 0 {
+                let (fr, spi) = stack_slot(flags);
+                bt.stack[fr] |= 1 << spi;
+            }
+        }
+        Insn::Store { dst, .. } | Insn::StoreReg { dst, .. } | Insn::Atomic { dst, .. } => {
+            if bt.is_set(dst) {
+                return Err(NotSupported);
+            }
+            if flags & INSN_F_STACK_ACCESS == 0 {
+                return Ok(());
+            }
+            let (fr, spi) = stack_slot(flags);
+            if bt.stack[fr] & (1 << spi) == 0 {
+                return Ok(());
+            }
+            bt.stack[fr] &= !(1 << spi);
+            if let Insn::StoreReg { src, .. } = insn {
+                bt.set(src);
+            }
+        }
+        Insn::Call(CallTarget::Local(rel)) => {
+            let target = (idx as i64 + 1 + rel as i64) as usize;
+            let global = env
+                .subprog_at(target)
+                .is_some_and(|s| env.subprogs[s].is_global);
+            if global {
+                bt.clear(Reg::R0);
+                return Ok(());
+            }
+            if bt.regs[bt.frame] & !ARGS != 0 || bt.stack[bt.frame] != 0 {
+                return Err(NotSupported);
+            }
+            if bt.frame == 0 {
+                return Err(NotSupported);
+            }
+            let args = bt.regs[bt.frame] & ARGS;
+            bt.regs[bt.frame] = 0;
+            bt.frame -= 1;
+            bt.regs[bt.frame] |= args;
+        }
+        Insn::Call(_) if env.aux[idx].calls_callback && idx as i64 != subseq_idx - 1 => {
+            if bt.regs[bt.frame] & !ARGS != 0 || bt.stack[bt.frame] != 0 {
+                return Err(NotSupported);
+            }
+            if bt.frame == 0 {
+                return Err(NotSupported);
+            }
+            bt.regs[bt.frame] = 0;
+            bt.frame -= 1;
+        }
+        Insn::Call(target) => {
+            if matches!(target, CallTarget::Kfunc { btf_id: 0, .. }) {
+                return Err(NotSupported);
+            }
+            bt.clear(Reg::R0);
+            if bt.regs[bt.frame] & ARGS != 0 {
+                return Err(NotSupported);
+            }
+        }
+        Insn::Exit => {
+            if subseq_idx >= 0
+                && env
+                    .aux
+                    .get(subseq_idx as usize)
+                    .is_some_and(|a| a.calls_callback)
+            {
+                bt.regs[bt.frame] &= !ARGS;
+            }
+            if bt.regs[bt.frame] & ARGS != 0 {
+                return Err(NotSupported);
+            }
+            let r0_precise = subseq_idx >= 1
+                && matches!(
+                    env.insn(subseq_idx as usize - 1),
+                    Some(Insn::Call(CallTarget::Local(_)))
+                )
+                && bt.is_set(Reg::R0);
+            bt.clear(Reg::R0);
+            if bt.frame + 1 >= MAX_CALL_FRAMES {
+                return Err(NotSupported);
+            }
+            bt.frame += 1;
+            if r0_precise {
+                bt.set(Reg::R0);
+            }
+        }
+        Insn::Jump { dst, src, .. } => {
+            if let Source::Reg(s) = src {
+                if !bt.is_set(dst) && !bt.is_set(s) {
+                    return Ok(());
+                }
+                if flags & INSN_F_SRC_REG_STACK == 0 {
+                    bt.set(s);
+                }
+                if flags & INSN_F_DST_REG_STACK == 0 {
+                    bt.set(dst);
+                }
+            }
+        }
+        Insn::LdImm64 { dst, .. } => {
+            if bt.is_set(dst) {
+                bt.clear(dst);
+            }
+        }
+        Insn::LdAbs { .. } | Insn::LdInd { .. } => {
+            if bt.is_set(Reg::R0) {
+                return Err(NotSupported);
+            }
+        }
+        Insn::Ja { .. } | Insn::MayGoto { .. } => {}
+    }
     Ok(())
 }

@@ -8,6 +8,9 @@ use bpfemu_isa::Reg;
 /// Frames a program may nest (`MAX_CALL_FRAMES`).
 pub const MAX_CALL_FRAMES: usize = 8;
 
+/// The callsite of the main program's frame (`BPF_MAIN_FUNC`, -1 as the kernel stores it).
+pub const BPF_MAIN_FUNC: usize = u32::MAX as usize;
+
 /// What an acquired reference is (`enum ref_state_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RefKind {
@@ -104,24 +107,38 @@ pub struct VerifierState {
     pub jmp_history: Vec<JmpHistoryEntry>,
     /// Index of the checkpoint this state descends from in the explored-state table.
     pub parent: Option<usize>,
+    /// The first instruction of this state's stretch of the path (where its checkpoint was
+    /// taken) and the last one before it (`first_insn_idx`, `last_insn_idx`), for precision
+    /// backtracking.
+    pub first_insn_idx: usize,
+    pub last_insn_idx: usize,
 }
+
+/// `INSN_F_FRAMENO_MASK`: the frame of a stack access, in the history flags.
+pub const INSN_F_FRAMENO_MASK: u32 = 0x7;
+/// `INSN_F_SPI_SHIFT` / `INSN_F_SPI_MASK`: the slot of a stack access.
+pub const INSN_F_SPI_SHIFT: u32 = 3;
+pub const INSN_F_SPI_MASK: u32 = 0x3f;
+/// `INSN_F_STACK_ACCESS`: the instruction spilled or filled a register.
+pub const INSN_F_STACK_ACCESS: u32 = 1 << 9;
+/// `INSN_F_DST_REG_STACK` / `INSN_F_SRC_REG_STACK`: a jump compared a stack pointer.
+pub const INSN_F_DST_REG_STACK: u32 = 1 << 10;
+pub const INSN_F_SRC_REG_STACK: u32 = 1 << 11;
 
 /// One entry of the jump history.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct JmpHistoryEntry {
     pub idx: usize,
     pub prev_idx: usize,
-    /// `INSN_F_*` flags: stack access frame/slot, linked registers.
+    /// `INSN_F_*` flags: stack access frame/slot, which operands of a jump were stack pointers.
     pub flags: u32,
-    /// Linked-register set for precision propagation through `find_equal_scalars` copies.
-    pub linked_regs: u64,
 }
 
 impl VerifierState {
     /// The entry state: one frame.
     pub fn new() -> VerifierState {
         VerifierState {
-            frames: vec![FuncState::new(0, 0, 0)],
+            frames: vec![FuncState::new(BPF_MAIN_FUNC, 0, 0)],
             refs: Vec::new(),
             speculative: false,
             may_goto_depth: 0,
@@ -131,6 +148,8 @@ impl VerifierState {
             active_rcu_lock: 0,
             jmp_history: Vec::new(),
             parent: None,
+            first_insn_idx: 0,
+            last_insn_idx: 0,
         }
     }
 

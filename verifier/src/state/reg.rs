@@ -65,6 +65,20 @@ pub const REG_LIVE_READ: u8 = REG_LIVE_READ32 | REG_LIVE_READ64;
 pub const REG_LIVE_WRITTEN: u8 = 4;
 pub const REG_LIVE_DONE: u8 = 8;
 
+/// The `id` bit of a scalar linked to another by `rX = rY + const` (the constant is in `off`).
+pub const BPF_ADD_CONST: u32 = 1 << 31;
+
+/// `BEYOND_PKT_END`: a packet pointer known to be past `pkt_end`.
+pub const BEYOND_PKT_END: i32 = -2;
+/// `AT_PKT_END`: a packet pointer known to be at or past `pkt_end`.
+pub const AT_PKT_END: i32 = -1;
+
+/// Largest offset a pointer may carry (`BPF_MAX_VAR_OFF`).
+pub const BPF_MAX_VAR_OFF: i64 = 1 << 29;
+
+/// Largest packet offset (`MAX_PACKET_OFF`).
+pub const MAX_PACKET_OFF: u64 = 0xffff;
+
 /// `subreg_def` when the register's upper 32 bits are defined.
 pub const DEF_NOT_SUBREG: u32 = 0;
 
@@ -95,8 +109,6 @@ pub struct RegState {
     pub id: u32,
     /// Id of the acquired reference this pointer stands for (0: none).
     pub ref_obj_id: u32,
-    /// For `id` of scalars linked by `r1 = r2 + const`: the constant.
-    pub delta: i32,
     /// Index of the map in the program's map table (map pointers, map values, map keys).
     pub map: Option<u32>,
     /// For map values reached through an inner map lookup (map-in-map): the inner map spec index
@@ -191,6 +203,14 @@ impl RegState {
         self.flags & PTR_MAYBE_NULL != 0
     }
 
+    /// Packet pointers of any kind, the end included (`reg_is_pkt_pointer_any`).
+    pub fn is_pkt_pointer_any(&self) -> bool {
+        matches!(
+            self.ty,
+            RegType::Packet | RegType::PacketMeta | RegType::PacketEnd
+        )
+    }
+
     /// Packet pointers of either kind (`reg_is_pkt_pointer`).
     pub fn is_pkt_pointer(&self) -> bool {
         matches!(self.ty, RegType::Packet | RegType::PacketMeta)
@@ -216,23 +236,17 @@ pub fn reg_type_str(ty: RegType, flags: u32) -> String {
         RegType::Arena => "arena",
     };
     let mut prefix = String::new();
-    if flags & MEM_RDONLY != 0 {
-        prefix.push_str("rdonly_");
-    }
-    if flags & MEM_RINGBUF != 0 {
-        prefix.push_str("ringbuf_");
-    }
-    if flags & MEM_ALLOC != 0 {
-        prefix.push_str("alloc_");
-    }
-    if flags & PTR_UNTRUSTED != 0 {
-        prefix.push_str("untrusted_");
-    }
-    if flags & MEM_RCU != 0 {
-        prefix.push_str("rcu_");
-    }
-    if flags & PTR_TRUSTED != 0 {
-        prefix.push_str("trusted_");
+    for (flag, text) in [
+        (MEM_RDONLY, "rdonly_"),
+        (MEM_RINGBUF, "ringbuf_"),
+        (MEM_PERCPU, "percpu_"),
+        (MEM_RCU, "rcu_"),
+        (PTR_UNTRUSTED, "untrusted_"),
+        (PTR_TRUSTED, "trusted_"),
+    ] {
+        if flags & flag != 0 {
+            prefix.push_str(text);
+        }
     }
     let postfix = if flags & PTR_MAYBE_NULL != 0 {
         if matches!(ty, RegType::BtfId) {

@@ -43,8 +43,9 @@ pub const SLOT_SIZE: usize = 8;
 /// The stack a frame may use (`MAX_BPF_STACK`).
 pub const MAX_BPF_STACK: usize = 512;
 
-/// One 8-byte slot. `slot_type[i]` types byte `i` of the slot counted from its lowest address
-/// as the kernel does (`slot_type[BPF_REG_SIZE - 1]` is the byte at the slot's top).
+/// One 8-byte slot, indexed as the kernel does: the byte at frame offset `off` (negative) is
+/// `stack[(-off - 1) / 8].slot_type[(-off - 1) % 8]`, so `slot_type[0]` is the slot's highest
+/// address and `slot_type[7]` its lowest (where an 8-byte spill starts).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct StackSlot {
     /// The register spilled here (meaningful when some byte is `Spill`).
@@ -64,8 +65,8 @@ impl StackSlot {
         self.is_spilled_reg() && self.spilled_ptr.is_scalar()
     }
 
-    /// The log's text for the slot types, top byte first (`fp-8=mmmm????`).
+    /// The log's text for the slot types, highest address first (`fp-8=mmmm????`).
     pub fn types_text(&self) -> String {
-        self.slot_type.iter().rev().map(|t| t.log_char()).collect()
+        self.slot_type.iter().map(|t| t.log_char()).collect()
     }
 }
