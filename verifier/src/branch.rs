@@ -564,15 +564,13 @@ fn mark_ptr_or_null_regs(env: &Env<'_>, state: &mut VerifierState, regno: Reg, i
 
 /// `mark_ptr_not_null_reg`: a map-in-map lookup yields the inner map.
 pub fn mark_ptr_not_null_reg(env: &Env<'_>, r: &mut RegState) {
-    if r.ty == RegType::MapValue {
-        if let Some(m) = r.map {
-            if env.map(m).is_some_and(|spec| spec.inner.is_some())
-                && (m as usize) < env.input.maps.len()
-            {
-                r.ty = RegType::ConstPtrToMap;
-                r.map = Some(env.inner_map_index(m));
-            }
-        }
+    if r.ty == RegType::MapValue
+        && let Some(m) = r.map
+        && env.map(m).is_some_and(|spec| spec.inner.is_some())
+        && (m as usize) < env.input.maps.len()
+    {
+        r.ty = RegType::ConstPtrToMap;
+        r.map = Some(env.inner_map_index(m));
     }
     r.flags &= !PTR_MAYBE_NULL;
 }
@@ -601,10 +599,10 @@ pub fn check_cond_jmp(
         if !dst_reg.is_pointer() {
             mark_chain_precision(env, state, dst)?;
         }
-        if let Source::Reg(s) = src {
-            if !src_reg.is_pointer() {
-                mark_chain_precision(env, state, s)?;
-            }
+        if let Source::Reg(s) = src
+            && !src_reg.is_pointer()
+        {
+            mark_chain_precision(env, state, s)?;
         }
         let vstate = state.clone();
         crate::log::print_insn_state(env, &vstate, env.insn_idx);
@@ -655,25 +653,24 @@ pub fn check_cond_jmp(
         let odr = *other.reg(dst);
         sync_linked_regs(&mut other, &odr, Some((frame, dst)));
     }
-    if let Source::Reg(s) = src {
-        if !jmp32
-            && src_reg.is_pointer()
-            && dst_reg.is_pointer()
-            && src_reg.maybe_null() != dst_reg.maybe_null()
-            && src_reg.ty != RegType::BtfId
-            && dst_reg.ty != RegType::BtfId
-        {
-            let target: Option<&mut VerifierState> = match cond {
-                JmpCond::Eq => Some(&mut other),
-                JmpCond::Ne => Some(state),
-                _ => None,
-            };
-            if let Some(t) = target {
-                let which = if src_reg.maybe_null() { s } else { dst };
-                let mut r = *t.reg(which);
-                mark_ptr_not_null_reg(env, &mut r);
-                *t.reg_mut(which) = r;
-            }
+    if let Source::Reg(s) = src
+        && !jmp32
+        && src_reg.is_pointer()
+        && dst_reg.is_pointer()
+        && src_reg.maybe_null() != dst_reg.maybe_null()
+        && src_reg.ty != RegType::BtfId
+        && dst_reg.ty != RegType::BtfId
+    {
+        let target: Option<&mut VerifierState> = match cond {
+            JmpCond::Eq => Some(&mut other),
+            JmpCond::Ne => Some(state),
+            _ => None,
+        };
+        if let Some(t) = target {
+            let which = if src_reg.maybe_null() { s } else { dst };
+            let mut r = *t.reg(which);
+            mark_ptr_not_null_reg(env, &mut r);
+            *t.reg_mut(which) = r;
         }
     }
     let is_null_check = !jmp32
@@ -683,10 +680,10 @@ pub fn check_cond_jmp(
     if is_null_check {
         mark_ptr_or_null_regs(env, state, dst, cond == JmpCond::Ne);
         mark_ptr_or_null_regs(env, &mut other, dst, cond == JmpCond::Eq);
-    } else if let Source::Reg(s) = src {
-        if !jmp32 {
-            try_match_pkt_pointers(cond, dst, s, state, &mut other);
-        }
+    } else if let Source::Reg(s) = src
+        && !jmp32
+    {
+        try_match_pkt_pointers(cond, dst, s, state, &mut other);
     }
     let vstate = state.clone();
     crate::log::print_insn_state(env, &vstate, env.insn_idx);

@@ -288,15 +288,15 @@ fn collect_special_fields(
     let Some(t) = btf.get(id) else {
         return;
     };
-    if let Some(&(kind, size)) = SPECIAL_FIELDS.iter().find(|(n, _)| *n == t.name) {
-        if t.kind.is_composite() {
-            out.push(SpecialField {
-                kind,
-                offset: base,
-                size,
-            });
-            return;
-        }
+    if let Some(&(kind, size)) = SPECIAL_FIELDS.iter().find(|(n, _)| *n == t.name)
+        && t.kind.is_composite()
+    {
+        out.push(SpecialField {
+            kind,
+            offset: base,
+            size,
+        });
+        return;
     }
     if t.kind.is_composite() {
         for m in t.kind.members() {

@@ -298,11 +298,11 @@ fn log_insn(env: &mut Env<'_>, state: &VerifierState, pc: usize) {
 /// `push_jmp_history`: records the instruction (and how it touched the stack) for precision
 /// backtracking; one entry per instruction, flags merged.
 pub fn push_jmp_history(env: &mut Env<'_>, state: &mut VerifierState, flags: u32) {
-    if env.cur_hist_ent {
-        if let Some(last) = state.jmp_history.last_mut() {
-            last.flags |= flags;
-            return;
-        }
+    if env.cur_hist_ent
+        && let Some(last) = state.jmp_history.last_mut()
+    {
+        last.flags |= flags;
+        return;
     }
     state.jmp_history.push(JmpHistoryEntry {
         idx: env.insn_idx,

@@ -214,15 +214,14 @@ fn reg_text(env: &Env<'_>, reg: &RegState, frameno: Option<u32>) -> String {
     if matches!(
         t,
         RegType::ConstPtrToMap | RegType::MapValue | RegType::MapKey
-    ) {
-        if let Some(map) = reg.map.and_then(|m| env.map(m)) {
-            if !map.name.is_empty() {
-                let _ = write!(out, "{sep}map={}", kernel_map_name(&map.name));
-                sep = ",";
-            }
-            let _ = write!(out, "{sep}ks={},vs={}", map.key_size, map.value_size);
+    ) && let Some(map) = reg.map.and_then(|m| env.map(m))
+    {
+        if !map.name.is_empty() {
+            let _ = write!(out, "{sep}map={}", kernel_map_name(&map.name));
             sep = ",";
         }
+        let _ = write!(out, "{sep}ks={},vs={}", map.key_size, map.value_size);
+        sep = ",";
     }
     if t != RegType::Scalar && reg.off != 0 {
         let _ = write!(out, "{sep}off={}", snum(reg.off as i64));

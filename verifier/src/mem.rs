@@ -275,14 +275,14 @@ pub fn check_mem_access(
         RegType::MapValue if reg.flags & PTR_MAYBE_NULL == 0 => {
             check_map_access_type(env, &reg, off, size_bytes, access)?;
             check_map_access(env, &reg, r, off, size_bytes, false)?;
-            if access == AccessType::Read {
-                if let Some(v) = value_regno {
-                    let value = read_only_map_value(env, &reg, off, size_bytes, is_ldsx);
-                    *state.reg_mut(v) = match value {
-                        Some(val) => RegState::known(val),
-                        None => RegState::unknown_scalar(),
-                    };
-                }
+            if access == AccessType::Read
+                && let Some(v) = value_regno
+            {
+                let value = read_only_map_value(env, &reg, off, size_bytes, is_ldsx);
+                *state.reg_mut(v) = match value {
+                    Some(val) => RegState::known(val),
+                    None => RegState::unknown_scalar(),
+                };
             }
         }
         RegType::Mem if reg.flags & PTR_MAYBE_NULL == 0 => {
@@ -294,10 +294,10 @@ pub fn check_mem_access(
             if !(rdonly && reg.flags & PTR_UNTRUSTED != 0) {
                 check_mem_region_access(env, &reg, r, off, size_bytes, reg.mem_size, false)?;
             }
-            if let Some(v) = value_regno {
-                if access == AccessType::Read || rdonly {
-                    *state.reg_mut(v) = RegState::unknown_scalar();
-                }
+            if let Some(v) = value_regno
+                && (access == AccessType::Read || rdonly)
+            {
+                *state.reg_mut(v) = RegState::unknown_scalar();
             }
         }
         RegType::Ctx => {
@@ -315,14 +315,14 @@ pub fn check_mem_access(
             };
             let idx = env.insn_idx;
             env.aux[idx].ctx_access = Some(ctx);
-            if access == AccessType::Read {
-                if let Some(v) = value_regno {
-                    *state.reg_mut(v) = if ctx.reg_type == RegType::Scalar {
-                        RegState::unknown_scalar()
-                    } else {
-                        RegState::pointer(ctx.reg_type)
-                    };
-                }
+            if access == AccessType::Read
+                && let Some(v) = value_regno
+            {
+                *state.reg_mut(v) = if ctx.reg_type == RegType::Scalar {
+                    RegState::unknown_scalar()
+                } else {
+                    RegState::pointer(ctx.reg_type)
+                };
             }
         }
         RegType::Stack => {
@@ -338,10 +338,10 @@ pub fn check_mem_access(
                 return Err(env.reject(Errno::Eacces, "cannot write into packet"));
             }
             check_packet_access(env, &reg, r, off, size_bytes, false)?;
-            if access == AccessType::Read {
-                if let Some(v) = value_regno {
-                    *state.reg_mut(v) = RegState::unknown_scalar();
-                }
+            if access == AccessType::Read
+                && let Some(v) = value_regno
+            {
+                *state.reg_mut(v) = RegState::unknown_scalar();
             }
         }
         RegType::ConstPtrToMap => {
@@ -349,10 +349,10 @@ pub fn check_mem_access(
             return Err(env.reject(Errno::Eacces, format!("R{r} invalid mem access '{name}'")));
         }
         RegType::Arena => {
-            if access == AccessType::Read {
-                if let Some(v) = value_regno {
-                    *state.reg_mut(v) = RegState::unknown_scalar();
-                }
+            if access == AccessType::Read
+                && let Some(v) = value_regno
+            {
+                *state.reg_mut(v) = RegState::unknown_scalar();
             }
         }
         _ => {
@@ -360,14 +360,16 @@ pub fn check_mem_access(
             return Err(env.reject(Errno::Eacces, format!("R{r} invalid mem access '{name}'")));
         }
     }
-    if let Some(v) = value_regno {
-        if access == AccessType::Read && size_bytes < 8 && state.reg(v).ty == RegType::Scalar {
-            let dst = state.reg_mut(v);
-            if is_ldsx {
-                coerce_reg_to_size_sx(dst, size_bytes as u32);
-            } else {
-                coerce_reg_to_size(dst, size_bytes as u32);
-            }
+    if let Some(v) = value_regno
+        && access == AccessType::Read
+        && size_bytes < 8
+        && state.reg(v).ty == RegType::Scalar
+    {
+        let dst = state.reg_mut(v);
+        if is_ldsx {
+            coerce_reg_to_size_sx(dst, size_bytes as u32);
+        } else {
+            coerce_reg_to_size(dst, size_bytes as u32);
         }
     }
     Ok(())
@@ -925,28 +927,30 @@ fn write_fixed(
     };
     let aligned = off % SLOT_SIZE as i64 == 0;
     let mut vreg = value.map(|v| *state.reg(v));
-    if let (Some(v), Some(r)) = (value, vreg.as_mut()) {
-        if aligned && r.ty == RegType::Scalar {
-            let fits = reg_width(r) <= 8 * size as u32;
-            if fits {
-                assign_scalar_id_before_mov(env, r);
-                *state.reg_mut(v) = *r;
-            }
-            save_register_state(&mut state.frames[f], spi, r, size);
-            if !fits {
-                state.frames[f].stack[spi].spilled_ptr.id = 0;
-            }
-            push_stack_access(env, state, f, spi);
-            return Ok(());
+    if let (Some(v), Some(r)) = (value, vreg.as_mut())
+        && aligned
+        && r.ty == RegType::Scalar
+    {
+        let fits = reg_width(r) <= 8 * size as u32;
+        if fits {
+            assign_scalar_id_before_mov(env, r);
+            *state.reg_mut(v) = *r;
         }
+        save_register_state(&mut state.frames[f], spi, r, size);
+        if !fits {
+            state.frames[f].stack[spi].spilled_ptr.id = 0;
+        }
+        push_stack_access(env, state, f, spi);
+        return Ok(());
     }
-    if vreg.is_none() && aligned {
-        if let Some(imm) = imm {
-            let r = RegState::known(imm as i64 as u64);
-            save_register_state(&mut state.frames[f], spi, &r, size);
-            push_stack_access(env, state, f, spi);
-            return Ok(());
-        }
+    if vreg.is_none()
+        && aligned
+        && let Some(imm) = imm
+    {
+        let r = RegState::known(imm as i64 as u64);
+        save_register_state(&mut state.frames[f], spi, &r, size);
+        push_stack_access(env, state, f, spi);
+        return Ok(());
     }
     if let Some(r) = vreg.filter(|r| r.is_pointer()) {
         if size as usize != SLOT_SIZE {
@@ -964,10 +968,8 @@ fn write_fixed(
         return Ok(());
     }
     let zero = vreg.map_or(imm == Some(0), |r| r.is_const_scalar(0));
-    if zero {
-        if let Some(v) = value {
-            mark_chain_precision(env, state, v)?;
-        }
+    if zero && let Some(v) = value {
+        mark_chain_precision(env, state, v)?;
     }
     let slot = &mut state.frames[f].stack[spi];
     slot.spilled_ptr = RegState::not_init();
@@ -1050,10 +1052,8 @@ fn write_var(
         }
         slot.slot_type[idx] = new;
     }
-    if zero_used {
-        if let Some(v) = value {
-            mark_chain_precision(env, state, v)?;
-        }
+    if zero_used && let Some(v) = value {
+        mark_chain_precision(env, state, v)?;
     }
     Ok(())
 }

@@ -179,11 +179,11 @@ fn prev_insn_idx(first_idx: usize, history: &mut Vec<JmpHistoryEntry>, i: usize)
             return None;
         }
     }
-    if let Some(h) = history.last().copied() {
-        if h.idx == i {
-            history.pop();
-            return Some(h.prev_idx);
-        }
+    if let Some(h) = history.last().copied()
+        && h.idx == i
+    {
+        history.pop();
+        return Some(h.prev_idx);
     }
     i.checked_sub(1)
 }
@@ -269,15 +269,15 @@ fn backtrack_insn(
             }
             if op == bpfemu_isa::AluOp::Mov {
                 bt.clear(dst);
-                if let Source::Reg(s) = src {
-                    if s != Reg::R10 {
-                        bt.set(s);
-                    }
-                }
-            } else if let Source::Reg(s) = src {
-                if s != Reg::R10 {
+                if let Source::Reg(s) = src
+                    && s != Reg::R10
+                {
                     bt.set(s);
                 }
+            } else if let Source::Reg(s) = src
+                && s != Reg::R10
+            {
+                bt.set(s);
             }
         }
         Insn::MovSx { dst, src, .. } => {
