@@ -296,6 +296,8 @@ pub struct DiffOptions {
     /// Routing state for `bpf_fib_lookup` (JSON, as for replay): bpfemu's model, and the
     /// namespace the kernel side runs in (see the module docs).
     pub fib: Option<PathBuf>,
+    /// The engine that runs bpfemu's side.
+    pub engine: crate::runtime::EngineChoice,
 }
 
 impl DiffOptions {
@@ -416,10 +418,16 @@ impl Session {
                 fib: fib.clone(),
                 ..XdpConfig::default()
             };
-            crate::runtime::build_runtime(&object, cfg).map_err(|e| DiffError::Load {
+            let mut rt =
+                crate::runtime::build_runtime(&object, cfg).map_err(|e| DiffError::Load {
+                    path: path_str.clone(),
+                    message: e.to_string(),
+                })?;
+            opts.engine.apply(&mut rt).map_err(|e| DiffError::Load {
                 path: path_str.clone(),
                 message: e.to_string(),
-            })
+            })?;
+            Ok(rt)
         };
         let ours = build(opts.seed)?;
         let mut shadows = Vec::new();

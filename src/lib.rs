@@ -5,10 +5,12 @@
 //!
 //! - [`isa`]: instructions, decoding, the kernel-syntax disassembler and the assembler.
 //! - [`vm`]: checked memory and the reference interpreter.
+//! - [`jit`]: the Cranelift JIT, the same results as the interpreter at native speed.
 //! - [`conformance`]: the bpf_conformance suite runner and the kernel oracle.
 
 pub use bpfemu_conformance as conformance;
 pub use bpfemu_isa as isa;
+pub use bpfemu_jit as jit;
 pub use bpfemu_vm as vm;
 
 pub mod bench;

@@ -185,8 +185,8 @@ struct ReplayArgs {
 impl ReplayArgs {
     fn options(&self) -> bpfemu::replay::ReplayOptions {
         use std::io::IsTerminal;
-        let Engine::Interp = self.engine;
         bpfemu::replay::ReplayOptions {
+            engine: self.engine.choice(),
             object: self.obj.clone(),
             capture: self.pcap.clone(),
             program: self.prog.clone(),
@@ -234,10 +234,27 @@ fn parse_map_size(arg: &str) -> Result<(String, u32), String> {
     Ok((name.to_string(), n))
 }
 
-#[derive(Clone, Copy, ValueEnum)]
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Engine {
     /// The reference interpreter (checked memory).
     Interp,
+    /// The Cranelift JIT, every memory access checked as the interpreter checks it.
+    Jit,
+    /// The Cranelift JIT on host memory, for verified programs only: replay first has the
+    /// running kernel's verifier accept every program of the object; diff's kernel side
+    /// loads (verifies) the program before bpfemu runs it.
+    JitTrusted,
+}
+
+impl Engine {
+    fn choice(self) -> bpfemu::runtime::EngineChoice {
+        use bpfemu::runtime::EngineChoice;
+        match self {
+            Engine::Interp => EngineChoice::Interp,
+            Engine::Jit => EngineChoice::Jit,
+            Engine::JitTrusted => EngineChoice::JitTrusted,
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -266,6 +283,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             let engine = match engine {
                 Engine::Interp => EngineKind::Interp,
+                Engine::Jit => EngineKind::Jit,
+                Engine::JitTrusted => anyhow::bail!(
+                    "--engine jit-trusted runs verified programs only; the suite's programs are \
+                     not verified: use --engine jit"
+                ),
             };
             let mode = if expect_fail {
                 Mode::ExpectFail
@@ -303,7 +325,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print!("{text}");
             Ok(ExitCode::SUCCESS)
         }
-        Command::Replay(args) => Ok(ExitCode::from(bpfemu::replay::replay(&args.options())?)),
+        Command::Replay(args) => {
+            if args.engine == Engine::JitTrusted {
+                require_kernel_verdict(&args.obj, &args.load)?;
+            }
+            Ok(ExitCode::from(bpfemu::replay::replay(&args.options())?))
+        }
         Command::Diff(args) => diff(&args),
         Command::Bench(args) => {
             let report = bpfemu::bench::bench(&bpfemu::bench::BenchOptions {
@@ -325,10 +352,31 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// Trusted JIT code reaches host memory unchecked, so every program of the object (tail calls
+/// reach any of them) must pass a verifier first: the running kernel's, until bpfemu's own
+/// verifier lands.
+fn require_kernel_verdict(obj: &Path, load: &LoadArgs) -> anyhow::Result<()> {
+    let verdicts = bpfemu::diff::verify_in_kernel(obj, &load.options()).with_context(|| {
+        format!(
+            "--engine jit-trusted needs the kernel's verifier to accept {} first",
+            obj.display()
+        )
+    })?;
+    if let Some(v) = verdicts.iter().find(|v| !v.kernel.accepted) {
+        anyhow::bail!(
+            "{}: program {} is rejected by the kernel's verifier ({}); --engine jit-trusted \
+             runs verified programs only, use --engine jit",
+            obj.display(),
+            v.program,
+            v.kernel.error.as_deref().unwrap_or("no reason given")
+        );
+    }
+    Ok(())
+}
+
 /// `bpfemu diff`: exit 0 when equal, 1 on a mismatch, 2 when the kernel is out of reach.
 fn diff(args: &DiffArgs) -> anyhow::Result<ExitCode> {
     use bpfemu::diff;
-    let Engine::Interp = args.engine;
     if let Err(why) = diff::kernel_ready() {
         eprintln!("bpfemu diff: {why}");
         return Ok(ExitCode::from(2));
@@ -358,6 +406,7 @@ fn diff(args: &DiffArgs) -> anyhow::Result<ExitCode> {
         load: args.load.options(),
         seed: args.seed,
         fib: args.fib.clone(),
+        engine: args.engine.choice(),
     };
     let json = args.json;
     let report = diff::diff_capture(&opts, pcap, args.maps.as_deref(), |cmp| {

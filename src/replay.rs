@@ -42,6 +42,8 @@ pub struct ReplayOptions {
     pub load: LoadOptions,
     /// Show a progress bar (a terminal, no JSON).
     pub progress: bool,
+    /// The engine that runs the program.
+    pub engine: runtime::EngineChoice,
 }
 
 /// What happened to one packet.
@@ -248,6 +250,9 @@ impl Replayer {
         };
         let mut runtime = runtime::build_runtime(&object, config)
             .with_context(|| format!("{}: cannot prepare the program", path.display()))?;
+        opts.engine
+            .apply(&mut runtime)
+            .with_context(|| format!("{}: cannot compile the program", path.display()))?;
         if let Some(file) = &opts.maps {
             MapIo::new(&object, &mut runtime).load_file(file)?;
         }

@@ -12,6 +12,39 @@ use bpfemu_loader::{MapOrigin, Object};
 use bpfemu_vm::maps::MapSpec as VmMapSpec;
 use bpfemu_vm::xdp::{MapInit, RuntimeError, XdpConfig, XdpProgramSpec, XdpRuntime};
 
+/// Which engine runs an object's programs (`--engine`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EngineChoice {
+    /// The reference interpreter.
+    #[default]
+    Interp,
+    /// The Cranelift JIT, every memory access checked as the interpreter checks it.
+    Jit,
+    /// The Cranelift JIT on host memory directly: only for programs a verifier accepted.
+    JitTrusted,
+}
+
+impl EngineChoice {
+    /// The engine's name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineChoice::Interp => "interp",
+            EngineChoice::Jit => "jit",
+            EngineChoice::JitTrusted => "jit-trusted",
+        }
+    }
+
+    /// Makes `runtime` run its programs with this engine (compiling them for the JIT).
+    pub fn apply(self, runtime: &mut XdpRuntime) -> Result<(), bpfemu_vm::VmError> {
+        let mode = match self {
+            EngineChoice::Interp => return Ok(()),
+            EngineChoice::Jit => bpfemu_jit::Mode::Checked,
+            EngineChoice::JitTrusted => bpfemu_jit::Mode::Trusted,
+        };
+        runtime.set_engine(&bpfemu_jit::Jit::new(mode))
+    }
+}
+
 /// `BPF_MAP_TYPE_PROG_ARRAY`.
 const PROG_ARRAY: u32 = 3;
 

@@ -6,6 +6,7 @@ use super::frame::{Refusal, XdpFrame};
 use super::helpers::{RunState, XdpEnv, maps::FOR_EACH_KEY_REGION};
 use super::prepare::{PrepareError, prepare};
 use crate::coverage::Coverage;
+use crate::engine::{Engine, Executable};
 use crate::error::VmError;
 use crate::fib::Fib;
 use crate::interp::{DEFAULT_INSN_BUDGET, Interpreter, Options};
@@ -331,6 +332,9 @@ pub struct XdpRuntime {
     names: Vec<String>,
     programs: Vec<Program>,
     interp: Interpreter,
+    /// The programs as another engine (the JIT) prepared them; `None` runs the interpreter,
+    /// which also runs whenever coverage is recorded.
+    compiled: Option<Box<dyn Executable>>,
     prandom: Prandom,
     fib: Option<Fib>,
     devices: Vec<NetDevice>,
@@ -373,12 +377,20 @@ impl XdpRuntime {
                 insn_budget: cfg.insn_budget,
                 ..Options::default()
             }),
+            compiled: None,
             prandom: Prandom::new(cfg.seed, cfg.cpus),
             devices: devices(cfg.fib.as_ref()),
             fib: cfg.fib,
             rx_devices: cfg.rx_devices,
             cpus: cfg.cpus,
         })
+    }
+
+    /// Runs the programs with `engine` from now on (the interpreter until then), with the
+    /// runtime's budget.
+    pub fn set_engine(&mut self, engine: &dyn Engine) -> Result<(), VmError> {
+        self.compiled = Some(engine.prepare_set(&self.programs, *self.interp.options())?);
+        Ok(())
     }
 
     pub fn program_index(&self, name: &str) -> Option<usize> {
@@ -553,14 +565,19 @@ impl XdpRuntime {
             fib: self.fib.as_ref(),
             devices: &self.devices,
         };
-        let result = self.interp.run_set(
-            &self.programs,
-            prog,
-            [ctx, 0, 0, 0, 0],
-            &mut self.mem,
-            &mut env,
-        );
-        let insns_executed = self.interp.executed();
+        let args = [ctx, 0, 0, 0, 0];
+        let (result, insns_executed) = match &mut self.compiled {
+            Some(exe) if self.interp.coverage_mut().is_none() => {
+                let result = exe.run_entry(prog, args, &mut self.mem, &mut env);
+                (result, exe.executed())
+            }
+            _ => {
+                let result =
+                    self.interp
+                        .run_set(&self.programs, prog, args, &mut self.mem, &mut env);
+                (result, self.interp.executed())
+            }
+        };
         let data_out = frame.data_out(&self.mem);
         let meta_len = frame.meta_len();
         let frags_len = frame.frags_len();
