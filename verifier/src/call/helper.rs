@@ -1,11 +1,88 @@
-//! Helper calls (`check_helper_call`): the 6.18 prototype of every helper XDP may call, argument
-//! checks (types, map key/value sizes, constant or bounded sizes, flags), map/helper
-//! compatibility, R0's type, clobbered registers, packet pointers dropped after helpers that
-//! change packet data, and references for ring buffer records.
+//! Helper calls (`check_helper_call`): the 6.18 prototype of every helper XDP may call
+//! ([`super::proto`]), argument checks in the kernel's order (`check_func_arg`: initialised,
+//! packet access, register type against the argument's compatible types, offsets, then what
+//! the argument type asks: map key and value sizes, memory and its size register, constant
+//! allocation sizes, callbacks), map/helper compatibility both ways, R0's type, clobbered
+//! R1-R5, packet pointers dropped after helpers that change packet data, and references for
+//! ring buffer records.
 
+use super::callback::{CallbackKind, push_callback_call};
+use super::proto::{
+    self, ArgBase, ArgType, FuncProto, MEM_ALIGNED, MEM_FIXED_SIZE, MEM_RDONLY, MEM_UNINIT,
+    MEM_WRITE, PTR_MAYBE_NULL, RetType, helper_display_name, xdp_proto,
+};
 use crate::env::Env;
-use crate::state::VerifierState;
+use crate::mem::{AccessType, check_helper_mem_access};
+use crate::precision::mark_chain_precision;
+use crate::state::reg::{self, RegState, RegType};
+use crate::state::stack::{SLOT_SIZE, SlotType};
+use crate::state::{RefKind, Tnum, VerifierState};
 use crate::{Errno, Reject};
+use bpfemu_isa::Reg;
+
+/// `BPF_MAX_VAR_SIZ`: the largest size a size register may have.
+const MAX_VAR_SIZ: u64 = 1 << 29;
+/// `MAX_ERRNO`: the most negative error a helper returns.
+const MAX_ERRNO: i64 = 4095;
+
+/// Map types the compatibility checks name (`enum bpf_map_type`).
+mod map_type {
+    pub const ARRAY: u32 = 2;
+    pub const PROG_ARRAY: u32 = 3;
+    pub const PERF_EVENT_ARRAY: u32 = 4;
+    pub const PERCPU_HASH: u32 = 5;
+    pub const PERCPU_ARRAY: u32 = 6;
+    pub const STACK_TRACE: u32 = 7;
+    pub const CGROUP_ARRAY: u32 = 8;
+    pub const LRU_PERCPU_HASH: u32 = 10;
+    pub const ARRAY_OF_MAPS: u32 = 12;
+    pub const HASH_OF_MAPS: u32 = 13;
+    pub const DEVMAP: u32 = 14;
+    pub const SOCKMAP: u32 = 15;
+    pub const CPUMAP: u32 = 16;
+    pub const XSKMAP: u32 = 17;
+    pub const SOCKHASH: u32 = 18;
+    pub const CGROUP_STORAGE: u32 = 19;
+    pub const REUSEPORT_SOCKARRAY: u32 = 20;
+    pub const PERCPU_CGROUP_STORAGE: u32 = 21;
+    pub const QUEUE: u32 = 22;
+    pub const STACK: u32 = 23;
+    pub const SK_STORAGE: u32 = 24;
+    pub const DEVMAP_HASH: u32 = 25;
+    pub const RINGBUF: u32 = 27;
+    pub const INODE_STORAGE: u32 = 28;
+    pub const TASK_STORAGE: u32 = 29;
+    pub const BLOOM_FILTER: u32 = 30;
+    pub const USER_RINGBUF: u32 = 31;
+    pub const CGRP_STORAGE: u32 = 32;
+}
+
+/// What the argument checks learn for the rest of the call (`struct bpf_call_arg_meta`).
+#[derive(Clone, Debug, Default)]
+struct CallMeta {
+    /// The map argument's index in the program's maps.
+    map: Option<u32>,
+    map_uid: u32,
+    /// Whether the helper may read packet memory.
+    pkt_access: bool,
+    /// The register an `OBJ_RELEASE` argument is in.
+    release_regno: Option<u8>,
+    ref_obj_id: u32,
+    /// `ARG_CONST_ALLOC_SIZE_OR_ZERO`: the allocation's size.
+    mem_size: u64,
+    /// `ARG_CONST_SIZE*`: the size register's `umax`, for return refinement.
+    msize_max_value: u64,
+    /// The callback subprogram of an `ARG_PTR_TO_FUNC`.
+    subprogno: Option<u32>,
+    /// The constant key of an array lookup (`const_map_key`), when known.
+    const_map_key: Option<u64>,
+}
+
+/// Number of arguments of helper `func_id` by its prototype (the kernel's call summary for
+/// register liveness); `None` when XDP may not call it, which counts all of R1-R5 as read.
+pub fn helper_param_count(func_id: i32) -> Option<usize> {
+    xdp_proto(func_id).map(FuncProto::arg_count)
+}
 
 /// Checks `call func_id` at `pc` against the helper's prototype and applies its effects to
 /// `state`: R1-R5 clobbered, R0 set, packet pointers invalidated when it changes packet data,
@@ -17,16 +94,909 @@ pub fn check_helper_call(
     pc: usize,
     func_id: i32,
 ) -> Result<(), Reject> {
-    let _ = (state, pc);
+    let name = helper_display_name(func_id);
+    if bpfemu_isa::helpers::helper_name(func_id).is_none() {
+        return Err(env.reject(Errno::Einval, format!("invalid func {name}#{func_id}")));
+    }
+    let Some(proto) = xdp_proto(func_id) else {
+        return Err(env.reject(
+            Errno::Einval,
+            format!("program of this type cannot use helper {name}#{func_id}"),
+        ));
+    };
+    if proto.might_sleep {
+        return Err(env.reject(
+            Errno::Einval,
+            "helper call might sleep in a non-sleepable prog",
+        ));
+    }
+    let mut meta = CallMeta {
+        pkt_access: proto.pkt_access,
+        ..CallMeta::default()
+    };
+    for arg in 0..5 {
+        check_func_arg(env, state, proto, arg, &mut meta)?;
+    }
+    record_func_map(env, state, pc, func_id, &meta);
+    if func_id == proto::TAIL_CALL && !is_prog_array(env, meta.map) {
+        // The kernel's message has no newline: the log runs on into its closing line.
+        let msg = "expected prog array map for tail call";
+        env.log.verbose(msg);
+        return Err(Reject {
+            errno: Errno::Einval,
+            msg: msg.to_owned(),
+        });
+    }
+    release_argument(env, state, proto, &meta)?;
+    special_cases(env, state, pc, proto, &meta)?;
+    state.clobber_caller_saved();
+    set_return_value(env, state, pc, proto, &meta)?;
+    check_map_func_compatibility(env, meta.map, func_id)?;
+    if proto.changes_pkt_data() {
+        state.invalidate_packet_pointers();
+        env.seen_direct_write = true;
+    }
+    Ok(())
+}
+
+fn is_prog_array(env: &Env<'_>, map: Option<u32>) -> bool {
+    map.and_then(|m| env.input.maps.get(m as usize))
+        .is_some_and(|spec| spec.map_type == map_type::PROG_ARRAY)
+}
+
+fn reg_of(arg: usize) -> Reg {
+    Reg::new(arg as u8 + 1).expect("R1-R5")
+}
+
+/// `check_func_arg` for argument `arg` (0-based; the register is `arg + 1`).
+fn check_func_arg(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    proto: &FuncProto,
+    arg: usize,
+    meta: &mut CallMeta,
+) -> Result<(), Reject> {
+    let mut arg_type = proto.args[arg];
+    if arg_type.base == ArgBase::DontCare {
+        return Ok(());
+    }
+    let regno = arg + 1;
+    let r = reg_of(arg);
+    let reg = *state.reg(r);
+    if reg.ty == RegType::NotInit {
+        return Err(env.reject(Errno::Eacces, format!("R{regno} !read_ok")));
+    }
+    if arg_type.base == ArgBase::Anything {
+        // Root may pass pointers as plain numbers: no "leaks addr" check.
+        return Ok(());
+    }
+    if reg.is_pkt_pointer() && !meta.pkt_access {
+        return Err(env.reject(Errno::Eacces, "helper access to the packet is not allowed"));
+    }
+    if arg_type.base == ArgBase::PtrToMapValue {
+        resolve_map_arg_type(env, meta, proto.id, &mut arg_type)?;
+    }
+    let null = reg.is_const_scalar(0);
+    if !(null && arg_type.may_be_null()) {
+        check_reg_type(env, &reg, regno, arg_type)?;
+        check_func_arg_reg_off(env, &reg, regno, arg_type)?;
+    }
+    if arg_type.is_release() {
+        if reg.ref_obj_id == 0 && !null {
+            return Err(env.reject(
+                Errno::Einval,
+                format!("R{regno} must be referenced when passed to release function"),
+            ));
+        }
+        meta.release_regno = Some(regno as u8);
+    }
+    if reg.ref_obj_id != 0 && arg_type.base != ArgBase::KptrXchgDest {
+        if meta.ref_obj_id != 0 {
+            return Err(env.reject(
+                Errno::Eacces,
+                format!(
+                    "more than one arg with ref_obj_id R{regno} {} {}",
+                    meta.ref_obj_id, reg.ref_obj_id
+                ),
+            ));
+        }
+        meta.ref_obj_id = reg.ref_obj_id;
+    }
+    check_arg_by_type(env, state, proto, arg, arg_type, meta)
+}
+
+/// The part of `check_func_arg` that depends on the argument's base type.
+fn check_arg_by_type(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    proto: &FuncProto,
+    arg: usize,
+    arg_type: ArgType,
+    meta: &mut CallMeta,
+) -> Result<(), Reject> {
+    let regno = arg + 1;
+    let r = reg_of(arg);
+    let reg = *state.reg(r);
+    match arg_type.base {
+        ArgBase::ConstMapPtr => {
+            meta.map = reg.map;
+            meta.map_uid = reg.map_uid;
+        }
+        ArgBase::PtrToMapKey => {
+            let key_size = map_spec(env, meta, "key")?.key_size;
+            check_helper_mem_access(env, state, r, key_size as i32, AccessType::Read, false)?;
+            let map_type = map_spec(env, meta, "key")?.map_type;
+            if matches!(map_type, map_type::ARRAY | map_type::PERCPU_ARRAY) {
+                meta.const_map_key = constant_map_key(env, state, &reg, key_size)?;
+            }
+        }
+        ArgBase::PtrToMapValue => {
+            if arg_type.may_be_null() && reg.is_const_scalar(0) {
+                return Ok(());
+            }
+            let value_size = map_spec(env, meta, "value")?.value_size;
+            let access = if arg_type.flags & MEM_WRITE != 0 {
+                AccessType::Write
+            } else {
+                AccessType::Read
+            };
+            check_helper_mem_access(env, state, r, value_size as i32, access, false)?;
+        }
+        ArgBase::PtrToFunc => meta.subprogno = Some(reg.subprogno),
+        ArgBase::PtrToMem if arg_type.flags & MEM_FIXED_SIZE != 0 => {
+            let access = if arg_type.flags & MEM_WRITE != 0 {
+                AccessType::Write
+            } else {
+                AccessType::Read
+            };
+            check_helper_mem_access(env, state, r, arg_type.size as i32, access, false)?;
+            if arg_type.flags & MEM_ALIGNED != 0 {
+                check_ptr_alignment(env, &reg, arg_type.size)?;
+            }
+        }
+        ArgBase::ConstSize | ArgBase::ConstSizeOrZero => {
+            let zero_ok = arg_type.base == ArgBase::ConstSizeOrZero;
+            let prev = proto.args[arg - 1];
+            let access = if prev.flags & (MEM_WRITE | MEM_UNINIT) != 0 {
+                AccessType::Write
+            } else {
+                AccessType::Read
+            };
+            check_mem_size_reg(env, state, regno, access, zero_ok, meta)?;
+        }
+        ArgBase::ConstAllocSizeOrZero => {
+            if !reg.var_off.is_const() {
+                return Err(env.reject(Errno::Eacces, format!("R{regno} is not a known constant'")));
+            }
+            meta.mem_size = reg.var_off.value;
+            mark_chain_precision(env, state, r)?;
+        }
+        ArgBase::PtrToSpinLock
+        | ArgBase::PtrToTimer
+        | ArgBase::PtrToConstStr
+        | ArgBase::PtrToDynptr
+        | ArgBase::KptrXchgDest
+        | ArgBase::PtrToPercpuBtfId => {
+            return Err(env.reject(
+                Errno::Enotsupp,
+                format!(
+                    "not yet supported: {:?} argument of {}",
+                    arg_type.base,
+                    helper_display_name(proto.id)
+                ),
+            ));
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The map spec the call's map argument named; the kernel calls a missing one a verifier bug.
+fn map_spec<'e>(
+    env: &'e mut Env<'_>,
+    meta: &CallMeta,
+    what: &str,
+) -> Result<&'e bpfemu_loader::MapSpec, Reject> {
+    match meta.map.and_then(|m| env.input.maps.get(m as usize)) {
+        Some(_) => Ok(&env.input.maps[meta.map.unwrap_or(0) as usize]),
+        None => Err(env.reject(
+            Errno::Efault,
+            format!("verifier bug: invalid map_ptr to access map->{what}"),
+        )),
+    }
+}
+
+/// `resolve_map_arg_type`: a bloom filter's peek fills nothing the program passes in.
+fn resolve_map_arg_type(
+    env: &mut Env<'_>,
+    meta: &CallMeta,
+    func_id: i32,
+    arg_type: &mut ArgType,
+) -> Result<(), Reject> {
+    let mt = map_spec(env, meta, "type")?.map_type;
+    match mt {
+        map_type::SOCKMAP | map_type::SOCKHASH => {
+            if arg_type.flags == 0 {
+                *arg_type = ArgType::new(ArgBase::PtrToBtfIdSockCommon);
+            } else {
+                return Err(env.reject(Errno::Einval, "invalid arg_type for sockmap/sockhash"));
+            }
+        }
+        map_type::BLOOM_FILTER if func_id == proto::MAP_PEEK_ELEM => {
+            arg_type.flags |= MEM_UNINIT;
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The register types an argument type accepts (`compatible_reg_types`), as the kernel prints
+/// them and, for the ones bpfemu's registers can hold, the type and flags that match.
+fn compatible_types(base: ArgBase) -> &'static [(&'static str, Option<(RegType, u32)>)] {
+    const MEM: &[(&str, Option<(RegType, u32)>)] = &[
+        ("fp", Some((RegType::Stack, 0))),
+        ("pkt", Some((RegType::Packet, 0))),
+        ("pkt_meta", Some((RegType::PacketMeta, 0))),
+        ("map_key", Some((RegType::MapKey, 0))),
+        ("map_value", Some((RegType::MapValue, 0))),
+        ("mem", Some((RegType::Mem, 0))),
+        ("ringbuf_mem", Some((RegType::Mem, reg::MEM_RINGBUF))),
+        ("buf", None),
+        ("trusted_ptr_", Some((RegType::BtfId, reg::PTR_TRUSTED))),
+    ];
+    const SOCK_COMMON_BTF: &[(&str, Option<(RegType, u32)>)] = &[
+        ("sock_common", None),
+        ("sock", None),
+        ("tcp_sock", None),
+        ("xdp_sock", None),
+        ("ptr_", Some((RegType::BtfId, 0))),
+        ("trusted_ptr_", Some((RegType::BtfId, reg::PTR_TRUSTED))),
+    ];
+    const SOCK: &[(&str, Option<(RegType, u32)>)] = &[
+        ("sock_common", None),
+        ("sock", None),
+        ("tcp_sock", None),
+        ("xdp_sock", None),
+    ];
+    const BTF_PTR: &[(&str, Option<(RegType, u32)>)] = &[
+        ("ptr_", Some((RegType::BtfId, 0))),
+        ("trusted_ptr_", Some((RegType::BtfId, reg::PTR_TRUSTED))),
+        ("rcu_ptr_", Some((RegType::BtfId, reg::MEM_RCU))),
+    ];
+    const PERCPU_BTF: &[(&str, Option<(RegType, u32)>)] = &[
+        ("percpu_ptr_", Some((RegType::BtfId, reg::MEM_PERCPU))),
+        (
+            "percpu_rcu_ptr_",
+            Some((RegType::BtfId, reg::MEM_PERCPU | reg::MEM_RCU)),
+        ),
+        (
+            "percpu_trusted_ptr_",
+            Some((RegType::BtfId, reg::MEM_PERCPU | reg::PTR_TRUSTED)),
+        ),
+    ];
+    const SPIN_LOCK: &[(&str, Option<(RegType, u32)>)] = &[
+        ("map_value", Some((RegType::MapValue, 0))),
+        ("ptr_", Some((RegType::BtfId, reg::MEM_ALLOC))),
+    ];
+    const SCALAR: &[(&str, Option<(RegType, u32)>)] = &[("scalar", Some((RegType::Scalar, 0)))];
+    const CTX: &[(&str, Option<(RegType, u32)>)] = &[("ctx", Some((RegType::Ctx, 0)))];
+    const RINGBUF: &[(&str, Option<(RegType, u32)>)] =
+        &[("ringbuf_mem", Some((RegType::Mem, reg::MEM_RINGBUF)))];
+    const MAP_PTR: &[(&str, Option<(RegType, u32)>)] =
+        &[("map_ptr", Some((RegType::ConstPtrToMap, 0)))];
+    const FUNC: &[(&str, Option<(RegType, u32)>)] = &[("func", Some((RegType::Func, 0)))];
+    const STACK: &[(&str, Option<(RegType, u32)>)] = &[("fp", Some((RegType::Stack, 0)))];
+    const MAP_VALUE: &[(&str, Option<(RegType, u32)>)] =
+        &[("map_value", Some((RegType::MapValue, 0)))];
+    const DYNPTR: &[(&str, Option<(RegType, u32)>)] =
+        &[("fp", Some((RegType::Stack, 0))), ("dynptr_ptr", None)];
+    match base {
+        ArgBase::PtrToMapKey | ArgBase::PtrToMapValue | ArgBase::PtrToMem => MEM,
+        ArgBase::ConstSize | ArgBase::ConstSizeOrZero | ArgBase::ConstAllocSizeOrZero => SCALAR,
+        ArgBase::ConstMapPtr => MAP_PTR,
+        ArgBase::PtrToCtx => CTX,
+        ArgBase::PtrToSockCommon => SOCK,
+        ArgBase::PtrToBtfIdSockCommon => SOCK_COMMON_BTF,
+        ArgBase::PtrToBtfId => BTF_PTR,
+        ArgBase::PtrToSpinLock | ArgBase::KptrXchgDest => SPIN_LOCK,
+        ArgBase::PtrToRingbufMem => RINGBUF,
+        ArgBase::PtrToPercpuBtfId => PERCPU_BTF,
+        ArgBase::PtrToFunc => FUNC,
+        ArgBase::PtrToStack => STACK,
+        ArgBase::PtrToConstStr | ArgBase::PtrToTimer => MAP_VALUE,
+        ArgBase::PtrToDynptr => DYNPTR,
+        ArgBase::DontCare | ArgBase::Anything => &[],
+    }
+}
+
+/// The flag bits that take part in the type comparison (`enum bpf_reg_type` flags bpfemu's
+/// registers carry).
+const TYPE_FLAGS: u32 = reg::PTR_MAYBE_NULL
+    | reg::MEM_RDONLY
+    | reg::MEM_RINGBUF
+    | reg::MEM_ALLOC
+    | reg::PTR_TRUSTED
+    | reg::PTR_UNTRUSTED
+    | reg::MEM_RCU
+    | reg::MEM_PERCPU;
+
+/// `check_reg_type`: the register's type, with the flags the argument tolerates folded away,
+/// must be one of the argument's compatible types.
+fn check_reg_type(
+    env: &mut Env<'_>,
+    reg: &RegState,
+    regno: usize,
+    arg_type: ArgType,
+) -> Result<(), Reject> {
+    let compatible = compatible_types(arg_type.base);
+    let mut flags = reg.flags & TYPE_FLAGS;
+    if arg_type.flags & MEM_RDONLY != 0 {
+        flags &= !reg::MEM_RDONLY;
+    }
+    if arg_type.flags & PTR_MAYBE_NULL != 0 {
+        flags &= !reg::PTR_MAYBE_NULL;
+    }
+    let found = compatible.iter().any(|(_, m)| *m == Some((reg.ty, flags)));
+    if found {
+        return Ok(());
+    }
+    let expected: Vec<&str> = compatible.iter().map(|(n, _)| *n).collect();
     Err(env.reject(
-        Errno::Einval,
-        format!("not yet supported: helper call {func_id}"),
+        Errno::Eacces,
+        format!(
+            "R{regno} type={} expected={}",
+            kernel_type_str(reg),
+            expected.join(", ")
+        ),
     ))
 }
 
-/// Number of arguments of helper `func_id` by its prototype (the kernel's call summary for
-/// register liveness); `None` when unknown, which counts all of R1-R5 as read.
-pub fn helper_param_count(func_id: i32) -> Option<usize> {
-    let _ = func_id;
-    None
+/// The kernel's `reg_type_str` for a register in an argument message.
+fn kernel_type_str(reg: &RegState) -> String {
+    if reg.ty == RegType::NotInit {
+        return "?".to_owned();
+    }
+    // MEM_ALLOC has no prefix in the kernel's text.
+    reg::reg_type_str(reg.ty, reg.flags & !reg::MEM_ALLOC)
+}
+
+/// `check_func_arg_reg_off`: which pointers may carry an offset into a helper.
+fn check_func_arg_reg_off(
+    env: &mut Env<'_>,
+    reg: &RegState,
+    regno: usize,
+    arg_type: ArgType,
+) -> Result<(), Reject> {
+    if arg_type.is_release() {
+        if reg.off != 0 {
+            return Err(env.reject(
+                Errno::Einval,
+                format!(
+                    "R{regno} must have zero offset when passed to release func or trusted arg to kfunc"
+                ),
+            ));
+        }
+        return check_ptr_off_reg(env, reg, regno);
+    }
+    match reg.ty {
+        RegType::Stack
+        | RegType::Packet
+        | RegType::PacketMeta
+        | RegType::MapKey
+        | RegType::MapValue
+        | RegType::Mem
+        | RegType::Arena
+        | RegType::Scalar => Ok(()),
+        RegType::BtfId => Ok(()),
+        _ => check_ptr_off_reg(env, reg, regno),
+    }
+}
+
+/// `__check_ptr_off_reg` with no fixed offset allowed.
+fn check_ptr_off_reg(env: &mut Env<'_>, reg: &RegState, regno: usize) -> Result<(), Reject> {
+    let ty = kernel_type_str(reg);
+    if reg.off != 0 {
+        return Err(env.reject(
+            Errno::Eacces,
+            format!(
+                "dereference of modified {ty} ptr R{regno} off={} disallowed",
+                reg.off
+            ),
+        ));
+    }
+    if !reg.var_off.is_const() || reg.var_off.value != 0 {
+        return Err(env.reject(
+            Errno::Eacces,
+            format!(
+                "variable {ty} access var_off={} disallowed",
+                reg.var_off.text()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `check_mem_size_reg`: the size register's bounds, then the memory it sizes (in the
+/// register before it), then the size is marked precise.
+fn check_mem_size_reg(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    regno: usize,
+    access: AccessType,
+    zero_size_allowed: bool,
+    meta: &mut CallMeta,
+) -> Result<(), Reject> {
+    let reg = *state.reg(reg_of(regno - 1));
+    meta.msize_max_value = reg.umax_value;
+    if reg.smin_value < 0 {
+        return Err(env.reject(
+            Errno::Eacces,
+            format!("R{regno} min value is negative, either use unsigned or 'var &= const'"),
+        ));
+    }
+    if reg.umin_value == 0 && !zero_size_allowed {
+        return Err(env.reject(
+            Errno::Eacces,
+            format!(
+                "R{regno} invalid zero-sized read: u64=[{},{}]",
+                reg.umin_value as i64, reg.umax_value as i64
+            ),
+        ));
+    }
+    if reg.umax_value >= MAX_VAR_SIZ {
+        return Err(env.reject(
+            Errno::Eacces,
+            format!("R{regno} unbounded memory access, use 'var &= const' or 'if (var < const)'"),
+        ));
+    }
+    let mem = reg_of(regno - 2);
+    check_helper_mem_access(
+        env,
+        state,
+        mem,
+        reg.umax_value as i32,
+        access,
+        zero_size_allowed,
+    )?;
+    mark_chain_precision(env, state, reg_of(regno - 1))
+}
+
+/// `check_ptr_alignment` for a fixed-size aligned argument (strict, as helper memory is).
+fn check_ptr_alignment(env: &mut Env<'_>, reg: &RegState, size: u32) -> Result<(), Reject> {
+    if size == 1 {
+        return Ok(());
+    }
+    let (desc, ip_align) = match reg.ty {
+        RegType::Packet | RegType::PacketMeta => ("packet ", 2),
+        RegType::MapKey => ("key ", 0),
+        RegType::MapValue => ("value ", 0),
+        RegType::Ctx => ("context ", 0),
+        RegType::Stack => ("stack ", 0),
+        _ => ("", 0),
+    };
+    let off = reg
+        .var_off
+        .add(Tnum::constant((ip_align + reg.off as i64) as u64));
+    if off.is_aligned(size as u64) {
+        return Ok(());
+    }
+    let msg = if ip_align != 0 {
+        format!(
+            "misaligned packet access off {ip_align}+{}+{}+0 size {size}",
+            reg.var_off.text(),
+            reg.off
+        )
+    } else {
+        format!(
+            "misaligned {desc}access off {}+{}+0 size {size}",
+            reg.var_off.text(),
+            reg.off
+        )
+    };
+    Err(env.reject(Errno::Eacces, msg))
+}
+
+/// `get_constant_map_key`: the key's value when it sits on the stack as zeros or as a spilled
+/// constant of exactly the key's size.
+fn constant_map_key(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    key: &RegState,
+    key_size: u32,
+) -> Result<Option<u64>, Reject> {
+    if key.ty != RegType::Stack || !key.var_off.is_const() {
+        return Ok(None);
+    }
+    let stack_off = key.off as i64 + key.var_off.value as i64;
+    let slot = -stack_off - 1;
+    if slot < 0 {
+        return Ok(None);
+    }
+    let (spi, off) = ((slot as usize) / SLOT_SIZE, (slot as usize) % SLOT_SIZE);
+    let frame = &state.frames[key.frameno as usize];
+    let Some(stack_slot) = frame.stack.get(spi).copied() else {
+        return Ok(None);
+    };
+    let zeros = (0..=off)
+        .rev()
+        .take_while(|&i| stack_slot.slot_type[i] == SlotType::Zero)
+        .count();
+    if zeros >= key_size as usize {
+        return Ok(Some(0));
+    }
+    if !stack_slot.is_spilled_scalar() {
+        return Ok(None);
+    }
+    let spilled = (0..=off)
+        .rev()
+        .take_while(|&i| stack_slot.slot_type[i] == SlotType::Spill)
+        .count();
+    if spilled != key_size as usize || !stack_slot.spilled_ptr.var_off.is_const() {
+        return Ok(None);
+    }
+    let _ = env;
+    Ok(Some(stack_slot.spilled_ptr.var_off.value))
+}
+
+/// `record_func_map` / `record_func_key`: the map (and tail call key) every path passes here,
+/// poisoned when paths differ, for the fixups.
+fn record_func_map(
+    env: &mut Env<'_>,
+    state: &VerifierState,
+    pc: usize,
+    func_id: i32,
+    meta: &CallMeta,
+) {
+    let Some(map) = meta.map else { return };
+    let aux = &mut env.aux[pc];
+    match aux.map_index {
+        None if !aux.map_poisoned => aux.map_index = Some(map),
+        Some(m) if m != map => {
+            aux.map_index = None;
+            aux.map_poisoned = true;
+        }
+        _ => {}
+    }
+    if func_id == proto::TAIL_CALL {
+        let key = state.reg(Reg::R3);
+        let value = key.var_off.is_const().then_some(key.var_off.value);
+        match (aux.map_key, value) {
+            _ if aux.map_key_poisoned => {}
+            (None, Some(v)) => aux.map_key = Some(v),
+            (Some(k), Some(v)) if k == v => {}
+            _ => {
+                aux.map_key = None;
+                aux.map_key_poisoned = true;
+            }
+        }
+    }
+}
+
+/// Drops the reference an `OBJ_RELEASE` argument carried, and every register that held it.
+fn release_argument(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    proto: &FuncProto,
+    meta: &CallMeta,
+) -> Result<(), Reject> {
+    let Some(regno) = meta.release_regno else {
+        return Ok(());
+    };
+    let released = if meta.ref_obj_id != 0 {
+        release_reference(state, meta.ref_obj_id)
+    } else {
+        let r = Reg::new(regno).expect("argument register");
+        state.reg(r).is_const_scalar(0)
+    };
+    if released {
+        return Ok(());
+    }
+    Err(env.reject(
+        Errno::Einval,
+        format!(
+            "func {}#{} reference has not been acquired before",
+            helper_display_name(proto.id),
+            proto.id
+        ),
+    ))
+}
+
+/// `release_reference`: forget the reference and make every pointer carrying it unusable.
+fn release_reference(state: &mut VerifierState, ref_obj_id: u32) -> bool {
+    if !state.release_reference_state(ref_obj_id) {
+        return false;
+    }
+    for frame in &mut state.frames {
+        for reg in frame.regs.iter_mut() {
+            if reg.ref_obj_id == ref_obj_id {
+                *reg = RegState::unknown_scalar();
+            }
+        }
+        for slot in frame.stack.iter_mut() {
+            if slot.is_spilled_reg() && slot.spilled_ptr.ref_obj_id == ref_obj_id {
+                slot.spilled_ptr = RegState::unknown_scalar();
+            }
+        }
+    }
+    true
+}
+
+/// The per-helper steps of `check_helper_call` between the arguments and the return value.
+fn special_cases(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    pc: usize,
+    proto: &FuncProto,
+    meta: &CallMeta,
+) -> Result<(), Reject> {
+    match proto.id {
+        proto::TAIL_CALL => {
+            if let Some(r) = state.refs.iter().find(|r| r.kind == RefKind::Ptr) {
+                let (id, insn) = (r.id, r.insn_idx);
+                env.verbose(&format!("Unreleased reference id={id} alloc_insn={insn}\n"));
+                return Err(env.reject(Errno::Einval, "tail_call would lead to reference leak"));
+            }
+        }
+        proto::LOOP => {
+            mark_chain_precision(env, state, Reg::R1)?;
+            let limit = state.reg(Reg::R1).umax_value;
+            if (state.cur().callback_depth as u64) < limit {
+                let subprog = callback_subprog(env, meta)?;
+                push_callback_call(env, state, pc, subprog, CallbackKind::Loop)?;
+            } else {
+                state.cur_mut().callback_depth = 0;
+                if env.log.level2() {
+                    let frame = state.curframe();
+                    env.verbose(&format!("frame{frame} bpf_loop iteration limit reached\n"));
+                }
+            }
+        }
+        proto::FOR_EACH_MAP_ELEM => {
+            let subprog = callback_subprog(env, meta)?;
+            let map = meta.map.unwrap_or(0);
+            push_callback_call(
+                env,
+                state,
+                pc,
+                subprog,
+                CallbackKind::ForEachMapElem { map },
+            )?;
+        }
+        proto::USER_RINGBUF_DRAIN => {
+            let subprog = callback_subprog(env, meta)?;
+            push_callback_call(env, state, pc, subprog, CallbackKind::Other)?;
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn callback_subprog(env: &mut Env<'_>, meta: &CallMeta) -> Result<usize, Reject> {
+    match meta.subprogno {
+        Some(s) => Ok(s as usize),
+        None => Err(env.reject(Errno::Efault, "verifier bug: callback without subprog")),
+    }
+}
+
+/// R0 after the call, as the prototype's return type makes it; fresh ids for what may be
+/// NULL, references for what the helper acquires, bounds refined for helpers whose result the
+/// kernel knows more of (`do_refine_retval_range`).
+fn set_return_value(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    pc: usize,
+    proto: &FuncProto,
+    meta: &CallMeta,
+) -> Result<(), Reject> {
+    let mut r0 = match proto.ret {
+        RetType::Integer => RegState::unknown_scalar(),
+        RetType::Void => RegState::not_init(),
+        RetType::MapValueOrNull => {
+            let map = meta.map.ok_or_else(|| {
+                env.reject(Errno::Efault, "verifier bug: unexpected null map_ptr")
+            })?;
+            let spec = &env.input.maps[map as usize];
+            let mut flags = reg::PTR_MAYBE_NULL;
+            let elide = proto.id == proto::MAP_LOOKUP_ELEM
+                && matches!(spec.map_type, map_type::ARRAY | map_type::PERCPU_ARRAY)
+                && meta
+                    .const_map_key
+                    .is_some_and(|k| k < spec.max_entries as u64);
+            if elide {
+                flags = 0;
+            }
+            let mut r = RegState::pointer(RegType::MapValue);
+            r.flags = flags;
+            r.map = Some(map);
+            r.map_uid = meta.map_uid;
+            r
+        }
+        RetType::RingbufMemOrNull => {
+            let mut r = RegState::pointer(RegType::Mem);
+            r.flags = reg::MEM_RINGBUF | reg::PTR_MAYBE_NULL;
+            r.mem_size = meta.mem_size as u32;
+            r
+        }
+        other => {
+            return Err(env.reject(
+                Errno::Enotsupp,
+                format!(
+                    "not yet supported: return type {other:?} of {}",
+                    helper_display_name(proto.id)
+                ),
+            ));
+        }
+    };
+    if r0.flags & reg::PTR_MAYBE_NULL != 0 {
+        r0.id = env.new_id();
+    }
+    if proto.acquires() {
+        let id = env.new_id();
+        state.acquire_reference(RefKind::Ptr, id, pc);
+        r0.id = id;
+        r0.ref_obj_id = id;
+    }
+    refine_return_range(proto, meta, &mut r0);
+    *state.reg_mut(Reg::R0) = r0;
+    Ok(())
+}
+
+/// `do_refine_retval_range`.
+fn refine_return_range(proto: &FuncProto, meta: &CallMeta, r0: &mut RegState) {
+    match proto.id {
+        // bpf_probe_read_{user,kernel}_str and bpf_get_task_stack return at most the size.
+        114 | 115 | 141 => {
+            r0.smax_value = meta.msize_max_value as i64;
+            r0.s32_max_value = meta.msize_max_value as i32;
+            r0.smin_value = -MAX_ERRNO;
+            r0.s32_min_value = -MAX_ERRNO as i32;
+            r0.bounds_sync();
+        }
+        proto::GET_SMP_PROCESSOR_ID => {
+            let max = nr_cpu_ids().saturating_sub(1);
+            r0.umax_value = max as u64;
+            r0.u32_max_value = max;
+            r0.smax_value = max as i64;
+            r0.s32_max_value = max as i32;
+            r0.umin_value = 0;
+            r0.u32_min_value = 0;
+            r0.smin_value = 0;
+            r0.s32_min_value = 0;
+            r0.bounds_sync();
+        }
+        _ => {}
+    }
+}
+
+/// `nr_cpu_ids` of the kernel this runs on (`/sys/devices/system/cpu/possible`), 1 when it
+/// cannot be read: the bound `bpf_get_smp_processor_id` refines R0 to.
+fn nr_cpu_ids() -> u32 {
+    static IDS: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *IDS.get_or_init(|| {
+        std::fs::read_to_string("/sys/devices/system/cpu/possible")
+            .ok()
+            .and_then(|s| {
+                s.trim()
+                    .split(',')
+                    .filter_map(|part| part.rsplit('-').next()?.parse::<u32>().ok())
+                    .max()
+            })
+            .map_or(1, |last| last + 1)
+    })
+}
+
+/// `check_map_func_compatibility`: which helpers a map type allows, and which map types a
+/// helper takes.
+fn check_map_func_compatibility(
+    env: &mut Env<'_>,
+    map: Option<u32>,
+    func_id: i32,
+) -> Result<(), Reject> {
+    use map_type::*;
+    let Some(map) = map else { return Ok(()) };
+    let mt = env.input.maps[map as usize].map_type;
+    let map_allows = match mt {
+        PROG_ARRAY => func_id == proto::TAIL_CALL,
+        PERF_EVENT_ARRAY => matches!(func_id, 22 | 25 | 55 | 111 | 121),
+        RINGBUF => matches!(func_id, 130 | 131 | 134 | 198 | 199 | 200),
+        USER_RINGBUF => func_id == proto::USER_RINGBUF_DRAIN,
+        STACK_TRACE => func_id == 27,
+        CGROUP_ARRAY => matches!(func_id, 33 | 37),
+        CGROUP_STORAGE | PERCPU_CGROUP_STORAGE => func_id == 81,
+        DEVMAP | DEVMAP_HASH | XSKMAP => {
+            matches!(func_id, proto::REDIRECT_MAP | proto::MAP_LOOKUP_ELEM)
+        }
+        CPUMAP => func_id == proto::REDIRECT_MAP,
+        ARRAY_OF_MAPS | HASH_OF_MAPS => func_id == proto::MAP_LOOKUP_ELEM,
+        // XDP may not update sock maps (`may_update_sockmap`).
+        SOCKMAP => matches!(func_id, 52 | 53 | 60 | 82 | 1),
+        SOCKHASH => matches!(func_id, 70 | 71 | 72 | 82 | 1),
+        REUSEPORT_SOCKARRAY => func_id == 82,
+        QUEUE | STACK => matches!(func_id, 87..=89),
+        SK_STORAGE => matches!(func_id, 107 | 108 | proto::KPTR_XCHG),
+        INODE_STORAGE => matches!(func_id, 145 | 146 | proto::KPTR_XCHG),
+        TASK_STORAGE => matches!(func_id, 156 | 157 | proto::KPTR_XCHG),
+        CGRP_STORAGE => matches!(func_id, 210 | 211 | proto::KPTR_XCHG),
+        BLOOM_FILTER => matches!(func_id, proto::MAP_PEEK_ELEM | proto::MAP_PUSH_ELEM),
+        _ => true,
+    };
+    let func_allows = match func_id {
+        proto::TAIL_CALL => mt == PROG_ARRAY,
+        22 | 25 | 55 | 111 | 121 => mt == PERF_EVENT_ARRAY,
+        130 | 131 | 134 | 198 | 199 | 200 => mt == RINGBUF,
+        proto::USER_RINGBUF_DRAIN => mt == USER_RINGBUF,
+        27 => mt == STACK_TRACE,
+        33 | 37 => mt == CGROUP_ARRAY,
+        proto::REDIRECT_MAP => matches!(mt, DEVMAP | DEVMAP_HASH | CPUMAP | XSKMAP),
+        proto::MAP_POP_ELEM => matches!(mt, QUEUE | STACK),
+        proto::MAP_PEEK_ELEM | proto::MAP_PUSH_ELEM => matches!(mt, QUEUE | STACK | BLOOM_FILTER),
+        proto::MAP_LOOKUP_PERCPU_ELEM => {
+            matches!(mt, PERCPU_ARRAY | PERCPU_HASH | LRU_PERCPU_HASH)
+        }
+        107 | 108 => mt == SK_STORAGE,
+        145 | 146 => mt == INODE_STORAGE,
+        156 | 157 => mt == TASK_STORAGE,
+        210 | 211 => mt == CGRP_STORAGE,
+        _ => true,
+    };
+    if map_allows && func_allows {
+        if func_id == proto::TAIL_CALL && env.subprogs.len() > 1 && env.input.func_info.is_empty() {
+            return Err(env.reject(
+                Errno::Einval,
+                "mixing of tail_calls and bpf-to-bpf calls is not supported",
+            ));
+        }
+        return Ok(());
+    }
+    Err(env.reject(
+        Errno::Einval,
+        format!(
+            "cannot pass map_type {mt} into func {}#{func_id}",
+            helper_display_name(func_id)
+        ),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compatible_lists_print_as_the_kernel_does() {
+        let names = |b| {
+            compatible_types(b)
+                .iter()
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        // The lists the kernel printed for a scalar passed to each (measured on 6.18).
+        assert_eq!(
+            names(ArgBase::PtrToMem),
+            "fp, pkt, pkt_meta, map_key, map_value, mem, ringbuf_mem, buf, trusted_ptr_"
+        );
+        assert_eq!(
+            names(ArgBase::PtrToBtfIdSockCommon),
+            "sock_common, sock, tcp_sock, xdp_sock, ptr_, trusted_ptr_"
+        );
+        assert_eq!(
+            names(ArgBase::PtrToSockCommon),
+            "sock_common, sock, tcp_sock, xdp_sock"
+        );
+        assert_eq!(names(ArgBase::PtrToSpinLock), "map_value, ptr_");
+        assert_eq!(
+            names(ArgBase::PtrToPercpuBtfId),
+            "percpu_ptr_, percpu_rcu_ptr_, percpu_trusted_ptr_"
+        );
+        assert_eq!(names(ArgBase::PtrToDynptr), "fp, dynptr_ptr");
+        assert_eq!(names(ArgBase::PtrToBtfId), "ptr_, trusted_ptr_, rcu_ptr_");
+    }
+
+    #[test]
+    fn param_counts_follow_the_prototypes() {
+        assert_eq!(helper_param_count(1), Some(2));
+        assert_eq!(helper_param_count(5), Some(0));
+        assert_eq!(helper_param_count(25), Some(5));
+        assert_eq!(helper_param_count(9), None);
+    }
 }

@@ -135,8 +135,7 @@ const CONST_STR: ArgType = ArgType::new(ArgBase::PtrToConstStr);
 pub enum RetType {
     /// A scalar (`RET_INTEGER`).
     Integer,
-    /// Nothing: R0 is left NOT_INIT... as the kernel does, an unknown scalar is not written
-    /// (`RET_VOID` marks R0 not-init).
+    /// Nothing: R0 is not readable after the call (`RET_VOID`).
     Void,
     /// `RET_PTR_TO_MAP_VALUE_OR_NULL`.
     MapValueOrNull,

@@ -32,9 +32,16 @@ pub trait ProgTypeOps: Sync {
     /// The type's name as the kernel prints it (`xdp`).
     fn name(&self) -> &'static str;
 
-    /// `is_valid_access`: the access of `size` bytes at ctx offset `off`; `None` when the
-    /// kernel refuses it (the caller prints `invalid bpf_context access off=N size=M`).
-    fn ctx_access(&self, off: i32, size: u32, write: bool, prog_flags: u32) -> Option<CtxAccess>;
+    /// `is_valid_access`: the access of `size` bytes at ctx offset `off` by a program loaded
+    /// with `expected_attach_type`; `None` when the kernel refuses it (the caller prints
+    /// `invalid bpf_context access off=N size=M`).
+    fn ctx_access(
+        &self,
+        off: i32,
+        size: u32,
+        write: bool,
+        expected_attach_type: u32,
+    ) -> Option<CtxAccess>;
 
     /// The range R0 must be in at exit of the main program; `None` when anything goes.
     fn return_range(&self, expected_attach_type: u32) -> Option<RetvalRange>;
