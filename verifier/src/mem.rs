@@ -303,10 +303,12 @@ pub fn check_mem_access(
         RegType::Ctx => {
             check_ptr_off_reg(env, &reg, r)?;
             let write = access == AccessType::Write;
-            let Some(ctx) =
-                env.prog_type
-                    .ctx_access(off, size_bytes as u32, write, env.input.prog_flags)
-            else {
+            let Some(ctx) = env.prog_type.ctx_access(
+                off,
+                size_bytes as u32,
+                write,
+                env.input.expected_attach_type,
+            ) else {
                 crate::log::print_source_line(env, env.insn_idx);
                 return Err(env.reject(
                     Errno::Eacces,
@@ -1219,7 +1221,8 @@ pub fn check_mem_size_reg(
             ),
         ));
     }
-    if reg.umax_value >= i32::MAX as u64 {
+    // BPF_MAX_VAR_SIZ
+    if reg.umax_value >= 1 << 29 {
         return Err(env.reject(
             Errno::Eacces,
             format!("R{r} unbounded memory access, use 'var &= const' or 'if (var < const)'"),

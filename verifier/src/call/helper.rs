@@ -12,7 +12,7 @@ use super::proto::{
     MEM_WRITE, PTR_MAYBE_NULL, RetType, helper_display_name, xdp_proto,
 };
 use crate::env::Env;
-use crate::mem::{AccessType, check_helper_mem_access};
+use crate::mem::{AccessType, check_helper_mem_access, check_mem_size_reg};
 use crate::precision::mark_chain_precision;
 use crate::state::reg::{self, RegState, RegType};
 use crate::state::stack::{SLOT_SIZE, SlotType};
@@ -20,8 +20,6 @@ use crate::state::{RefKind, Tnum, VerifierState};
 use crate::{Errno, Reject};
 use bpfemu_isa::Reg;
 
-/// `BPF_MAX_VAR_SIZ`: the largest size a size register may have.
-const MAX_VAR_SIZ: u64 = 1 << 29;
 /// `MAX_ERRNO`: the most negative error a helper returns.
 const MAX_ERRNO: i64 = 4095;
 
@@ -262,7 +260,8 @@ fn check_arg_by_type(
             } else {
                 AccessType::Read
             };
-            check_mem_size_reg(env, state, regno, access, zero_ok, meta)?;
+            meta.msize_max_value = reg.umax_value;
+            check_mem_size_reg(env, state, reg_of(arg - 1), r, access, zero_ok)?;
         }
         ArgBase::ConstAllocSizeOrZero => {
             if !reg.var_off.is_const() {
@@ -514,51 +513,6 @@ fn check_ptr_off_reg(env: &mut Env<'_>, reg: &RegState, regno: usize) -> Result<
         ));
     }
     Ok(())
-}
-
-/// `check_mem_size_reg`: the size register's bounds, then the memory it sizes (in the
-/// register before it), then the size is marked precise.
-fn check_mem_size_reg(
-    env: &mut Env<'_>,
-    state: &mut VerifierState,
-    regno: usize,
-    access: AccessType,
-    zero_size_allowed: bool,
-    meta: &mut CallMeta,
-) -> Result<(), Reject> {
-    let reg = *state.reg(reg_of(regno - 1));
-    meta.msize_max_value = reg.umax_value;
-    if reg.smin_value < 0 {
-        return Err(env.reject(
-            Errno::Eacces,
-            format!("R{regno} min value is negative, either use unsigned or 'var &= const'"),
-        ));
-    }
-    if reg.umin_value == 0 && !zero_size_allowed {
-        return Err(env.reject(
-            Errno::Eacces,
-            format!(
-                "R{regno} invalid zero-sized read: u64=[{},{}]",
-                reg.umin_value as i64, reg.umax_value as i64
-            ),
-        ));
-    }
-    if reg.umax_value >= MAX_VAR_SIZ {
-        return Err(env.reject(
-            Errno::Eacces,
-            format!("R{regno} unbounded memory access, use 'var &= const' or 'if (var < const)'"),
-        ));
-    }
-    let mem = reg_of(regno - 2);
-    check_helper_mem_access(
-        env,
-        state,
-        mem,
-        reg.umax_value as i32,
-        access,
-        zero_size_allowed,
-    )?;
-    mark_chain_precision(env, state, reg_of(regno - 1))
 }
 
 /// `check_ptr_alignment` for a fixed-size aligned argument (strict, as helper memory is).
