@@ -15,6 +15,7 @@ pub use bpfemu_vm as vm;
 
 pub mod bench;
 pub mod diff;
+pub mod digest;
 pub mod expect;
 pub mod mapio;
 pub mod pcap;

@@ -8,6 +8,7 @@ use bpfemu::conformance::runner::{self, EngineKind, Mode};
 use bpfemu_loader::{LoadOptions, Object};
 use clap::{Parser, Subcommand, ValueEnum};
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -263,7 +264,7 @@ fn main() -> ExitCode {
         // A reader that stops early (`bpfemu replay ... --json | head`) is not an error.
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("bpfemu: {e:#}");
+            let _ = writeln!(std::io::stderr(), "bpfemu: {}", render_error(&e));
             ExitCode::from(2)
         }
     }
@@ -299,12 +300,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Inspect { obj, json, load } => {
             let object = load_object(&obj, &load)?;
             if json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&inspect::to_json(&object))?
-                );
+                let doc = serde_json::to_string_pretty(&inspect::to_json(&object))?;
+                writeln!(stdout(), "{doc}")?;
             } else {
-                print!("{}", inspect::to_text(&object));
+                write!(stdout(), "{}", inspect::to_text(&object))?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -322,7 +321,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     )
                 },
             )?;
-            print!("{text}");
+            write!(stdout(), "{text}")?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Replay(args) => {
@@ -343,9 +342,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 load: args.load.options(),
             })?;
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&report.to_json())?);
+                let doc = serde_json::to_string_pretty(&report.to_json())?;
+                writeln!(stdout(), "{doc}")?;
             } else {
-                print!("{}", report.to_text());
+                write!(stdout(), "{}", report.to_text())?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -388,12 +388,10 @@ fn diff(args: &DiffArgs) -> anyhow::Result<ExitCode> {
                 "object": args.obj.display().to_string(),
                 "programs": verdicts,
             });
-            println!("{}", serde_json::to_string_pretty(&doc)?);
+            writeln!(stdout(), "{}", serde_json::to_string_pretty(&doc)?)?;
         } else {
-            print!(
-                "{}",
-                diff::format_verdicts(&args.obj.display().to_string(), &verdicts)
-            );
+            let text = diff::format_verdicts(&args.obj.display().to_string(), &verdicts);
+            write!(stdout(), "{text}")?;
         }
         // A program the kernel rejects fails the run, as it would fail the deploy.
         let rejected = verdicts.iter().any(|v| !v.kernel.accepted);
@@ -409,17 +407,23 @@ fn diff(args: &DiffArgs) -> anyhow::Result<ExitCode> {
         engine: args.engine.choice(),
     };
     let json = args.json;
+    // A closed pipe stops the printing; the comparison still ends normally, so that the
+    // kernel side (namespace, programs, maps) is torn down as usual.
+    let mut closed: Option<std::io::Error> = None;
     let report = diff::diff_capture(&opts, pcap, args.maps.as_deref(), |cmp| {
-        if !json {
-            print!("{}", diff::format_packet(cmp));
+        if !json && closed.is_none() {
+            closed = write!(stdout(), "{}", diff::format_packet(cmp)).err();
         }
     })?;
+    if let Some(e) = closed {
+        return Err(e.into());
+    }
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        writeln!(stdout(), "{}", serde_json::to_string_pretty(&report)?)?;
     } else {
         // The header goes to stderr so the packet lines stream before the end.
-        eprint!("{}", diff::format_header(&report));
-        print!("{}", diff::format_maps_and_summary(&report));
+        write!(std::io::stderr(), "{}", diff::format_header(&report))?;
+        write!(stdout(), "{}", diff::format_maps_and_summary(&report))?;
     }
     Ok(if report.summary.mismatches == 0 {
         ExitCode::SUCCESS
@@ -445,15 +449,47 @@ fn conformance_kernel(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
     let summary = kernel_isa::summarize(&reports);
     if json {
         let doc = serde_json::json!({ "engine": "kernel", "tests": reports, "summary": summary });
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        writeln!(stdout(), "{}", serde_json::to_string_pretty(&doc)?)?;
     } else {
-        print!("{}", kernel_isa::format_reports(&reports));
+        write!(stdout(), "{}", kernel_isa::format_reports(&reports))?;
     }
     Ok(if summary.differ == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     })
+}
+
+/// An error and its causes on one line, each said once: a cause already in the text (an OS
+/// error that a library's message quotes) is left out, and so is Rust's "(os error N)".
+fn render_error(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let part = strip_os_error_code(&cause.to_string());
+        if text.contains(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text += ": ";
+        }
+        text += &part;
+    }
+    text
+}
+
+fn strip_os_error_code(text: &str) -> String {
+    let mut out = text.to_owned();
+    while let Some(start) = out.find(" (os error ") {
+        let end = out[start..].find(')').map_or(out.len(), |e| start + e + 1);
+        out.replace_range(start..end, "");
+    }
+    out
+}
+
+/// Standard output through `write!`, so that a closed pipe is an error that ends the command
+/// quietly (see [`main`]) instead of `println!`'s panic.
+fn stdout() -> std::io::StdoutLock<'static> {
+    std::io::stdout().lock()
 }
 
 fn is_broken_pipe(error: &anyhow::Error) -> bool {
@@ -493,12 +529,13 @@ fn conformance(
     let summary = runner::summarize(&reports, mode);
     if json {
         let doc = serde_json::json!({ "engine": engine, "tests": reports, "summary": summary });
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        writeln!(stdout(), "{}", serde_json::to_string_pretty(&doc)?)?;
     } else {
+        let mut out = stdout();
         for line in reports.iter().filter_map(|r| runner::report_line(r, mode)) {
-            println!("{line}");
+            writeln!(out, "{line}")?;
         }
-        println!("{summary}");
+        writeln!(out, "{summary}")?;
     }
     Ok(if summary.failed == 0 {
         ExitCode::SUCCESS

@@ -9,6 +9,7 @@ use anyhow::{Context, Result, anyhow};
 use bpfemu_loader::Object;
 use bpfemu_loader::btf::json::{self, MapContents, MapEntry, MapValue};
 use bpfemu_vm::xdp::XdpRuntime;
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Reads and writes the maps of `runtime`, which was built from `object`.
@@ -95,6 +96,20 @@ impl<'a> MapIo<'a> {
             .map_err(|e| anyhow!("{e}"))
     }
 
+    /// Every map's entries as raw bytes, keyed by map name and key: what the expectations
+    /// compare (cheap next to the typed dump, and exact).
+    pub fn raw_snapshot(&mut self) -> Result<RawMaps> {
+        let mut snapshot = RawMaps::new();
+        for (index, spec) in self.object.maps.iter().enumerate() {
+            let (maps, mem) = self.runtime.maps_mut();
+            let entries = maps
+                .dump(mem, index)
+                .map_err(|e| anyhow!("map {}: {e}", spec.name))?;
+            snapshot.insert(spec.name.clone(), entries.into_iter().collect());
+        }
+        Ok(snapshot)
+    }
+
     fn map_index(&self, name: &str) -> Result<usize> {
         self.object
             .maps
@@ -108,6 +123,40 @@ impl<'a> MapIo<'a> {
         let spec = &self.object.maps[index];
         json::is_per_cpu(spec.map_type).then(|| (spec.value_size as usize).div_ceil(8) * 8)
     }
+}
+
+/// Map name -> key -> value, all raw bytes (per-CPU values as the syscall side has them).
+pub type RawMaps = BTreeMap<String, BTreeMap<Vec<u8>, Vec<u8>>>;
+
+/// One entry of map `name` as compact JSON typed by BTF (`{"key":..,"value":..}` as bpftool
+/// formats it), or as hex when the object has no BTF for the map.
+pub fn describe_entry(object: &Object, name: &str, key: &[u8], value: &[u8]) -> String {
+    let typed = object
+        .maps
+        .iter()
+        .find(|m| m.name == name)
+        .and_then(|spec| {
+            let slot =
+                json::is_per_cpu(spec.map_type).then(|| (spec.value_size as usize).div_ceil(8) * 8);
+            let contents = MapContents {
+                name: name.to_owned(),
+                entries: vec![MapEntry {
+                    key: key.to_vec(),
+                    value: split_value(value.to_vec(), slot, spec.value_size),
+                }],
+            };
+            let doc =
+                json::dump_map_contents(&[contents], &object.maps, object.btf.as_ref()).ok()?;
+            let formatted = doc.get(name)?.get(0)?.get("formatted")?;
+            Some(formatted.to_string())
+        });
+    typed.unwrap_or_else(|| {
+        format!(
+            "{{\"key\":\"{}\",\"value\":\"{}\"}}",
+            crate::replay::hex(key),
+            crate::replay::hex(value)
+        )
+    })
 }
 
 fn per_cpu_bytes(values: &[Vec<u8>], slot: Option<usize>) -> Vec<u8> {

@@ -26,8 +26,11 @@ pub struct Packet {
 /// A capture that cannot be read, naming the file and where.
 #[derive(Debug, thiserror::Error)]
 pub enum PcapReadError {
-    #[error("{path}: {source}")]
-    Io { path: PathBuf, source: io::Error },
+    /// The OS error is kept out of the error chain (no `source`), so that it is said once.
+    #[error("{path}: {}", os_reason(.error))]
+    Io { path: PathBuf, error: io::Error },
+    #[error("{path}: is a directory, not a capture")]
+    Directory { path: PathBuf },
     #[error("{path}: not a pcap or pcapng file")]
     NotPcap { path: PathBuf },
     #[error(
@@ -53,6 +56,30 @@ pub enum PcapReadError {
         index: usize,
         interface: u32,
     },
+}
+
+/// The bytes of a capture: the file, or standard input for `-`.
+pub fn open_source(path: &Path) -> Result<Box<dyn Read + Send>, PcapReadError> {
+    if path.as_os_str() == "-" {
+        return Ok(Box::new(io::stdin()));
+    }
+    if path.is_dir() {
+        return Err(PcapReadError::Directory { path: path.into() });
+    }
+    let file = File::open(path).map_err(|error| PcapReadError::Io {
+        path: path.into(),
+        error,
+    })?;
+    Ok(Box::new(file))
+}
+
+/// An OS error as tcpdump words it: the reason alone, without "(os error N)".
+fn os_reason(error: &io::Error) -> String {
+    let text = error.to_string();
+    match text.find(" (os error") {
+        Some(cut) => text[..cut].to_owned(),
+        None => text,
+    }
 }
 
 /// A pcapng interface: what its packets' timestamps mean.
@@ -94,12 +121,9 @@ enum Step {
 }
 
 impl PcapReader {
+    /// Opens a capture file; `-` is standard input, as for tcpdump's `-r -`.
     pub fn open(path: &Path) -> Result<PcapReader, PcapReadError> {
-        let file = File::open(path).map_err(|source| PcapReadError::Io {
-            path: path.into(),
-            source,
-        })?;
-        Self::from_reader(path, file)
+        Self::from_reader(path, open_source(path)?)
     }
 
     /// Reads a capture from any byte source; `path` names it in messages.

@@ -7,7 +7,8 @@
 //! instruction budget) is reported with an `error` and the replay goes on. A capture that breaks off is reported after everything read
 //! before it has been written out: no processed packet is lost from the outputs.
 
-use crate::expect::{Expectations, PacketExpectation};
+use crate::digest::{HashingReader, StreamDigest};
+use crate::expect::{Checker, PacketRecord, Recorder, RunIdentity, file_name, map_delta};
 use crate::mapio::MapIo;
 use crate::pcap::{Packet, PcapReader, PcapWriter};
 use crate::rss;
@@ -83,26 +84,17 @@ impl PacketResult {
             Err(e) => json!({ "index": self.index, "cpu": self.cpu, "error": e }),
         }
     }
+}
 
-    fn expectation(&self) -> PacketExpectation {
-        match &self.outcome {
-            Ok(o) => PacketExpectation {
-                index: self.index,
-                action: Some(action_name(o.action).to_owned()),
-                retval: Some(o.retval),
-                data: Some(hex(&o.data_out)),
-                redirect: o.redirect.as_ref().map(ToString::to_string),
-                error: None,
-            },
-            Err(e) => PacketExpectation {
-                index: self.index,
-                action: None,
-                retval: None,
-                data: None,
-                redirect: None,
-                error: Some(e.clone()),
-            },
-        }
+/// Every name [`action_name`] gives: the captures `--out-dir` may hold.
+const ACTIONS: [&str; 6] = ["aborted", "drop", "pass", "tx", "redirect", "unknown"];
+
+/// An OS error's reason without Rust's "(os error N)" suffix, as tcpdump prints it.
+pub fn io_reason(error: &std::io::Error) -> String {
+    let text = error.to_string();
+    match text.find(" (os error") {
+        Some(cut) => text[..cut].to_owned(),
+        None => text,
     }
 }
 
@@ -134,15 +126,35 @@ pub struct Summary {
     pub per_action: BTreeMap<&'static str, usize>,
     pub elapsed: Duration,
     pub insns: u64,
+    /// Packets refused or whose run stopped (a fault, the instruction budget).
+    pub faulted: usize,
+    /// The first of them: its index and why.
+    pub first_fault: Option<(usize, String)>,
 }
 
 impl Summary {
     fn add(&mut self, result: &PacketResult) {
         self.packets += 1;
         *self.per_action.entry(result.action_name()).or_default() += 1;
-        if let Ok(o) = &result.outcome {
-            self.insns += o.insns_executed;
+        match &result.outcome {
+            Ok(o) => self.insns += o.insns_executed,
+            Err(why) => {
+                self.faulted += 1;
+                if self.first_fault.is_none() {
+                    self.first_fault = Some((result.index, why.clone()));
+                }
+            }
         }
+    }
+
+    /// "N packets faulted, the first: packet I: why", when any did.
+    pub fn fault_line(&self) -> Option<String> {
+        let (index, why) = self.first_fault.as_ref()?;
+        let plural = if self.faulted == 1 { "" } else { "s" };
+        Some(format!(
+            "{} packet{plural} faulted, the first: packet {index}: {why}",
+            self.faulted
+        ))
     }
 
     pub fn packets_per_sec(&self) -> f64 {
@@ -157,6 +169,10 @@ impl Summary {
                 "elapsed_ms": self.elapsed.as_secs_f64() * 1e3,
                 "packets_per_sec": self.packets_per_sec(),
                 "insns": self.insns,
+                "faulted": self.faulted,
+                "first_fault": self.first_fault.as_ref().map(|(index, error)| {
+                    json!({ "index": index, "error": error })
+                }),
             }
         })
     }
@@ -175,6 +191,10 @@ impl Summary {
             self.packets_per_sec(),
             self.insns
         );
+        if let Some(line) = self.fault_line() {
+            out += &line;
+            out.push('\n');
+        }
         out
     }
 }
@@ -186,8 +206,32 @@ struct ActionCaptures {
 }
 
 impl ActionCaptures {
+    /// Prepares `dir` before the replay: created when missing, refused when it is no
+    /// directory, and emptied of the captures an earlier replay left, so that what it holds
+    /// afterwards is this replay's alone.
     fn new(dir: &Path) -> Result<ActionCaptures> {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        if dir.exists() && !dir.is_dir() {
+            bail!("--out-dir {}: not a directory", dir.display());
+        }
+        std::fs::create_dir_all(dir).map_err(|e| {
+            anyhow::anyhow!(
+                "--out-dir {}: cannot create it: {}",
+                dir.display(),
+                io_reason(&e)
+            )
+        })?;
+        for action in ACTIONS {
+            let stale = dir.join(format!("{action}.pcap"));
+            match std::fs::remove_file(&stale) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => bail!(
+                    "cannot remove the earlier {}: {}",
+                    stale.display(),
+                    io_reason(&e)
+                ),
+            }
+        }
         Ok(ActionCaptures {
             dir: dir.to_owned(),
             writers: BTreeMap::new(),
@@ -235,8 +279,8 @@ pub struct Replayer {
 impl Replayer {
     pub fn new(opts: &ReplayOptions) -> Result<Replayer> {
         let path = &opts.object;
-        let object = bpfemu_loader::load_file(path, &opts.load)
-            .with_context(|| format!("cannot load {}", path.display()))?;
+        // The loader's errors name the file.
+        let object = bpfemu_loader::load_file(path, &opts.load)?;
         let program_name = pick_program(&object, opts.program.as_deref())?;
         let fib = match &opts.fib {
             Some(file) => Some(bpfemu_vm::fib::Fib::from_json_file(file)?),
@@ -288,6 +332,11 @@ impl Replayer {
         }
     }
 
+    /// Every map's entries as raw bytes (what expectations compare).
+    pub fn raw_maps(&mut self) -> Result<crate::mapio::RawMaps> {
+        MapIo::new(&self.object, &mut self.runtime).raw_snapshot()
+    }
+
     /// The maps as `--dump-maps` writes them.
     pub fn maps_json(&mut self) -> Result<serde_json::Value> {
         MapIo::new(&self.object, &mut self.runtime).dump()
@@ -332,23 +381,61 @@ fn pick_program(object: &Object, wanted: Option<&str>) -> Result<String> {
     }
 }
 
-/// Runs the whole replay as the command line asked; returns the process exit code.
+/// Runs the whole replay as the command line asked; returns the process exit code: 0, or 1
+/// when a packet faulted or a check found a difference.
 pub fn replay(opts: &ReplayOptions) -> Result<u8> {
-    let mut replayer = Replayer::new(opts)?;
-    let reader = PcapReader::open(&opts.capture)?;
-    let expected = match &opts.check {
-        Some(file) => Some(Expectations::load(file)?),
-        None => None,
-    };
+    // Every output is checked before any work, so that a bad path fails in a moment.
+    check_dump_target(opts.dump_maps.as_deref())?;
     let mut captures = opts
         .out_dir
         .as_deref()
         .map(ActionCaptures::new)
         .transpose()?;
+    let mut replayer = Replayer::new(opts)?;
+    let expectations = opts.record.is_some() || opts.check.is_some();
+    let identity = if expectations {
+        Some(run_identity(opts, &replayer.program_name)?)
+    } else {
+        None
+    };
+    let mut checker = match &opts.check {
+        Some(file) => Some(Checker::open(file)?),
+        None => None,
+    };
+    if let (Some(checker), Some(now), Some(file)) = (&checker, &identity, &opts.check) {
+        if let Some(note) = checker.recorded.object_change(now) {
+            writeln!(std::io::stderr(), "bpfemu: {note}; comparing its behaviour")?;
+        }
+        let changes = checker.recorded.changes(now);
+        if !changes.is_empty() {
+            let mut err = std::io::stderr().lock();
+            writeln!(
+                err,
+                "check failed: this run is not the one recorded in {}:",
+                file.display()
+            )?;
+            for change in changes {
+                writeln!(err, "  {change}")?;
+            }
+            return Ok(1);
+        }
+    }
+    let mut recorder = match &opts.record {
+        Some(file) => Some(Recorder::create(file)?),
+        None => None,
+    };
+    if let (Some(recorder), Some(run)) = (recorder.as_mut(), &identity) {
+        recorder.header(run)?;
+    }
+    let maps_before = if expectations {
+        Some(replayer.raw_maps()?)
+    } else {
+        None
+    };
+    let (reader, capture_digest) = open_capture(&opts.capture)?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let mut summary = Summary::default();
-    let mut recorded = Vec::new();
     let mut first_difference = None;
     let mut capture_error = None;
     let progress = Progress::new(opts.progress, &opts.capture);
@@ -374,13 +461,13 @@ pub fn replay(opts: &ReplayOptions) -> Result<u8> {
         if let Some(captures) = captures.as_mut() {
             captures.write(&packet, &result)?;
         }
-        if expected.is_some() || opts.record.is_some() {
-            let expectation = result.expectation();
-            if let (Some(exp), None) = (&expected, &first_difference) {
-                first_difference = exp.compare_packet(&expectation);
+        if expectations {
+            let record = PacketRecord::new(&packet.data, &result);
+            if let Some(recorder) = recorder.as_mut() {
+                recorder.packet(&record)?;
             }
-            if opts.record.is_some() {
-                recorded.push(expectation);
+            if let (Some(checker), None) = (checker.as_mut(), &first_difference) {
+                first_difference = checker.packet(&packet.data, &record)?;
             }
         }
         progress.tick(summary.packets);
@@ -390,15 +477,8 @@ pub fn replay(opts: &ReplayOptions) -> Result<u8> {
     if let Some(captures) = captures {
         captures.finish()?;
     }
-    // The final maps only when something reads them: a dump of big maps is not free.
-    let wants_maps = opts.dump_maps.is_some() || opts.record.is_some() || expected.is_some();
-    let maps = if wants_maps {
-        replayer.maps_json()?
-    } else {
-        serde_json::Value::Null
-    };
     if let Some(file) = &opts.dump_maps {
-        write_json(file, &maps)?;
+        write_json(file, &replayer.maps_json()?)?;
     }
     if opts.json {
         writeln!(out, "{}", summary.to_json())?;
@@ -406,28 +486,115 @@ pub fn replay(opts: &ReplayOptions) -> Result<u8> {
         write!(out, "{}", summary.table())?;
     }
     out.flush()?;
-    if let Some(file) = &opts.record {
-        let exp = Expectations::new(opts, &replayer.program_name, recorded, maps.clone());
-        exp.save(file)?;
-    }
     if let Some(error) = capture_error {
+        if let Some(recorder) = recorder {
+            recorder.abandon();
+        }
         bail!(
             "{error} ({} packets before it were replayed and written out)",
             summary.packets
         );
     }
-    if let Some(exp) = &expected {
-        let difference = first_difference.or_else(|| exp.compare_end(summary.packets, &maps));
-        if let Some(difference) = difference {
-            eprintln!("{difference}");
-            return Ok(1);
+    let mut code = 0;
+    if let Some(before) = &maps_before {
+        let after = replayer.raw_maps()?;
+        let digest = capture_digest.map(|d| d.hex()).unwrap_or_default();
+        if let Some(recorder) = recorder {
+            recorder.finish(summary.packets, digest.clone(), &map_delta(before, &after))?;
         }
-        eprintln!(
-            "check passed: {} packets and the final maps as expected",
-            summary.packets
+        if let (Some(checker), Some(file)) = (checker, &opts.check) {
+            let object = &replayer.object;
+            let describe = |map: &str, key: &[u8], value: &[u8]| {
+                crate::mapio::describe_entry(object, map, key, value)
+            };
+            let mut problems =
+                checker.finish(summary.packets, &digest, before, &after, describe)?;
+            let at = usize::from(problems.first().is_some_and(|p| p.starts_with("capture:")));
+            if let Some(difference) = first_difference {
+                problems.insert(at, difference);
+            }
+            let mut err = std::io::stderr().lock();
+            if problems.is_empty() {
+                writeln!(
+                    err,
+                    "check passed: {} packets and the final maps as recorded in {}",
+                    summary.packets,
+                    file.display()
+                )?;
+            } else {
+                writeln!(err, "check failed against {}:", file.display())?;
+                for problem in problems {
+                    writeln!(err, "{problem}")?;
+                }
+                code = 1;
+            }
+        }
+    }
+    if let Some(line) = summary.fault_line() {
+        if opts.json {
+            // The table says it otherwise; JSON readers get it in the summary object.
+            writeln!(std::io::stderr(), "bpfemu: {line}")?;
+        }
+        code = 1;
+    }
+    Ok(code)
+}
+
+/// What identifies this run, for `--record` and `--check`.
+fn run_identity(opts: &ReplayOptions, program: &str) -> Result<RunIdentity> {
+    let digest = |path: &Path| {
+        crate::digest::file_sha256(path).with_context(|| format!("cannot read {}", path.display()))
+    };
+    let optional = |path: &Option<PathBuf>| -> Result<(Option<String>, Option<String>)> {
+        Ok(match path {
+            Some(p) => (Some(file_name(p)), Some(digest(p)?)),
+            None => (None, None),
+        })
+    };
+    let (maps, maps_sha256) = optional(&opts.maps)?;
+    let (fib, fib_sha256) = optional(&opts.fib)?;
+    Ok(RunIdentity {
+        object: file_name(&opts.object),
+        object_sha256: digest(&opts.object)?,
+        program: program.to_owned(),
+        capture: file_name(&opts.capture),
+        seed: opts.seed,
+        cpus: opts.cpus,
+        ifindex: opts.ifindex,
+        rxq: opts.rxq,
+        maps,
+        maps_sha256,
+        fib,
+        fib_sha256,
+        map_sizes: opts.load.map_sizes.clone(),
+    })
+}
+
+/// The capture's packets, digested as they stream by (`-` is standard input).
+fn open_capture(path: &Path) -> Result<(PcapReader, Option<StreamDigest>)> {
+    let source = crate::pcap::open_source(path)?;
+    let (hashing, digest) = HashingReader::new(source);
+    Ok((PcapReader::from_reader(path, hashing)?, Some(digest)))
+}
+
+/// `--dump-maps FILE` must be writable after the replay: not a directory, in one that exists.
+fn check_dump_target(file: Option<&Path>) -> Result<()> {
+    let Some(file) = file else { return Ok(()) };
+    if file.is_dir() {
+        bail!("--dump-maps {}: is a directory", file.display());
+    }
+    let parent = match file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !parent.is_dir() {
+        bail!(
+            "--dump-maps {}: the directory {} does not exist",
+            file.display(),
+            parent.display()
         );
     }
-    Ok(0)
+    Ok(())
 }
 
 fn write_json(file: &Path, value: &serde_json::Value) -> Result<()> {

@@ -11,8 +11,9 @@ pub const MAX_CALL_FRAMES: usize = 8;
 /// An error that ends a run.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum VmError {
+    /// Boxed: faults are rare, and every `Result` that can carry one stays small.
     #[error("insn {pc}: {fault}")]
-    Memory { pc: usize, fault: MemFault },
+    Memory { pc: usize, fault: Box<MemFault> },
     #[error(
         "insn {pc}: call depth exceeded: a call to insn {target} would need frame {}, at most {} frames are allowed",
         MAX_CALL_FRAMES,

@@ -69,12 +69,18 @@ pub enum HelperError {
     /// The environment has no helper with this id.
     #[error("unknown helper {0}")]
     Unknown(i32),
-    /// The helper was handed memory the program does not own.
+    /// The helper was handed memory the program does not own (boxed: rare, and large).
     #[error(transparent)]
-    Memory(#[from] MemFault),
+    Memory(Box<MemFault>),
     /// Any other failure, described for the user.
     #[error("{0}")]
     Failed(String),
+}
+
+impl From<MemFault> for HelperError {
+    fn from(fault: MemFault) -> HelperError {
+        HelperError::Memory(Box::new(fault))
+    }
 }
 
 /// An environment without helpers: every call is [`HelperError::Unknown`].

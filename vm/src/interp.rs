@@ -359,7 +359,10 @@ impl Machine<'_> {
     }
 
     fn fault(&self, fault: MemFault) -> VmError {
-        VmError::Memory { pc: self.pc, fault }
+        VmError::Memory {
+            pc: self.pc,
+            fault: Box::new(fault),
+        }
     }
 
     /// `addr_space_cast`: a cast out of the arena (imm 1) is a 32-bit move, which is what
@@ -470,7 +473,10 @@ impl Machine<'_> {
         let slot = self
             .mem
             .slice_mut(addr, n)
-            .map_err(|fault| VmError::Memory { pc, fault })?;
+            .map_err(|fault| VmError::Memory {
+                pc,
+                fault: Box::new(fault),
+            })?;
         let mut word = [0u8; 8];
         word[..n].copy_from_slice(slot);
         let old = u64::from_le_bytes(word);

@@ -5,7 +5,8 @@
 //!
 //! - [`memory`]: [`Memory`], the live [`Region`]s a program may touch. Programs see real host
 //!   addresses, but every access is validated against the regions; an access outside them is a
-//!   [`VmError::Memory`] naming the pc, the address, the size and the nearest region.
+//!   [`VmError::Memory`] naming the pc, the place relative to the nearest region (`pkt+54`,
+//!   `fp-8`: never the host address, which changes from run to run), the size and the region.
 //! - [`interp`]: the [`Interpreter`] and its [`Options`] (instruction budget, `may_goto`
 //!   count).
 //! - [`helpers`]: the [`Helpers`] trait through which programs call helper functions.
@@ -33,8 +34,10 @@
 //! // Reading past the end of the buffer is a reported fault, not undefined behaviour.
 //! let mut short = [0u8; 6];
 //! let err = run_on_buffer(&prog, &mut short, &mut NoHelpers).unwrap_err();
-//! assert!(err.to_string().starts_with("insn 0: invalid read of 4 bytes at 0x"));
-//! assert!(err.to_string().contains("2 bytes past the end of input buffer"));
+//! assert_eq!(
+//!     err.to_string(),
+//!     "insn 0: invalid read of 4 bytes at input+4: 2 bytes past the end of input buffer (6 bytes)"
+//! );
 //! ```
 
 pub mod alu;

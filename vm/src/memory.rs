@@ -163,6 +163,28 @@ impl Region {
             end: self.end(),
         }
     }
+
+    /// `addr` relative to this region, as a program's author names it: `pkt+54`, `fp-8`
+    /// (stack offsets count from the frame pointer, the end of the frame), `map value+12`,
+    /// `ctx+4`, `.bss+16`. Stable from run to run, unlike the host address.
+    fn place(&self, addr: u64) -> String {
+        let (label, origin) = match &self.kind {
+            RegionKind::Stack { frame: 0 } => ("fp".to_owned(), self.end()),
+            RegionKind::Stack { frame } => (format!("frame {frame} fp"), self.end()),
+            RegionKind::Input => ("input".to_owned(), self.base()),
+            RegionKind::Ctx => ("ctx".to_owned(), self.base()),
+            RegionKind::Packet => ("pkt".to_owned(), self.base()),
+            RegionKind::MapValue { .. } => ("map value".to_owned(), self.base()),
+            RegionKind::Global { section } => (section.clone(), self.base()),
+            RegionKind::Other { name } => (name.clone(), self.base()),
+        };
+        let off = i128::from(addr) - i128::from(origin);
+        if off < 0 {
+            format!("{label}-{}", -off)
+        } else {
+            format!("{label}+{off}")
+        }
+    }
 }
 
 /// Read or write, for fault reports.
@@ -189,9 +211,12 @@ pub struct RegionInfo {
     pub end: u64,
 }
 
+/// The name and size: never the host addresses, which change from run to run.
 impl fmt::Display for RegionInfo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({:#x}-{:#x})", self.name, self.start, self.end)
+        let len = self.end.wrapping_sub(self.start);
+        let plural = if len == 1 { "" } else { "s" };
+        write!(f, "{} ({len} byte{plural})", self.name)
     }
 }
 
@@ -221,7 +246,11 @@ pub enum FaultCause {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MemFault {
     pub access: Access,
+    /// The host address, for the host's use; messages give [`MemFault::place`] instead.
     pub addr: u64,
+    /// Where the access was, relative to the region it hit or came nearest (`pkt+54`,
+    /// `fp-8`), or the address itself when it is far below any host memory (a small scalar).
+    pub place: Box<str>,
     pub len: usize,
     pub cause: FaultCause,
 }
@@ -231,8 +260,8 @@ impl fmt::Display for MemFault {
         let plural = if self.len == 1 { "" } else { "s" };
         write!(
             f,
-            "invalid {} of {} byte{plural} at {:#x}: ",
-            self.access, self.len, self.addr
+            "invalid {} of {} byte{plural} at {}: ",
+            self.access, self.len, self.place
         )?;
         match &self.cause {
             FaultCause::OutOfBounds { nearest: None } => f.write_str("no memory region is mapped"),
@@ -480,6 +509,7 @@ impl Memory {
         MemFault {
             access,
             addr,
+            place: self.regions[index].place(addr).into(),
             len,
             cause: FaultCause::CtxAccess {
                 region: self.regions[index].describe(),
@@ -507,6 +537,7 @@ impl Memory {
             return Err(MemFault {
                 access,
                 addr,
+                place: region.place(addr).into(),
                 len,
                 cause: FaultCause::ReadOnly {
                     region: region.describe(),
@@ -540,13 +571,49 @@ impl Memory {
             .regions
             .iter()
             .map(|r| (r, position(r, addr, len)))
-            .min_by_key(|(_, (_, distance))| *distance)
+            .min_by_key(|(_, (_, distance))| *distance);
+        let place = self.place_near(addr, nearest.as_ref().map(|(r, (_, gap))| (*r, *gap)));
+        // A region far away says nothing useful, and the distance to it is host layout.
+        let nearest = nearest
+            .filter(|(_, (_, gap))| *gap <= NEAR && addr >= SMALL_ADDRESS)
             .map(|(r, (pos, _))| (r.describe(), pos));
         MemFault {
             access,
             addr,
+            place: place.into(),
             len,
             cause: FaultCause::OutOfBounds { nearest },
+        }
+    }
+}
+
+/// Accesses farther than this from every region are not described relative to one.
+const NEAR: u128 = 1 << 30;
+
+/// Below this, an address is a small number the program made, not a host address (the host's
+/// heap and mappings lie far above it), and is shown as it is.
+const SMALL_ADDRESS: u64 = 1 << 32;
+
+impl Memory {
+    /// `addr` for a message: relative to the region that holds it or lies nearest, never the
+    /// host address (see [`MemFault::place`]).
+    pub fn place(&self, addr: u64) -> String {
+        if let Some((index, _)) = self.find(addr, 1) {
+            return self.regions[index].place(addr);
+        }
+        let nearest = self
+            .regions
+            .iter()
+            .map(|r| (r, position(r, addr, 1).1))
+            .min_by_key(|(_, gap)| *gap);
+        self.place_near(addr, nearest)
+    }
+
+    fn place_near(&self, addr: u64, nearest: Option<(&Region, u128)>) -> String {
+        match nearest {
+            Some((region, gap)) if gap <= NEAR && addr >= SMALL_ADDRESS => region.place(addr),
+            _ if addr < SMALL_ADDRESS => format!("{addr:#x}"),
+            _ => "an address far from every region".to_owned(),
         }
     }
 }
@@ -604,9 +671,9 @@ mod tests {
             }
         );
         let text = mem.read(base - 3, 1).unwrap_err().to_string();
-        assert!(
-            text.contains("3 bytes before the start of input buffer"),
-            "{text}"
+        assert_eq!(
+            text,
+            "invalid read of 1 byte at input-3: 3 bytes before the start of input buffer (16 bytes)"
         );
     }
 
@@ -668,6 +735,46 @@ mod tests {
         }
         assert!(mem.write(base, 4, 0).is_err());
         assert!(mem.slice(base, 4).is_err());
+    }
+
+    #[test]
+    fn faults_name_places_relative_to_regions_never_host_addresses() {
+        let mut mem = Memory::new();
+        let stack = mem.add_stack_frame(0);
+        let pkt = mem.add_windowed(RegionKind::Packet, 128, (16, 60), true);
+        let value = mem.add_zeroed(
+            RegionKind::MapValue {
+                map: "counters".into(),
+            },
+            8,
+            false,
+        );
+        let fp = mem.region(stack).unwrap().end();
+        let data = mem.region(pkt).unwrap().base();
+        let val = mem.region(value).unwrap().base();
+        let faults = [
+            mem.read(data + 58, 4).unwrap_err(),
+            mem.read(fp, 8).unwrap_err(),
+            mem.write(val + 4, 4, 0).unwrap_err(),
+            mem.read(16, 8).unwrap_err(),
+        ];
+        let texts: Vec<String> = faults.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            texts,
+            [
+                "invalid read of 4 bytes at pkt+58: 2 bytes past the end of packet (60 bytes)",
+                "invalid read of 8 bytes at fp+0: 8 bytes past the end of stack frame 0 (512 bytes)",
+                "invalid write of 4 bytes at map value+4: value of map counters (8 bytes) is read-only",
+                "invalid read of 8 bytes at 0x10: no memory region is mapped",
+            ]
+        );
+        assert_eq!(mem.place(fp - 8), "fp-8");
+        assert_eq!(mem.place(data + 54), "pkt+54");
+        assert_eq!(mem.place(val + 12), "map value+12");
+        for (fault, text) in faults.iter().zip(&texts) {
+            let host = format!("{:x}", fault.addr);
+            assert!(fault.addr < 1 << 32 || !text.contains(&host), "{text}");
+        }
     }
 
     #[test]

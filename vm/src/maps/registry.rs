@@ -231,12 +231,15 @@ impl Maps {
             .iter()
             .position(|m| m.ringbuf_owns(mem, sample))
             .ok_or_else(|| {
-                HelperError::Failed(format!("{sample:#x} is not a ring buffer sample"))
+                HelperError::Failed(format!("{} is not a ring buffer sample", mem.place(sample)))
             })?;
         self.maps[index]
             .ringbuf_commit(mem, sample, discard)
             .map_err(|e| {
-                HelperError::Failed(format!("{sample:#x} is not a reserved sample: {e}"))
+                HelperError::Failed(format!(
+                    "{} is not a reserved sample: {e}",
+                    mem.place(sample)
+                ))
             })?;
         Ok(0)
     }

@@ -35,8 +35,8 @@ pub fn get_numa_node_id(_env: &mut XdpEnv<'_>, _a: [u64; 5], _mem: &mut Memory) 
 pub fn spin_lock(_env: &mut XdpEnv<'_>, a: [u64; 5], mem: &mut Memory) -> HelperResult {
     if mem.read(a[0], 4)? != 0 {
         return Err(HelperError::Failed(format!(
-            "bpf_spin_lock on {:#x}, which is held already: this would deadlock",
-            a[0]
+            "bpf_spin_lock on {}, which is held already: this would deadlock",
+            mem.place(a[0])
         )));
     }
     mem.write(a[0], 4, 1)?;
@@ -66,8 +66,9 @@ pub fn read_cstr(mem: &Memory, addr: u64, max: usize) -> Option<Vec<u8>> {
 pub fn strncmp(_env: &mut XdpEnv<'_>, a: [u64; 5], mem: &mut Memory) -> HelperResult {
     let n = a[1] as u32 as usize;
     let s1 = if n == 0 { &[][..] } else { mem.slice(a[0], n)? };
-    let s2 = read_cstr(mem, a[2], n)
-        .ok_or_else(|| HelperError::Failed(format!("bpf_strncmp: {:#x} is no string", a[2])))?;
+    let s2 = read_cstr(mem, a[2], n).ok_or_else(|| {
+        HelperError::Failed(format!("bpf_strncmp: {} is no string", mem.place(a[2])))
+    })?;
     let ord = c_strncmp(s1, &s2);
     ret(ord as i64 as u64)
 }
