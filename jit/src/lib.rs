@@ -40,7 +40,10 @@
 //!
 //! // Past the end of the buffer: the interpreter's fault, not undefined behaviour.
 //! let err = exe.run([addr + 2, 8, 0, 0, 0], &mut mem, &mut NoHelpers).unwrap_err();
-//! assert!(err.to_string().starts_with("insn 0: invalid read of 4 bytes at 0x"));
+//! assert_eq!(
+//!     err.to_string(),
+//!     "insn 0: invalid read of 4 bytes at input+6: 2 bytes past the end of input buffer (8 bytes)"
+//! );
 //! ```
 
 pub mod bounds;

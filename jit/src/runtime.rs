@@ -121,7 +121,7 @@ pub unsafe extern "C" fn jit_check(
 fn fail_mem(ctx: &mut RunCtx, pc: u64, fault: MemFault) -> u64 {
     ctx.error = Some(VmError::Memory {
         pc: pc as usize,
-        fault,
+        fault: Box::new(fault),
     });
     STATUS_FAIL
 }
