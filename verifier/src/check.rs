@@ -552,13 +552,52 @@ fn successors(insns: &[RawInsn], t: usize) -> Vec<i64> {
     }
 }
 
-/// `check_max_stack_depth`: walks every call chain from subprogram 0 (and from each
-/// callback or async callback root in `roots`) and refuses one whose frames together use more
-/// than 512 bytes. `depths[i]` is subprogram `i`'s stack depth rounded as the kernel rounds it
-/// (`round_up(max(depth, 1), 32)` with the JIT), `calls[i]` the subprograms it calls directly.
+/// `check_max_stack_depth` after exploration: every call chain from the main program (and
+/// from each async callback) may use at most 512 bytes of stack in total, each frame's depth
+/// rounded as the JIT rounds it; a subprogram with a tail call may not be reached with 256
+/// bytes or more below it. Callbacks whose address is taken count as calls, as in the kernel.
+pub fn check_stack_depths(env: &mut Env<'_>) -> Result<(), Reject> {
+    let insns = env.input.insns;
+    let starts: Vec<usize> = env.subprogs.iter().map(|s| s.start).collect();
+    let calls: Vec<Vec<usize>> = (0..starts.len())
+        .map(|i| {
+            let end = starts.get(i + 1).copied().unwrap_or(insns.len());
+            (starts[i]..end)
+                .filter(|&pc| is_pseudo_call(&insns[pc]) || is_pseudo_func(&insns[pc]))
+                .filter_map(|pc| {
+                    let target = (pc as i64 + insns[pc].imm as i64 + 1) as usize;
+                    starts.iter().position(|&s| s == target)
+                })
+                .collect()
+        })
+        .collect();
+    let depths: Vec<i32> = env
+        .subprogs
+        .iter()
+        .map(|s| round_up_stack_depth(s.stack_depth as i32))
+        .collect();
+    let tail_calls: Vec<bool> = env.subprogs.iter().map(|s| s.has_tail_call).collect();
+    let roots: Vec<usize> = (0..env.subprogs.len())
+        .filter(|&i| i == 0 || env.subprogs[i].is_async_cb)
+        .collect();
+    check_max_stack_depth(&depths, &calls, &tail_calls, &roots).map_err(|e| {
+        let errno = errno_of(e.errno);
+        env.reject(errno, e.message)
+    })
+}
+
+/// `round_up_stack_depth` with the JIT on (as on x86-64 with `bpf_jit_enable`): 16 bytes.
+fn round_up_stack_depth(depth: i32) -> i32 {
+    (depth + 15) & !15
+}
+
+/// The walk of [`check_stack_depths`] over plain data: `depths[i]` is subprogram `i`'s
+/// rounded stack depth, `calls[i]` the subprograms it calls (or takes the address of) in
+/// instruction order, `tail_calls[i]` whether it has a tail call.
 pub fn check_max_stack_depth(
     depths: &[i32],
     calls: &[Vec<usize>],
+    tail_calls: &[bool],
     roots: &[usize],
 ) -> Result<(), CheckError> {
     for &root in roots {
@@ -568,26 +607,32 @@ pub fn check_max_stack_depth(
             return Err(stack_too_large(frames.len(), total));
         }
         while let Some(&mut (sub, ref mut next)) = frames.last_mut() {
-            if let Some(&callee) = calls[sub].get(*next) {
-                *next += 1;
-                if frames.len() >= MAX_CALL_FRAMES {
-                    return Err(CheckError::new(
-                        E2BIG,
-                        None,
-                        format!(
-                            "the call stack of {} frames is too deep !",
-                            frames.len() + 1
-                        ),
-                    ));
-                }
-                frames.push((callee, 0));
-                total += depths[callee];
-                if total > MAX_BPF_STACK {
-                    return Err(stack_too_large(frames.len(), total));
-                }
-            } else {
+            let Some(&callee) = calls[sub].get(*next) else {
                 total -= depths[sub];
                 frames.pop();
+                continue;
+            };
+            *next += 1;
+            if frames.len() >= MAX_CALL_FRAMES {
+                return Err(CheckError::new(
+                    E2BIG,
+                    None,
+                    format!("the call stack of {} frames is too deep !", frames.len()),
+                ));
+            }
+            if tail_calls[callee] && total >= 256 {
+                return Err(CheckError::new(
+                    EACCES,
+                    None,
+                    format!(
+                        "tail_calls are not allowed when call stack of previous frames is {total} bytes. Too large"
+                    ),
+                ));
+            }
+            frames.push((callee, 0));
+            total += depths[callee];
+            if total > MAX_BPF_STACK {
+                return Err(stack_too_large(frames.len(), total));
             }
         }
     }
@@ -1062,8 +1107,9 @@ mod tests {
     #[test]
     fn stack_depth_chain() {
         let calls = vec![vec![1], vec![2], vec![]];
-        assert!(check_max_stack_depth(&[256, 128, 128], &calls, &[0]).is_ok());
-        let err = check_max_stack_depth(&[256, 128, 160], &calls, &[0]).unwrap_err();
+        let tails = [false; 3];
+        assert!(check_max_stack_depth(&[256, 128, 128], &calls, &tails, &[0]).is_ok());
+        let err = check_max_stack_depth(&[256, 128, 160], &calls, &tails, &[0]).unwrap_err();
         assert_eq!(
             err.message,
             "combined stack size of 3 calls is 544. Too large"

@@ -59,7 +59,8 @@ pub fn run(input: &ProgramInput<'_>, opts: &Options) -> Verdict {
     let result = check::check_program(&mut env, &pre).and_then(|()| {
         liveness::compute_live_registers(&mut env);
         print_live_regs(&mut env);
-        do_check_main(&mut env, opts)
+        do_check_main(&mut env, opts)?;
+        check::check_stack_depths(&mut env)
     });
     finish(env, result, started)
 }

@@ -303,12 +303,18 @@ pub fn check_mem_access(
         RegType::Ctx => {
             check_ptr_off_reg(env, &reg, r)?;
             let write = access == AccessType::Write;
-            let Some(ctx) = env.prog_type.ctx_access(
-                off,
-                size_bytes as u32,
-                write,
-                env.input.expected_attach_type,
-            ) else {
+            let ctx = env
+                .prog_type
+                .ctx_access(
+                    off,
+                    size_bytes as u32,
+                    write,
+                    env.input.expected_attach_type,
+                )
+                // A sign-extending load of a pointer field is refused like a bad offset
+                // (measured on 6.18: ldxsw of data, data_end or data_meta).
+                .filter(|c| !is_ldsx || c.reg_type == RegType::Scalar);
+            let Some(ctx) = ctx else {
                 crate::log::print_source_line(env, env.insn_idx);
                 return Err(env.reject(
                     Errno::Eacces,
