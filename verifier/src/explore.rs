@@ -183,7 +183,51 @@ fn entry_state() -> VerifierState {
 fn do_check_main(env: &mut Env<'_>, opts: &Options) -> Result<(), Reject> {
     let state = entry_state();
     env.log.scratch_all();
-    do_check(env, state, opts)
+    do_check(env, state, opts)?;
+    check_stack_depth(env)
+}
+
+/// `check_max_stack_depth` over the static call graph, after exploration.
+fn check_stack_depth(env: &mut Env<'_>) -> Result<(), Reject> {
+    let n = env.subprogs.len();
+    let depths: Vec<i32> = env
+        .subprogs
+        .iter()
+        .map(|s| (s.stack_depth.max(1) as i32 + 31) / 32 * 32)
+        .collect();
+    let mut calls = vec![Vec::new(); n];
+    let mut roots = vec![0];
+    for (pc, insn) in env.prog.iter() {
+        let target = match insn {
+            Insn::Call(CallTarget::Local(rel)) => (pc as i64 + 1 + *rel as i64) as usize,
+            Insn::LdImm64 {
+                kind: bpfemu_isa::LdImm64Kind::Func,
+                imm,
+                ..
+            } => {
+                let t = (pc as i64 + 1 + *imm as i64) as usize;
+                if let Some(s) = env.subprog_at(t) {
+                    roots.push(s);
+                }
+                continue;
+            }
+            _ => continue,
+        };
+        if let Some(callee) = env.subprog_at(target) {
+            calls[env.subprog_of(pc)].push(callee);
+        }
+    }
+    match check::check_max_stack_depth(&depths, &calls, &roots) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let errno = if e.errno == 7 {
+                Errno::E2big
+            } else {
+                Errno::Eacces
+            };
+            Err(env.reject(errno, e.message))
+        }
+    }
 }
 
 /// `do_check`: the walk from `state` until every pushed branch is done.
@@ -374,7 +418,14 @@ fn is_state_visited(
             continue;
         }
         let mut hit = false;
-        if e.branches > 0 {
+        let may_goto = matches!(env.insn(pc), Some(Insn::MayGoto { .. }));
+        if e.branches > 0
+            && may_goto
+            && e.state.may_goto_depth != state.may_goto_depth
+            && states_equal(env, &e.state, state, Exact::RangeWithin)
+        {
+            hit = true;
+        } else if e.branches > 0 {
             if states_maybe_looping(&e.state, state)
                 && states_equal(env, &e.state, state, Exact::Exact)
                 && e.state.may_goto_depth == state.may_goto_depth
@@ -458,6 +509,7 @@ fn is_state_visited(
     });
     env.buckets[bucket].push(idx);
     state.parent = Some(idx);
+    state.dfs_depth = env.explored[idx].state.dfs_depth + 1;
     state.first_insn_idx = pc;
     state.jmp_history.clear();
     Ok(false)
@@ -535,10 +587,7 @@ fn do_check_insn(
             env.counters.jmps_processed += 1;
             let mut queued = state.clone();
             queued.may_goto_depth += 1;
-            if let Some(p) = state
-                .parent
-                .filter(|p| env.explored[*p].state.insn_idx == pc)
-            {
+            if let Some(p) = state.parent.and_then(|p| find_prev_entry(env, p, pc)) {
                 let old = env.explored[p].state.clone();
                 widen_imprecise_scalars(env, &old, &mut queued);
             }
@@ -622,34 +671,41 @@ fn do_check_insn(
     }
 }
 
-/// `check_resource_leak` at `exit` of the main program (`Unreleased reference`).
+/// `check_resource_leak` at `exit`: locks and RCU sections in the main program, and
+/// references not released (`Unreleased reference`).
 fn check_resource_leak(env: &mut Env<'_>, state: &VerifierState) -> Result<(), Reject> {
-    if state.frames.len() > 1 && state.cur().in_callback_fn {
-        return Ok(());
-    }
-    if state.frames.len() > 1 {
-        return Ok(());
-    }
-    if state.active_locks > 0 {
+    const PREFIX: &str = "BPF_EXIT instruction in main prog";
+    let main = state.frames.len() == 1;
+    if main && state.active_locks > 0 {
         return Err(env.reject(
             Errno::Einval,
-            "BPF_EXIT instruction in main prog cannot be used inside bpf_spin_lock-ed region",
+            format!("{PREFIX} cannot be used inside bpf_spin_lock-ed region"),
         ));
     }
-    if state.active_rcu_lock > 0 {
-        return Err(env.reject(
-            Errno::Einval,
-            "BPF_EXIT instruction in main prog cannot be used inside bpf_rcu_read_lock-ed region",
-        ));
+    if main {
+        let leaks: Vec<_> = state
+            .refs
+            .iter()
+            .filter(|r| r.kind == crate::state::RefKind::Ptr)
+            .copied()
+            .collect();
+        if !leaks.is_empty() {
+            for r in leaks {
+                env.verbose(&format!(
+                    "Unreleased reference id={} alloc_insn={}\n",
+                    r.id, r.insn_idx
+                ));
+            }
+            return Err(env.reject(
+                Errno::Einval,
+                format!("{PREFIX} would lead to reference leak"),
+            ));
+        }
     }
-    if let Some(r) = state
-        .refs
-        .iter()
-        .find(|r| r.kind == crate::state::RefKind::Ptr)
-    {
+    if main && state.active_rcu_lock > 0 {
         return Err(env.reject(
             Errno::Einval,
-            format!("Unreleased reference id={} alloc_insn={}", r.id, r.insn_idx),
+            format!("{PREFIX} cannot be used inside bpf_rcu_read_lock-ed region"),
         ));
     }
     Ok(())
@@ -671,16 +727,8 @@ fn check_return_code(env: &mut Env<'_>, state: &VerifierState) -> Result<(), Rej
     }
     let (min, max) = (range.min as i64, range.max as i64);
     if r0.smin_value < min || r0.smax_value > max {
-        let text = env.reg_text(&r0);
-        env.verbose(&format!(
-            "At program exit the register R0 has {text} should have been in [{min}, {max}]\n"
-        ));
-        return Err(Reject {
-            errno: Errno::Einval,
-            msg: format!(
-                "At program exit the register R0 has {text} should have been in [{min}, {max}]"
-            ),
-        });
+        let msg = call::subprog::invalid_scalar_message(&r0, (min, max), "At program exit", "R0");
+        return Err(env.reject(Errno::Einval, msg));
     }
     Ok(())
 }
@@ -749,6 +797,24 @@ impl Errno {
     fn Ebadf_or_inval() -> Errno {
         Errno::Einval
     }
+}
+
+/// `find_prev_entry`: a checkpoint at `pc` on the current path, older than checkpoint `cur`.
+fn find_prev_entry(env: &Env<'_>, cur: usize, pc: usize) -> Option<usize> {
+    let cur_state = &env.explored[cur].state;
+    let bucket = bucket_of(env, cur_state, pc);
+    env.buckets[bucket].iter().rev().copied().find(|&i| {
+        let e = &env.explored[i];
+        e.state.insn_idx == pc
+            && e.branches > 0
+            && e.state.frames.len() == cur_state.frames.len()
+            && e.state
+                .frames
+                .iter()
+                .zip(&cur_state.frames)
+                .all(|(a, b)| a.callsite == b.callsite)
+            && e.state.dfs_depth < cur_state.dfs_depth
+    })
 }
 
 /// `widen_imprecise_scalars`: loop iterations of `may_goto` forget imprecise scalars that

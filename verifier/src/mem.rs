@@ -443,7 +443,7 @@ fn check_ptr_alignment(
                     Errno::Eacces,
                     format!(
                         "misaligned packet access off 2+{}+{}+{} size {size}",
-                        reg.var_off.text(),
+                        var_off_text(reg),
                         reg.off,
                         off
                     ),
@@ -472,13 +472,22 @@ fn check_ptr_alignment(
             Errno::Eacces,
             format!(
                 "misaligned {desc}access off {}+{}+{} size {size}",
-                reg.var_off.text(),
+                var_off_text(reg),
                 reg.off,
                 off
             ),
         ));
     }
     Ok(())
+}
+
+/// A variable offset in alignment messages: the value when known, else the tnum.
+fn var_off_text(reg: &RegState) -> String {
+    if reg.var_off.is_const() {
+        format!("{}", reg.var_off.value as i64)
+    } else {
+        reg.var_off.text()
+    }
 }
 
 /// `__check_ptr_off_reg` for ctx: only the unmodified pointer may be dereferenced.

@@ -13,6 +13,9 @@ pub enum Exact {
     NotExact,
     /// Loop detection: the states are the same.
     Exact,
+    /// Loop convergence (`may_goto`): ranges must be within the old ones even for scalars
+    /// not marked precise.
+    RangeWithin,
 }
 
 /// The id correspondence built during one comparison (`struct bpf_idmap`).
@@ -113,7 +116,7 @@ pub fn regsafe(old: &RegState, cur: &RegState, idmap: &mut IdMap, exact: Exact) 
     if exact == Exact::Exact {
         return regs_exact(old, cur, idmap);
     }
-    if old.ty == RegType::NotInit {
+    if old.ty == RegType::NotInit && (exact == Exact::NotExact || cur.ty == RegType::NotInit) {
         return true;
     }
     if old.ty != cur.ty || old.flags != cur.flags {
@@ -121,7 +124,7 @@ pub fn regsafe(old: &RegState, cur: &RegState, idmap: &mut IdMap, exact: Exact) 
     }
     match old.ty {
         RegType::Scalar => {
-            if !old.precise {
+            if !old.precise && exact == Exact::NotExact {
                 return true;
             }
             if (old.id & BPF_ADD_CONST) != (cur.id & BPF_ADD_CONST) {
@@ -186,7 +189,7 @@ fn stacksafe(old: &FuncState, cur: &FuncState, idmap: &mut IdMap, exact: Exact) 
         if exact == Exact::Exact && (i >= cur_len || ot != cur.stack[spi].slot_type[idx]) {
             return false;
         }
-        if ot == SlotType::Invalid || (exact == Exact::NotExact && ot == SlotType::Misc) {
+        if ot == SlotType::Invalid || ot == SlotType::Misc {
             i += 1;
             continue;
         }

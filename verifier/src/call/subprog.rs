@@ -1,9 +1,14 @@
-//! bpf-to-bpf calls (`check_func_call`, `prepare_func_exit`): static subprograms are verified
-//! per call site in a new frame; global ones once against their BTF prototype.
+//! bpf-to-bpf calls (`check_func_call`, `setup_func_entry`, `prepare_func_exit`): static
+//! subprograms are verified per call site in a new frame; global ones once against their BTF
+//! prototype, and a call to one only clobbers the caller-saved registers.
 
 use crate::env::Env;
-use crate::state::VerifierState;
+use crate::precision::mark_chain_precision;
+use crate::state::frame::MAX_CALL_FRAMES;
+use crate::state::reg::{RegState, RegType};
+use crate::state::{FuncState, VerifierState};
 use crate::{Errno, Reject};
+use bpfemu_isa::Reg;
 
 /// Checks `call pc+rel` at `pc`; returns the instruction the walk continues at.
 pub fn check_func_call(
@@ -12,12 +17,136 @@ pub fn check_func_call(
     pc: usize,
     rel: i32,
 ) -> Result<usize, Reject> {
-    let _ = (state, pc, rel);
-    Err(env.reject(Errno::Einval, "not yet supported: bpf-to-bpf calls"))
+    let target = (pc as i64 + 1 + rel as i64) as usize;
+    let Some(subprog) = env.subprog_at(target) else {
+        return Err(env.reject(
+            Errno::Efault,
+            format!("target of func call at insn {target} is not a program"),
+        ));
+    };
+    if env.subprogs[subprog].is_global {
+        let name = env.subprogs[subprog].name.clone();
+        if state.active_locks > 0 {
+            env.verbose("global function calls are not allowed while holding a lock,\n");
+            return Err(env.reject(Errno::Einval, "use static function instead"));
+        }
+        if env.log.enabled() {
+            env.verbose(&format!(
+                "Func#{subprog} ('{name}') is global and assumed valid.\n"
+            ));
+        }
+        if env.subprogs[subprog].changes_pkt_data {
+            state.invalidate_packet_pointers();
+        }
+        state.clobber_caller_saved();
+        *state.reg_mut(Reg::R0) = RegState::unknown_scalar();
+        return Ok(pc + 1);
+    }
+    setup_func_entry(env, state, subprog, pc)?;
+    for r in 1..=5 {
+        let caller = state.curframe() - 1;
+        state.frames[caller].regs[r] = RegState::not_init();
+    }
+    if env.log.enabled() {
+        let caller = state.frames[state.curframe() - 1].clone();
+        let callee = state.cur().clone();
+        let ct = crate::log::frame_state_text(env, state, &caller, true);
+        let ce = crate::log::frame_state_text(env, state, &callee, true);
+        env.verbose(&format!("caller:\n{ct}\ncallee:\n{ce}\n"));
+    }
+    Ok(env.subprogs[subprog].start)
+}
+
+/// `setup_func_entry` with `set_callee_state`: a new frame whose R1-R5 are the caller's.
+pub fn setup_func_entry(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    subprog: usize,
+    callsite: usize,
+) -> Result<(), Reject> {
+    if state.frames.len() >= MAX_CALL_FRAMES {
+        return Err(env.reject(
+            Errno::E2big,
+            format!(
+                "the call stack of {} frames is too deep",
+                state.frames.len() + 1
+            ),
+        ));
+    }
+    let frameno = state.frames.len() as u32;
+    let mut callee = FuncState::new(callsite, frameno, subprog as u32);
+    let mut fp = RegState::pointer(RegType::Stack);
+    fp.frameno = frameno;
+    callee.regs[Reg::R10.index()] = fp;
+    for r in 1..=5 {
+        callee.regs[r] = state.cur().regs[r];
+    }
+    state.frames.push(callee);
+    env.log.scratch_all();
+    Ok(())
 }
 
 /// `exit` from a subprogram or callback frame: pops the frame, returns where the walk continues.
 pub fn prepare_func_exit(env: &mut Env<'_>, state: &mut VerifierState) -> Result<usize, Reject> {
-    let _ = state;
-    Err(env.reject(Errno::Einval, "not yet supported: subprogram exit"))
+    let r0 = *state.reg(Reg::R0);
+    if r0.ty == RegType::Stack {
+        return Err(env.reject(Errno::Einval, "cannot return stack pointer to the caller"));
+    }
+    let callee = state.cur().clone();
+    if callee.in_callback_fn {
+        if r0.ty != RegType::Scalar {
+            return Err(env.reject(Errno::Eacces, "R0 not a scalar value"));
+        }
+        mark_chain_precision(env, state, Reg::R0)?;
+        let (min, max) = callee.callback_ret_range;
+        if r0.smin_value < min || r0.smax_value > max {
+            let msg = invalid_scalar_message(&r0, (min, max), "At callback return", "R0");
+            return Err(env.reject(Errno::Einval, msg));
+        }
+    }
+    let caller_idx = state.curframe() - 1;
+    if !callee.in_callback_fn {
+        state.frames[caller_idx].regs[0] = r0;
+    }
+    let next = if callee.in_callback_fn {
+        callee.callsite
+    } else {
+        callee.callsite + 1
+    };
+    if env.log.enabled() {
+        let caller = state.frames[caller_idx].clone();
+        let ce = crate::log::frame_state_text(env, state, &callee, true);
+        let ct = crate::log::frame_state_text(env, state, &caller, true);
+        env.verbose(&format!(
+            "returning from callee:\n{ce}\nto caller at {next}:\n{ct}\n"
+        ));
+    }
+    state.frames.pop();
+    env.log.scratch_all();
+    Ok(next)
+}
+
+/// `verbose_invalid_scalar`: `At program exit the register R0 has smin=.. smax=.. should have
+/// been in [a, b]`.
+pub fn invalid_scalar_message(
+    r: &RegState,
+    (min, max): (i64, i64),
+    ctx: &str,
+    name: &str,
+) -> String {
+    let mut text = format!("{ctx} the register {name} has");
+    let mut unknown = true;
+    if r.smin_value > i64::MIN {
+        text.push_str(&format!(" smin={}", r.smin_value));
+        unknown = false;
+    }
+    if r.smax_value < i64::MAX {
+        text.push_str(&format!(" smax={}", r.smax_value));
+        unknown = false;
+    }
+    if unknown {
+        text.push_str(" unknown scalar value");
+    }
+    text.push_str(&format!(" should have been in [{min}, {max}]"));
+    text
 }

@@ -112,6 +112,8 @@ pub struct VerifierState {
     /// backtracking.
     pub first_insn_idx: usize,
     pub last_insn_idx: usize,
+    /// Checkpoints between the entry and this state (`dfs_depth`).
+    pub dfs_depth: u32,
 }
 
 /// `INSN_F_FRAMENO_MASK`: the frame of a stack access, in the history flags.
@@ -150,6 +152,7 @@ impl VerifierState {
             parent: None,
             first_insn_idx: 0,
             last_insn_idx: 0,
+            dfs_depth: 0,
         }
     }
 
