@@ -438,6 +438,10 @@ impl Session {
         let program = ours
             .program_index(&program_name)
             .expect("the program comes from the object");
+        ours.runnable(program).map_err(|e| DiffError::Load {
+            path: path_str.clone(),
+            message: e.to_string(),
+        })?;
         let pin = CpuPin::new(0).map_err(DiffError::Pin)?;
         let mut session = Session {
             kernel,
@@ -878,7 +882,7 @@ impl Outcome {
         match r {
             Ok(o) => Outcome::Ran {
                 retval: o.retval,
-                action: action_name(o.retval).to_owned(),
+                action: action_name(o.retval),
                 data: o.data,
             },
             Err(errno) => Outcome::Refused {
@@ -892,7 +896,7 @@ impl Outcome {
         match r {
             Ok(o) => Outcome::Ran {
                 retval: o.retval,
-                action: action_name(o.retval).to_owned(),
+                action: action_name(o.retval),
                 data: o.data_out,
             },
             Err(PacketError::Refused { errno, reason }) => Outcome::Refused {
@@ -921,15 +925,8 @@ impl Outcome {
     }
 }
 
-fn action_name(retval: u32) -> &'static str {
-    match XdpAction::from_retval(retval) {
-        XdpAction::Aborted => "aborted",
-        XdpAction::Drop => "drop",
-        XdpAction::Pass => "pass",
-        XdpAction::Tx => "tx",
-        XdpAction::Redirect => "redirect",
-        XdpAction::Unknown(_) => "unknown",
-    }
+fn action_name(retval: u32) -> String {
+    crate::replay::action_name(XdpAction::from_retval(retval)).into_owned()
 }
 
 /// How one packet compared.

@@ -19,6 +19,7 @@
 use crate::mapio::RawMaps;
 use crate::replay::{PacketResult, action_name, hex};
 use anyhow::{Context, Result, bail};
+use bpfemu_vm::xdp::XdpAction;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -184,9 +185,8 @@ impl PacketRecord {
         };
         match &result.outcome {
             Ok(o) => {
-                let name = action_name(o.action);
-                record.action = Some(name.to_owned());
-                record.retval = (name == "unknown").then_some(o.retval);
+                record.action = Some(action_name(o.action).into_owned());
+                record.retval = matches!(o.action, XdpAction::Unknown(_)).then_some(o.retval);
                 record.redirect = o.redirect.as_ref().map(ToString::to_string);
                 record.len = (o.data_out.len() != input.len()).then_some(o.data_out.len());
                 record.edits = edits(input, &o.data_out);

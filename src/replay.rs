@@ -17,6 +17,7 @@ use anyhow::{Context, Result, bail};
 use bpfemu_loader::{LoadOptions, Object};
 use bpfemu_vm::xdp::{PacketMeta, XdpAction, XdpConfig, XdpOutcome, XdpRuntime};
 use serde_json::json;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -56,10 +57,10 @@ pub struct PacketResult {
 }
 
 impl PacketResult {
-    fn action_name(&self) -> &'static str {
+    fn action_name(&self) -> Cow<'static, str> {
         match &self.outcome {
             Ok(o) => action_name(o.action),
-            Err(_) => "error",
+            Err(_) => "error".into(),
         }
     }
 
@@ -86,7 +87,7 @@ impl PacketResult {
     }
 }
 
-/// Every name [`action_name`] gives: the captures `--out-dir` may hold.
+/// The captures `--out-dir` may hold: one per action, `unknown` for return values past 4.
 const ACTIONS: [&str; 6] = ["aborted", "drop", "pass", "tx", "redirect", "unknown"];
 
 /// An OS error's reason without Rust's "(os error N)" suffix, as tcpdump prints it.
@@ -98,14 +99,16 @@ pub fn io_reason(error: &std::io::Error) -> String {
     }
 }
 
-pub fn action_name(action: XdpAction) -> &'static str {
+/// The action's name, or for a return value outside 0-4 the number itself (what the
+/// program returned is then shown, not hidden behind one word).
+pub fn action_name(action: XdpAction) -> Cow<'static, str> {
     match action {
-        XdpAction::Aborted => "aborted",
-        XdpAction::Drop => "drop",
-        XdpAction::Pass => "pass",
-        XdpAction::Tx => "tx",
-        XdpAction::Redirect => "redirect",
-        XdpAction::Unknown(_) => "unknown",
+        XdpAction::Aborted => "aborted".into(),
+        XdpAction::Drop => "drop".into(),
+        XdpAction::Pass => "pass".into(),
+        XdpAction::Tx => "tx".into(),
+        XdpAction::Redirect => "redirect".into(),
+        XdpAction::Unknown(retval) => retval.to_string().into(),
     }
 }
 
@@ -123,7 +126,7 @@ pub fn hex(bytes: &[u8]) -> String {
 #[derive(Clone, Debug, Default)]
 pub struct Summary {
     pub packets: usize,
-    pub per_action: BTreeMap<&'static str, usize>,
+    pub per_action: BTreeMap<Cow<'static, str>, usize>,
     pub elapsed: Duration,
     pub insns: u64,
     /// Packets refused or whose run stopped (a fault, the instruction budget).
@@ -202,7 +205,7 @@ impl Summary {
 /// One pcap per action in `--out-dir`, opened when the first packet of that action comes.
 struct ActionCaptures {
     dir: PathBuf,
-    writers: BTreeMap<&'static str, PcapWriter<BufWriter<File>>>,
+    writers: BTreeMap<Cow<'static, str>, PcapWriter<BufWriter<File>>>,
 }
 
 impl ActionCaptures {
@@ -243,15 +246,19 @@ impl ActionCaptures {
         let Ok(outcome) = &result.outcome else {
             return Ok(());
         };
-        let action = action_name(outcome.action);
-        if !self.writers.contains_key(action) {
+        // Return values outside 0-4 share one capture, `unknown.pcap`.
+        let action = match outcome.action {
+            XdpAction::Unknown(_) => Cow::Borrowed("unknown"),
+            known => action_name(known),
+        };
+        if !self.writers.contains_key(&action) {
             let path = self.dir.join(format!("{action}.pcap"));
             let writer = PcapWriter::create(&path, true)
                 .with_context(|| format!("cannot create {}", path.display()))?;
-            self.writers.insert(action, writer);
+            self.writers.insert(action.clone(), writer);
         }
         let frame = &outcome.data_out[outcome.meta_len.min(outcome.data_out.len())..];
-        let writer = self.writers.get_mut(action).expect("inserted above");
+        let writer = self.writers.get_mut(&action).expect("inserted above");
         writer
             .write(packet.ts_ns, frame)
             .context("writing an action capture")
@@ -303,6 +310,9 @@ impl Replayer {
         let program = runtime
             .program_index(&program_name)
             .expect("program chosen from the object");
+        runtime
+            .runnable(program)
+            .with_context(|| format!("{}: cannot prepare the program", path.display()))?;
         Ok(Replayer {
             object,
             runtime,

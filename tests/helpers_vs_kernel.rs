@@ -1005,3 +1005,47 @@ fn trace_printk_equals_the_kernels() {
     }
     check_all("trace_printk", &cases);
 }
+
+#[test]
+fn trace_vprintk_equals_the_kernels() {
+    let mut r = rng("vprintk");
+    let formats: &[&[u8]] = &[
+        b"none\0",
+        b"%d\0",
+        b"%u %x %llx %d %d\0",
+        b"%d %d %d %d %d %d %d %d %d %d %d %d\0",
+        b"%d %d %d %d %d %d %d %d %d %d %d %d %d\0",
+        b"%c%c %5u|%-4d|%08x\0",
+        b"bad %q\0",
+    ];
+    let mut cases = Vec::new();
+    for fmt in formats {
+        for data_len in [0u32, 8, 12, 24, 96, 104] {
+            let mut body = String::new();
+            let mut padded = fmt.to_vec();
+            padded.resize(fmt.len().div_ceil(8) * 8, 0);
+            for (i, chunk) in padded.chunks(8).enumerate() {
+                let word = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+                body += &format!("r1 = {word:#x} ll\n*(u64 *)(r10 -{}) = r1\n", 120 - 8 * i);
+            }
+            // The arguments: the (random) buffer at r10 - 504, or NULL with length 0 half
+            // the time.
+            let data = if data_len == 0 && r.below(2) == 0 {
+                "r3 = 0\n".to_string()
+            } else {
+                stack_ptr(3, 504)
+            };
+            body += &format!(
+                "{}r2 = {}\n{data}r4 = {data_len}\ncall bpf_trace_vprintk#177\n",
+                stack_ptr(1, 120),
+                fmt.len()
+            );
+            let label = format!(
+                "trace_vprintk({:?}, data_len {data_len})",
+                String::from_utf8_lossy(fmt)
+            );
+            cases.push(packet_case(&mut r, &label, body));
+        }
+    }
+    check_all("trace_vprintk", &cases);
+}

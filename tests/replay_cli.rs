@@ -48,11 +48,16 @@ fn stderr(out: &Output) -> String {
 /// The reflector with its `XDP_TX` verdicts turned into `XDP_PASS`: every `r0 = 3` or
 /// `w0 = 3` instruction of the object's code becomes `= 2`.
 fn reflector_that_passes(dest: &str) {
+    reflector_returning(dest, 2);
+}
+
+/// The reflector with every `r0 = 3` / `w0 = 3` (its `XDP_TX`) turned into `= retval`.
+fn reflector_returning(dest: &str, retval: u8) {
     let mut bytes = std::fs::read(example("xdp/build/reflector.v3.o")).unwrap();
     let mut patched = 0;
     for insn in bytes.chunks_exact_mut(8) {
         if matches!(insn[0], 0xb7 | 0xb4) && insn[1] == 0 && insn[2..8] == [0, 0, 3, 0, 0, 0] {
-            insn[4] = 2;
+            insn[4] = retval;
             patched += 1;
         }
     }
@@ -276,4 +281,25 @@ fn out_dir_holds_one_capture_per_action() {
         assert_eq!(&packet.data[6..12], &bpfemu::traffic::MAC_B);
         assert_eq!(&packet.data[0..6], &bpfemu::traffic::MAC_A);
     }
+}
+
+#[test]
+fn return_values_past_the_actions_are_shown_as_numbers() {
+    let dir = Scratch::new("retval7");
+    let obj = dir.path("reflector7.o");
+    reflector_returning(&obj, 7);
+    let out = bpfemu(&["replay", &obj, &example("pcap/normal.pcap"), "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let summary = &lines.last().unwrap()["summary"]["actions"];
+    assert!(summary["7"].as_u64().unwrap_or(0) > 0, "{summary}");
+    assert!(summary.get("unknown").is_none(), "{summary}");
+    assert!(lines.iter().any(|l| l["action"] == "7"), "{text}");
+    let human = bpfemu(&["replay", &obj, &example("pcap/normal.pcap")]);
+    let human = String::from_utf8_lossy(&human.stdout);
+    assert!(!human.contains("unknown"), "{human}");
 }

@@ -4,8 +4,8 @@
 use bpfemu_isa::RawInsn;
 use bpfemu_vm::maps::{MapSpec, MapType};
 use bpfemu_vm::xdp::{
-    MapInit, PacketMeta, PrepareError, RedirectTarget, RuntimeError, XdpAction, XdpConfig,
-    XdpProgramSpec, XdpRuntime,
+    MapInit, PacketMeta, PrepareError, RedirectTarget, XdpAction, XdpConfig, XdpProgramSpec,
+    XdpRuntime,
 };
 
 fn ins(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> RawInsn {
@@ -172,27 +172,41 @@ fn redirect_map_flags_and_fallback() {
 }
 
 #[test]
-fn unknown_helpers_and_kfuncs_are_refused_at_load() {
-    let err = XdpRuntime::new(
+fn unknown_helpers_and_kfuncs_are_refused_for_the_program_that_has_them() {
+    let rt = XdpRuntime::new(
+        vec![
+            prog("u", vec![call(26), EXIT]),
+            prog("k", vec![ins(0x85, 0, 2, 0, 1234), EXIT]),
+            prog("fine", vec![ins(0xb7, 0, 0, 0, 2), EXIT]),
+        ],
+        vec![],
+        XdpConfig::default(),
+    )
+    .expect("one program's helper does not stop the others");
+    let err = rt.runnable(0).unwrap_err();
+    assert!(matches!(err, PrepareError::UnknownHelper { id: 26, .. }));
+    assert!(
+        err.to_string().contains("helper 26 (bpf_skb_load_bytes)"),
+        "{err}"
+    );
+    let err = rt.runnable(1).unwrap_err();
+    assert!(err.to_string().contains("kfunc call (btf id 1234"), "{err}");
+    assert!(rt.runnable(2).is_ok());
+}
+
+#[test]
+fn a_program_that_cannot_be_prepared_is_not_run() {
+    let mut rt = XdpRuntime::new(
         vec![prog("u", vec![call(26), EXIT])],
         vec![],
         XdpConfig::default(),
     )
-    .err()
     .unwrap();
-    assert!(matches!(
-        err,
-        RuntimeError::Prepare(PrepareError::UnknownHelper { id: 26, .. })
-    ));
+    let err = rt.run(0, &[0; 64], &PacketMeta::default()).unwrap_err();
     assert!(
-        err.to_string().contains("bpf_skb_under_cgroup") || err.to_string().contains("26"),
+        err.to_string().contains("helper 26 (bpf_skb_load_bytes)"),
         "{err}"
     );
-    let kfunc = vec![ins(0x85, 0, 2, 0, 1234), EXIT];
-    let err = XdpRuntime::new(vec![prog("k", kfunc)], vec![], XdpConfig::default())
-        .err()
-        .unwrap();
-    assert!(err.to_string().contains("kfunc call (btf id 1234"), "{err}");
 }
 
 #[test]

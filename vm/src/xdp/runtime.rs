@@ -331,6 +331,9 @@ pub struct XdpRuntime {
     maps: Maps,
     names: Vec<String>,
     programs: Vec<Program>,
+    /// Why a program could not be prepared (its slot in `programs` then holds a stub that is
+    /// never run): one program's unsupported helper does not stop the others of the object.
+    unprepared: Vec<Option<PrepareError>>,
     interp: Interpreter,
     /// The programs as another engine (the JIT) prepared them; `None` runs the interpreter,
     /// which also runs whenever coverage is recorded.
@@ -343,7 +346,10 @@ pub struct XdpRuntime {
 }
 
 impl XdpRuntime {
-    /// Creates the maps (with their initial contents) and prepares the programs.
+    /// Creates the maps (with their initial contents) and prepares the programs. A program
+    /// that cannot be prepared (an unsupported helper, a kfunc) does not fail the runtime:
+    /// [`XdpRuntime::runnable`] answers its error for the program chosen to run, and a tail
+    /// call into it stops the run with that error.
     pub fn new(
         programs: Vec<XdpProgramSpec>,
         maps: Vec<(MapSpec, MapInit)>,
@@ -363,16 +369,26 @@ impl XdpRuntime {
                 errno,
             })?;
         }
-        let prepared = programs
-            .iter()
-            .enumerate()
-            .map(|(i, p)| prepare(&p.name, i, &p.insns, &registry))
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut prepared = Vec::with_capacity(programs.len());
+        let mut unprepared = Vec::with_capacity(programs.len());
+        for (i, p) in programs.iter().enumerate() {
+            match prepare(&p.name, i, &p.insns, &registry) {
+                Ok(prog) => {
+                    prepared.push(prog);
+                    unprepared.push(None);
+                }
+                Err(e) => {
+                    prepared.push(stub_program());
+                    unprepared.push(Some(e));
+                }
+            }
+        }
         Ok(XdpRuntime {
             mem,
             maps: registry,
             names: programs.into_iter().map(|p| p.name).collect(),
             programs: prepared,
+            unprepared,
             interp: Interpreter::new(Options {
                 insn_budget: cfg.insn_budget,
                 ..Options::default()
@@ -395,6 +411,42 @@ impl XdpRuntime {
 
     pub fn program_index(&self, name: &str) -> Option<usize> {
         self.names.iter().position(|n| n == name)
+    }
+
+    /// Whether program `prog` can run: it and every program it can reach by tail calls
+    /// (through the prog arrays' current slots) were prepared; else the first error met.
+    pub fn runnable(&self, prog: usize) -> Result<(), PrepareError> {
+        let mut seen = vec![false; self.programs.len()];
+        let mut todo = vec![prog];
+        while let Some(p) = todo.pop() {
+            if std::mem::replace(&mut seen[p], true) {
+                continue;
+            }
+            if let Some(e) = &self.unprepared[p] {
+                return Err(e.clone());
+            }
+            if self.programs[p].iter().any(|(_, i)| *i == TAIL_CALL) {
+                todo.extend(
+                    self.prog_array_targets()
+                        .filter(|&t| t < self.programs.len()),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Every program some prog array slot holds now.
+    fn prog_array_targets(&self) -> impl Iterator<Item = usize> + '_ {
+        self.maps
+            .iter()
+            .filter(|m| m.map_type() == crate::maps::MapType::ProgArray)
+            .flat_map(|m| (0..m.max_entries()).filter_map(|slot| m.prog_array_get(slot)))
+            .map(|p| p as usize)
+    }
+
+    /// Why program `prog` itself could not be prepared, if it could not.
+    pub fn prepare_error(&self, prog: usize) -> Option<&PrepareError> {
+        self.unprepared.get(prog).and_then(Option::as_ref)
     }
 
     pub fn program_names(&self) -> &[String] {
@@ -537,6 +589,12 @@ impl XdpRuntime {
 
     fn check_cpu(&self, prog: usize, meta: &PacketMeta) -> Result<(), PacketError> {
         assert!(prog < self.programs.len(), "program {prog} is not loaded");
+        if let Some(e) = &self.unprepared[prog] {
+            return Err(PacketError::Refused {
+                errno: Errno::EINVAL,
+                reason: e.to_string(),
+            });
+        }
         if meta.cpu >= self.cpus {
             return Err(PacketError::Refused {
                 errno: Errno::EINVAL,
@@ -564,6 +622,7 @@ impl XdpRuntime {
             prandom: &mut self.prandom,
             fib: self.fib.as_ref(),
             devices: &self.devices,
+            unprepared: &self.unprepared,
         };
         let args = [ctx, 0, 0, 0, 0];
         let (result, insns_executed) = match &mut self.compiled {
@@ -629,6 +688,19 @@ impl XdpEnv<'_> {
 }
 
 /// The devices `bpf_check_mtu` knows: the FIB's interfaces, else the loopback device.
+/// `call bpf_tail_call`.
+const TAIL_CALL: bpfemu_isa::Insn = bpfemu_isa::Insn::Call(bpfemu_isa::CallTarget::Helper(12));
+
+/// What stands in for a program that could not be prepared: `r0 = 0; exit`, never run
+/// (runs and tail calls into it are refused first).
+fn stub_program() -> Program {
+    Program::decode(vec![
+        RawInsn::new(0xb7, 0, 0, 0, 0),
+        RawInsn::new(0x95, 0, 0, 0, 0),
+    ])
+    .expect("a valid program")
+}
+
 fn devices(fib: Option<&Fib>) -> Vec<NetDevice> {
     let mut out: Vec<NetDevice> = fib
         .map(|f| {

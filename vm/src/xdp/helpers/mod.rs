@@ -79,6 +79,7 @@ helpers! {
     163 check_mtu => packet::check_mtu,
     164 for_each_map_elem => maps::for_each_map_elem,
     165 snprintf => printk::snprintf,
+    177 trace_vprintk => printk::trace_vprintk,
     181 loop => misc::bpf_loop,
     182 strncmp => misc::strncmp,
     188 xdp_get_buff_len => packet::get_buff_len,
@@ -100,6 +101,8 @@ pub struct XdpEnv<'a> {
     pub prandom: &'a mut Prandom,
     pub fib: Option<&'a Fib>,
     pub devices: &'a [NetDevice],
+    /// Per program: why it could not be prepared (a tail call into it stops the run).
+    pub unprepared: &'a [Option<super::prepare::PrepareError>],
 }
 
 /// What one run records, and its per-run counters.

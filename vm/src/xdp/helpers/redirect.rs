@@ -97,7 +97,10 @@ pub fn tail_call(env: &mut XdpEnv<'_>, a: [u64; 5], _mem: &mut Memory) -> Helper
     }
     env.run.tail_calls += 1;
     match map.prog_array_get(slot) {
-        Some(prog) => Ok(HelperOutcome::TailCall(prog as usize)),
+        Some(prog) => match env.unprepared.get(prog as usize).and_then(Option::as_ref) {
+            Some(e) => Err(HelperError::Failed(format!("tail call into {e}"))),
+            None => Ok(HelperOutcome::TailCall(prog as usize)),
+        },
         None => ret(0),
     }
 }
