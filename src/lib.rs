@@ -23,3 +23,4 @@ pub mod replay;
 pub mod rss;
 pub mod runtime;
 pub mod traffic;
+pub mod verify;

@@ -66,6 +66,23 @@ enum Command {
         #[command(flatten)]
         load: LoadArgs,
     },
+    /// Verify every program as the kernel's verifier would: verdict, the kernel's message at
+    /// its source line, the log; exit 0 when all are accepted, 1 when one is rejected.
+    Verify {
+        /// The BPF object.
+        obj: PathBuf,
+        /// Only this program.
+        #[arg(long)]
+        prog: Option<String>,
+        /// The verifier log to print: 0 none, 1 the path to the error, 2 every state.
+        #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=2))]
+        log_level: u32,
+        /// One JSON document instead of text.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        load: LoadArgs,
+    },
     /// Run every packet of a capture through an XDP program, with the kernel's semantics.
     Replay(Box<ReplayArgs>),
     /// Measure bpfemu's speed over a capture against the kernel's on the same packets.
@@ -324,6 +341,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             write!(stdout(), "{text}")?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Verify {
+            obj,
+            prog,
+            log_level,
+            json,
+            load,
+        } => verify(&obj, prog.as_deref(), log_level, json, &load),
         Command::Replay(args) => {
             if args.engine == Engine::JitTrusted {
                 require_kernel_verdict(&args.obj, &args.load)?;
@@ -426,6 +450,35 @@ fn diff(args: &DiffArgs) -> anyhow::Result<ExitCode> {
         write!(stdout(), "{}", diff::format_maps_and_summary(&report))?;
     }
     Ok(if report.summary.mismatches == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// `bpfemu verify`: exit 0 when every selected program is accepted, 1 when one is rejected.
+fn verify(
+    obj: &Path,
+    prog: Option<&str>,
+    log_level: u32,
+    json: bool,
+    load: &LoadArgs,
+) -> anyhow::Result<ExitCode> {
+    use bpfemu::verify;
+    let object = load_object(obj, load)?;
+    let name = obj.display().to_string();
+    let verdicts = verify::verify_object(&object, prog, log_level)
+        .with_context(|| format!("{name}: no program named '{}'", prog.unwrap_or_default()))?;
+    if verdicts.is_empty() {
+        anyhow::bail!("{name}: the object holds no program");
+    }
+    if json {
+        let doc = verify::to_json(&name, &verdicts, log_level > 0);
+        writeln!(stdout(), "{}", serde_json::to_string_pretty(&doc)?)?;
+    } else {
+        write!(stdout(), "{}", verify::to_text(&name, &verdicts))?;
+    }
+    Ok(if verdicts.iter().all(|v| v.accepted()) {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

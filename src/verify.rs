@@ -1,0 +1,191 @@
+//! `bpfemu verify`: bpfemu's verifier over every program of an object, with the kernel's
+//! verdicts and messages, placed the way compilers place errors (`file.c:42:5: error: ...`) so
+//! editors and CI annotate the line.
+
+use bpfemu_isa::disasm::log_line;
+use bpfemu_isa::{Insn, RawInsn};
+use bpfemu_loader::{Object, ProgramSpec, SourceLine};
+use bpfemu_verifier::{Options, ProgramInput, Verdict, verify};
+use serde_json::{Value, json};
+use std::fmt::Write;
+
+/// One program's verification.
+pub struct ProgramVerdict<'a> {
+    pub program: &'a ProgramSpec,
+    pub verdict: Verdict,
+}
+
+impl ProgramVerdict<'_> {
+    pub fn accepted(&self) -> bool {
+        self.verdict.is_accepted()
+    }
+}
+
+/// Verifies the programs of `obj` (only `only` when given; `None` from an unknown name).
+pub fn verify_object<'a>(
+    obj: &'a Object,
+    only: Option<&str>,
+    log_level: u32,
+) -> Option<Vec<ProgramVerdict<'a>>> {
+    let selected: Vec<&ProgramSpec> = obj
+        .programs
+        .iter()
+        .filter(|p| only.is_none_or(|name| p.name == name))
+        .collect();
+    if only.is_some() && selected.is_empty() {
+        return None;
+    }
+    let opts = Options {
+        log_level,
+        ..Options::default()
+    };
+    Some(
+        selected
+            .into_iter()
+            .map(|program| ProgramVerdict {
+                program,
+                verdict: verify(&ProgramInput::new(obj, program), &opts),
+            })
+            .collect(),
+    )
+}
+
+/// Verifies one program; `Err` with the verifier's message, placed, when it is rejected. What
+/// `replay`, `diff` and `bench` call before they run a program.
+pub fn require_accepted(obj: &Object, object: &str, program: &ProgramSpec) -> Result<(), String> {
+    let verdict = verify(&ProgramInput::new(obj, program), &Options::default());
+    match verdict.rejection() {
+        None => Ok(()),
+        Some(_) => {
+            let v = ProgramVerdict { program, verdict };
+            Err(format!(
+                "{}the verifier rejects {} (run with --no-verify to run it unverified, in checked mode)",
+                error_text(object, &v),
+                program.name
+            ))
+        }
+    }
+}
+
+/// The instruction at `pc` as the kernel's log prints it (`12: (71) r0 = *(u8 *)(r2 +14)`).
+fn insn_line(insns: &[RawInsn], pc: usize) -> Option<String> {
+    let (insn, _) = Insn::decode(insns, pc).ok()?;
+    Some(log_line(pc, insns.get(pc)?.code, &insn))
+}
+
+/// The error in the compilers' form, with the source line and the instruction under it.
+fn error_text(object: &str, v: &ProgramVerdict<'_>) -> String {
+    let Some(r) = v.verdict.rejection() else {
+        return String::new();
+    };
+    let mut out = String::new();
+    let source = r
+        .source
+        .clone()
+        .or_else(|| r.insn.and_then(|pc| source_of(&v.program.line_info, pc)));
+    match &source {
+        Some(src) => {
+            writeln!(out, "{}: error: {}", place(src), r.message).expect("string");
+            let text = src.line_text.trim();
+            if !text.is_empty() {
+                writeln!(out, "  {:>5} | {text}", src.line).expect("string");
+            }
+        }
+        None => {
+            writeln!(out, "{object}: error: {}: {}", v.program.name, r.message).expect("string")
+        }
+    }
+    if let Some(line) = r.insn.and_then(|pc| insn_line(&v.program.insns, pc)) {
+        writeln!(out, "  insn {line}").expect("string");
+    }
+    out
+}
+
+/// The source line that covers instruction `pc`: the last line_info entry at or before it.
+pub fn source_of(line_info: &[SourceLine], pc: usize) -> Option<SourceLine> {
+    line_info.iter().rev().find(|l| l.insn <= pc).cloned()
+}
+
+/// `file:line:column` (column left out when line_info has none).
+fn place(src: &SourceLine) -> String {
+    if src.column == 0 {
+        format!("{}:{}", src.file_name, src.line)
+    } else {
+        format!("{}:{}:{}", src.file_name, src.line, src.column)
+    }
+}
+
+/// The text report: per program the log (at the level asked), the error, and one summary line.
+pub fn to_text(object: &str, verdicts: &[ProgramVerdict<'_>]) -> String {
+    let mut out = String::new();
+    for v in verdicts {
+        if !v.verdict.log.is_empty() {
+            out.push_str(&v.verdict.log);
+            if !v.verdict.log.ends_with('\n') {
+                out.push('\n');
+            }
+        }
+        out.push_str(&error_text(object, v));
+        let s = &v.verdict.stats;
+        writeln!(
+            out,
+            "{object}: {} ({}): {}, {} insns processed, {} states (peak {}), {:.3} ms",
+            v.program.name,
+            v.program.section,
+            if v.accepted() { "accepted" } else { "rejected" },
+            s.processed_insns,
+            s.total_states,
+            s.peak_states,
+            s.time.as_secs_f64() * 1e3
+        )
+        .expect("string");
+    }
+    let rejected = verdicts.iter().filter(|v| !v.accepted()).count();
+    writeln!(
+        out,
+        "{} programs: {} accepted, {rejected} rejected",
+        verdicts.len(),
+        verdicts.len() - rejected
+    )
+    .expect("string");
+    out
+}
+
+/// The JSON report.
+pub fn to_json(object: &str, verdicts: &[ProgramVerdict<'_>], with_log: bool) -> Value {
+    let programs: Vec<Value> = verdicts
+        .iter()
+        .map(|v| {
+            let s = &v.verdict.stats;
+            let mut p = json!({
+                "name": v.program.name,
+                "section": v.program.section,
+                "accepted": v.accepted(),
+                "processed_insns": s.processed_insns,
+                "total_states": s.total_states,
+                "peak_states": s.peak_states,
+                "time_us": s.time.as_micros() as u64,
+            });
+            if let Some(r) = v.verdict.rejection() {
+                p["message"] = json!(r.message);
+                p["insn"] = json!(r.insn);
+                p["insn_text"] = json!(r.insn.and_then(|pc| insn_line(&v.program.insns, pc)));
+                let source = r
+                    .source
+                    .clone()
+                    .or_else(|| r.insn.and_then(|pc| source_of(&v.program.line_info, pc)));
+                p["source"] = json!(source.as_ref().map(|src| json!({
+                    "file": src.file_name,
+                    "line": src.line,
+                    "column": src.column,
+                    "text": src.line_text.trim(),
+                })));
+            }
+            if with_log {
+                p["log"] = json!(v.verdict.log);
+            }
+            p
+        })
+        .collect();
+    json!({ "object": object, "programs": programs })
+}
