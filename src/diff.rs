@@ -1854,12 +1854,40 @@ pub struct ProgramVerdict {
     pub program: String,
     pub section: String,
     pub kernel: KernelVerdict,
-    /// bpfemu's verdict; bpfemu has no verifier yet.
-    pub bpfemu: String,
+    /// bpfemu's verifier on the same program.
+    pub bpfemu: BpfemuVerdict,
+    /// Same verdict, and for a rejection the same error line.
+    pub agree: bool,
 }
 
-/// What bpfemu's side says until it has a verifier.
-pub const NO_VERIFIER: &str = "no verifier yet";
+/// bpfemu's verdict on one program.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct BpfemuVerdict {
+    pub accepted: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub processed_insns: u64,
+    pub verification_time_usec: u64,
+}
+
+impl BpfemuVerdict {
+    /// bpfemu's verifier on program `p` of `object`.
+    pub fn of(object: &bpfemu_loader::Object, p: &bpfemu_loader::ProgramSpec) -> BpfemuVerdict {
+        use bpfemu_verifier::{Options, ProgramInput, verify};
+        let v = verify(&ProgramInput::new(object, p), &Options::default());
+        BpfemuVerdict {
+            accepted: v.is_accepted(),
+            error: v.rejection().map(|r| r.message.clone()),
+            processed_insns: v.stats.processed_insns,
+            verification_time_usec: v.stats.time.as_micros() as u64,
+        }
+    }
+
+    /// Whether the kernel said the same: verdict, and error line for a rejection.
+    pub fn agrees_with(&self, kernel: &KernelVerdict) -> bool {
+        self.accepted == kernel.accepted && (self.accepted || self.error == kernel.error)
+    }
+}
 
 /// Parses a verifier log (level 1 with `BPF_LOG_STATS`).
 pub fn parse_verifier_log(log: &str, loaded: bool) -> KernelVerdict {
@@ -1920,11 +1948,13 @@ pub fn verify_in_kernel(path: &Path, load: &LoadOptions) -> Result<Vec<ProgramVe
                 stats: None,
             },
         };
+        let bpfemu = BpfemuVerdict::of(&object, p);
         out.push(ProgramVerdict {
             program: p.name.clone(),
             section: p.section.clone(),
+            agree: bpfemu.agrees_with(&kernel),
             kernel,
-            bpfemu: NO_VERIFIER.to_owned(),
+            bpfemu,
         });
     }
     Ok(out)
@@ -1941,34 +1971,44 @@ pub fn format_verdicts(object: &str, verdicts: &[ProgramVerdict]) -> String {
         .max(7);
     writeln!(
         out,
-        "{:<width$}  {:<8}  {:>10}  {:>10}  {:<16}  kernel error",
-        "program", "kernel", "insns", "time (us)", "bpfemu"
+        "{:<width$}  {:<8}  {:>10}  {:>10}  {:<8}  {:>10}  {:>10}  {:<5}  kernel error",
+        "program", "kernel", "insns", "time (us)", "bpfemu", "insns", "time (us)", "same"
     )
     .expect("string");
+    let verdict = |accepted: bool| if accepted { "accepted" } else { "rejected" };
     for v in verdicts {
         let num = |n: Option<u64>| n.map_or("-".to_owned(), |n| n.to_string());
         writeln!(
             out,
-            "{:<width$}  {:<8}  {:>10}  {:>10}  {:<16}  {}",
+            "{:<width$}  {:<8}  {:>10}  {:>10}  {:<8}  {:>10}  {:>10}  {:<5}  {}",
             v.program,
-            if v.kernel.accepted {
-                "accepted"
-            } else {
-                "rejected"
-            },
+            verdict(v.kernel.accepted),
             num(v.kernel.processed_insns),
             num(v.kernel.verification_time_usec),
-            v.bpfemu,
+            verdict(v.bpfemu.accepted),
+            v.bpfemu.processed_insns,
+            v.bpfemu.verification_time_usec,
+            if v.agree { "yes" } else { "NO" },
             v.kernel.error.as_deref().unwrap_or("")
         )
         .expect("string");
+        if !v.agree && v.bpfemu.error.is_some() {
+            writeln!(
+                out,
+                "{:<width$}  bpfemu error: {}",
+                "",
+                v.bpfemu.error.as_deref().unwrap_or("")
+            )
+            .expect("string");
+        }
     }
     let accepted = verdicts.iter().filter(|v| v.kernel.accepted).count();
     writeln!(
         out,
-        "{} programs: {accepted} accepted, {} rejected by the kernel",
+        "{} programs: {accepted} accepted, {} rejected by the kernel; bpfemu agrees on {}",
         verdicts.len(),
-        verdicts.len() - accepted
+        verdicts.len() - accepted,
+        verdicts.iter().filter(|v| v.agree).count()
     )
     .expect("string");
     out

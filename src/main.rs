@@ -417,9 +417,11 @@ fn diff(args: &DiffArgs) -> anyhow::Result<ExitCode> {
             let text = diff::format_verdicts(&args.obj.display().to_string(), &verdicts);
             write!(stdout(), "{text}")?;
         }
-        // A program the kernel rejects fails the run, as it would fail the deploy.
+        // A program the kernel rejects fails the run, as it would fail the deploy; so does a
+        // verdict or message of bpfemu's verifier that differs from the kernel's.
         let rejected = verdicts.iter().any(|v| !v.kernel.accepted);
-        return Ok(ExitCode::from(u8::from(rejected)));
+        let disagree = verdicts.iter().any(|v| !v.agree);
+        return Ok(ExitCode::from(u8::from(rejected || disagree)));
     }
     let pcap = args.pcap.as_deref().context("a capture is needed")?;
     let opts = diff::DiffOptions {

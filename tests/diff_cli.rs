@@ -350,25 +350,38 @@ fn verifier_accepts_every_corpus_program_with_statistics() {
             .collect();
         for obj in objs {
             let out = bpfemu(&["diff", "--verifier", obj.to_str().unwrap(), "--json"]);
-            assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
             let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            let mut disagree = false;
             for p in doc["programs"].as_array().unwrap() {
                 let k = &p["kernel"];
                 assert_eq!(k["accepted"], true, "{}: {p:#}", obj.display());
                 assert!(k["processed_insns"].as_u64().unwrap() > 0, "{p:#}");
                 assert!(k["verification_time_usec"].is_u64(), "{p:#}");
-                assert_eq!(p["bpfemu"], "no verifier yet");
+                // bpfemu's column: its verdict, and `agree` exactly when verdict and error match.
+                let b = &p["bpfemu"];
+                assert!(b["processed_insns"].is_u64(), "{p:#}");
+                let agree = b["accepted"] == k["accepted"]
+                    && (b["accepted"] == true || b["error"] == k["error"]);
+                assert_eq!(p["agree"], agree, "{p:#}");
+                disagree |= !agree;
                 programs += 1;
             }
+            // Exit 1 when bpfemu's verifier disagrees with the kernel (the kernel accepts all).
+            assert_eq!(
+                out.status.code(),
+                Some(i32::from(disagree)),
+                "{}",
+                text(&out.stderr)
+            );
         }
     }
     assert!(programs >= 3 * 17, "{programs} programs");
     let obj = root().join("examples/xdp/build/tailcall.v3.o");
     let out = bpfemu(&["diff", "--verifier", obj.to_str().unwrap()]);
     let stdout = text(&out.stdout);
-    assert!(stdout.contains("no verifier yet"), "{stdout}");
+    assert!(stdout.contains("bpfemu"), "{stdout}");
     assert!(
-        stdout.ends_with("3 programs: 3 accepted, 0 rejected by the kernel\n"),
+        stdout.contains("3 programs: 3 accepted, 0 rejected by the kernel; bpfemu agrees on "),
         "{stdout}"
     );
 }

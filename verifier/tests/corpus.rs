@@ -1,4 +1,4 @@
-//! The example corpus (`examples/xdp/build/*.o`) against the running kernel: every program is
+//! The example corpus (`examples/xdp/build/*.o`, and `tests/data/verify/*.o`) against the running kernel: every program is
 //! loaded by libbpf into the kernel and by bpfemu's loader into bpfemu's verifier; verdicts and
 //! final error lines must be equal except for the programs listed (as `corpus/OBJECT/PROGRAM`)
 //! in `verifier/probes/KNOWN_DIFFERENCES`, which must still differ. Prints both
@@ -17,10 +17,12 @@ use common::{bpfemu_side, known};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// The example corpus and the CLI's test objects (which include programs the kernel rejects).
 fn corpus_objects() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/xdp/build");
-    let mut objects: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .expect("the example corpus is built")
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut objects: Vec<PathBuf> = ["examples/xdp/build", "tests/data/verify"]
+        .iter()
+        .flat_map(|dir| std::fs::read_dir(root.join(dir)).expect("the objects are built"))
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "o"))
         .collect();
@@ -57,11 +59,13 @@ fn kernel_verdicts(path: &Path) -> Result<BTreeMap<String, Judgement>, String> {
             one.set_autoload(other, false).expect("autoload");
         }
         let outcome = one.load(&LOG);
-        let verdict = verdicts_of(&outcome).remove(name).unwrap_or_else(|| Judgement {
-            accepted: false,
-            message: Some(format!("libbpf failed before the kernel: {outcome:?}")),
-            processed: None,
-        });
+        let verdict = verdicts_of(&outcome)
+            .remove(name)
+            .unwrap_or_else(|| Judgement {
+                accepted: false,
+                message: Some(format!("libbpf failed before the kernel: {outcome:?}")),
+                processed: None,
+            });
         out.insert(name.clone(), verdict);
     }
     Ok(out)
@@ -84,7 +88,10 @@ fn corpus_verdicts_match_the_kernel() {
     let mut names = Vec::new();
     let mut not_compared = Vec::new();
     for path in corpus_objects() {
-        let stem = path.file_stem().and_then(|s| s.to_str()).expect("utf-8 name");
+        let stem = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .expect("utf-8 name");
         let obj = bpfemu_loader::load_file(&path, &Default::default())
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let kernel = match kernel_verdicts(&path) {

@@ -1,0 +1,201 @@
+//! `bpfemu verify`: its answer equals bpfemu's verifier library on every corpus object and on a
+//! program the kernel rejects; a rejection is placed as compilers place errors; exit codes 0/1/2.
+
+use bpfemu_verifier::{Options, ProgramInput, verify};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn bpfemu(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_bpfemu"))
+        .args(args)
+        .output()
+        .expect("bpfemu runs")
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn objects() -> Vec<PathBuf> {
+    let mut objects: Vec<PathBuf> = ["examples/xdp/build", "tests/data/verify"]
+        .iter()
+        .flat_map(|dir| std::fs::read_dir(root().join(dir)).expect("objects built"))
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "o"))
+        .collect();
+    objects.sort();
+    objects
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Every object's JSON report equals the library's verdicts, and the exit code is 0 exactly
+/// when every program is accepted.
+#[test]
+fn verify_reports_the_verifier_verdict_for_every_object() {
+    let mut programs = 0;
+    for path in objects() {
+        let name = path.to_str().expect("utf-8 path");
+        let out = bpfemu(&["verify", "--json", name]);
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{name}: {e}: {}", text(&out.stderr)));
+        let obj = bpfemu_loader::load_file(&path, &Default::default()).expect("loads");
+        let reported = doc["programs"].as_array().expect("programs");
+        assert_eq!(reported.len(), obj.programs.len(), "{name}");
+        let mut all_accepted = true;
+        for (p, prog) in reported.iter().zip(&obj.programs) {
+            let v = verify(&ProgramInput::new(&obj, prog), &Options::default());
+            assert_eq!(p["name"], prog.name.as_str(), "{name}");
+            assert_eq!(p["accepted"], v.is_accepted(), "{name}: {p:#}");
+            assert_eq!(
+                p["processed_insns"], v.stats.processed_insns,
+                "{name}: {p:#}"
+            );
+            match v.rejection() {
+                Some(r) => {
+                    assert_eq!(p["message"], r.message.as_str(), "{name}: {p:#}");
+                    assert_eq!(p["insn"], serde_json::json!(r.insn), "{name}: {p:#}");
+                }
+                None => assert!(p.get("message").is_none(), "{name}: {p:#}"),
+            }
+            all_accepted &= v.is_accepted();
+            programs += 1;
+        }
+        let expected = if all_accepted { 0 } else { 1 };
+        assert_eq!(out.status.code(), Some(expected), "{name}: {doc:#}");
+    }
+    assert!(programs >= 60, "{programs} programs");
+}
+
+/// A rejection reads `file.c:LINE:COL: error: MESSAGE`, the line that line_info gives for the
+/// rejected instruction, its source text, and the instruction as the kernel's log prints it.
+#[test]
+fn a_rejection_is_placed_like_a_compiler_error() {
+    let path = root().join("tests/data/verify/unchecked_read.o");
+    let obj = bpfemu_loader::load_file(&path, &Default::default()).expect("loads");
+    let prog = obj
+        .programs
+        .iter()
+        .find(|p| p.name == "xdp_unchecked")
+        .expect("program");
+    let v = verify(&ProgramInput::new(&obj, prog), &Options::default());
+    let out = bpfemu(&["verify", path.to_str().unwrap(), "--prog", "xdp_unchecked"]);
+    let stdout = text(&out.stdout);
+    let Some(r) = v.rejection() else {
+        // Accepting it would be a verifier bug that tests/probes.rs and the corpus test catch;
+        // here only the report's form is at stake.
+        assert_eq!(out.status.code(), Some(0), "{stdout}");
+        return;
+    };
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let pc = r.insn.expect("the rejection names an instruction");
+    let src = bpfemu::verify::source_of(&prog.line_info, pc).expect("line_info covers it");
+    let first = stdout.lines().next().unwrap_or("");
+    assert_eq!(
+        first,
+        format!(
+            "{}:{}:{}: error: {}",
+            src.file_name, src.line, src.column, r.message
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("| {}", src.line_text.trim())),
+        "{stdout}"
+    );
+    assert!(stdout.contains(&format!("insn {pc}: (")), "{stdout}");
+    assert!(
+        stdout.ends_with("1 programs: 0 accepted, 1 rejected\n"),
+        "{stdout}"
+    );
+}
+
+/// --log-level 1 and 2 give the library's log at that level, in text and JSON.
+#[test]
+fn the_log_is_printed_at_the_level_asked() {
+    let path = root().join("tests/data/verify/unchecked_read.o");
+    let obj = bpfemu_loader::load_file(&path, &Default::default()).expect("loads");
+    for level in [1u32, 2] {
+        let out = bpfemu(&[
+            "verify",
+            path.to_str().unwrap(),
+            "--json",
+            "--log-level",
+            &level.to_string(),
+        ]);
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        for (p, prog) in doc["programs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(&obj.programs)
+        {
+            let opts = Options {
+                log_level: level,
+                ..Options::default()
+            };
+            let v = verify(&ProgramInput::new(&obj, prog), &opts);
+            assert_eq!(p["log"], v.log.as_str(), "level {level}: {p:#}");
+        }
+    }
+    let out = bpfemu(&["verify", path.to_str().unwrap()]);
+    let doc = bpfemu(&["verify", path.to_str().unwrap(), "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&doc.stdout).expect("JSON");
+    assert!(doc["programs"][0].get("log").is_none(), "{doc:#}");
+    assert!(!text(&out.stdout).is_empty());
+}
+
+#[test]
+fn bad_input_exits_2_with_a_one_line_error() {
+    let missing = root().join("tests/data/verify/no_such_file.o");
+    let not_elf = root().join("tests/data/verify/unchecked_read.c");
+    let good = root().join("tests/data/verify/unchecked_read.o");
+    let cases: [(Vec<&str>, &str); 4] = [
+        (vec!["verify", missing.to_str().unwrap()], "no_such_file.o"),
+        (
+            vec!["verify", not_elf.to_str().unwrap()],
+            "unchecked_read.c",
+        ),
+        (
+            vec!["verify", good.to_str().unwrap(), "--prog", "nope"],
+            "no program named 'nope'",
+        ),
+        (
+            vec!["verify", good.to_str().unwrap(), "--log-level", "3"],
+            "log-level",
+        ),
+    ];
+    for (args, needle) in cases {
+        let out = bpfemu(&args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn the_test_object_is_the_one_its_source_describes() {
+    // The committed object must come from the committed source (rebuild both together).
+    let src = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/verify/unchecked_read.c"),
+    )
+    .expect("source");
+    let obj = bpfemu_loader::load_file(
+        &root().join("tests/data/verify/unchecked_read.o"),
+        &Default::default(),
+    )
+    .expect("loads");
+    for prog in &obj.programs {
+        assert!(
+            src.contains(&format!("int {}(", prog.name)),
+            "{}",
+            prog.name
+        );
+        for line in &prog.line_info {
+            assert!(src.contains(line.line_text.trim()), "{line:?}");
+        }
+    }
+}
