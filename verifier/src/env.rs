@@ -107,6 +107,10 @@ pub struct Env<'a> {
     pub states_alive: u64,
     /// The history entry pushed for the current instruction (`cur_hist_ent`).
     pub cur_hist_ent: bool,
+    /// Branches a check pushed during the current instruction (`push_stack` from inside a
+    /// helper call: callbacks), as (state, instruction, previous instruction); the walk
+    /// moves them onto its stack after the instruction.
+    pub pending: Vec<(crate::state::VerifierState, usize, usize)>,
 }
 
 /// A checkpoint.
@@ -160,6 +164,7 @@ impl<'a> Env<'a> {
             live_regs: vec![u16::MAX; len],
             states_alive: 0,
             cur_hist_ent: false,
+            pending: Vec::new(),
         }
     }
 

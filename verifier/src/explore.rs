@@ -57,12 +57,33 @@ pub fn run(input: &ProgramInput<'_>, opts: &Options) -> Verdict {
     };
     let mut env = Env::new(input, prog, ops, log);
     let result = check::check_program(&mut env, &pre).and_then(|()| {
+        mark_callback_calls(&mut env);
         liveness::compute_live_registers(&mut env);
         print_live_regs(&mut env);
         do_check_main(&mut env, opts)?;
         check::check_stack_depths(&mut env)
     });
     finish(env, result, started)
+}
+
+/// Helper calls that run a callback synchronously are checkpoints (`mark_calls_callback`,
+/// `mark_force_checkpoint`): their iterations converge there.
+fn mark_callback_calls(env: &mut Env<'_>) {
+    let calls: Vec<usize> = env
+        .prog
+        .iter()
+        .filter(|(_, i)| {
+            matches!(i, Insn::Call(CallTarget::Helper(id)) if call::callback::SYNC_CALLBACK_HELPERS.contains(id))
+        })
+        .map(|(pc, _)| pc)
+        .collect();
+    for pc in calls {
+        let aux = &mut env.aux[pc];
+        aux.calls_callback = true;
+        aux.force_checkpoint = true;
+        aux.prune_point = true;
+        aux.jmp_point = true;
+    }
 }
 
 fn print_live_regs(env: &mut Env<'_>) {
@@ -184,50 +205,7 @@ fn do_check_main(env: &mut Env<'_>, opts: &Options) -> Result<(), Reject> {
     let state = entry_state();
     env.log.scratch_all();
     do_check(env, state, opts)?;
-    check_stack_depth(env)
-}
-
-/// `check_max_stack_depth` over the static call graph, after exploration.
-fn check_stack_depth(env: &mut Env<'_>) -> Result<(), Reject> {
-    let n = env.subprogs.len();
-    let depths: Vec<i32> = env
-        .subprogs
-        .iter()
-        .map(|s| (s.stack_depth.max(1) as i32 + 31) / 32 * 32)
-        .collect();
-    let mut calls = vec![Vec::new(); n];
-    let mut roots = vec![0];
-    for (pc, insn) in env.prog.iter() {
-        let target = match insn {
-            Insn::Call(CallTarget::Local(rel)) => (pc as i64 + 1 + *rel as i64) as usize,
-            Insn::LdImm64 {
-                kind: bpfemu_isa::LdImm64Kind::Func,
-                imm,
-                ..
-            } => {
-                let t = (pc as i64 + 1 + *imm as i64) as usize;
-                if let Some(s) = env.subprog_at(t) {
-                    roots.push(s);
-                }
-                continue;
-            }
-            _ => continue,
-        };
-        if let Some(callee) = env.subprog_at(target) {
-            calls[env.subprog_of(pc)].push(callee);
-        }
-    }
-    match check::check_max_stack_depth(&depths, &calls, &roots) {
-        Ok(()) => Ok(()),
-        Err(e) => {
-            let errno = if e.errno == 7 {
-                Errno::E2big
-            } else {
-                Errno::Eacces
-            };
-            Err(env.reject(errno, e.message))
-        }
-    }
+    check::check_stack_depths(env)
 }
 
 /// `do_check`: the walk from `state` until every pushed branch is done.
@@ -287,6 +265,9 @@ fn do_check(env: &mut Env<'_>, mut state: VerifierState, opts: &Options) -> Resu
                 env.aux[pc].seen = true;
                 prev_insn_idx = pc;
                 let step = do_check_insn(env, &mut state, pc, &mut stack, &mut do_print_state)?;
+                for (st, at, prev) in std::mem::take(&mut env.pending) {
+                    push_branch(env, &mut stack, st, at, prev);
+                }
                 if stack.len() > COMPLEXITY_LIMIT_JMP_SEQ {
                     return Err(env.reject(
                         Errno::E2big,
@@ -425,10 +406,23 @@ fn is_state_visited(
             && states_equal(env, &e.state, state, Exact::RangeWithin)
         {
             hit = true;
+        } else if e.branches > 0 && env.aux[pc].calls_callback {
+            if states_equal(env, &e.state, state, Exact::RangeWithin) {
+                hit = true;
+            } else {
+                let c = &env.counters;
+                if !force_new
+                    && c.jmps_processed - c.prev_jmps_processed < 20
+                    && c.insn_processed - c.prev_insn_processed < 100
+                {
+                    add_new_state = false;
+                }
+            }
         } else if e.branches > 0 {
             if states_maybe_looping(&e.state, state)
                 && states_equal(env, &e.state, state, Exact::Exact)
                 && e.state.may_goto_depth == state.may_goto_depth
+                && e.state.callback_unroll_depth == state.callback_unroll_depth
             {
                 print_source_line(env, pc);
                 env.verbose(&format!("infinite loop detected at insn {pc}\n"));
@@ -799,9 +793,21 @@ impl Errno {
     }
 }
 
+/// After a callback body returns to its helper call: widen imprecise scalars against the
+/// checkpoint of the previous iteration at the call (`prepare_func_exit`).
+pub fn widen_after_callback(env: &Env<'_>, state: &mut VerifierState, callsite: usize) {
+    if let Some(prev) = find_prev_in(env, state, callsite) {
+        let old = env.explored[prev].state.clone();
+        widen_imprecise_scalars(env, &old, state);
+    }
+}
+
 /// `find_prev_entry`: a checkpoint at `pc` on the current path, older than checkpoint `cur`.
 fn find_prev_entry(env: &Env<'_>, cur: usize, pc: usize) -> Option<usize> {
-    let cur_state = &env.explored[cur].state;
+    find_prev_in(env, &env.explored[cur].state, pc)
+}
+
+fn find_prev_in(env: &Env<'_>, cur_state: &VerifierState, pc: usize) -> Option<usize> {
     let bucket = bucket_of(env, cur_state, pc);
     env.buckets[bucket].iter().rev().copied().find(|&i| {
         let e = &env.explored[i];

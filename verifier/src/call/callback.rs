@@ -1,10 +1,17 @@
 //! Callbacks (`push_callback_call` and the `set_*_callback_state` functions): `bpf_loop`,
-//! `bpf_for_each_map_elem`, `bpf_timer_set_callback`; the callee frame's arguments and R0's
-//! range at its exit.
+//! `bpf_for_each_map_elem`; the callee frame's arguments and R0's range at its exit.
+//!
+//! As in the kernel, the callback body is a branch of its own: a copy of the state at the
+//! call with the callback's frame pushed is queued, and the current path goes on after the
+//! helper call. At the callback's `exit` the walk returns to the helper call, which queues
+//! the next iteration until the states converge (pruning) or the iteration count runs out.
 
+use crate::call::subprog::setup_func_entry;
 use crate::env::Env;
 use crate::state::VerifierState;
+use crate::state::reg::{RegState, RegType};
 use crate::{Errno, Reject};
+use bpfemu_isa::Reg;
 
 /// Which helper calls the callback; decides the callee's arguments and return range.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,8 +26,11 @@ pub enum CallbackKind {
     Other,
 }
 
-/// Pushes the callback frame for the helper call at `pc` whose callback is subprogram
-/// `subprog`; the walk continues at the callback's first instruction.
+/// Helper ids whose callback runs synchronously (`is_sync_callback_calling_function`).
+pub const SYNC_CALLBACK_HELPERS: [i32; 4] = [164, 180, 181, 209];
+
+/// Queues the callback body of the helper call at `pc` (subprogram `subprog`) as a branch
+/// (`push_callback_call`); the current path continues after the call.
 pub fn push_callback_call(
     env: &mut Env<'_>,
     state: &mut VerifierState,
@@ -28,6 +38,54 @@ pub fn push_callback_call(
     subprog: usize,
     kind: CallbackKind,
 ) -> Result<(), Reject> {
-    let _ = (state, pc, subprog, kind);
-    Err(env.reject(Errno::Einval, "not yet supported: callbacks"))
+    if let Some(s) = env.subprogs.get_mut(subprog) {
+        s.is_cb = true;
+    }
+    let args = match kind {
+        CallbackKind::Loop => {
+            let caller = state.cur();
+            [
+                RegState::unknown_scalar(),
+                caller.regs[3],
+                RegState::not_init(),
+                RegState::not_init(),
+                RegState::not_init(),
+            ]
+        }
+        CallbackKind::ForEachMapElem { map } => {
+            let with_map = |ty| {
+                let mut r = RegState::pointer(ty);
+                r.map = Some(map);
+                r
+            };
+            [
+                with_map(RegType::ConstPtrToMap),
+                with_map(RegType::MapKey),
+                with_map(RegType::MapValue),
+                state.cur().regs[3],
+                RegState::not_init(),
+            ]
+        }
+        CallbackKind::Timer { .. } | CallbackKind::Other => {
+            return Err(env.reject(Errno::Einval, "not yet supported: this callback kind"));
+        }
+    };
+    let mut cb = state.clone();
+    setup_func_entry(env, &mut cb, subprog, pc)?;
+    {
+        let callee = cb.cur_mut();
+        for (i, r) in args.into_iter().enumerate() {
+            callee.regs[i + 1] = r;
+        }
+        callee.in_callback_fn = true;
+        callee.callback_ret_range = (0, 1);
+    }
+    cb.callback_unroll_depth += 1;
+    let caller = cb.curframe() - 1;
+    cb.frames[caller].callback_depth += 1;
+    state.cur_mut().callback_depth = 0;
+    let start = env.subprogs[subprog].start;
+    env.pending.push((cb, start, pc));
+    let _ = Reg::R0;
+    Ok(())
 }

@@ -123,6 +123,9 @@ pub fn prepare_func_exit(env: &mut Env<'_>, state: &mut VerifierState) -> Result
     }
     state.frames.pop();
     env.log.scratch_all();
+    if callee.in_callback_fn {
+        crate::explore::widen_after_callback(env, state, next);
+    }
     Ok(next)
 }
 

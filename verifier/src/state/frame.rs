@@ -114,6 +114,8 @@ pub struct VerifierState {
     pub last_insn_idx: usize,
     /// Checkpoints between the entry and this state (`dfs_depth`).
     pub dfs_depth: u32,
+    /// Callback bodies entered on this path (`callback_unroll_depth`).
+    pub callback_unroll_depth: u32,
 }
 
 /// `INSN_F_FRAMENO_MASK`: the frame of a stack access, in the history flags.
@@ -153,6 +155,7 @@ impl VerifierState {
             first_insn_idx: 0,
             last_insn_idx: 0,
             dfs_depth: 0,
+            callback_unroll_depth: 0,
         }
     }
 
