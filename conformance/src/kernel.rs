@@ -472,6 +472,45 @@ pub fn map_update(map: &OwnedFd, key: &[u8], value: &[u8], flags: u64) -> Result
     sys_bpf_status(BPF_MAP_UPDATE_ELEM, &mut attr)
 }
 
+/// The head of `struct bpf_prog_info` up to `xlated_prog_insns`.
+#[repr(C)]
+#[derive(Default)]
+struct ProgInfoHead {
+    prog_type: u32,
+    id: u32,
+    tag: [u8; 8],
+    jited_prog_len: u32,
+    xlated_prog_len: u32,
+    jited_prog_insns: u64,
+    xlated_prog_insns: u64,
+}
+
+/// The program the kernel runs after its verifier's rewrites (`xlated_prog_insns`, what
+/// `bpftool prog dump xlated` prints): map references show the map's id, helper calls an
+/// address offset.
+pub fn prog_xlated(prog: &OwnedFd) -> Result<Vec<RawInsn>, i32> {
+    let mut info = ProgInfoHead::default();
+    let mut attr = InfoByFdAttr {
+        bpf_fd: prog.as_raw_fd() as u32,
+        info_len: std::mem::size_of::<ProgInfoHead>() as u32,
+        info: &mut info as *mut ProgInfoHead as u64,
+    };
+    sys_bpf_status(BPF_OBJ_GET_INFO_BY_FD, &mut attr)?;
+    let mut bytes = vec![0u8; info.xlated_prog_len as usize];
+    let mut info = ProgInfoHead {
+        xlated_prog_len: bytes.len() as u32,
+        xlated_prog_insns: bytes.as_mut_ptr() as u64,
+        ..ProgInfoHead::default()
+    };
+    let mut attr = InfoByFdAttr {
+        bpf_fd: prog.as_raw_fd() as u32,
+        info_len: std::mem::size_of::<ProgInfoHead>() as u32,
+        info: &mut info as *mut ProgInfoHead as u64,
+    };
+    sys_bpf_status(BPF_OBJ_GET_INFO_BY_FD, &mut attr)?;
+    Ok(RawInsn::parse_all(&bytes).unwrap_or_default())
+}
+
 /// A map fd as the 32-bit immediate of an `ld_imm64`.
 pub fn fd_imm(fd: &OwnedFd) -> i32 {
     fd.as_raw_fd()
