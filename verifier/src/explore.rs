@@ -60,8 +60,7 @@ pub fn run(input: &ProgramInput<'_>, opts: &Options) -> Verdict {
         mark_callback_calls(&mut env);
         liveness::compute_live_registers(&mut env);
         print_live_regs(&mut env);
-        do_check_main(&mut env, opts)?;
-        check::check_stack_depths(&mut env)
+        do_check_main(&mut env, opts)
     });
     finish(env, result, started)
 }

@@ -472,3 +472,50 @@ fn malformed_fields_when_reached() {
     failures.dedup();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The kernel's verdict (None: accepted) and bpfemu's, through the whole verifier.
+fn verdicts(insns: &[RawInsn]) -> (Option<String>, Option<String>) {
+    let kernel = {
+        let mut opts = LoadOptions::new(BPF_PROG_TYPE_XDP, insns);
+        opts.log_level = BPF_LOG_LEVEL1;
+        let res = prog_load(&opts);
+        res.fd.is_err().then(|| kernel_last_line(insns))
+    };
+    let input = ProgramInput::raw(BPF_PROG_TYPE_XDP, insns, &[]);
+    let verdict = verify(&input, &Options::default());
+    (kernel, verdict.rejection().map(|r| r.message.clone()))
+}
+
+#[test]
+fn combined_stack_depth() {
+    if !kernel_or_skip("combined_stack_depth") {
+        return;
+    }
+    let ret0 = [r(0xb7, 0, 0, 0, 0), EXIT];
+    // main stores at fp-main, calls a subprogram that stores at fp-sub.
+    let chain = |main: i16, sub: i16| {
+        [
+            vec![r(0x7a, 10, 0, -main, 0), r(0x85, 0, 1, 0, 2)],
+            ret0.to_vec(),
+            vec![r(0x7a, 10, 0, -sub, 0)],
+            ret0.to_vec(),
+        ]
+        .concat()
+    };
+    let mut failures = Vec::new();
+    // Frames round to 16 bytes with the JIT: 488+16 fits (496+16), 488+32 does not.
+    for (main, sub) in [
+        (488, 16),
+        (488, 32),
+        (256, 256),
+        (264, 256),
+        (8, 8),
+        (504, 8),
+    ] {
+        let (kernel, ours) = verdicts(&chain(main, sub));
+        if kernel != ours {
+            failures.push(format!("{main}+{sub}: kernel {kernel:?}, bpfemu {ours:?}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
