@@ -39,3 +39,5 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo test"
 cargo test --workspace --locked
+echo "== fuzz targets (nightly, ${BPFEMU_FUZZ_SECONDS:-30} s each)"
+./scripts/fuzz.sh "${BPFEMU_FUZZ_SECONDS:-30}"

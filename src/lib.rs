@@ -17,6 +17,8 @@ pub mod bench;
 pub mod diff;
 pub mod digest;
 pub mod expect;
+pub mod fuzz;
+pub mod fuzzing;
 pub mod mapio;
 pub mod pcap;
 pub mod replay;

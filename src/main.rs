@@ -90,6 +90,72 @@ enum Command {
     /// Compare bpfemu with the running kernel: every packet of a capture through both
     /// (BPF_PROG_TEST_RUN), then every map; or, with --verifier, the kernel's verdicts.
     Diff(Box<DiffArgs>),
+    /// Coverage-guided packet fuzzing of an XDP program: mutated packets until the time or
+    /// run budget is spent; findings (XDP_ABORTED, faults, --never) and a minimised corpus as
+    /// captures, coverage by source line. Exit 1 when something was found.
+    Fuzz(Box<FuzzArgs>),
+}
+
+#[derive(clap::Args)]
+struct FuzzArgs {
+    /// The BPF object.
+    obj: PathBuf,
+    /// The XDP program to fuzz (needed when the object has several).
+    #[arg(long)]
+    prog: Option<String>,
+    /// Initial map contents (JSON, as for replay).
+    #[arg(long, value_name = "FILE")]
+    maps: Option<PathBuf>,
+    /// Routing and neighbour tables for bpf_fib_lookup (JSON, as for replay).
+    #[arg(long, value_name = "FILE")]
+    fib: Option<PathBuf>,
+    /// Packets to start from (pcap or pcapng); default: generated traffic.
+    #[arg(long, value_name = "PCAP")]
+    seeds: Option<PathBuf>,
+    /// How long to fuzz: `90s`, `5m`, `1h`, or seconds.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    time: std::time::Duration,
+    /// Stop after this many runs (deterministic for a --seed, unlike --time).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    runs: Option<u64>,
+    /// Seed of the mutator, the generated traffic and bpf_get_prandom_u32.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Forbidden results, each a finding: ACTION (aborted, drop, pass, tx, redirect, any) with
+    /// an optional :CONDITION (bad-ipv4-csum, bad-l4-csum, short, rewritten) of the packet
+    /// the program leaves, e.g. `--never tx:bad-ipv4-csum`. Repeatable.
+    #[arg(long, value_name = "ACTION[:CONDITION]")]
+    never: Vec<bpfemu::fuzz::Never>,
+    /// Where findings, the corpus and the coverage report go.
+    #[arg(long, value_name = "DIR", default_value = "fuzz-out")]
+    out: PathBuf,
+    /// One JSON document instead of the text summary.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    load: LoadArgs,
+}
+
+/// `90s`, `5m`, `1h`, `250ms` or a number of seconds.
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit() && c != '.') {
+        Some(at) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("'{text}' is not a duration (e.g. 90s, 5m, 1h)"))?;
+    let seconds = match unit {
+        "ms" => value / 1e3,
+        "s" => value,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        _ => return Err(format!("'{text}': unknown unit '{unit}' (ms, s, m, h)")),
+    };
+    std::time::Duration::try_from_secs_f64(seconds)
+        .ok()
+        .filter(|d| *d <= std::time::Duration::from_secs(366 * 24 * 3600))
+        .ok_or_else(|| format!("'{text}' is not a duration of at most a year"))
 }
 
 #[derive(clap::Args)]
@@ -355,6 +421,27 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::from(bpfemu::replay::replay(&args.options())?))
         }
         Command::Diff(args) => diff(&args),
+        Command::Fuzz(args) => {
+            let opts = bpfemu::fuzz::FuzzOptions {
+                replay: bpfemu::replay::ReplayOptions {
+                    object: args.obj.clone(),
+                    program: args.prog.clone(),
+                    cpus: 1,
+                    seed: args.seed,
+                    fib: args.fib.clone(),
+                    maps: args.maps.clone(),
+                    load: args.load.options(),
+                    ..Default::default()
+                },
+                seeds: args.seeds.clone(),
+                time: args.time,
+                runs: args.runs,
+                out: args.out.clone(),
+                never: args.never.clone(),
+                json: args.json,
+            };
+            Ok(ExitCode::from(bpfemu::fuzz::fuzz(&opts)?))
+        }
         Command::Bench(args) => {
             let report = bpfemu::bench::bench(&bpfemu::bench::BenchOptions {
                 object: args.obj.clone(),
