@@ -87,10 +87,15 @@ pub fn check_alu(env: &mut Env<'_>, state: &mut VerifierState, insn: &Insn) -> R
             }
             Ok(())
         }
-        Insn::Endian { dst, .. } => {
+        Insn::Endian { order, bits, dst } => {
             check_reg_read(env, state, dst)?;
             check_reg_write(env, dst)?;
-            *state.reg_mut(dst) = RegState::unknown_scalar();
+            let reg = *state.reg(dst);
+            *state.reg_mut(dst) = if reg.ty == RegType::Scalar {
+                byte_order(&reg, order, bits as u32)
+            } else {
+                RegState::unknown_scalar()
+            };
             Ok(())
         }
         Insn::AddrSpaceCast { dst, src, imm } => {
@@ -105,6 +110,20 @@ pub fn check_alu(env: &mut Env<'_>, state: &mut VerifierState, insn: &Insn) -> R
         }
         _ => Ok(()),
     }
+}
+
+/// A byte swap or truncation on a scalar: the tnum follows the bytes exactly (on a
+/// little-endian host `to_le` only truncates), the ranges come from it.
+fn byte_order(reg: &RegState, order: bpfemu_isa::ByteOrder, bits: u32) -> RegState {
+    let truncated = reg.var_off.cast(bits / 8);
+    let var_off = match order {
+        bpfemu_isa::ByteOrder::ToLe => truncated,
+        _ => truncated.bswap(bits),
+    };
+    let mut r = RegState::unknown_scalar();
+    r.var_off = var_off;
+    r.bounds_sync();
+    r
 }
 
 fn check_mov(

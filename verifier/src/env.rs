@@ -103,6 +103,9 @@ pub struct Env<'a> {
     pub buckets: Vec<Vec<usize>>,
     /// Registers live before each instruction (`live_regs_before`), a bit per register.
     pub live_regs: Vec<u16>,
+    /// Stack slots of the instruction's own frame that may still be read, a bit per slot
+    /// (`fp-8` is bit 0).
+    pub live_stack: Vec<u64>,
     /// Checkpoints in the lists plus evicted ones still referenced (for `peak_states`).
     pub states_alive: u64,
     /// The history entry pushed for the current instruction (`cur_hist_ent`).
@@ -162,6 +165,7 @@ impl<'a> Env<'a> {
             explored: Vec::new(),
             buckets: vec![Vec::new(); len.max(1)],
             live_regs: vec![u16::MAX; len],
+            live_stack: vec![u64::MAX; len],
             states_alive: 0,
             cur_hist_ent: false,
             pending: Vec::new(),

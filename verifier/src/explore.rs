@@ -59,6 +59,7 @@ pub fn run(input: &ProgramInput<'_>, opts: &Options) -> Verdict {
     let result = check::check_program(&mut env, &pre).and_then(|()| {
         mark_callback_calls(&mut env);
         liveness::compute_live_registers(&mut env);
+        liveness::compute_live_stack(&mut env);
         print_live_regs(&mut env);
         do_check_main(&mut env, opts)
     });

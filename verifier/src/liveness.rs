@@ -101,3 +101,215 @@ pub fn compute_live_registers(env: &mut Env<'_>) {
     }
     env.live_regs = live;
 }
+
+/// What the forward pass knows of a register: whether it points into its own frame's stack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fp {
+    /// Not a pointer to this frame's stack.
+    No,
+    /// `r10 + off`.
+    At(i64),
+    /// Somewhere in this frame's stack.
+    Any,
+}
+
+fn join(a: Fp, b: Fp) -> Fp {
+    match (a, b) {
+        (Fp::No, Fp::No) => Fp::No,
+        (Fp::At(x), Fp::At(y)) if x == y => Fp::At(x),
+        _ => Fp::Any,
+    }
+}
+
+const ALL_SLOTS: u64 = u64::MAX;
+
+/// The 8-byte slots `[off, off + size)` covers, a bit per slot (`fp-8` is bit 0).
+fn slots(off: i64, size: i64) -> u64 {
+    let mut bits = 0;
+    for o in off..off + size {
+        if (-512..0).contains(&o) {
+            bits |= 1 << ((-o - 1) / 8);
+        }
+    }
+    bits
+}
+
+/// Fills `env.live_stack` with the stack slots of its own frame that an instruction or a later
+/// one may read (the kernel's static stack liveness, simplified): reads through `r10 + const`
+/// read their slots, a read at an unknown stack offset or a call that gets a stack pointer
+/// reads every slot, a full aligned 8-byte store kills its slot. A program that stores a stack
+/// pointer anywhere keeps every slot live.
+pub fn compute_live_stack(env: &mut Env<'_>) {
+    let len = env.len();
+    env.live_stack = vec![ALL_SLOTS; len];
+    let insns: Vec<(usize, Insn)> = env.prog.iter().map(|(pc, i)| (pc, *i)).collect();
+    let mut succ: Vec<[Option<usize>; 2]> = vec![[None, None]; len];
+    for (pc, insn) in &insns {
+        let next = pc + insn.slots();
+        let target = |off: i64| {
+            let t = *pc as i64 + 1 + off;
+            (t >= 0 && (t as usize) < len).then_some(t as usize)
+        };
+        let fall = (next < len).then_some(next);
+        succ[*pc] = match *insn {
+            Insn::Exit => [None, None],
+            Insn::Ja { off, .. } => [target(off as i64), None],
+            Insn::Jump { off, .. } | Insn::MayGoto { off } => [fall, target(off as i64)],
+            _ => [fall, None],
+        };
+    }
+    // Forward: which registers point into the frame's own stack.
+    let mut regs: Vec<Option<[Fp; 11]>> = vec![None; len];
+    let mut work: Vec<usize> = Vec::new();
+    for s in &env.subprogs {
+        let mut entry = [Fp::No; 11];
+        entry[10] = Fp::At(0);
+        if s.start < len {
+            regs[s.start] = Some(entry);
+            work.push(s.start);
+        }
+    }
+    let insn_at: std::collections::HashMap<usize, Insn> = insns.iter().copied().collect();
+    while let Some(pc) = work.pop() {
+        let Some(mut r) = regs[pc] else { continue };
+        let Some(insn) = insn_at.get(&pc) else {
+            continue;
+        };
+        transfer(insn, &mut r);
+        for s in succ[pc].iter().flatten() {
+            let merged = match regs[*s] {
+                None => r,
+                Some(old) => {
+                    let mut m = old;
+                    for i in 0..11 {
+                        m[i] = join(old[i], r[i]);
+                    }
+                    m
+                }
+            };
+            if regs[*s] != Some(merged) {
+                regs[*s] = Some(merged);
+                work.push(*s);
+            }
+        }
+    }
+    // A stack pointer stored to memory may come back through any load: give up.
+    for (pc, insn) in &insns {
+        let Some(r) = regs[*pc] else { continue };
+        let src = match insn {
+            Insn::StoreReg { src, .. } | Insn::Atomic { src, .. } => Some(*src),
+            _ => None,
+        };
+        if src.is_some_and(|s| r[s.index()] != Fp::No) {
+            return;
+        }
+    }
+    let mut use_kill = vec![(ALL_SLOTS, 0u64); len];
+    for (pc, insn) in &insns {
+        let Some(r) = regs[*pc] else {
+            use_kill[*pc] = (0, 0);
+            continue;
+        };
+        let at = |reg: bpfemu_isa::Reg, off: i16, size: usize| match r[reg.index()] {
+            Fp::No => 0,
+            Fp::At(c) => slots(c + off as i64, size as i64),
+            Fp::Any => ALL_SLOTS,
+        };
+        use_kill[*pc] = match *insn {
+            Insn::Load { src, off, size, .. } => (at(src, off, size.bytes()), 0),
+            Insn::Atomic { dst, off, size, .. } => (at(dst, off, size.bytes()), 0),
+            Insn::Store { dst, off, size, .. } | Insn::StoreReg { dst, off, size, .. } => {
+                match r[dst.index()] {
+                    Fp::At(c) if size.bytes() == 8 && (c + off as i64) % 8 == 0 => {
+                        (0, slots(c + off as i64, 8))
+                    }
+                    _ => (0, 0),
+                }
+            }
+            Insn::Call(_) => {
+                let any = (1..=5).any(|i| r[i] != Fp::No);
+                (if any { ALL_SLOTS } else { 0 }, 0)
+            }
+            Insn::LdAbs { .. } | Insn::LdInd { .. } => (ALL_SLOTS, 0),
+            _ => (0, 0),
+        };
+    }
+    let mut live = vec![0u64; len];
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for (pc, _) in insns.iter().rev() {
+            let out = succ[*pc]
+                .iter()
+                .flatten()
+                .fold(0u64, |acc, s| acc | live[*s]);
+            let (u, k) = use_kill[*pc];
+            let new = u | (out & !k);
+            if new != live[*pc] {
+                live[*pc] = new;
+                changed = true;
+            }
+        }
+    }
+    env.live_stack = live;
+}
+
+fn transfer(insn: &Insn, r: &mut [Fp; 11]) {
+    use bpfemu_isa::{AluOp, Width};
+    match *insn {
+        Insn::Alu {
+            width: Width::W64,
+            op: AluOp::Mov,
+            dst,
+            src,
+        } => {
+            r[dst.index()] = match src {
+                Source::Reg(s) => r[s.index()],
+                Source::Imm(_) => Fp::No,
+            }
+        }
+        Insn::Alu {
+            width: Width::W64,
+            op: op @ (AluOp::Add | AluOp::Sub),
+            dst,
+            src,
+        } => {
+            let d = r[dst.index()];
+            r[dst.index()] = match (d, src) {
+                (Fp::At(c), Source::Imm(k)) => Fp::At(if op == AluOp::Add {
+                    c + k as i64
+                } else {
+                    c - k as i64
+                }),
+                (Fp::No, Source::Reg(s)) if op == AluOp::Add && r[s.index()] != Fp::No => Fp::Any,
+                (Fp::No, _) => Fp::No,
+                _ => Fp::Any,
+            }
+        }
+        Insn::Alu { dst, .. }
+        | Insn::Neg { dst, .. }
+        | Insn::MovSx { dst, .. }
+        | Insn::AddrSpaceCast { dst, .. }
+        | Insn::Endian { dst, .. }
+        | Insn::LdImm64 { dst, .. }
+        | Insn::Load { dst, .. } => r[dst.index()] = Fp::No,
+        Insn::Atomic { op, src, .. } => {
+            if op == AtomicOp::Cmpxchg {
+                r[0] = Fp::No;
+            } else if op.fetches() || op == AtomicOp::LoadAcquire {
+                r[src.index()] = Fp::No;
+            }
+        }
+        Insn::Call(_) => {
+            for reg in r.iter_mut().take(6) {
+                *reg = Fp::No;
+            }
+        }
+        Insn::LdAbs { .. } | Insn::LdInd { .. } => {
+            for reg in r.iter_mut().take(6) {
+                *reg = Fp::No;
+            }
+        }
+        _ => {}
+    }
+}

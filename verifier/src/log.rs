@@ -88,7 +88,7 @@ impl Log {
 
 /// `verbose_snum`: small values decimal, others hex.
 fn snum(v: i64) -> String {
-    if (-512..=512).contains(&v) {
+    if (i16::MIN as i64..=i16::MAX as i64).contains(&v) {
         format!("{v}")
     } else {
         format!("{:#x}", v as u64)
@@ -97,7 +97,7 @@ fn snum(v: i64) -> String {
 
 /// `verbose_unum`.
 fn unum(v: u64) -> String {
-    if v <= 512 {
+    if v <= u16::MAX as u64 {
         format!("{v}")
     } else {
         format!("{v:#x}")
@@ -112,7 +112,7 @@ pub fn reg_type_name(_env: &Env<'_>, reg: &RegState) -> String {
 /// `print_scalar_ranges`.
 fn scalar_ranges(reg: &RegState, out: &mut String, sep: &mut &'static str) {
     let s32_val = |v: i32| -> u64 {
-        if (-512..=512).contains(&(v as i64)) {
+        if (i16::MIN as i64..=i16::MAX as i64).contains(&(v as i64)) {
             v as i64 as u64
         } else {
             v as u32 as u64

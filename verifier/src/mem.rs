@@ -483,11 +483,7 @@ fn check_ptr_alignment(
 
 /// A variable offset in alignment messages: the value when known, else the tnum.
 fn var_off_text(reg: &RegState) -> String {
-    if reg.var_off.is_const() {
-        format!("{}", reg.var_off.value as i64)
-    } else {
-        reg.var_off.text()
-    }
+    reg.var_off.text()
 }
 
 /// `__check_ptr_off_reg` for ctx: only the unmodified pointer may be dereferenced.
@@ -1128,7 +1124,6 @@ fn check_stack_range_initialized(
                 return Err(env.reject(Errno::Eacces, msg));
             }
         }
-        env.log.scratch_stack(spi);
     }
     Ok(())
 }

@@ -178,13 +178,18 @@ fn scalar_for_stack(slot: &StackSlot) -> Option<RegState> {
 }
 
 /// `stacksafe`.
-fn stacksafe(old: &FuncState, cur: &FuncState, idmap: &mut IdMap, exact: Exact) -> bool {
+fn stacksafe(old: &FuncState, cur: &FuncState, idmap: &mut IdMap, exact: Exact, live: u64) -> bool {
     let old_len = old.allocated_stack();
     let cur_len = cur.allocated_stack();
     let mut i = 0;
     while i < old_len {
         let spi = i / SLOT_SIZE;
         let idx = i % SLOT_SIZE;
+        // A slot no later instruction reads was cleaned from the explored state.
+        if exact == Exact::NotExact && spi < 64 && live & (1 << spi) == 0 {
+            i = (spi + 1) * SLOT_SIZE;
+            continue;
+        }
         let ot = old.stack[spi].slot_type[idx];
         if exact == Exact::Exact && (i >= cur_len || ot != cur.stack[spi].slot_type[idx]) {
             return false;
@@ -275,7 +280,12 @@ pub fn states_equal(env: &Env<'_>, old: &VerifierState, cur: &VerifierState, exa
                 return false;
             }
         }
-        if !stacksafe(of, cf, &mut idmap, exact) {
+        let live_stack = env
+            .live_stack
+            .get(frame_insn_idx(old, i))
+            .copied()
+            .unwrap_or(u64::MAX);
+        if !stacksafe(of, cf, &mut idmap, exact, live_stack) {
             return false;
         }
     }

@@ -202,9 +202,26 @@ impl Tnum {
         self.with_subreg(Tnum::constant(value as u64))
     }
 
-    /// The kernel's `tnum_strn` text: `(0x..; 0x..)`.
+    /// The kernel's `tnum_strn` text: a known value as a number (decimal up to 65535),
+    /// else `(0x..; 0x..)`.
     pub fn text(self) -> String {
+        if self.mask == 0 {
+            if self.value <= u16::MAX as u64 {
+                return format!("{}", self.value);
+            }
+            return format!("{:#x}", self.value);
+        }
         format!("(0x{:x}; 0x{:x})", self.value, self.mask)
+    }
+
+    /// The low `bits` bits with their bytes in reverse order (a byte swap is exact on tnums).
+    pub fn bswap(self, bits: u32) -> Tnum {
+        let swap = |v: u64| match bits {
+            16 => (v as u16).swap_bytes() as u64,
+            32 => (v as u32).swap_bytes() as u64,
+            _ => v.swap_bytes(),
+        };
+        Tnum::new(swap(self.value), swap(self.mask))
     }
 }
 
