@@ -23,7 +23,6 @@
 //! `call_unwind_fail`); otherwise the report says the helper semantics differ.
 
 use crate::kernel::{self, BPF_LOG_LEVEL1, BPF_PROG_TYPE_XDP, LoadOptions, MapSpec};
-use crate::libbpf;
 use crate::runner::{self, EngineKind, Outcome, SuiteHelpers};
 use crate::suite::{self, Expectation, TestCase};
 use bpfemu_isa::opcode::*;
@@ -455,7 +454,7 @@ fn load_and_run(insns: &[RawInsn], result_map: &OwnedFd) -> KernelVerdict {
         };
     }
     let packet = [0u8; PACKET_LEN];
-    let run = match libbpf::test_run(prog.as_fd(), &packet, None, 1) {
+    let run = match crate::kernel::test_run(prog.as_fd(), &packet, None, 1) {
         Ok(run) => run,
         Err(errno) => {
             return KernelVerdict::RunFailed {
