@@ -36,7 +36,8 @@ pub struct BenchReport {
     pub no_peer: Option<String>,
 }
 
-/// The capture's frames, repeated to `count`.
+/// The capture's frames, once: a run cycles through them up to `--packets`, so that memory
+/// stays that of the capture however many packets are asked for.
 fn frames(opts: &BenchOptions) -> Result<Vec<Vec<u8>>> {
     let read: Vec<Vec<u8>> = PcapReader::open(&opts.capture)?
         .map(|p| p.map(|p| p.data))
@@ -44,18 +45,17 @@ fn frames(opts: &BenchOptions) -> Result<Vec<Vec<u8>>> {
     if read.is_empty() {
         bail!("{}: no packets", opts.capture.display());
     }
-    Ok(read.iter().cycle().take(opts.packets).cloned().collect())
+    Ok(read)
 }
 
 pub fn bench(opts: &BenchOptions) -> Result<BenchReport> {
-    let packets = frames(opts)?;
     match diff::kernel_ready() {
-        Ok(()) => with_kernel(opts, &packets),
-        Err(why) => alone(opts, &packets, why),
+        Ok(()) => with_kernel(opts),
+        Err(why) => alone(opts, why),
     }
 }
 
-fn with_kernel(opts: &BenchOptions, packets: &[Vec<u8>]) -> Result<BenchReport> {
+fn with_kernel(opts: &BenchOptions) -> Result<BenchReport> {
     let diff_opts = DiffOptions {
         program: opts.program.clone(),
         load: opts.load.clone(),
@@ -74,8 +74,10 @@ fn with_kernel(opts: &BenchOptions, packets: &[Vec<u8>]) -> Result<BenchReport> 
         None => None,
     };
     // Global data goes in before the kernel's load (read-only data is frozen then).
+    // The program and maps first: a wrong name fails before the capture is read.
     let mut session = Session::open_with_maps(&diff_opts, doc.as_ref())?;
-    let throughput = session.throughput(packets);
+    let frames = frames(opts)?;
+    let throughput = session.throughput(&frames, opts.packets);
     Ok(BenchReport {
         program: session.program_name().to_owned(),
         throughput,
@@ -84,7 +86,7 @@ fn with_kernel(opts: &BenchOptions, packets: &[Vec<u8>]) -> Result<BenchReport> 
 }
 
 /// bpfemu only, through the replay path (the kernel is out of reach).
-fn alone(opts: &BenchOptions, packets: &[Vec<u8>], why: String) -> Result<BenchReport> {
+fn alone(opts: &BenchOptions, why: String) -> Result<BenchReport> {
     let replay_opts = ReplayOptions {
         object: opts.object.clone(),
         program: opts.program.clone(),
@@ -97,25 +99,25 @@ fn alone(opts: &BenchOptions, packets: &[Vec<u8>], why: String) -> Result<BenchR
     };
     let mut replayer = Replayer::new(&replay_opts)?;
     // Built before the clock starts: the measurement is of running packets, not copying them.
-    let packets: Vec<crate::pcap::Packet> = packets
-        .iter()
+    let packets: Vec<crate::pcap::Packet> = frames(opts)?
+        .into_iter()
         .enumerate()
         .map(|(index, data)| crate::pcap::Packet {
             index,
             ts_ns: index as u64 * 1000,
-            data: data.clone(),
             orig_len: data.len() as u32,
+            data,
         })
         .collect();
     let start = Instant::now();
     let mut insns = 0;
-    for packet in &packets {
+    for packet in packets.iter().cycle().take(opts.packets) {
         if let Ok(outcome) = replayer.run(packet).outcome {
             insns += outcome.insns_executed;
         }
     }
     let throughput = Throughput {
-        packets: packets.len(),
+        packets: opts.packets,
         ours: start.elapsed(),
         insns,
         kernel: Default::default(),
@@ -135,6 +137,10 @@ fn per_sec(count: f64, secs: f64) -> f64 {
 impl BenchReport {
     pub fn to_text(&self) -> String {
         let t = &self.throughput;
+        if t.packets == 0 {
+            // No time was measured: a speed or a ratio would be noise.
+            return format!("0 packets through {}: nothing measured\n", self.program);
+        }
         let n = t.packets as f64;
         let ours = t.ours.as_secs_f64();
         let mut out = format!(
@@ -176,6 +182,7 @@ impl BenchReport {
             "bpfemu": { "seconds": ours, "packets_per_sec": per_sec(n, ours), "insns": t.insns },
         });
         match &self.no_peer {
+            _ if t.packets == 0 => doc["bpfemu"] = json!({ "seconds": ours, "insns": t.insns }),
             Some(why) => doc["kernel"] = json!({ "unavailable": why }),
             None => {
                 let kernel = t.kernel.as_secs_f64();

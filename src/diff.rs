@@ -298,6 +298,10 @@ pub struct DiffOptions {
     pub fib: Option<PathBuf>,
     /// The engine that runs bpfemu's side.
     pub engine: crate::runtime::EngineChoice,
+    /// `ingress_ifindex` and `rx_queue_index` of every packet, handed to both sides as
+    /// test_run's ctx (each side checks them as it does); `None`: no ctx (the loopback, queue 0).
+    pub ifindex: Option<u32>,
+    pub rxq: Option<u32>,
 }
 
 impl DiffOptions {
@@ -650,12 +654,14 @@ impl Session {
     /// Runs every packet through bpfemu, then through the kernel (one `BPF_PROG_TEST_RUN` a
     /// packet), timing each side: the speed comparison of `bpfemu bench`. Both sides start from
     /// the maps as they are now and run on this (pinned) thread.
-    pub fn throughput(&mut self, packets: &[Vec<u8>]) -> Throughput {
+    pub fn throughput(&mut self, frames: &[Vec<u8>], count: usize) -> Throughput {
+        // The capture's frames cycled to `count`: memory stays that of the capture.
+        let packets = || frames.iter().cycle().take(count);
         let start = std::time::Instant::now();
         let mut insns = 0;
-        for (i, data) in packets.iter().enumerate() {
+        for (i, data) in packets().enumerate() {
             let meta = PacketMeta {
-                ts_ns: i as u64 * 1000,
+                ts_ns: (i as u64).wrapping_mul(1000),
                 ..PacketMeta::default()
             };
             if let Ok(outcome) = self.ours.run(self.program, data, &meta) {
@@ -666,14 +672,14 @@ impl Session {
         let fd = self.kernel.program_fd(&self.program_name).expect("loaded");
         let start = std::time::Instant::now();
         let mut program_ns = 0u64;
-        for data in packets {
+        for data in packets() {
             if let Ok(run) = kbpf::test_run(fd, data, None, 1) {
                 program_ns += u64::from(run.duration_ns);
             }
         }
         let kernel = start.elapsed();
         Throughput {
-            packets: packets.len(),
+            packets: if frames.is_empty() { 0 } else { count },
             ours,
             insns,
             kernel,
@@ -1727,6 +1733,52 @@ pub fn summarize(packets: usize, notable: &[PacketComparison], maps: &[MapReport
 
 /// Runs every packet of a capture through both sides (after `maps`, a `--maps` file, is set on
 /// both) and compares the maps at the end. `on_packet` sees each notable packet as it comes.
+/// `--ifindex`/`--rxq` against this host's devices, as test_run checks its ctx: a queue
+/// needs a device, the device must exist (else ENODEV for every packet), the queue must be one
+/// of its receive queues (else EINVAL). Said once, before any packet.
+fn check_host_rx(ifindex: Option<u32>, rxq: Option<u32>) -> Result<(), String> {
+    let (ifindex, rxq) = match (ifindex, rxq) {
+        (None, None) => return Ok(()),
+        (i, q) => (i.unwrap_or(1), q.unwrap_or(0)),
+    };
+    if ifindex == 0 {
+        return match rxq {
+            0 => Ok(()),
+            q => Err(format!(
+                "--rxq {q} without --ifindex: the kernel refuses a queue without a device (EINVAL)"
+            )),
+        };
+    }
+    let devices =
+        std::fs::read_dir("/sys/class/net").map_err(|e| format!("/sys/class/net: {e}"))?;
+    for dev in devices.flatten() {
+        let path = dev.path();
+        let index = std::fs::read_to_string(path.join("ifindex")).unwrap_or_default();
+        if index.trim().parse() != Ok(ifindex) {
+            continue;
+        }
+        let queues = std::fs::read_dir(path.join("queues"))
+            .map(|q| {
+                q.flatten()
+                    .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+                    .count()
+            })
+            .unwrap_or(1) as u32;
+        return if rxq < queues.max(1) {
+            Ok(())
+        } else {
+            Err(format!(
+                "--rxq {rxq}: {} (ifindex {ifindex}) has {} receive queues; the kernel refuses the packets (EINVAL)",
+                dev.file_name().to_string_lossy(),
+                queues.max(1)
+            ))
+        };
+    }
+    Err(format!(
+        "--ifindex {ifindex}: no such device on this host; the kernel refuses the packets (ENODEV)"
+    ))
+}
+
 pub fn diff_capture(
     opts: &DiffOptions,
     capture: &Path,
@@ -1741,6 +1793,9 @@ pub fn diff_capture(
             serde_json::from_str(&text).with_context(|| format!("{}: not JSON", file.display()))
         })
         .transpose()?;
+    if opts.fib.is_none() {
+        check_host_rx(opts.ifindex, opts.rxq).map_err(|e| anyhow::anyhow!(e))?;
+    }
     let reader = crate::pcap::PcapReader::open(capture)?;
     let mut session = match (&doc, maps) {
         (Some(doc), Some(file)) => {
@@ -1755,7 +1810,17 @@ pub fn diff_capture(
     let mut count = 0;
     for packet in reader {
         let packet = packet?;
-        let cmp = session.run_packet(packet.index, &packet.data);
+        let cmp = if opts.ifindex.is_some() || opts.rxq.is_some() {
+            let md = XdpMd::new(
+                packet.data.len(),
+                0,
+                opts.ifindex.unwrap_or(1),
+                opts.rxq.unwrap_or(0),
+            );
+            session.run_packet_ctx(packet.index, &packet.data, Some(&md))
+        } else {
+            session.run_packet(packet.index, &packet.data)
+        };
         count += 1;
         if cmp.is_notable() {
             on_packet(&cmp);

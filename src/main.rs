@@ -177,6 +177,12 @@ struct DiffArgs {
     /// Seed of bpfemu's bpf_get_prandom_u32.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// ingress_ifindex every packet arrives on, in both (default: test_run's, the loopback).
+    #[arg(long)]
+    ifindex: Option<u32>,
+    /// rx_queue_index every packet arrives on, in both (default: 0).
+    #[arg(long)]
+    rxq: Option<u32>,
     /// Routing and neighbour tables for bpf_fib_lookup (JSON): bpfemu's model, and for the
     /// kernel a private network namespace built from the same file (its interfaces at the
     /// same ifindexes, addresses, routes, neighbours), where the kernel side runs.
@@ -518,6 +524,8 @@ fn diff(args: &DiffArgs) -> anyhow::Result<ExitCode> {
         seed: args.seed,
         fib: args.fib.clone(),
         engine: args.engine.choice(),
+        ifindex: args.ifindex,
+        rxq: args.rxq,
     };
     let json = args.json;
     // A closed pipe stops the printing; the comparison still ends normally, so that the

@@ -307,6 +307,12 @@ impl Replayer {
         if let Some(file) = &opts.maps {
             MapIo::new(&object, &mut runtime).load_file(file)?;
         }
+        if let Some(rxq) = opts.rxq {
+            // As test_run refuses the ctx, before any packet.
+            runtime
+                .check_rx(opts.ifindex, rxq)
+                .map_err(|e| anyhow::anyhow!("--rxq {rxq} with --ifindex {}: {e}", opts.ifindex))?;
+        }
         let program = runtime
             .program_index(&program_name)
             .expect("program chosen from the object");

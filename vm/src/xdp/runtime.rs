@@ -544,13 +544,30 @@ impl XdpRuntime {
         if md.egress_ifindex != 0 {
             return Err(invalid("xdp_md.egress_ifindex must be 0".into()));
         }
-        let (ingress, rxq) = match md.ingress_ifindex {
-            0 if md.rx_queue_index != 0 => {
-                return Err(invalid(
-                    "an rx_queue_index without an ingress_ifindex".into(),
-                ));
-            }
-            0 => (LOOPBACK.ifindex, 0),
+        let (ingress, rxq) = self.check_rx(md.ingress_ifindex, md.rx_queue_index)?;
+        let frame =
+            XdpFrame::with_meta(&mut self.mem, input, meta_len, ingress, rxq).map_err(refused)?;
+        self.run_frame(prog, frame, meta)
+    }
+
+    /// The device and queue a ctx's `ingress_ifindex` and `rx_queue_index` name, checked as
+    /// test_run's `xdp_convert_md_to_buff` checks them: a queue needs a device (EINVAL), the
+    /// device must exist (ENODEV), the queue must be one of its queues (EINVAL). Ifindex 0
+    /// is the loopback's queue 0.
+    pub fn check_rx(
+        &self,
+        ingress_ifindex: u32,
+        rx_queue_index: u32,
+    ) -> Result<(u32, u32), PacketError> {
+        let invalid = |reason: String| PacketError::Refused {
+            errno: Errno::EINVAL,
+            reason,
+        };
+        match ingress_ifindex {
+            0 if rx_queue_index != 0 => Err(invalid(
+                "an rx_queue_index without an ingress_ifindex".into(),
+            )),
+            0 => Ok((LOOPBACK.ifindex, 0)),
             ifindex => {
                 let queues = self
                     .rx_queues(ifindex)
@@ -558,18 +575,14 @@ impl XdpRuntime {
                         errno: Errno::ENODEV,
                         reason: format!("no device with ifindex {ifindex}"),
                     })?;
-                if md.rx_queue_index >= queues {
+                if rx_queue_index >= queues {
                     return Err(invalid(format!(
-                        "rx queue {} of ifindex {ifindex}, which has {queues}",
-                        md.rx_queue_index
+                        "rx queue {rx_queue_index} of ifindex {ifindex}, which has {queues}"
                     )));
                 }
-                (ifindex, md.rx_queue_index)
+                Ok((ifindex, rx_queue_index))
             }
-        };
-        let frame =
-            XdpFrame::with_meta(&mut self.mem, input, meta_len, ingress, rxq).map_err(refused)?;
-        self.run_frame(prog, frame, meta)
+        }
     }
 
     /// The receive queues of a device: `None` for a device that does not exist.
