@@ -113,6 +113,9 @@ fn load_options_at_their_edges() {
     let obj = example("xdp/build/reflector.v3.o");
     at_the_edges(&["inspect", &obj], "--map-size", U32_MAX, false);
     at_the_edges(&["disasm", &obj], "--map-size", U32_MAX, false);
+    at_the_edges(&["verify", &obj], "--map-size", U32_MAX, false);
+    at_the_edges(&["verify", &obj], "--log-level", "2", false);
+    at_the_edges(&["verify", &obj], "--log-level", U64_MAX, false);
 }
 
 #[test]
