@@ -11,7 +11,7 @@ mod common;
 
 use bpfemu_verifier::Options;
 use common::report::Tally;
-use common::{bpfemu_side, kernel_side, known, probe};
+use common::{bpfemu_side, kernel_side, known, probe, soundness};
 
 #[test]
 fn probes_match_the_kernel() {
@@ -27,9 +27,18 @@ fn probes_match_the_kernel() {
     let filter = std::env::var("BPFEMU_PROBE").unwrap_or_default();
     let mut tally = Tally::default();
     let mut names = Vec::new();
+    let mut faults = Vec::new();
+    let mut run = 0;
     for p in probes.iter().filter(|p| p.name.contains(&filter)) {
         let kernel = kernel_side::judge(p).unwrap_or_else(|e| panic!("{}: {e}", p.place));
         let ours = bpfemu_side::judgement(&bpfemu_side::verify_probe(p, &Options::default()));
+        if ours.accepted {
+            // Soundness: what bpfemu accepts must run without a fault.
+            match soundness::run_randomly(&p.insns, &p.maps, name_seed(&p.name), 40) {
+                Ok(ran) => run += usize::from(ran),
+                Err(e) => faults.push(format!("{}: accepted by bpfemu, faults: {e}", p.name)),
+            }
+        }
         tally.record(&p.name, &kernel, &ours);
         names.push(p.name.clone());
     }
@@ -38,6 +47,11 @@ fn probes_match_the_kernel() {
         println!("{row}");
     }
     println!("{}", tally.summary("probes"));
+    println!(
+        "soundness: {run} accepted probes ran on 40 random packets each, {} faulted",
+        faults.len()
+    );
+    assert!(faults.is_empty(), "verifier bugs:\n{}", faults.join("\n"));
     let mut listed = known::load("", Some("corpus/"));
     if !filter.is_empty() {
         listed.retain(|name, _| name.contains(&filter));
@@ -71,4 +85,12 @@ fn probe_files_parse() {
             p.name
         );
     }
+}
+
+/// A seed derived from the probe's name, so that each probe sees its own packets, the same on
+/// every run.
+fn name_seed(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    })
 }

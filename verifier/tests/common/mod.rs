@@ -8,3 +8,4 @@ pub mod kernel_side;
 pub mod known;
 pub mod probe;
 pub mod report;
+pub mod soundness;
