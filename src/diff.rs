@@ -28,7 +28,8 @@
 //!   file's interfaces at its ifindexes, addresses, routes, neighbours), which the session's
 //!   thread enters while the session lives: `bpf_fib_lookup` answers from it, devmap values
 //!   are its ifindexes, and the loopback is its own. The namespace is deleted when the
-//!   session drops. Without a FIB the kernel side runs in the caller's namespace.
+//!   session drops. Without a FIB the kernel side runs in a fresh namespace (the loopback alone,
+//!   `Fib::fresh_netns`), which is what bpfemu answers from then.
 //! - **Per-CPU state**: bpfemu runs with as many virtual CPUs as the kernel has possible CPUs
 //!   (so per-CPU values have the same number of copies, each padded to 8 bytes) and runs every
 //!   packet on CPU 0; the [`Session`] pins the calling thread to CPU 0 while it lives, so the
@@ -331,7 +332,8 @@ pub struct Session {
     _namespace: Option<FibNamespace>,
 }
 
-/// The namespace built from `--fib` and this thread inside it (fields drop in this order).
+/// The namespace built from `--fib` (or a fresh one) and this thread inside it (fields drop in
+/// this order).
 struct FibNamespace {
     _inside: Entered,
     _netns: Netns,
@@ -373,20 +375,24 @@ impl Session {
                 })?),
                 None => None,
             };
-        let namespace = match (&fib, &opts.fib) {
-            (Some(fib), Some(file)) => {
-                let ns_err = |source| DiffError::Namespace {
-                    path: file.display().to_string(),
-                    source,
-                };
-                let netns = Netns::from_fib("bpfemu-diff", fib).map_err(ns_err)?;
-                let inside = netns.enter().map_err(ns_err)?;
-                Some(FibNamespace {
-                    _inside: inside,
-                    _netns: netns,
-                })
-            }
-            _ => None,
+        // Without --fib the kernel side runs in a fresh namespace, as bpfemu models one, so
+        // that neither side depends on the host's devices and routes.
+        let namespace = {
+            let ns_err = |source| DiffError::Namespace {
+                path: opts
+                    .fib
+                    .as_ref()
+                    .map_or_else(|| path_str.clone(), |f| f.display().to_string()),
+                source,
+            };
+            let fresh = bpfemu_vm::fib::Fib::fresh_netns();
+            let netns =
+                Netns::from_fib("bpfemu-diff", fib.as_ref().unwrap_or(&fresh)).map_err(ns_err)?;
+            let inside = netns.enter().map_err(ns_err)?;
+            Some(FibNamespace {
+                _inside: inside,
+                _netns: netns,
+            })
         };
         let cpus = kbpf::possible_cpus().map_err(|e| {
             DiffError::KernelUnavailable(format!("cannot count the possible CPUs (errno {e})"))

@@ -312,6 +312,13 @@ fn check_all(family: &str, cases: &[Case]) {
     // The kernel side runs in a fresh namespace (the loopback alone), as bpfemu without a
     // FIB models it, so the host's devices and routes play no part.
     let netns = Netns::create("bpfemu-helpers").unwrap_or_else(|e| panic!("{e}"));
+    // IPv4 settings a new namespace inherits from the host's: set them as a fresh host has them.
+    for key in [
+        "net.ipv4.conf.all.forwarding",
+        "net.ipv4.conf.lo.forwarding",
+    ] {
+        netns.sysctl(key, "0").unwrap_or_else(|e| panic!("{e}"));
+    }
     let sources: Vec<String> = (0..cases.len())
         .map(|i| cases[i].source(i as u64 * 0x9e37_79b9 + 17))
         .collect();
@@ -1048,4 +1055,43 @@ fn trace_vprintk_equals_the_kernels() {
         }
     }
     check_all("trace_vprintk", &cases);
+}
+
+// ---------------------------------------------------------------------------------------------
+// bpf_fib_lookup without a FIB: a fresh namespace's answers
+
+#[test]
+fn fib_lookup_without_a_fib_equals_a_fresh_namespace() {
+    let mut r = rng("fib");
+    let mut cases = Vec::new();
+    for _ in 0..random_cases() * 4 {
+        let family = r.pick(&[2u8, 10, 0, 7]);
+        let ifindex = r.pick(&[1u32, 0, 2, 99]);
+        let flags = r.pick(&[0u64, 1, 2, 3, 4, 6, 8, 9, 16, 32, 64, 128, 0x100]);
+        let plen = r.pick(&[64u32, 64, 63, 80, 8]);
+        let body = format!(
+            "r1 = {family}\n*(u8 *)(r10 -304) = r1\nr1 = {ifindex}\n*(u32 *)(r10 -296) = r1\n\
+             r1 = r6\n{}r3 = {plen}\nr4 = {flags:#x}\ncall bpf_fib_lookup#69\n",
+            stack_ptr(2, 304)
+        );
+        let label = format!(
+            "fib_lookup(family {family}, ifindex {ifindex}, plen {plen}, flags {flags:#x})"
+        );
+        cases.push(packet_case(&mut r, &label, body));
+    }
+    check_all("fib_lookup", &cases);
+}
+
+/// The model bpfemu answers from without a FIB is what a new namespace holds.
+#[test]
+fn fresh_netns_fib_is_a_new_namespaces_state() {
+    if !kernel_or_skip("fresh_netns_fib_is_a_new_namespaces_state") {
+        return;
+    }
+    let netns = Netns::create("bpfemu-fresh").unwrap_or_else(|e| panic!("{e}"));
+    netns
+        .sysctl("net.ipv4.conf.lo.forwarding", "0")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let seen = bpfemu_vm::fib::Fib::from_system(Some(netns.name())).unwrap();
+    assert_eq!(seen, bpfemu_vm::fib::Fib::fresh_netns());
 }

@@ -1000,6 +1000,27 @@ impl Fib {
         self.routes.extend(routes);
     }
 
+    /// The routing state of a network namespace just created: the loopback device alone
+    /// (ifindex 1, MTU 65536, down, no addresses, forwarding off), no routes, no neighbours,
+    /// the default rules. What bpfemu answers from when no FIB is given, and where `diff`
+    /// runs the kernel side then.
+    pub fn fresh_netns() -> Fib {
+        Fib {
+            interfaces: vec![Interface {
+                ifindex: 1,
+                name: "lo".into(),
+                mac: [0; 6],
+                mtu: 65536,
+                mtu6: None,
+                up: false,
+                forwarding_v4: false,
+                forwarding_v6: false,
+                addrs: Vec::new(),
+            }],
+            ..Fib::default()
+        }
+    }
+
     pub fn interface(&self, ifindex: u32) -> Option<&Interface> {
         self.interfaces.iter().find(|i| i.ifindex == ifindex)
     }

@@ -395,8 +395,9 @@ impl XdpRuntime {
             }),
             compiled: None,
             prandom: Prandom::new(cfg.seed, cfg.cpus),
-            devices: devices(cfg.fib.as_ref()),
-            fib: cfg.fib,
+            // No FIB given: a fresh network namespace's (the loopback alone).
+            devices: devices(Some(cfg.fib.as_ref().unwrap_or(&Fib::fresh_netns()))),
+            fib: Some(cfg.fib.unwrap_or_else(Fib::fresh_netns)),
             rx_devices: cfg.rx_devices,
             cpus: cfg.cpus,
         })

@@ -159,14 +159,14 @@ pub fn check_mtu(env: &mut XdpEnv<'_>, a: [u64; 5], mem: &mut Memory) -> HelperR
 /// `sizeof(struct bpf_fib_lookup)`.
 const FIB_PARAMS: usize = 64;
 
-/// `bpf_fib_lookup(ctx, params, plen, flags)` over the configured FIB ([`crate::fib`]).
+/// `bpf_fib_lookup(ctx, params, plen, flags)` over the configured FIB ([`crate::fib`]), or
+/// without one a fresh network namespace's ([`crate::fib::Fib::fresh_netns`]).
 pub fn fib_lookup(env: &mut XdpEnv<'_>, a: [u64; 5], mem: &mut Memory) -> HelperResult {
     let [_, params, plen, flags, _] = a;
-    let fib = env.fib.ok_or_else(|| {
-        HelperError::Failed(
-            "bpf_fib_lookup needs a routing table; none is configured (--fib)".into(),
-        )
-    })?;
+    // The runtime always has one: the FIB given, or a fresh namespace's.
+    let fib = env
+        .fib
+        .ok_or_else(|| HelperError::Failed("bpf_fib_lookup: no routing state".into()))?;
     let n = (plen as u32 as usize).min(FIB_PARAMS);
     let mut buf = [0u8; FIB_PARAMS];
     buf[..n].copy_from_slice(mem.slice(params, n)?);
