@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 #[derive(Clone, Debug, Default)]
 pub struct Tally {
     pub compared: usize,
+    pub kernel_accepted: usize,
     pub verdict_equal: usize,
     pub rejected_by_both: usize,
     pub message_equal: usize,
@@ -22,6 +23,7 @@ impl Tally {
     /// Records one program; returns whether verdict and message agree.
     pub fn record(&mut self, name: &str, kernel: &Judgement, ours: &Judgement) -> bool {
         self.compared += 1;
+        self.kernel_accepted += usize::from(kernel.accepted);
         let verdict_equal = kernel.accepted == ours.accepted;
         let mut agree = verdict_equal;
         if verdict_equal {
