@@ -92,7 +92,7 @@ use bpfemu_loader::btf::{Btf, BtfKind, TypeId};
 use bpfemu_loader::{LoadOptions, Object};
 use bpfemu_vm::xdp::{PacketError, PacketMeta, XdpAction, XdpConfig, XdpOutcome, XdpRuntime};
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt::Write as _;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
@@ -472,6 +472,11 @@ impl Session {
         Ok(session)
     }
 
+    /// The kernel side's fd of a map the program uses (to inspect or plant state in tests).
+    pub fn kernel_map_fd(&self, name: &str) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.kernel.map_fd(name)
+    }
+
     /// What the kernel side said while loading that did not stop it.
     pub fn kernel_warnings(&self) -> &[String] {
         self.kernel.warnings()
@@ -711,39 +716,102 @@ impl Session {
                 ));
                 continue;
             };
-            let vlen = kbpf::sys_value_size(spec.map_type, spec.value_size, self.cpus);
-            let limit = spec.max_entries as usize + 1;
-            let kernel: BTreeMap<Vec<u8>, Vec<u8>> =
-                kbpf::map_entries_fd(fd, spec.key_size as usize, vlen, limit)
-                    .map_err(|e| {
-                        DiffError::Maps(format!(
-                            "map {}: reading the kernel's entries: {}",
-                            spec.name,
-                            errno_name(e)
-                        ))
-                    })?
-                    .into_iter()
-                    .collect();
-            let dump = |rt: &XdpRuntime| -> Result<BTreeMap<Vec<u8>, Vec<u8>>, DiffError> {
-                Ok(rt
-                    .maps()
-                    .dump(rt.memory(), index)
-                    .map_err(|e| DiffError::Maps(format!("map {}: {e}", spec.name)))?
-                    .into_iter()
-                    .collect())
-            };
-            let ours = dump(&self.ours)?;
-            let shadows = self
-                .shadows
-                .iter()
-                .map(|(_, rt)| dump(rt))
-                .collect::<Result<Vec<_>, _>>()?;
             let layout = MapLayout::new(spec, self.object.btf.as_ref());
-            let ctx = MapCompareContext {
-                layout: &layout,
-                window: reads_clock.then_some(self.window),
+            let mut acc = MapComparison::new(&layout, reads_clock.then_some(self.window));
+            let lookup =
+                |rt: &XdpRuntime, key: &[u8]| rt.maps().sys_lookup(rt.memory(), index, key, 0).ok();
+            // The kernel's entries stream in batches; each is looked up on bpfemu's side and
+            // judged at once, so no side is ever held whole.
+            let vlen = kbpf::sys_value_size(spec.map_type, spec.value_size, self.cpus);
+            let by_index = is_index_keyed(spec.map_type);
+            let mut kernel_keys: HashSet<Vec<u8>> = HashSet::new();
+            let (ours, shadows) = (&self.ours, &self.shadows);
+            let in_place = array_storage(ours, index).and_then(|o| {
+                let sh: Option<Vec<_>> = shadows
+                    .iter()
+                    .map(|(_, rt)| array_storage(rt, index))
+                    .collect();
+                sh.map(|sh| (o, sh))
+            });
+            let mut judge = |acc: &mut MapComparison, key: &[u8], value: &[u8]| {
+                // Plain arrays are read in place: an entry equal on every side costs one
+                // comparison per side and no copy.
+                if let Some(stored) = in_place.as_ref()
+                    && let Some(index) = key.first_chunk::<4>().map(|k| u32::from_ne_bytes(*k))
+                    && let Some(o) = stored.0.value(index as usize)
+                    && o == value
+                    && stored.1.iter().all(|s| s.value(index as usize) == Some(o))
+                {
+                    acc.equal_in_place(value);
+                    return;
+                }
+                let o = lookup(ours, key);
+                let sh: Vec<Option<Vec<u8>>> =
+                    shadows.iter().map(|(_, rt)| lookup(rt, key)).collect();
+                acc.entry(key, Some(value), o.as_deref(), &sh);
+                if !by_index {
+                    kernel_keys.insert(key.to_vec());
+                }
             };
-            reports.push(ctx.compare(&spec.name, type_name, &kernel, &ours, &shadows));
+            if let Some(mapped) = self.kernel.map_array(&spec.name) {
+                // The kernel's array mapped into this process: no syscall at all, and blocks
+                // of elements equal on every side (slots and padding alike) in one comparison.
+                let (size, stride) = (spec.value_size as usize, mapped.stride());
+                let kernel_bytes = mapped.bytes();
+                let same_layout = in_place.as_ref().filter(|(o, sh)| {
+                    o.slot_size == stride && sh.iter().all(|s| s.slot_size == stride)
+                });
+                let clock_matters = acc.reads_clock_fields();
+                for (b, block) in kernel_bytes.chunks(BLOCK_ELEMENTS * stride).enumerate() {
+                    let start = b * BLOCK_ELEMENTS * stride;
+                    let range = start..start + block.len();
+                    if !clock_matters
+                        && let Some((o, sh)) = same_layout
+                        && o.bytes.get(range.clone()) == Some(block)
+                        && sh.iter().all(|s| s.bytes.get(range.clone()) == Some(block))
+                    {
+                        acc.equal_block(block.len() / stride);
+                        continue;
+                    }
+                    for (i, slot) in block.chunks_exact(stride).enumerate() {
+                        let index = (b * BLOCK_ELEMENTS + i) as u32;
+                        judge(&mut acc, &index.to_ne_bytes(), &slot[..size]);
+                    }
+                }
+            } else {
+                stream_kernel_entries(
+                    fd,
+                    spec.key_size as usize,
+                    vlen,
+                    spec.max_entries,
+                    |k, v| judge(&mut acc, k, v),
+                )
+                .map_err(|e| {
+                    DiffError::Maps(format!(
+                        "map {}: reading the kernel's entries: {}",
+                        spec.name,
+                        errno_name(e)
+                    ))
+                })?;
+            }
+            if !by_index {
+                // Keys only bpfemu (or only a shadow) has.
+                for key in runtime_keys(ours, index, spec.max_entries) {
+                    if !kernel_keys.contains(&key) {
+                        let o = lookup(ours, &key);
+                        let sh: Vec<Option<Vec<u8>>> =
+                            shadows.iter().map(|(_, rt)| lookup(rt, &key)).collect();
+                        acc.entry(&key, None, o.as_deref(), &sh);
+                    }
+                }
+                for (_, rt) in shadows {
+                    if runtime_keys(rt, index, spec.max_entries).any(|k| lookup(ours, &k).is_none())
+                    {
+                        acc.keys_unstable = true;
+                    }
+                }
+            }
+            reports.push(acc.finish(&spec.name, type_name));
         }
         Ok(reports)
     }
@@ -1360,6 +1428,9 @@ pub struct MapReport {
     /// Entries equal in every compared field.
     pub equal_entries: usize,
     pub mismatches: Vec<EntryMismatch>,
+    /// Entries that differ beyond the first 10,000, counted but not listed.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub unlisted_mismatches: usize,
     /// Fields not compared (clock readings, clock/random-derived values), with the reason.
     pub not_compared_fields: Vec<ExcludedField>,
     /// Keys present on one side only that are not judged (the key set itself depends on the
@@ -1379,10 +1450,15 @@ impl MapReport {
             bpfemu_entries: 0,
             equal_entries: 0,
             mismatches: Vec::new(),
+            unlisted_mismatches: 0,
             not_compared_fields: Vec::new(),
             not_compared_keys: None,
         }
     }
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// Why a map type's contents are not compared, or `None` when they are.
@@ -1443,85 +1519,233 @@ pub fn map_type_name(map_type: u32) -> &'static str {
     NAMES.get(map_type as usize).copied().unwrap_or("unknown")
 }
 
-/// What one map's comparison needs.
-struct MapCompareContext<'a> {
-    layout: &'a MapLayout,
-    /// The run's clock window, when the object reads the clock.
-    window: Option<ClockWindow>,
-}
-
 const REASON_SENSITIVE: &str = "depends on the clock or random numbers: bpfemu's value changes \
                                 when only its clock and seed change";
 const REASON_CLOCK: &str = "holds clock readings: the kernel's value lies inside the run's clock \
                             window";
 
-impl MapCompareContext<'_> {
-    /// Field paths whose value differs between two dumps in some entry both have.
-    fn differing_fields(
-        &self,
-        a: &BTreeMap<Vec<u8>, Vec<u8>>,
-        b: &BTreeMap<Vec<u8>, Vec<u8>>,
-    ) -> BTreeSet<String> {
-        let mut out = BTreeSet::new();
-        for (key, va) in a {
-            let Some(vb) = b.get(key) else { continue };
-            if va == vb {
-                continue;
+/// Entries that differ kept in full for the report; beyond it they are counted only.
+const MAX_LISTED_MISMATCHES: usize = 10_000;
+
+/// Array elements compared in one block when the kernel's array is mapped.
+const BLOCK_ELEMENTS: usize = 4096;
+
+/// Map types whose keys are the indices `0..max_entries`, all always present.
+fn is_index_keyed(map_type: u32) -> bool {
+    matches!(map_type, 2 | 6)
+}
+
+/// Calls `each(key, value)` for every entry of a kernel map: in batches where the map type has
+/// batch operations, one key at a time where it does not (LPM tries). At most `max_entries`
+/// entries are read.
+fn stream_kernel_entries(
+    fd: std::os::fd::BorrowedFd<'_>,
+    key_len: usize,
+    value_len: usize,
+    max_entries: u32,
+    mut each: impl FnMut(&[u8], &[u8]),
+) -> Result<(), i32> {
+    // About 8 MiB of keys and values a batch.
+    let chunk =
+        ((8usize << 20) / (key_len + value_len).max(1)).clamp(1, max_entries.max(1) as usize);
+    let mut seen = 0usize;
+    let batched = kbpf::map_lookup_batches(fd, key_len, value_len, chunk, |n, keys, values| {
+        for i in 0..n {
+            each(
+                &keys[i * key_len..(i + 1) * key_len],
+                &values[i * value_len..(i + 1) * value_len],
+            );
+        }
+        seen += n;
+    });
+    match batched {
+        Ok(()) => Ok(()),
+        // No batch operations for this map type: one entry at a time.
+        Err(22 | 95 | 524) if seen == 0 => {
+            let mut key: Option<Vec<u8>> = None;
+            for _ in 0..=max_entries {
+                let next = match kbpf::map_next_key_fd(fd, key.as_deref(), key_len) {
+                    Ok(k) => k,
+                    Err(2) => return Ok(()),
+                    Err(e) => return Err(e),
+                };
+                match kbpf::map_lookup_fd(fd, &next, value_len) {
+                    Ok(v) => each(&next, &v),
+                    Err(2) => {}
+                    Err(e) => return Err(e),
+                }
+                key = Some(next);
             }
-            for ((_, ca), (_, cb)) in self
-                .layout
-                .copies(va)
-                .into_iter()
-                .zip(self.layout.copies(vb))
-            {
-                for leaf in &self.layout.leaves {
-                    if field(ca, leaf) != field(cb, leaf) {
-                        out.insert(leaf.path.clone());
-                    }
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// A runtime's plain array map, in place.
+fn array_storage(rt: &XdpRuntime, index: usize) -> Option<bpfemu_vm::maps::ArrayStorage<'_>> {
+    rt.maps()
+        .get(index)
+        .and_then(|m| m.array_storage(rt.memory()))
+}
+
+/// A runtime map's keys in `get_next_key` order (at most `max_entries + 1`).
+fn runtime_keys(
+    rt: &XdpRuntime,
+    index: usize,
+    max_entries: u32,
+) -> impl Iterator<Item = Vec<u8>> + '_ {
+    let mut key: Option<Vec<u8>> = None;
+    std::iter::from_fn(move || {
+        let next = rt.maps().sys_next_key(index, key.as_deref()).ok()?;
+        key = Some(next.clone());
+        Some(next)
+    })
+    .take(max_entries as usize + 1)
+}
+
+/// One entry that differs before exclusions are known.
+struct Candidate {
+    key: Vec<u8>,
+    kernel: Option<Vec<u8>>,
+    ours: Option<Vec<u8>>,
+}
+
+/// One map's comparison, fed entry by entry ([`MapComparison::entry`]) and judged at the end,
+/// when every field that depends on the clock or random numbers is known.
+struct MapComparison<'a> {
+    layout: &'a MapLayout,
+    /// The run's clock window, when the object reads the clock.
+    window: Option<ClockWindow>,
+    kernel_entries: usize,
+    bpfemu_entries: usize,
+    /// Entries byte-for-byte equal on both sides.
+    equal_entries: usize,
+    /// Fields whose value differs between bpfemu and a shadow in some entry.
+    sensitive: BTreeSet<String>,
+    /// 8-byte fields whose kernel value lies in the clock window.
+    clock: BTreeSet<String>,
+    /// Whether the key set differs between bpfemu and a shadow.
+    keys_unstable: bool,
+    candidates: Vec<Candidate>,
+    /// Differing entries beyond [`MAX_LISTED_MISMATCHES`].
+    unlisted: usize,
+}
+
+impl<'a> MapComparison<'a> {
+    fn new(layout: &'a MapLayout, window: Option<ClockWindow>) -> Self {
+        MapComparison {
+            layout,
+            window,
+            kernel_entries: 0,
+            bpfemu_entries: 0,
+            equal_entries: 0,
+            sensitive: BTreeSet::new(),
+            clock: BTreeSet::new(),
+            keys_unstable: false,
+            candidates: Vec::new(),
+            unlisted: 0,
+        }
+    }
+
+    /// One key: the kernel's value, bpfemu's, and each shadow's (`None`: no such key).
+    fn entry(
+        &mut self,
+        key: &[u8],
+        kernel: Option<&[u8]>,
+        ours: Option<&[u8]>,
+        shadows: &[Option<Vec<u8>>],
+    ) {
+        self.kernel_entries += usize::from(kernel.is_some());
+        self.bpfemu_entries += usize::from(ours.is_some());
+        for shadow in shadows {
+            match (ours, shadow.as_deref()) {
+                (Some(o), Some(s)) if o != s => self.note_sensitive(o, s),
+                (Some(_), None) | (None, Some(_)) => self.keys_unstable = true,
+                _ => {}
+            }
+        }
+        if let (Some(k), Some(window)) = (kernel, self.window) {
+            self.note_clock(k, window);
+        }
+        if kernel.is_some() && kernel == ours {
+            self.equal_entries += 1;
+            return;
+        }
+        if self.candidates.len() < MAX_LISTED_MISMATCHES {
+            self.candidates.push(Candidate {
+                key: key.to_vec(),
+                kernel: kernel.map(<[u8]>::to_vec),
+                ours: ours.map(<[u8]>::to_vec),
+            });
+        } else {
+            self.unlisted += 1;
+        }
+    }
+
+    /// An entry whose key and value are the same on every side (bpfemu, its shadows, the
+    /// kernel): only a clock reading in it still matters.
+    fn equal_in_place(&mut self, value: &[u8]) {
+        self.kernel_entries += 1;
+        self.bpfemu_entries += 1;
+        self.equal_entries += 1;
+        if let Some(window) = self.window {
+            self.note_clock(value, window);
+        }
+    }
+
+    /// Whether kernel values are searched for clock readings (the program reads the clock and
+    /// the value has 8-byte fields).
+    fn reads_clock_fields(&self) -> bool {
+        self.window.is_some() && self.layout.leaves.iter().any(|l| l.size == 8)
+    }
+
+    /// `n` entries equal byte for byte on every side, with no clock field to look at.
+    fn equal_block(&mut self, n: usize) {
+        self.kernel_entries += n;
+        self.bpfemu_entries += n;
+        self.equal_entries += n;
+    }
+
+    fn note_sensitive(&mut self, ours: &[u8], shadow: &[u8]) {
+        for ((_, co), (_, cs)) in self
+            .layout
+            .copies(ours)
+            .into_iter()
+            .zip(self.layout.copies(shadow))
+        {
+            for leaf in &self.layout.leaves {
+                if field(co, leaf) != field(cs, leaf) && !self.sensitive.contains(&leaf.path) {
+                    self.sensitive.insert(leaf.path.clone());
                 }
             }
         }
-        out
     }
 
-    /// 8-byte fields whose kernel value looks like a clock reading of this run.
-    fn clock_fields(&self, kernel: &BTreeMap<Vec<u8>, Vec<u8>>) -> BTreeSet<String> {
-        let mut out = BTreeSet::new();
-        let Some(window) = self.window else {
-            return out;
-        };
-        for value in kernel.values() {
-            for (_, copy) in self.layout.copies(value) {
-                for leaf in self.layout.leaves.iter().filter(|l| l.size == 8) {
-                    let bytes: [u8; 8] = field(copy, leaf).try_into().expect("8 bytes");
-                    if window.contains(u64::from_ne_bytes(bytes)) {
-                        out.insert(leaf.path.clone());
-                    }
+    fn note_clock(&mut self, kernel: &[u8], window: ClockWindow) {
+        if !self.reads_clock_fields() {
+            return;
+        }
+        for (_, copy) in self.layout.copies(kernel) {
+            for leaf in self.layout.leaves.iter().filter(|l| l.size == 8) {
+                let Ok(bytes) = <[u8; 8]>::try_from(field(copy, leaf)) else {
+                    continue;
+                };
+                if window.contains(u64::from_ne_bytes(bytes)) && !self.clock.contains(&leaf.path) {
+                    self.clock.insert(leaf.path.clone());
                 }
             }
         }
-        out
     }
 
-    fn compare(
-        &self,
-        name: &str,
-        map_type: &str,
-        kernel: &BTreeMap<Vec<u8>, Vec<u8>>,
-        ours: &BTreeMap<Vec<u8>, Vec<u8>>,
-        shadows: &[BTreeMap<Vec<u8>, Vec<u8>>],
-    ) -> MapReport {
-        let sensitive: BTreeSet<String> = shadows
-            .iter()
-            .flat_map(|s| self.differing_fields(ours, s))
-            .collect();
-        let keys_unstable = shadows.iter().any(|s| !s.keys().eq(ours.keys()));
-        let clock = self.clock_fields(kernel);
+    /// The report: differing entries judged field by field, with the excluded fields left out.
+    fn finish(self, name: &str, map_type: &str) -> MapReport {
         let mut excluded: BTreeMap<String, ExcludedField> = BTreeMap::new();
-        for (path, reason) in clock
+        for (path, reason) in self
+            .clock
             .iter()
             .map(|p| (p, REASON_CLOCK))
-            .chain(sensitive.iter().map(|p| (p, REASON_SENSITIVE)))
+            .chain(self.sensitive.iter().map(|p| (p, REASON_SENSITIVE)))
         {
             excluded
                 .entry(path.clone())
@@ -1537,53 +1761,25 @@ impl MapCompareContext<'_> {
                 });
         }
         let mut mismatches = Vec::new();
-        let mut equal_entries = 0;
-        for key in kernel.keys().chain(ours.keys()).collect::<BTreeSet<_>>() {
-            let (k, o) = (kernel.get(key), ours.get(key));
-            let (Some(k), Some(o)) = (k, o) else {
-                if !keys_unstable {
+        let mut equal_entries = self.equal_entries;
+        for c in self.candidates {
+            let (Some(k), Some(o)) = (&c.kernel, &c.ours) else {
+                if !self.keys_unstable {
                     mismatches.push(EntryMismatch {
-                        key: key.clone(),
-                        kernel: k.cloned(),
-                        bpfemu: o.cloned(),
+                        key: c.key,
+                        kernel: c.kernel,
+                        bpfemu: c.ours,
                         fields: Vec::new(),
                     });
                 }
                 continue;
             };
-            let mut fields = Vec::new();
-            for ((cpu, ck), (_, co)) in self.layout.copies(k).into_iter().zip(self.layout.copies(o))
-            {
-                for leaf in &self.layout.leaves {
-                    let (fk, fo) = (field(ck, leaf), field(co, leaf));
-                    if fk == fo {
-                        continue;
-                    }
-                    if let Some(e) = excluded.get_mut(&leaf.path) {
-                        e.entries_differing += 1;
-                        continue;
-                    }
-                    fields.push(FieldDiff {
-                        field: leaf.path.clone(),
-                        cpu,
-                        kernel: fk.to_vec(),
-                        bpfemu: fo.to_vec(),
-                    });
-                }
-            }
-            if k.len() != o.len() {
-                fields.push(FieldDiff {
-                    field: "(value length)".into(),
-                    cpu: None,
-                    kernel: (k.len() as u32).to_be_bytes().to_vec(),
-                    bpfemu: (o.len() as u32).to_be_bytes().to_vec(),
-                });
-            }
+            let fields = self.layout.differing_fields(k, o, &mut excluded);
             if fields.is_empty() {
                 equal_entries += 1;
             } else {
                 mismatches.push(EntryMismatch {
-                    key: key.clone(),
+                    key: c.key,
                     kernel: Some(k.clone()),
                     bpfemu: Some(o.clone()),
                     fields,
@@ -1595,17 +1791,57 @@ impl MapCompareContext<'_> {
             map_type: map_type.to_owned(),
             compared: true,
             not_compared_reason: None,
-            kernel_entries: kernel.len(),
-            bpfemu_entries: ours.len(),
+            kernel_entries: self.kernel_entries,
+            bpfemu_entries: self.bpfemu_entries,
             equal_entries,
             mismatches,
+            unlisted_mismatches: self.unlisted,
             not_compared_fields: excluded.into_values().collect(),
-            not_compared_keys: keys_unstable.then(|| {
+            not_compared_keys: self.keys_unstable.then(|| {
                 "keys present on one side only are not judged: the key set depends on the clock \
                  or random numbers (bpfemu's keys change when only its clock and seed change)"
                     .to_owned()
             }),
         }
+    }
+}
+
+impl MapLayout {
+    /// The fields of two values that differ; those in `excluded` are counted there instead.
+    fn differing_fields(
+        &self,
+        k: &[u8],
+        o: &[u8],
+        excluded: &mut BTreeMap<String, ExcludedField>,
+    ) -> Vec<FieldDiff> {
+        let mut fields = Vec::new();
+        for ((cpu, ck), (_, co)) in self.copies(k).into_iter().zip(self.copies(o)) {
+            for leaf in &self.leaves {
+                let (fk, fo) = (field(ck, leaf), field(co, leaf));
+                if fk == fo {
+                    continue;
+                }
+                if let Some(e) = excluded.get_mut(&leaf.path) {
+                    e.entries_differing += 1;
+                    continue;
+                }
+                fields.push(FieldDiff {
+                    field: leaf.path.clone(),
+                    cpu,
+                    kernel: fk.to_vec(),
+                    bpfemu: fo.to_vec(),
+                });
+            }
+        }
+        if k.len() != o.len() {
+            fields.push(FieldDiff {
+                field: "(value length)".into(),
+                cpu: None,
+                kernel: (k.len() as u32).to_be_bytes().to_vec(),
+                bpfemu: (o.len() as u32).to_be_bytes().to_vec(),
+            });
+        }
+        fields
     }
 }
 
@@ -1636,7 +1872,7 @@ pub fn format_map(report: &MapReport) -> String {
         report.kernel_entries,
         report.bpfemu_entries,
         report.equal_entries,
-        report.mismatches.len()
+        report.mismatches.len() + report.unlisted_mismatches
     )
     .expect("string");
     for e in &report.not_compared_fields {
@@ -1649,6 +1885,14 @@ pub fn format_map(report: &MapReport) -> String {
     }
     if let Some(keys) = &report.not_compared_keys {
         writeln!(out, "  not compared: {keys}").expect("string");
+    }
+    if report.unlisted_mismatches > 0 {
+        writeln!(
+            out,
+            "  {} more entries differ (not listed)",
+            report.unlisted_mismatches
+        )
+        .expect("string");
     }
     for m in &report.mismatches {
         match (&m.kernel, &m.bpfemu) {
@@ -1724,7 +1968,10 @@ pub struct DiffReport {
 /// Sums up packet comparisons and map reports.
 pub fn summarize(packets: usize, notable: &[PacketComparison], maps: &[MapReport]) -> Summary {
     let packet_mismatches = notable.iter().filter(|p| p.is_mismatch()).count();
-    let map_mismatches = maps.iter().map(|m| m.mismatches.len()).sum();
+    let map_mismatches = maps
+        .iter()
+        .map(|m| m.mismatches.len() + m.unlisted_mismatches)
+        .sum();
     Summary {
         packets,
         mismatches: packet_mismatches + map_mismatches,

@@ -1,8 +1,10 @@
-//! `bpfemu diff` on objects as users build them, against the running kernel: the kernel side
+//! Objects as users build them. `bpfemu diff` against the running kernel: the kernel side
 //! speaks bpf() itself and loads one program with what it needs (a program the kernel rejects
 //! does not block the others; pre-1.0 section names load), global data from `--maps` goes in
 //! before the load (read-only data is frozen then, as under libbpf), and `--verifier` exits 1
-//! on a rejection with the kernel's real error line.
+//! on a rejection with the kernel's real error line; large maps are compared in place and in
+//! batches. The loader: maps sized at run time named in one message, storage maps without
+//! entries, EM_NONE objects, code without function symbols explained.
 //!
 //! The objects are in `tests/objects` (sources beside them, `build.sh` rebuilds them).
 //! Skipped with a message when bpf() is out of reach, unless `BPFEMU_REQUIRE_KERNEL=1`.
@@ -175,4 +177,114 @@ fn verifier_rejections_exit_1_with_the_kernels_error_line() {
     );
     let out = bpfemu(&["diff", "--verifier", "examples/xdp/build/firewall.v3.o"]);
     assert_eq!(out.status.code(), Some(0), "{}", all(&out));
+}
+
+/// Maps declared with max_entries 0 are all named in one message with the option for each;
+/// a socket storage map, which has no entries, is not among them and keeps its 0.
+#[test]
+fn every_map_sized_at_run_time_is_named_in_one_message() {
+    let obj = "tests/objects/runtime_sized.o";
+    let out = bpfemu(&["inspect", obj]);
+    assert_eq!(out.status.code(), Some(2), "{}", all(&out));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("maps 'sized_later_a', 'sized_later_b' are sized at run time")
+            && err.contains("--map-size sized_later_a=N --map-size sized_later_b=N")
+            && !err.contains("per_socket"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let out = bpfemu(&[
+        "inspect",
+        obj,
+        "--map-size",
+        "sized_later_a=8",
+        "--map-size",
+        "sized_later_b=4",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", all(&out));
+    let storage = text(&out.stdout)
+        .lines()
+        .find(|l| l.contains("per_socket"))
+        .unwrap()
+        .to_owned();
+    assert!(
+        storage.contains("BPF_MAP_TYPE_SK_STORAGE") && storage.contains("max_entries 0 "),
+        "{storage}"
+    );
+}
+
+/// `e_machine` EM_NONE (old LLVM) loads, as libbpf loads it.
+#[test]
+fn em_none_objects_load() {
+    let mut bytes = std::fs::read(root().join("examples/xdp/build/reflector.v3.o")).unwrap();
+    bytes[18..20].copy_from_slice(&0u16.to_le_bytes());
+    let file = std::env::temp_dir().join(format!("bpfemu-em-none-{}.o", std::process::id()));
+    std::fs::write(&file, &bytes).unwrap();
+    let out = bpfemu(&["inspect", file.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&file);
+    assert_eq!(out.status.code(), Some(0), "{}", all(&out));
+    assert!(
+        text(&out.stdout).contains("BPF_PROG_TYPE_XDP"),
+        "{}",
+        all(&out)
+    );
+}
+
+/// Code with no function symbol yields no program, as in libbpf, and bpfemu says why.
+#[test]
+fn code_without_function_symbols_is_explained() {
+    let out = bpfemu(&["inspect", "tests/objects/no_function_symbols.o"]);
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("section 'xdp_raw' holds 2 instructions but no function symbol names them"),
+        "{}",
+        all(&out)
+    );
+}
+
+/// A 4M-entry array read in place and a hash read in batches: every entry is counted, equal
+/// ones are equal, and a difference planted on the kernel's side (one array slot, one extra
+/// hash key) is found.
+#[test]
+fn large_maps_are_compared_entry_by_entry_without_copies() {
+    use bpfemu::diff::{DiffOptions, Session};
+    if !kernel_or_skip("large_maps_are_compared_entry_by_entry_without_copies") {
+        return;
+    }
+    let opts = DiffOptions::new(root().join("tests/objects/big_maps.o"));
+    let mut session = Session::open(&opts).unwrap();
+    for len in [60usize, 64, 100, 1500, 60] {
+        let cmp = session.run_packet(0, &vec![0xaa; len]);
+        assert!(!cmp.is_mismatch(), "{}", bpfemu::diff::format_packet(&cmp));
+    }
+    let clean = session.compare_maps().unwrap();
+    let ring = clean.iter().find(|m| m.name == "ring").unwrap();
+    assert_eq!(
+        (
+            ring.kernel_entries,
+            ring.equal_entries,
+            ring.mismatches.len()
+        ),
+        (1 << 22, 1 << 22, 0)
+    );
+    let lengths = clean.iter().find(|m| m.name == "lengths").unwrap();
+    assert_eq!((lengths.kernel_entries, lengths.equal_entries), (4, 4));
+    let slot = 4_000_000u32.to_ne_bytes();
+    let planted = 7u32.to_ne_bytes();
+    let fd = session.kernel_map_fd("ring").unwrap();
+    bpfemu_conformance::kernel::map_update_fd(fd, &slot, &planted, 0).unwrap();
+    let fd = session.kernel_map_fd("lengths").unwrap();
+    bpfemu_conformance::kernel::map_update_fd(fd, &9u32.to_ne_bytes(), &1u64.to_ne_bytes(), 0)
+        .unwrap();
+    let reports = session.compare_maps().unwrap();
+    let ring = reports.iter().find(|m| m.name == "ring").unwrap();
+    assert_eq!(ring.mismatches.len(), 1);
+    assert_eq!(ring.mismatches[0].key, slot);
+    assert_eq!(ring.mismatches[0].kernel.as_deref(), Some(&planted[..]));
+    assert_eq!(ring.equal_entries, (1 << 22) - 1);
+    let lengths = reports.iter().find(|m| m.name == "lengths").unwrap();
+    assert_eq!(lengths.mismatches.len(), 1);
+    assert_eq!(lengths.mismatches[0].key, 9u32.to_ne_bytes());
+    assert!(lengths.mismatches[0].bpfemu.is_none());
 }

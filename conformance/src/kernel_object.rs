@@ -85,6 +85,10 @@ pub struct KernelLoadOptions {
 pub struct KernelObject {
     /// Map fds by index into [`Object::maps`] (`None`: not needed by the program).
     maps: Vec<Option<OwnedFd>>,
+    /// Which maps are arrays created mmap()able.
+    mmapable: Vec<bool>,
+    /// Each map's `max_entries` and 8-byte-rounded value size (an array's element stride).
+    array_sizes: Vec<(usize, usize)>,
     /// Program fds by index into [`Object::programs`].
     programs: Vec<Option<OwnedFd>>,
     map_names: Vec<String>,
@@ -122,8 +126,10 @@ impl KernelObject {
         });
         let btf_fd = btf.as_ref().map(|b| b.as_raw_fd());
         let mut maps: Vec<Option<OwnedFd>> = (0..obj.maps.len()).map(|_| None).collect();
+        let mut mmapable = vec![false; obj.maps.len()];
         for &i in &needed_maps {
-            let fd = create_map(&obj.maps[i], btf_fd)?;
+            let (fd, can_map) = create_map(&obj.maps[i], btf_fd)?;
+            mmapable[i] = can_map;
             set_initial(
                 &obj.maps[i],
                 fd.as_fd(),
@@ -171,6 +177,17 @@ impl KernelObject {
         }
         let mut out = KernelObject {
             maps,
+            mmapable,
+            array_sizes: obj
+                .maps
+                .iter()
+                .map(|m| {
+                    (
+                        m.max_entries as usize,
+                        (m.value_size as usize).div_ceil(8) * 8,
+                    )
+                })
+                .collect(),
             programs,
             map_names: obj.maps.iter().map(|m| m.name.clone()).collect(),
             program_names: obj.programs.iter().map(|p| p.name.clone()).collect(),
@@ -221,6 +238,18 @@ impl KernelObject {
     pub fn map_fd(&self, name: &str) -> Option<BorrowedFd<'_>> {
         let i = self.map_names.iter().position(|n| n == name)?;
         self.maps[i].as_ref().map(AsFd::as_fd)
+    }
+
+    /// A plain array's contents mapped read-only into this process (`None` when the map is
+    /// not one, or the kernel refused `BPF_F_MMAPABLE` for it): element `i` starts at
+    /// `i * stride`, with `stride` the value size rounded up to 8, as the kernel lays it out.
+    pub fn map_array(&self, name: &str) -> Option<MappedArray> {
+        let i = self.map_names.iter().position(|n| n == name)?;
+        if !self.mmapable[i] {
+            return None;
+        }
+        let (entries, stride) = self.array_sizes[i];
+        MappedArray::new(self.maps[i].as_ref()?.as_fd(), entries * stride, stride)
     }
 
     /// The selected program's verifier log (empty without a log level).
@@ -349,29 +378,45 @@ fn map_btf(spec: &MapSpec, btf_fd: Option<i32>) -> Option<MapBtf> {
 }
 
 /// Creates one map (its inner template first), with BTF when there is any, and again without
-/// it when the kernel refuses the BTF.
-fn create_map(spec: &MapSpec, btf_fd: Option<i32>) -> Result<OwnedFd, KernelObjectError> {
+/// it when the kernel refuses the BTF. A plain top-level array is made mmap()able where the
+/// kernel allows it (the program sees no difference), so that its contents can be read in
+/// place afterwards; the second value says whether it is.
+fn create_map(spec: &MapSpec, btf_fd: Option<i32>) -> Result<(OwnedFd, bool), KernelObjectError> {
     let inner = spec
         .inner
         .as_ref()
-        .map(|i| create_map(i, btf_fd))
+        .map(|i| create_map(i, btf_fd).map(|(fd, _)| fd))
         .transpose()?;
     let btf = map_btf(spec, btf_fd);
-    let result = match kernel::map_create(&kernel_spec(spec, btf, inner.as_ref())) {
-        Err(errno) if btf.is_some() => {
-            kernel::map_create(&kernel_spec(spec, None, inner.as_ref())).map_err(|_| errno)
-        }
+    let create = |btf: Option<MapBtf>, extra_flags: u32| {
+        let mut k = kernel_spec(spec, btf, inner.as_ref());
+        k.map_flags |= extra_flags;
+        kernel::map_create(&k)
+    };
+    let already = spec.map_flags & kernel::BPF_F_MMAPABLE != 0;
+    if spec.map_type == kernel::BPF_MAP_TYPE_ARRAY
+        && !already
+        && spec.max_entries > 1
+        && let Ok(fd) = create(btf, kernel::BPF_F_MMAPABLE)
+    {
+        return Ok((fd, true));
+    }
+    let result = match create(btf, 0) {
+        Err(errno) if btf.is_some() => create(None, 0).map_err(|_| errno),
         other => other,
     };
-    result.map_err(|errno| KernelObjectError::MapCreate {
-        map: spec.name.clone(),
-        errno: errno_name(errno),
-        hint: if errno == libc::EPERM {
-            " (not root, or no CAP_BPF)".into()
-        } else {
-            String::new()
-        },
-    })
+    let mmapable = spec.map_type == kernel::BPF_MAP_TYPE_ARRAY && already;
+    result
+        .map(|fd| (fd, mmapable))
+        .map_err(|errno| KernelObjectError::MapCreate {
+            map: spec.name.clone(),
+            errno: errno_name(errno),
+            hint: if errno == libc::EPERM {
+                " (not root, or no CAP_BPF)".into()
+            } else {
+                String::new()
+            },
+        })
 }
 
 /// Global data's initial contents (overridden by `given`) and any other entries `given`
@@ -438,4 +483,57 @@ fn load_program(
 
 fn errno_name(errno: i32) -> String {
     bpfemu_vm::maps::Errno(errno).to_string()
+}
+
+/// A read-only mapping of an mmap()able array map (see [`KernelObject::map_array`]).
+pub struct MappedArray {
+    ptr: std::ptr::NonNull<u8>,
+    len: usize,
+    stride: usize,
+}
+
+impl MappedArray {
+    fn new(fd: BorrowedFd<'_>, len: usize, stride: usize) -> Option<MappedArray> {
+        if len == 0 {
+            return None;
+        }
+        // SAFETY: a fresh shared, read-only mapping of `len` bytes of an mmap()able array map
+        // (the kernel checks the length against the map); nothing else aliases it mutably.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return None;
+        }
+        Some(MappedArray {
+            ptr: std::ptr::NonNull::new(ptr.cast())?,
+            len,
+            stride,
+        })
+    }
+
+    /// Every element, `stride` bytes apart.
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: the mapping is `len` readable bytes and lives until `self` drops.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// The distance between elements (the value size rounded up to 8).
+    pub fn stride(&self) -> usize {
+        self.stride
+    }
+}
+
+impl Drop for MappedArray {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping `new` made; no slice of it outlives `self`.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
 }

@@ -12,6 +12,8 @@ use object::read::elf::{FileHeader, SectionHeader, Sym};
 
 /// `EM_BPF`.
 const EM_BPF: u16 = 247;
+/// `EM_NONE`.
+const EM_NONE: u16 = 0;
 pub const SHT_PROGBITS: u32 = 1;
 pub const SHT_STRTAB: u32 = 3;
 pub const SHT_NOBITS: u32 = 8;
@@ -102,10 +104,11 @@ impl<'a> ElfObject<'a> {
         let corrupt = |e: object::Error| elf_error(file, e.to_string());
         let header = elf::FileHeader64::<LE>::parse(data).map_err(corrupt)?;
         let machine = header.e_machine(LE).0;
-        if machine != EM_BPF {
+        // Old LLVM versions wrote EM_NONE; libbpf accepts both.
+        if machine != EM_BPF && machine != EM_NONE {
             return Err(LoadError::NotBpf {
                 file: file.into(),
-                message: format!("e_machine is {machine}, not EM_BPF (247)"),
+                message: format!("e_machine is {machine}, not EM_BPF (247) or EM_NONE (0)"),
             });
         }
         let table = header.sections(LE, data).map_err(corrupt)?;

@@ -75,9 +75,16 @@ pub enum LoadError {
         message: String,
     },
 
-    /// A map declared with `max_entries` 0 and no `--map-size` for it.
-    #[error("{file}: map '{map}': max_entries is 0; give its size with --map-size {map}=N")]
-    MapSize { file: String, map: String },
+    /// Maps declared with `max_entries` 0 (sized at run time) and no `--map-size` for them.
+    #[error(
+        "{file}: {} sized at run time (max_entries 0): give {} with {}",
+        if maps.len() == 1 { format!("map '{}' is", maps[0]) } else {
+            format!("maps {} are", maps.iter().map(|m| format!("'{m}'")).collect::<Vec<_>>().join(", "))
+        },
+        if maps.len() == 1 { "its size" } else { "their sizes" },
+        maps.iter().map(|m| format!("--map-size {m}=N")).collect::<Vec<_>>().join(" ")
+    )]
+    MapSize { file: String, maps: Vec<String> },
 
     /// A `.kconfig` or `.ksyms` extern that cannot be resolved.
     #[error("{file}: extern '{name}': {message}")]

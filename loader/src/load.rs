@@ -33,6 +33,7 @@ pub fn load(file: &str, data: &[u8], opts: &LoadOptions) -> Result<Object, LoadE
     let mut warnings = Vec::new();
 
     let mut funcs = reloc::collect_functions(&elf, layout.text)?;
+    warnings.extend(code_without_functions(&elf, &funcs));
     let mut code = section_code(&elf)?;
     let mut externs = externs::collect(&elf, btf.as_ref())?;
     if let Some(btf) = btf.as_mut() {
@@ -89,6 +90,25 @@ pub fn load(file: &str, data: &[u8], opts: &LoadOptions) -> Result<Object, LoadE
         kern_version: layout.kern_version,
         warnings,
     })
+}
+
+/// Executable sections with code but no function symbol: libbpf makes programs only from
+/// `STT_FUNC` symbols, so such code silently yields no program; say so.
+fn code_without_functions(elf: &ElfObject<'_>, funcs: &[reloc::Func]) -> Vec<String> {
+    elf.sections
+        .iter()
+        .filter(|s| s.is_exec() && !s.data.is_empty())
+        .filter(|s| !funcs.iter().any(|f| f.sec_idx == s.index))
+        .map(|s| {
+            format!(
+                "section '{}' holds {} instructions but no function symbol names them, so no \
+                 program comes from it (programs are made from STT_FUNC symbols, as libbpf \
+                 makes them; was the object stripped, or built by an old compiler?)",
+                s.name,
+                s.data.len() / 8
+            )
+        })
+        .collect()
 }
 
 /// libbpf's `ignore_elf_section`.

@@ -767,8 +767,15 @@ pub fn object_name(file: &str) -> String {
 // ---------------------------------------------------------------------------------------------
 // Sizes chosen at load time.
 
+/// Map types that have no entries of their own, whose `max_entries` the kernel requires to be
+/// 0: cgroup storage (both flavours) and the local storages (socket, inode, task, cgroup).
+pub fn has_no_entries(map_type: u32) -> bool {
+    matches!(map_type, 19 | 21 | 24 | 28 | 29 | 32)
+}
+
 /// Applies `--map-size` overrides, gives a zero-sized perf event array one slot per possible
-/// CPU (as libbpf's `map_set_def_max_entries` does), and refuses any other map left at 0.
+/// CPU (as libbpf's `map_set_def_max_entries` does), and refuses the maps left at 0, all of them
+/// named in one error. Storage maps keep their 0: they have no entries.
 pub fn apply_map_sizes(
     file: &str,
     specs: &mut [MapSpec],
@@ -786,33 +793,59 @@ pub fn apply_map_sizes(
             ));
         }
     }
+    let mut needing_size = Vec::new();
     for spec in specs.iter_mut() {
-        size_one(file, spec, sizes, &possible_cpus)?;
+        size_one(
+            spec,
+            sizes,
+            &possible_cpus,
+            &mut needing_size,
+            &mut warnings,
+        );
         if let Some(inner) = spec.inner.as_mut() {
-            size_one(file, inner, sizes, &possible_cpus)?;
+            size_one(
+                inner,
+                sizes,
+                &possible_cpus,
+                &mut needing_size,
+                &mut warnings,
+            );
         }
+    }
+    if !needing_size.is_empty() {
+        return Err(LoadError::MapSize {
+            file: file.into(),
+            maps: needing_size,
+        });
     }
     Ok(warnings)
 }
 
 fn size_one(
-    file: &str,
     spec: &mut MapSpec,
     sizes: &std::collections::BTreeMap<String, u32>,
     possible_cpus: &impl Fn() -> u32,
-) -> Result<(), LoadError> {
+    needing_size: &mut Vec<String>,
+    warnings: &mut Vec<String>,
+) {
+    if has_no_entries(spec.map_type) {
+        if sizes.contains_key(&spec.name) {
+            warnings.push(format!(
+                "--map-size {}: a storage map has no entries (max_entries stays 0, as the \
+                 kernel requires)",
+                spec.name
+            ));
+        }
+        return;
+    }
     if let Some(&n) = sizes.get(&spec.name) {
         spec.max_entries = n;
     } else if spec.max_entries == 0 && spec.map_type == BPF_MAP_TYPE_PERF_EVENT_ARRAY {
         spec.max_entries = possible_cpus();
     }
     if spec.max_entries == 0 {
-        return Err(LoadError::MapSize {
-            file: file.into(),
-            map: spec.name.clone(),
-        });
+        needing_size.push(spec.name.clone());
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -278,7 +278,7 @@ fn kconfig_file_and_kfuncs_resolve() {
 fn zero_sized_map_without_a_size_is_an_error_naming_it() {
     let err = load_file(&features_path(), &LoadOptions::default()).unwrap_err();
     assert!(
-        matches!(&err, LoadError::MapSize { map, .. } if map == "sized"),
+        matches!(&err, LoadError::MapSize { maps, .. } if maps == &["sized"]),
         "{err}"
     );
     assert!(err.to_string().contains("--map-size sized=N"));

@@ -70,6 +70,18 @@ impl ArrayMap {
         (index < self.slab.slots()).then(|| self.slab.addr(self.copy(cpu), index))
     }
 
+    /// A plain array's values for bulk reading (see [`super::ArrayStorage`]).
+    pub(crate) fn storage<'m>(&self, mem: &'m Memory) -> Option<super::ArrayStorage<'m>> {
+        if self.percpu {
+            return None;
+        }
+        Some(super::ArrayStorage {
+            bytes: self.slab.raw_slots(mem, 0)?,
+            slot_size: self.slab.slot_size(),
+            value_size: self.slab.value_size(),
+        })
+    }
+
     /// The address of byte `off` of element 0: what `BPF_PSEUDO_MAP_VALUE` loads.
     pub(crate) fn direct_value_addr(&self, off: u32) -> MapResult<u64> {
         if self.slab.slots() != 1 || self.percpu {

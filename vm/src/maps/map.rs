@@ -107,6 +107,16 @@ impl Map {
     }
 
     /// `max_entries` as the kernel reports it (LRU maps with per-CPU lists round it up).
+    /// A plain ARRAY's values in place, for reading a large map without a copy per element
+    /// (`bpfemu diff` compares arrays of millions of entries this way); `None` for other
+    /// types, per-CPU arrays and values holding a spin lock.
+    pub fn array_storage<'m>(&self, mem: &'m Memory) -> Option<super::ArrayStorage<'m>> {
+        match &self.imp {
+            Imp::Array(a) => a.storage(mem),
+            _ => None,
+        }
+    }
+
     pub fn max_entries(&self) -> u32 {
         self.max_entries
     }

@@ -64,6 +64,23 @@ pub use ringbuf::{
 };
 pub use spec::*;
 
+/// A plain ARRAY's values as stored: element `i`'s `value_size` bytes start at
+/// `i * slot_size` of `bytes` (slots are padded to 8 bytes, as in the kernel).
+#[derive(Clone, Copy, Debug)]
+pub struct ArrayStorage<'m> {
+    pub bytes: &'m [u8],
+    pub slot_size: usize,
+    pub value_size: usize,
+}
+
+impl<'m> ArrayStorage<'m> {
+    /// Element `index`'s value, or `None` past the end.
+    pub fn value(&self, index: usize) -> Option<&'m [u8]> {
+        let start = index.checked_mul(self.slot_size)?;
+        self.bytes.get(start..start + self.value_size)
+    }
+}
+
 /// A map that could not be created.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum MapError {

@@ -75,6 +75,19 @@ impl Slab {
         start..start + self.value_size
     }
 
+    /// Every slot of copy `copy`, `slot_size` bytes apart; `None` when a spin lock sits in the
+    /// values (the syscall side reads it as zero, so the raw bytes are not what `bpf()` sees).
+    pub(crate) fn raw_slots<'m>(&self, mem: &'m Memory, copy: usize) -> Option<&'m [u8]> {
+        if self.lock_off.is_some() {
+            return None;
+        }
+        Some(mem.region(self.regions[copy]).expect(BOUND).bytes())
+    }
+
+    pub(crate) fn slot_size(&self) -> usize {
+        self.slot_size
+    }
+
     /// The value bytes of `slot` in copy `copy`.
     pub(crate) fn read<'m>(&self, mem: &'m Memory, copy: usize, slot: u32) -> &'m [u8] {
         let region = mem.region(self.regions[copy]).expect(BOUND);

@@ -1,0 +1,7 @@
+// Code in a program section with no function symbol (what stripped objects and old compilers
+// leave): libbpf makes no program of it, and bpfemu says why.
+asm(".section xdp_raw,\"ax\",@progbits\n"
+    "r0 = 2\n"
+    "exit\n");
+
+char LICENSE[] __attribute__((section("license"), used)) = "GPL";
