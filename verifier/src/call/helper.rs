@@ -138,7 +138,7 @@ pub fn check_helper_call(
 }
 
 fn is_prog_array(env: &Env<'_>, map: Option<u32>) -> bool {
-    map.and_then(|m| env.input.maps.get(m as usize))
+    map.and_then(|m| env.map(m))
         .is_some_and(|spec| spec.map_type == map_type::PROG_ARRAY)
 }
 
@@ -296,8 +296,8 @@ fn map_spec<'e>(
     meta: &CallMeta,
     what: &str,
 ) -> Result<&'e bpfemu_loader::MapSpec, Reject> {
-    match meta.map.and_then(|m| env.input.maps.get(m as usize)) {
-        Some(_) => Ok(&env.input.maps[meta.map.unwrap_or(0) as usize]),
+    match meta.map.and_then(|m| env.map(m)) {
+        Some(spec) => Ok(spec),
         None => Err(env.reject(
             Errno::Efault,
             format!("verifier bug: invalid map_ptr to access map->{what}"),
@@ -749,7 +749,9 @@ fn set_return_value(
             let map = meta.map.ok_or_else(|| {
                 env.reject(Errno::Efault, "verifier bug: unexpected null map_ptr")
             })?;
-            let spec = &env.input.maps[map as usize];
+            let Some(spec) = env.map(map) else {
+                return Err(env.reject(Errno::Efault, "verifier bug: unexpected null map_ptr"));
+            };
             let mut flags = reg::PTR_MAYBE_NULL;
             let elide = proto.id == proto::MAP_LOOKUP_ELEM
                 && matches!(spec.map_type, map_type::ARRAY | map_type::PERCPU_ARRAY)
@@ -848,7 +850,9 @@ fn check_map_func_compatibility(
 ) -> Result<(), Reject> {
     use map_type::*;
     let Some(map) = map else { return Ok(()) };
-    let mt = env.input.maps[map as usize].map_type;
+    let Some(mt) = env.map(map).map(|m| m.map_type) else {
+        return Ok(());
+    };
     let map_allows = match mt {
         PROG_ARRAY => func_id == proto::TAIL_CALL,
         PERF_EVENT_ARRAY => matches!(func_id, 22 | 25 | 55 | 111 | 121),
