@@ -161,7 +161,8 @@ fn find_entries(progs: &[Program]) -> Vec<(usize, usize)> {
 }
 
 /// Whether the run may stop at this instruction or it has effects beyond registers, so that
-/// it must end its block.
+/// it must end its block: a budget that runs out inside a block then stops it before any
+/// effect the interpreter would not have had.
 fn ends_block(insn: &Insn, mode: Mode) -> bool {
     match insn {
         Insn::Ja { .. }
@@ -173,9 +174,9 @@ fn ends_block(insn: &Insn, mode: Mode) -> bool {
         | Insn::LdInd { .. } => true,
         Insn::LdImm64 { kind, .. } => *kind != LdImm64Kind::Imm,
         Insn::AddrSpaceCast { imm, .. } => *imm != 1,
-        Insn::Load { .. } | Insn::Store { .. } | Insn::StoreReg { .. } | Insn::Atomic { .. } => {
-            mode == Mode::Checked
-        }
+        // A write is an effect the budget must not skip; a load only stops a checked run.
+        Insn::Store { .. } | Insn::StoreReg { .. } | Insn::Atomic { .. } => true,
+        Insn::Load { .. } => mode == Mode::Checked,
         _ => false,
     }
 }
@@ -304,10 +305,12 @@ fn build_function(
         callees,
         jit_sig,
         may_goto_loops: target.options.may_goto_loops,
+        pending_errors: Vec::new(),
     };
     for &leader in &leaders {
         translate_block(&mut t, &reached, &leaders, leader);
     }
+    t.emit_error_blocks();
     // The shared exits.
     t.b.switch_to_block(t.propagate);
     t.b.ins().return_(&[status]);

@@ -57,6 +57,8 @@ pub struct FuncTranslator<'f, 'e, E: RuntimeEnv> {
     /// The signature of compiled functions, for tail calls.
     pub(crate) jit_sig: SigRef,
     pub(crate) may_goto_loops: u64,
+    /// Error blocks still to fill.
+    pub(crate) pending_errors: Vec<(Block, VmError)>,
 }
 
 /// Whether translation continues into the next slot.
@@ -151,15 +153,20 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
         self.error_block(error)
     }
 
+    /// A block that stops the run with `error`; filled after the function's blocks
+    /// ([`FuncTranslator::emit_error_blocks`]), as the builder fills one block at a time.
     fn error_block(&mut self, error: VmError) -> Block {
-        let here = self.b.current_block();
         let block = self.b.create_block();
-        self.b.switch_to_block(block);
-        self.fail(error);
-        if let Some(here) = here {
-            self.b.switch_to_block(here);
-        }
+        self.pending_errors.push((block, error));
         block
+    }
+
+    /// Fills the blocks [`FuncTranslator::error_block`] handed out.
+    pub(crate) fn emit_error_blocks(&mut self) {
+        for (block, error) in std::mem::take(&mut self.pending_errors) {
+            self.b.switch_to_block(block);
+            self.fail(error);
+        }
     }
 
     /// The block that continues at `next`, or the fell-off-the-end error.
