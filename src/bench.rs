@@ -1,19 +1,31 @@
-//! `bpfemu bench`: how fast bpfemu runs a program over a capture, as a ratio against a peer
-//! measured in the same run on the same pinned CPU: the kernel itself, running the same
-//! packets with the same map contents through `BPF_PROG_TEST_RUN`.
+//! `bpfemu bench`: how fast each of bpfemu's engines runs a program over a capture, beside the
+//! kernel on the same packets and map contents, in one run, on one pinned CPU.
 //!
-//! Two kernel figures are given: wall time with one syscall a packet (what a tool driving the
-//! kernel pays), and the time test_run reports for the program alone (the JIT's own speed).
-//! Without root or `bpf()` the peer is out of reach: bpfemu's figure is given alone and the
-//! report says why.
+//! Every engine runs the same loop replay's fast path runs: load the next packet into the
+//! reused frame (test_run's frame, reset), run the program, count its verdict. The capture is
+//! read once and cycled up to `--packets`, so memory stays bounded by the capture. bpfemu's
+//! time is the thread's CPU time (from `/proc/thread-self/schedstat`, so that other
+//! processes on a shared machine do not count; wall time is reported too).
+//!
+//! The kernel runs each distinct packet once through `BPF_PROG_TEST_RUN` with `repeat` set
+//! to the number of times the cycle visits it, and reports its own mean duration per run: the
+//! program's time in the kernel's JIT, measured in the kernel with preemption off. (On
+//! repeats the kernel does not rebuild the frame, so a program that rewrites its packet sees
+//! its own output again; the work per run is the same for the corpus programs.) The kernel
+//! does not count instructions: its instructions per second use bpfemu's count for the same
+//! packets.
+//!
+//! Without root or `bpf()`, bpfemu's figures are given alone and the report says why.
 
-use crate::diff::{self, DiffOptions, Session, Throughput};
-use crate::pcap::PcapReader;
+use crate::diff::{self, DiffOptions, Session};
+use crate::pcap::{Packet, PcapReader};
 use crate::replay::{ReplayOptions, Replayer};
 use anyhow::{Context, Result, bail};
+use bpfemu_conformance::kernel as kbpf;
+use bpfemu_vm::xdp::PacketMeta;
 use serde_json::json;
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 #[derive(Clone, Debug, Default)]
 pub struct BenchOptions {
@@ -22,40 +34,81 @@ pub struct BenchOptions {
     pub program: Option<String>,
     pub maps: Option<PathBuf>,
     pub fib: Option<PathBuf>,
-    /// Packets to run: the capture's, repeated (or cut) to this many.
+    /// Packets to run: the capture's, cycled (or cut) to this many.
     pub packets: usize,
     pub load: bpfemu_loader::LoadOptions,
+}
+
+/// One engine's figures.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EngineFigures {
+    /// "interp" (the JIT's modes join here as they land).
+    pub engine: &'static str,
+    /// Time to get the program ready to run (decoding; a JIT's compile).
+    pub prepare: Duration,
+    /// CPU time of the thread for every packet (wall time when the CPU time is unknown).
+    pub cpu: Duration,
+    pub wall: Duration,
+    pub insns: u64,
+    /// Packets whose run stopped or that test_run would refuse.
+    pub errors: usize,
+}
+
+/// The kernel's figures.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelFigures {
+    /// The sum over packets of test_run's mean duration times the packet's repeats.
+    pub program: Duration,
+    /// Wall time of all the test_run calls.
+    pub wall: Duration,
+    /// test_run calls made (one per distinct packet).
+    pub calls: usize,
+    /// Packets the kernel refused.
+    pub errors: usize,
 }
 
 /// The measured figures.
 #[derive(Clone, Debug)]
 pub struct BenchReport {
     pub program: String,
-    pub throughput: Throughput,
-    /// Why there is no kernel figure, when there is none.
-    pub no_peer: Option<String>,
-}
-
-/// The capture's frames, once: a run cycles through them up to `--packets`, so that memory
-/// stays that of the capture however many packets are asked for.
-fn frames(opts: &BenchOptions) -> Result<Vec<Vec<u8>>> {
-    let read: Vec<Vec<u8>> = PcapReader::open(&opts.capture)?
-        .map(|p| p.map(|p| p.data))
-        .collect::<Result<_, _>>()?;
-    if read.is_empty() {
-        bail!("{}: no packets", opts.capture.display());
-    }
-    Ok(read)
+    pub packets: usize,
+    /// Packets in the capture, cycled to `packets`.
+    pub capture_packets: usize,
+    pub engines: Vec<EngineFigures>,
+    /// The kernel's figures, or why there are none.
+    pub kernel: Result<KernelFigures, String>,
 }
 
 pub fn bench(opts: &BenchOptions) -> Result<BenchReport> {
-    match diff::kernel_ready() {
-        Ok(()) => with_kernel(opts),
-        Err(why) => alone(opts, why),
-    }
+    // The program and maps first, on both sides: a wrong name fails before the capture is
+    // read. The kernel session pins this thread to CPU 0, where bpfemu then runs too.
+    let session = match diff::kernel_ready() {
+        Ok(()) => Ok(kernel_session(opts)?),
+        Err(why) => Err(why),
+    };
+    let mut replayer = bpfemu_replayer(opts)?;
+    let prepare = replayer.1;
+    let capture = read_capture(opts)?;
+    let interp = measure_runtime("interp", prepare, &mut replayer.0, &capture, opts.packets);
+    Ok(BenchReport {
+        program: replayer.0.program_name.clone(),
+        packets: opts.packets,
+        capture_packets: capture.len(),
+        engines: vec![interp],
+        kernel: session.map(|s| measure_kernel(&s, &capture, opts.packets)),
+    })
 }
 
-fn with_kernel(opts: &BenchOptions) -> Result<BenchReport> {
+/// The capture's packets, once.
+fn read_capture(opts: &BenchOptions) -> Result<Vec<Packet>> {
+    let packets: Vec<Packet> = PcapReader::open(&opts.capture)?.collect::<Result<_, _>>()?;
+    if packets.is_empty() {
+        bail!("{}: no packets", opts.capture.display());
+    }
+    Ok(packets)
+}
+
+fn kernel_session(opts: &BenchOptions) -> Result<Session> {
     let diff_opts = DiffOptions {
         program: opts.program.clone(),
         load: opts.load.clone(),
@@ -74,19 +127,12 @@ fn with_kernel(opts: &BenchOptions) -> Result<BenchReport> {
         None => None,
     };
     // Global data goes in before the kernel's load (read-only data is frozen then).
-    // The program and maps first: a wrong name fails before the capture is read.
-    let mut session = Session::open_with_maps(&diff_opts, doc.as_ref())?;
-    let frames = frames(opts)?;
-    let throughput = session.throughput(&frames, opts.packets);
-    Ok(BenchReport {
-        program: session.program_name().to_owned(),
-        throughput,
-        no_peer: None,
-    })
+    Ok(Session::open_with_maps(&diff_opts, doc.as_ref())?)
 }
 
-/// bpfemu only, through the replay path (the kernel is out of reach).
-fn alone(opts: &BenchOptions, why: String) -> Result<BenchReport> {
+/// bpfemu's runtime with the maps as `--maps` sets them, and the time it took to prepare.
+/// (Each engine runs on a runtime of its own: the JIT's modes join here as they land.)
+fn bpfemu_replayer(opts: &BenchOptions) -> Result<(Replayer, Duration)> {
     let replay_opts = ReplayOptions {
         object: opts.object.clone(),
         program: opts.program.clone(),
@@ -97,106 +143,223 @@ fn alone(opts: &BenchOptions, why: String) -> Result<BenchReport> {
         ifindex: 1,
         ..ReplayOptions::default()
     };
-    let mut replayer = Replayer::new(&replay_opts)?;
-    // Built before the clock starts: the measurement is of running packets, not copying them.
-    let packets: Vec<crate::pcap::Packet> = frames(opts)?
-        .into_iter()
-        .enumerate()
-        .map(|(index, data)| crate::pcap::Packet {
-            index,
-            ts_ns: index as u64 * 1000,
-            orig_len: data.len() as u32,
-            data,
-        })
-        .collect();
     let start = Instant::now();
-    let mut insns = 0;
-    for packet in packets.iter().cycle().take(opts.packets) {
-        if let Ok(outcome) = replayer.run(packet).outcome {
-            insns += outcome.insns_executed;
-        }
-    }
-    let throughput = Throughput {
-        packets: opts.packets,
-        ours: start.elapsed(),
-        insns,
-        kernel: Default::default(),
-        kernel_program_ns: 0,
-    };
-    Ok(BenchReport {
-        program: replayer.program_name.clone(),
-        throughput,
-        no_peer: Some(why),
-    })
+    let replayer = Replayer::new(&replay_opts)?;
+    Ok((replayer, start.elapsed()))
 }
 
-fn per_sec(count: f64, secs: f64) -> f64 {
-    count / secs.max(1e-9)
+/// Runs `count` packets, cycling the capture, on the replayer's runtime.
+fn measure_runtime(
+    engine: &'static str,
+    prepare: Duration,
+    replayer: &mut Replayer,
+    capture: &[Packet],
+    count: usize,
+) -> EngineFigures {
+    let (program, runtime) = (replayer.program, &mut replayer.runtime);
+    let mut insns = 0;
+    let mut errors = 0;
+    let clock = CpuClock::start();
+    for (i, packet) in capture.iter().cycle().take(count).enumerate() {
+        let meta = PacketMeta {
+            ts_ns: (i as u64).wrapping_mul(1000),
+            ..PacketMeta::default()
+        };
+        match runtime.run_in_place(program, &packet.data, &meta) {
+            Ok(verdict) => insns += verdict.insns_executed,
+            Err(_) => errors += 1,
+        }
+    }
+    let (cpu, wall) = clock.stop();
+    EngineFigures {
+        engine,
+        prepare,
+        cpu,
+        wall,
+        insns,
+        errors,
+    }
+}
+
+/// Each distinct packet through test_run once, repeated as often as the cycle visits it.
+fn measure_kernel(session: &Session, capture: &[Packet], count: usize) -> KernelFigures {
+    let fd = session.kernel_program_fd();
+    let (rounds, extra) = (count / capture.len(), count % capture.len());
+    let mut program_ns = 0u128;
+    let (mut calls, mut errors) = (0, 0);
+    let start = Instant::now();
+    for (j, packet) in capture.iter().enumerate() {
+        let repeat = rounds + usize::from(j < extra);
+        if repeat == 0 {
+            continue;
+        }
+        // test_run takes a u32 repeat; more than that is split into several calls.
+        let mut left = repeat;
+        while left > 0 {
+            let n = left.min(u32::MAX as usize);
+            calls += 1;
+            match kbpf::test_run(fd, &packet.data, None, n as u32) {
+                Ok(run) => program_ns += u128::from(run.duration_ns) * n as u128,
+                Err(_) => errors += n,
+            }
+            left -= n;
+        }
+    }
+    KernelFigures {
+        program: Duration::from_nanos(program_ns.min(u64::MAX as u128) as u64),
+        wall: start.elapsed(),
+        calls,
+        errors,
+    }
+}
+
+/// The calling thread's CPU time and the wall clock, from one start.
+struct CpuClock {
+    cpu: Option<u64>,
+    wall: Instant,
+}
+
+impl CpuClock {
+    fn start() -> CpuClock {
+        CpuClock {
+            cpu: thread_cpu_ns(),
+            wall: Instant::now(),
+        }
+    }
+
+    /// (CPU time, wall time) since the start; the CPU time is the wall time where the
+    /// kernel does not report it.
+    fn stop(self) -> (Duration, Duration) {
+        let wall = self.wall.elapsed();
+        let cpu = match (self.cpu, thread_cpu_ns()) {
+            (Some(a), Some(b)) if b >= a => Duration::from_nanos(b - a),
+            _ => wall,
+        };
+        (cpu, wall)
+    }
+}
+
+/// Nanoseconds this thread has run on a CPU: the first field of
+/// `/proc/thread-self/schedstat`.
+fn thread_cpu_ns() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    text.split_whitespace().next()?.parse().ok()
+}
+
+fn per_sec(count: f64, time: Duration) -> f64 {
+    count / time.as_secs_f64().max(1e-9)
+}
+
+fn ns_per(time: Duration, count: usize) -> f64 {
+    time.as_nanos() as f64 / count.max(1) as f64
 }
 
 impl BenchReport {
+    /// Instructions a packet, on average, as bpfemu's first engine counted them.
+    fn insns_per_packet(&self) -> f64 {
+        self.engines
+            .first()
+            .map_or(0.0, |e| e.insns as f64 / self.packets.max(1) as f64)
+    }
+
+    /// The kernel's time a packet over the engine's: above 1 the engine is faster. None
+    /// without the kernel or without packets.
+    fn ratio(&self, engine: &EngineFigures) -> Option<f64> {
+        let kernel = self.kernel.as_ref().ok().filter(|_| self.packets > 0)?;
+        Some(kernel.program.as_secs_f64() / engine.cpu.as_secs_f64().max(1e-12))
+    }
+
     pub fn to_text(&self) -> String {
-        let t = &self.throughput;
-        if t.packets == 0 {
-            // No time was measured: a speed or a ratio would be noise.
-            return format!("0 packets through {}: nothing measured\n", self.program);
-        }
-        let n = t.packets as f64;
-        let ours = t.ours.as_secs_f64();
         let mut out = format!(
-            "{} packets through {}\n  bpfemu (interpreter)             {:>8.3} s  {:>12.0} packets/s  {:>6.1} M insns/s\n",
-            t.packets,
+            "{} packets through {} ({} in the capture, cycled), {:.1} instructions a packet\n",
+            self.packets,
             self.program,
-            ours,
-            per_sec(n, ours),
-            per_sec(t.insns as f64, ours) / 1e6,
+            self.capture_packets,
+            self.insns_per_packet()
         );
-        if let Some(why) = &self.no_peer {
-            out += &format!("  kernel: not measured ({why})\n");
-            return out;
+        out += "engine          prepare ms   ns/packet   M packets/s   M insns/s   kernel time / ours\n";
+        for e in &self.engines {
+            let ratio = self
+                .ratio(e)
+                .map_or_else(|| "-".to_string(), |r| format!("{r:.3}x"));
+            out += &format!(
+                "{:<14} {:>11.3} {:>11.1} {:>13.2} {:>11.1}   {ratio}\n",
+                e.engine,
+                e.prepare.as_secs_f64() * 1e3,
+                ns_per(e.cpu, self.packets),
+                per_sec(self.packets as f64, e.cpu) / 1e6,
+                per_sec(e.insns as f64, e.cpu) / 1e6,
+            );
+            if e.errors > 0 {
+                out += &format!("  ({} packets stopped or refused)\n", e.errors);
+            }
         }
-        let kernel = t.kernel.as_secs_f64();
-        let program = t.kernel_program_ns as f64 / 1e9;
-        out += &format!(
-            "  kernel, a test_run a packet      {:>8.3} s  {:>12.0} packets/s\n  kernel, program time only        {:>8.3} s  {:>12.0} packets/s\n",
-            kernel,
-            per_sec(n, kernel),
-            program,
-            per_sec(n, program),
-        );
-        out += &format!(
-            "  bpfemu / kernel: {:.2}x the speed of test_run calls, {:.3}x the JIT's program time\n",
-            kernel / ours.max(1e-9),
-            program / ours.max(1e-9),
-        );
+        match &self.kernel {
+            Ok(k) => {
+                let insns = self.engines.first().map_or(0, |e| e.insns) as f64;
+                out += &format!(
+                    "{:<14} {:>11} {:>11.1} {:>13.2} {:>11.1}   1.000x\n",
+                    "kernel (JIT)",
+                    "-",
+                    ns_per(k.program, self.packets),
+                    per_sec(self.packets as f64, k.program) / 1e6,
+                    per_sec(insns, k.program) / 1e6,
+                );
+                out += &format!(
+                    "kernel: BPF_PROG_TEST_RUN with repeat, {} calls in {:.3} s wall\n",
+                    k.calls,
+                    k.wall.as_secs_f64()
+                );
+            }
+            Err(why) => out += &format!("kernel: not measured ({why})\n"),
+        }
         out
     }
 
     pub fn to_json(&self) -> serde_json::Value {
-        let t = &self.throughput;
-        let n = t.packets as f64;
-        let ours = t.ours.as_secs_f64();
-        let mut doc = json!({
-            "program": self.program,
-            "packets": t.packets,
-            "bpfemu": { "seconds": ours, "packets_per_sec": per_sec(n, ours), "insns": t.insns },
-        });
-        match &self.no_peer {
-            _ if t.packets == 0 => doc["bpfemu"] = json!({ "seconds": ours, "insns": t.insns }),
-            Some(why) => doc["kernel"] = json!({ "unavailable": why }),
-            None => {
-                let kernel = t.kernel.as_secs_f64();
-                let program = t.kernel_program_ns as f64 / 1e9;
-                doc["kernel"] = json!({
-                    "test_run_seconds": kernel,
-                    "test_run_packets_per_sec": per_sec(n, kernel),
-                    "program_seconds": program,
-                    "program_packets_per_sec": per_sec(n, program),
+        let engines: Vec<serde_json::Value> = self
+            .engines
+            .iter()
+            .map(|e| {
+                let mut doc = json!({
+                    "engine": e.engine,
+                    "prepare_ms": e.prepare.as_secs_f64() * 1e3,
+                    "cpu_seconds": e.cpu.as_secs_f64(),
+                    "wall_seconds": e.wall.as_secs_f64(),
+                    "ns_per_packet": ns_per(e.cpu, self.packets),
+                    "packets_per_sec": per_sec(self.packets as f64, e.cpu),
+                    "insns": e.insns,
+                    "insns_per_sec": per_sec(e.insns as f64, e.cpu),
+                    "errors": e.errors,
                 });
-                doc["ratio_to_test_run"] = json!(kernel / ours.max(1e-9));
-                doc["ratio_to_program_time"] = json!(program / ours.max(1e-9));
+                if let Some(r) = self.ratio(e) {
+                    doc["ratio_to_kernel"] = json!(r);
+                }
+                doc
+            })
+            .collect();
+        let kernel = match &self.kernel {
+            Ok(k) => {
+                let insns = self.engines.first().map_or(0, |e| e.insns) as f64;
+                json!({
+                    "program_seconds": k.program.as_secs_f64(),
+                    "ns_per_packet": ns_per(k.program, self.packets),
+                    "packets_per_sec": per_sec(self.packets as f64, k.program),
+                    "insns_per_sec": per_sec(insns, k.program),
+                    "test_run_calls": k.calls,
+                    "test_run_wall_seconds": k.wall.as_secs_f64(),
+                    "errors": k.errors,
+                })
             }
-        }
-        doc
+            Err(why) => json!({ "unavailable": why }),
+        };
+        json!({
+            "program": self.program,
+            "packets": self.packets,
+            "capture_packets": self.capture_packets,
+            "insns_per_packet": self.insns_per_packet(),
+            "engines": engines,
+            "kernel": kernel,
+        })
     }
 }

@@ -130,20 +130,6 @@ pub enum DiffError {
 
 /// Whether the kernel can load and test-run an XDP program from this process: `Err` with a
 /// sentence for the user (not root, no CAP_BPF/CAP_NET_ADMIN, no bpf() syscall).
-/// What [`Session::throughput`] measured.
-#[derive(Clone, Debug)]
-pub struct Throughput {
-    pub packets: usize,
-    /// bpfemu's wall time for every packet.
-    pub ours: std::time::Duration,
-    /// Instructions bpfemu executed.
-    pub insns: u64,
-    /// The kernel's wall time: one syscall a packet, copies in and out included.
-    pub kernel: std::time::Duration,
-    /// The time the kernel reports for running the program itself (test_run's `duration`).
-    pub kernel_program_ns: u64,
-}
-
 pub fn kernel_ready() -> Result<(), String> {
     let insns = [
         RawInsn::new(0xb7, 0, 0, 0, 2), // r0 = XDP_PASS
@@ -662,40 +648,10 @@ impl Session {
         compare_packet(index, kernel, ours, shadows)
     }
 
-    /// Runs every packet through bpfemu, then through the kernel (one `BPF_PROG_TEST_RUN` a
-    /// packet), timing each side: the speed comparison of `bpfemu bench`. Both sides start from
-    /// the maps as they are now and run on this (pinned) thread.
-    pub fn throughput(&mut self, frames: &[Vec<u8>], count: usize) -> Throughput {
-        // The capture's frames cycled to `count`: memory stays that of the capture.
-        let packets = || frames.iter().cycle().take(count);
-        let start = std::time::Instant::now();
-        let mut insns = 0;
-        for (i, data) in packets().enumerate() {
-            let meta = PacketMeta {
-                ts_ns: (i as u64).wrapping_mul(1000),
-                ..PacketMeta::default()
-            };
-            if let Ok(outcome) = self.ours.run(self.program, data, &meta) {
-                insns += outcome.insns_executed;
-            }
-        }
-        let ours = start.elapsed();
-        let fd = self.kernel.program_fd(&self.program_name).expect("loaded");
-        let start = std::time::Instant::now();
-        let mut program_ns = 0u64;
-        for data in packets() {
-            if let Ok(run) = kbpf::test_run(fd, data, None, 1) {
-                program_ns += u64::from(run.duration_ns);
-            }
-        }
-        let kernel = start.elapsed();
-        Throughput {
-            packets: if frames.is_empty() { 0 } else { count },
-            ours,
-            insns,
-            kernel,
-            kernel_program_ns: program_ns,
-        }
+    /// The kernel's copy of the program, for `bpfemu bench` to test-run it on this (pinned)
+    /// thread.
+    pub fn kernel_program_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.kernel.program_fd(&self.program_name).expect("loaded")
     }
 
     /// Compares every map's contents (see the module docs for what is left out, and why).

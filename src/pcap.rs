@@ -3,6 +3,9 @@
 //!
 //! Only Ethernet captures (link type 1) can feed an XDP program: the program sees frames from
 //! the Ethernet header on, so any other link type is refused up front, naming it.
+//!
+//! The reader streams the file through one buffer and hands out each frame as a slice of it
+//! ([`PcapReader::next_ref`]): replaying a capture copies no packet.
 
 use pcap_parser::traits::PcapReaderIterator;
 use pcap_parser::{Block, Linktype, PcapBlockOwned, PcapError};
@@ -21,6 +24,41 @@ pub struct Packet {
     pub data: Vec<u8>,
     /// Length on the wire.
     pub orig_len: u32,
+}
+
+/// One captured frame, borrowed from the reader's buffer until the next one is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PacketRef<'a> {
+    /// Position in the capture, from 0.
+    pub index: usize,
+    /// Capture time in nanoseconds since the epoch.
+    pub ts_ns: u64,
+    /// The captured bytes (possibly fewer than on the wire).
+    pub data: &'a [u8],
+    /// Length on the wire.
+    pub orig_len: u32,
+}
+
+impl PacketRef<'_> {
+    pub fn to_packet(&self) -> Packet {
+        Packet {
+            index: self.index,
+            ts_ns: self.ts_ns,
+            data: self.data.to_vec(),
+            orig_len: self.orig_len,
+        }
+    }
+}
+
+impl Packet {
+    pub fn as_ref(&self) -> PacketRef<'_> {
+        PacketRef {
+            index: self.index,
+            ts_ns: self.ts_ns,
+            data: &self.data,
+            orig_len: self.orig_len,
+        }
+    }
 }
 
 /// A capture that cannot be read, naming the file and where.
@@ -95,6 +133,8 @@ pub struct PcapReader {
     inner: Box<dyn PcapReaderIterator + Send>,
     state: ReaderState,
     done: bool,
+    /// Bytes of the block last handed out by [`PcapReader::next_ref`], consumed on the next call.
+    pending: usize,
 }
 
 /// What the headers read so far say, apart from the byte source so both can be borrowed.
@@ -112,7 +152,16 @@ const MAX_BUFFER: usize = 64 << 20;
 
 /// What one attempt to read a block gave, with nothing borrowed from the reader.
 enum Step {
-    Block(usize, Option<Packet>),
+    /// A header block of this many bytes, taken into the reader's state.
+    Header(usize),
+    /// A packet block of `len` bytes is next (left in the buffer); its frame's fields, with
+    /// the frame's bytes as the host address of their first byte and their length.
+    Packet {
+        len: usize,
+        frame: PacketRef<'static>,
+        data_addr: usize,
+        data_len: usize,
+    },
     Eof,
     Refill,
     Grow,
@@ -143,6 +192,7 @@ impl PcapReader {
             inner,
             state,
             done: false,
+            pending: 0,
         })
     }
 
@@ -157,7 +207,22 @@ impl PcapReader {
 
     fn step(&mut self) -> Result<Step, PcapReadError> {
         Ok(match self.inner.next() {
-            Ok((len, block)) => Step::Block(len, self.state.handle_block(block)?),
+            Ok((len, block)) if is_packet(&block) => {
+                let packet = self.state.packet(block)?;
+                Step::Packet {
+                    len,
+                    frame: PacketRef {
+                        data: &[],
+                        ..packet
+                    },
+                    data_addr: packet.data.as_ptr().addr(),
+                    data_len: packet.data.len(),
+                }
+            }
+            Ok((len, block)) => {
+                self.state.handle_header(block)?;
+                Step::Header(len)
+            }
             Err(PcapError::Eof) => Step::Eof,
             Err(PcapError::Incomplete(_)) => Step::Refill,
             Err(PcapError::BufferTooSmall) => Step::Grow,
@@ -171,16 +236,23 @@ impl PcapReader {
         result.map_err(|detail| self.malformed(detail))
     }
 
-    /// Reads the next frame, or `None` at the end of the capture.
-    fn read_next(&mut self) -> Result<Option<Packet>, PcapReadError> {
+    /// Reads up to the next packet block and leaves it first in the buffer: `None` at the
+    /// end of the capture, else the block's length, the frame, and where its bytes are in
+    /// the buffer.
+    fn seek_packet(
+        &mut self,
+    ) -> Result<Option<(usize, PacketRef<'static>, usize, usize)>, PcapReadError> {
         loop {
             match self.step()? {
-                Step::Block(len, packet) => {
-                    self.inner.consume(len);
-                    if packet.is_some() {
-                        self.state.next_index += 1;
-                        return Ok(packet);
-                    }
+                Step::Header(len) => self.inner.consume(len),
+                Step::Packet {
+                    len,
+                    frame,
+                    data_addr,
+                    data_len,
+                } => {
+                    let data_off = data_addr - self.inner.data().as_ptr().addr();
+                    return Ok(Some((len, frame, data_off, data_len)));
                 }
                 Step::Eof => return Ok(None),
                 Step::Refill => self.refill()?,
@@ -202,30 +274,50 @@ impl PcapReader {
             }
         }
     }
+
+    /// The next frame, borrowed from the reader's buffer (no copy); `None` at the end of the
+    /// capture. Yields every frame, then at most one error, then stops.
+    pub fn next_ref(&mut self) -> Option<Result<PacketRef<'_>, PcapReadError>> {
+        if self.done {
+            return None;
+        }
+        self.inner.consume(std::mem::take(&mut self.pending));
+        let (len, frame, data_off, data_len) = match self.seek_packet() {
+            Ok(Some(found)) => found,
+            Ok(None) => {
+                self.done = true;
+                return None;
+            }
+            Err(e) => {
+                self.done = true;
+                return Some(Err(e));
+            }
+        };
+        self.pending = len;
+        self.state.next_index += 1;
+        let data = &self.inner.data()[data_off..data_off + data_len];
+        Some(Ok(PacketRef { data, ..frame }))
+    }
+}
+
+/// Whether a block holds a packet (as opposed to a header or another pcapng block).
+fn is_packet(block: &PcapBlockOwned<'_>) -> bool {
+    matches!(
+        block,
+        PcapBlockOwned::Legacy(_)
+            | PcapBlockOwned::NG(Block::EnhancedPacket(_) | Block::SimplePacket(_))
+    )
 }
 
 impl ReaderState {
-    /// Interprets one block: headers update the state, data blocks become packets.
-    fn handle_block(&mut self, block: PcapBlockOwned<'_>) -> Result<Option<Packet>, PcapReadError> {
+    /// Takes a header block (or any other block that is not a packet) into the state.
+    fn handle_header(&mut self, block: PcapBlockOwned<'_>) -> Result<(), PcapReadError> {
         match block {
             PcapBlockOwned::LegacyHeader(header) => {
                 self.check_linktype(header.network)?;
                 self.legacy_nanos = header.is_nanosecond_precision();
-                Ok(None)
             }
-            PcapBlockOwned::Legacy(record) => {
-                let frac_ns = if self.legacy_nanos {
-                    u64::from(record.ts_usec)
-                } else {
-                    u64::from(record.ts_usec) * 1000
-                };
-                let ts_ns = u64::from(record.ts_sec) * 1_000_000_000 + frac_ns;
-                Ok(Some(self.packet(ts_ns, record.data, record.origlen)))
-            }
-            PcapBlockOwned::NG(Block::SectionHeader(_)) => {
-                self.interfaces.clear();
-                Ok(None)
-            }
+            PcapBlockOwned::NG(Block::SectionHeader(_)) => self.interfaces.clear(),
             PcapBlockOwned::NG(Block::InterfaceDescription(idb)) => {
                 self.check_linktype(idb.linktype)?;
                 let units_per_sec =
@@ -240,24 +332,42 @@ impl ReaderState {
                     units_per_sec,
                     offset_sec: idb.ts_offset(),
                 });
-                Ok(None)
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The frame of a packet block.
+    fn packet<'a>(&self, block: PcapBlockOwned<'a>) -> Result<PacketRef<'a>, PcapReadError> {
+        let (ts_ns, data, orig_len) = match block {
+            PcapBlockOwned::Legacy(record) => {
+                let frac_ns = if self.legacy_nanos {
+                    u64::from(record.ts_usec)
+                } else {
+                    u64::from(record.ts_usec) * 1000
+                };
+                let ts_ns = u64::from(record.ts_sec) * 1_000_000_000 + frac_ns;
+                (ts_ns, record.data, record.origlen)
             }
             PcapBlockOwned::NG(Block::EnhancedPacket(epb)) => {
                 let iface = self.interface(epb.if_id)?;
                 let units = (u64::from(epb.ts_high) << 32) | u64::from(epb.ts_low);
                 let data = &epb.data[..(epb.caplen as usize).min(epb.data.len())];
-                Ok(Some(self.packet(
-                    units_to_ns(units, iface),
-                    data,
-                    epb.origlen,
-                )))
+                (units_to_ns(units, iface), data, epb.origlen)
             }
             PcapBlockOwned::NG(Block::SimplePacket(spb)) => {
                 self.interface(0)?;
-                Ok(Some(self.packet(0, spb.data, spb.origlen)))
+                (0, spb.data, spb.origlen)
             }
-            PcapBlockOwned::NG(_) => Ok(None),
-        }
+            _ => unreachable!("is_packet chose a packet block"),
+        };
+        Ok(PacketRef {
+            index: self.next_index,
+            ts_ns,
+            data,
+            orig_len,
+        })
     }
 
     fn interface(&self, id: u32) -> Result<Interface, PcapReadError> {
@@ -281,15 +391,6 @@ impl ReaderState {
             })
         }
     }
-
-    fn packet(&self, ts_ns: u64, data: &[u8], orig_len: u32) -> Packet {
-        Packet {
-            index: self.next_index,
-            ts_ns,
-            data: data.to_vec(),
-            orig_len,
-        }
-    }
 }
 
 fn units_to_ns(units: u64, iface: Interface) -> u64 {
@@ -303,14 +404,7 @@ impl Iterator for PcapReader {
 
     /// Yields every frame, then at most one error, then stops.
     fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        let item = self.read_next().transpose();
-        if !matches!(item, Some(Ok(_))) {
-            self.done = true;
-        }
-        item
+        self.next_ref().map(|item| item.map(|p| p.to_packet()))
     }
 }
 

@@ -10,12 +10,14 @@
 use crate::digest::{HashingReader, StreamDigest};
 use crate::expect::{Checker, PacketRecord, Recorder, RunIdentity, file_name, map_delta};
 use crate::mapio::MapIo;
-use crate::pcap::{Packet, PcapReader, PcapWriter};
+use crate::pcap::{Packet, PacketRef, PcapReader, PcapWriter};
 use crate::rss;
 use crate::runtime;
 use anyhow::{Context, Result, bail};
 use bpfemu_loader::{LoadOptions, Object};
-use bpfemu_vm::xdp::{PacketMeta, XdpAction, XdpConfig, XdpOutcome, XdpRuntime};
+use bpfemu_vm::xdp::{
+    PacketError, PacketMeta, XdpAction, XdpConfig, XdpOutcome, XdpRuntime, XdpVerdict,
+};
 use serde_json::json;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -137,17 +139,34 @@ pub struct Summary {
 
 impl Summary {
     fn add(&mut self, result: &PacketResult) {
-        self.packets += 1;
-        *self.per_action.entry(result.action_name()).or_default() += 1;
-        match &result.outcome {
-            Ok(o) => self.insns += o.insns_executed,
-            Err(why) => {
-                self.faulted += 1;
-                if self.first_fault.is_none() {
-                    self.first_fault = Some((result.index, why.clone()));
-                }
-            }
+        self.count(
+            result.action_name(),
+            result.outcome.as_ref().ok().map(|o| o.insns_executed),
+        );
+        if let Err(why) = &result.outcome {
+            self.fault(result.index, why);
         }
+    }
+
+    /// Records a packet that faulted (or was refused).
+    fn fault(&mut self, index: usize, why: &str) {
+        self.faulted += 1;
+        if self.first_fault.is_none() {
+            self.first_fault = Some((index, why.to_owned()));
+        }
+    }
+
+    /// Counts a packet with this action name (and its instructions, when it ran to the end).
+    fn count(&mut self, action: Cow<'static, str>, insns: Option<u64>) {
+        self.count_many(action, 1, insns.unwrap_or(0));
+    }
+
+    fn count_many(&mut self, action: Cow<'static, str>, packets: usize, insns: u64) {
+        if packets > 0 {
+            self.packets += packets;
+            *self.per_action.entry(action).or_default() += packets;
+        }
+        self.insns += insns;
     }
 
     /// "N packets faulted, the first: packet I: why", when any did.
@@ -202,6 +221,49 @@ impl Summary {
     }
 }
 
+/// Verdict counts of the fast path, by action, merged into the [`Summary`] at the end.
+#[derive(Default)]
+struct VerdictCounts {
+    packets: usize,
+    /// Aborted, drop, pass, tx, redirect.
+    actions: [usize; 5],
+    errors: usize,
+    insns: u64,
+}
+
+/// The actions [`VerdictCounts`] counts, in its order.
+const COUNTED: [XdpAction; 5] = [
+    XdpAction::Aborted,
+    XdpAction::Drop,
+    XdpAction::Pass,
+    XdpAction::Tx,
+    XdpAction::Redirect,
+];
+
+impl VerdictCounts {
+    /// Counts a verdict; an unknown action (named by its value) goes to `summary` directly.
+    fn count(&mut self, action: XdpAction, insns: u64, summary: &mut Summary) {
+        self.packets += 1;
+        self.insns += insns;
+        match COUNTED.iter().position(|&a| a == action) {
+            Some(slot) => self.actions[slot] += 1,
+            None => summary.count_many(action_name(action), 1, 0),
+        }
+    }
+
+    fn error(&mut self) {
+        self.errors += 1;
+        self.packets += 1;
+    }
+
+    fn add_to(&self, summary: &mut Summary) {
+        for (&action, &n) in COUNTED.iter().zip(&self.actions) {
+            summary.count_many(action_name(action), n, 0);
+        }
+        summary.count_many("error".into(), self.errors, self.insns);
+    }
+}
+
 /// One pcap per action in `--out-dir`, opened when the first packet of that action comes.
 struct ActionCaptures {
     dir: PathBuf,
@@ -242,7 +304,7 @@ impl ActionCaptures {
     }
 
     /// Writes the frame as it leaves the program: from `data` (metadata stays behind).
-    fn write(&mut self, packet: &Packet, result: &PacketResult) -> Result<()> {
+    fn write(&mut self, packet: &PacketRef<'_>, result: &PacketResult) -> Result<()> {
         let Ok(outcome) = &result.outcome else {
             return Ok(());
         };
@@ -330,16 +392,14 @@ impl Replayer {
 
     /// Runs one packet: steered to its CPU, at its capture time.
     pub fn run(&mut self, packet: &Packet) -> PacketResult {
-        let cpu = rss::steer(&packet.data, self.opts.cpus.max(1));
-        let meta = PacketMeta {
-            ts_ns: packet.ts_ns,
-            cpu,
-            ingress_ifindex: self.opts.ifindex,
-            rx_queue_index: self.opts.rxq.unwrap_or(cpu),
-        };
-        let outcome = self
-            .runtime
-            .run(self.program, &packet.data, &meta)
+        self.run_ref(&packet.as_ref())
+    }
+
+    /// [`Replayer::run`] on a borrowed frame.
+    pub fn run_ref(&mut self, packet: &PacketRef<'_>) -> PacketResult {
+        let (cpu, verdict) = self.verdict(packet);
+        let outcome = verdict
+            .map(|v| self.runtime.last_outcome(v))
             .map_err(|e| e.to_string());
         PacketResult {
             index: packet.index,
@@ -351,6 +411,22 @@ impl Replayer {
     /// Every map's entries as raw bytes (what expectations compare).
     pub fn raw_maps(&mut self) -> Result<crate::mapio::RawMaps> {
         MapIo::new(&self.object, &mut self.runtime).raw_snapshot()
+    }
+
+    /// Runs one packet for its verdict only (the fast path: nothing is copied); the CPU it
+    /// was steered to.
+    pub fn verdict(&mut self, packet: &PacketRef<'_>) -> (u32, Result<XdpVerdict, PacketError>) {
+        let cpu = rss::steer(packet.data, self.opts.cpus.max(1));
+        let meta = PacketMeta {
+            ts_ns: packet.ts_ns,
+            cpu,
+            ingress_ifindex: self.opts.ifindex,
+            rx_queue_index: self.opts.rxq.unwrap_or(cpu),
+        };
+        (
+            cpu,
+            self.runtime.run_in_place(self.program, packet.data, &meta),
+        )
     }
 
     /// The maps as `--dump-maps` writes them.
@@ -448,15 +524,23 @@ pub fn replay(opts: &ReplayOptions) -> Result<u8> {
     } else {
         None
     };
-    let (reader, capture_digest) = open_capture(&opts.capture)?;
+    let (mut reader, capture_digest) = if expectations {
+        open_capture(&opts.capture)?
+    } else {
+        // Nothing records or checks the capture's digest: no need to hash every byte.
+        (PcapReader::open(&opts.capture)?, None)
+    };
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let mut summary = Summary::default();
     let mut first_difference = None;
     let mut capture_error = None;
     let progress = Progress::new(opts.progress, &opts.capture);
+    // Only verdicts are needed unless packets are printed, written, recorded or checked.
+    let verdicts_only = !opts.json && captures.is_none() && !expectations;
+    let mut fast = VerdictCounts::default();
     let start = Instant::now();
-    for item in reader {
+    while let Some(item) = reader.next_ref() {
         let packet = match item {
             Ok(p) => p,
             Err(e) => {
@@ -464,7 +548,24 @@ pub fn replay(opts: &ReplayOptions) -> Result<u8> {
                 break;
             }
         };
-        let result = replayer.run(&packet);
+        if verdicts_only {
+            let (_, verdict) = replayer.verdict(&packet);
+            match verdict {
+                Ok(v) => {
+                    for line in replayer.runtime.last_printk() {
+                        writeln!(out, "packet {}: {line}", packet.index)?;
+                    }
+                    fast.count(v.action, v.insns_executed, &mut summary);
+                }
+                Err(e) => {
+                    fast.error();
+                    summary.fault(packet.index, &e.to_string());
+                }
+            }
+            progress.tick(fast.packets);
+            continue;
+        }
+        let result = replayer.run_ref(&packet);
         summary.add(&result);
         if opts.json {
             writeln!(out, "{}", result.to_json())?;
@@ -489,6 +590,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<u8> {
         progress.tick(summary.packets);
     }
     summary.elapsed = start.elapsed();
+    fast.add_to(&mut summary);
     progress.finish();
     if let Some(captures) = captures {
         captures.finish()?;

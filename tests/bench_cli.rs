@@ -4,14 +4,13 @@
 use std::path::Path;
 use std::process::Command;
 
-fn bench(extra: &[&str]) -> serde_json::Value {
+fn bench(packets: usize) -> serde_json::Value {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let out = Command::new(env!("CARGO_BIN_EXE_bpfemu"))
         .arg("bench")
         .arg(root.join("examples/xdp/build/reflector.v3.o"))
         .arg(root.join("examples/pcap/normal.pcap"))
-        .args(["--packets", "3000", "--json"])
-        .args(extra)
+        .args(["--packets", &packets.to_string(), "--json"])
         .output()
         .expect("bpfemu runs");
     assert!(
@@ -24,22 +23,42 @@ fn bench(extra: &[&str]) -> serde_json::Value {
 
 #[test]
 fn bench_reports_both_sides() {
-    let doc = bench(&[]);
+    let doc = bench(3000);
     assert_eq!(doc["packets"], 3000);
+    assert_eq!(doc["capture_packets"], 200);
     assert_eq!(doc["program"], "xdp_reflector");
-    let ours = &doc["bpfemu"];
-    assert!(ours["packets_per_sec"].as_f64().unwrap() > 0.0);
+    let interp = &doc["engines"][0];
+    assert_eq!(interp["engine"], "interp");
+    assert!(interp["packets_per_sec"].as_f64().unwrap() > 0.0);
+    assert_eq!(interp["errors"], 0);
     // 3000 packets of normal.pcap: 61.3 instructions a packet on average (the 1M run's mean).
-    let insns = ours["insns"].as_u64().unwrap();
+    let insns = interp["insns"].as_u64().unwrap();
     assert!((150_000..250_000).contains(&insns), "{insns} instructions");
+    let per_packet = interp["ns_per_packet"].as_f64().unwrap();
+    let cpu = interp["cpu_seconds"].as_f64().unwrap();
+    assert!((per_packet - cpu * 1e9 / 3000.0).abs() < 1e-6 * per_packet);
     if !bpfemu_conformance::libbpf::kernel_or_skip("bench_reports_both_sides") {
         assert!(doc["kernel"]["unavailable"].is_string());
+        assert!(interp.get("ratio_to_kernel").is_none());
         return;
     }
     let kernel = &doc["kernel"];
-    let test_run = kernel["test_run_seconds"].as_f64().unwrap();
-    assert!(test_run > 0.0 && kernel["program_seconds"].as_f64().unwrap() > 0.0);
-    let ratio = doc["ratio_to_test_run"].as_f64().unwrap();
-    let expected = test_run / ours["seconds"].as_f64().unwrap();
-    assert!((ratio - expected).abs() < 1e-9 * expected.max(1.0));
+    // The 200 distinct packets, each test-run once with its repeat count.
+    assert_eq!(kernel["test_run_calls"], 200);
+    assert_eq!(kernel["errors"], 0);
+    let program = kernel["program_seconds"].as_f64().unwrap();
+    assert!(program > 0.0);
+    let ratio = interp["ratio_to_kernel"].as_f64().unwrap();
+    assert!((ratio - program / cpu).abs() < 1e-9 * ratio.max(1.0));
+}
+
+#[test]
+fn bench_cycles_a_capture_shorter_than_the_count() {
+    // 250 packets of a 200-packet capture: the first 50 run twice.
+    let doc = bench(250);
+    assert_eq!(doc["packets"], 250);
+    let insns = doc["engines"][0]["insns"].as_u64().unwrap();
+    let once = bench(200)["engines"][0]["insns"].as_u64().unwrap();
+    let first_fifty = bench(50)["engines"][0]["insns"].as_u64().unwrap();
+    assert_eq!(insns, once + first_fifty);
 }

@@ -3,7 +3,7 @@
 
 use crate::error::VmError;
 use crate::helpers::Helpers;
-use crate::interp::{Interpreter, Options};
+use crate::interp::{Interpreter, Options, PreparedProgram};
 use crate::memory::Memory;
 use bpfemu_isa::Program;
 
@@ -64,7 +64,7 @@ impl Engine for Interpreter {
         options: Options,
     ) -> Result<Box<dyn Executable>, VmError> {
         Ok(Box::new(Interpreted {
-            progs: progs.to_vec(),
+            progs: progs.iter().cloned().map(PreparedProgram::new).collect(),
             interp: Interpreter::new(options),
         }))
     }
@@ -72,7 +72,7 @@ impl Engine for Interpreter {
 
 /// A program the interpreter runs: decoding already happened when the [`Program`] was built.
 struct Interpreted {
-    progs: Vec<Program>,
+    progs: Vec<PreparedProgram>,
     interp: Interpreter,
 }
 
@@ -83,7 +83,7 @@ impl Executable for Interpreted {
         mem: &mut Memory,
         helpers: &mut dyn Helpers,
     ) -> Result<u64, VmError> {
-        self.interp.run_set(&self.progs, 0, args, mem, helpers)
+        self.interp.run_prepared(&self.progs, 0, args, mem, helpers)
     }
 
     fn run_entry(
@@ -93,7 +93,8 @@ impl Executable for Interpreted {
         mem: &mut Memory,
         helpers: &mut dyn Helpers,
     ) -> Result<u64, VmError> {
-        self.interp.run_set(&self.progs, entry, args, mem, helpers)
+        self.interp
+            .run_prepared(&self.progs, entry, args, mem, helpers)
     }
 
     fn executed(&self) -> u64 {

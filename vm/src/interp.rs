@@ -1,13 +1,19 @@
 //! The reference interpreter: runs a decoded [`Program`] with the kernel's semantics over
 //! checked [`Memory`].
 //!
-//! The hot loop fetches the pre-decoded [`Insn`] at `pc` and dispatches on it; nothing is
-//! allocated per instruction, and calls reuse stack storage kept by the memory.
+//! The hot loop runs a pre-decoded form of the program ([`PreparedProgram`]: the common
+//! instructions specialised once, jump targets resolved, a region hint per memory
+//! instruction) and hands everything else to the general path over the decoded [`Insn`];
+//! nothing is allocated per instruction, and calls reuse stack frames kept by the memory.
 //!
 //! [`Interpreter::run_set`] runs one program of a set, so that a helper can switch programs
 //! (a tail call, [`HelperOutcome::TailCall`]) or call functions anywhere in the set by their
 //! code address ([`code_addr`]; callbacks of `bpf_loop` and `bpf_for_each_map_elem`,
 //! [`HelperOutcome::Callbacks`]).
+
+mod decoded;
+
+pub use decoded::PreparedProgram;
 
 use crate::alu;
 use crate::coverage::{Coverage, FELL_THROUGH, RAN, TAKEN};
@@ -17,10 +23,15 @@ use crate::memory::{MemFault, Memory, RegionId};
 use bpfemu_isa::{
     AtomicOp, CallTarget, Insn, JmpCond, LdImm64Kind, Program, Reg, Size, Source, Width,
 };
+use decoded::{Code, Op};
 
 /// The kernel's `BPF_MAX_LOOPS`: how many times `may_goto` falls through in one frame before
 /// it starts jumping.
 pub const BPF_MAX_LOOPS: u64 = 8 * 1024 * 1024;
+
+/// Register slots of the machine: r0-r10, padded to a power of two so that a register number
+/// masked with `REG_SLOTS - 1` indexes without a bounds check.
+const REG_SLOTS: usize = 16;
 
 /// Default limit on executed instructions per run.
 pub const DEFAULT_INSN_BUDGET: u64 = 1 << 24;
@@ -83,7 +94,7 @@ struct Frame {
     return_prog: usize,
     /// A callback of a helper's loop: its exit goes back to the loop, not to `return_pc`.
     callback: bool,
-    caller_regs: [u64; Reg::COUNT],
+    caller_regs: [u64; REG_SLOTS],
 }
 
 /// A helper's callback loop in progress: where the helper was called, and the loop.
@@ -138,7 +149,8 @@ impl Interpreter {
     }
 
     /// Runs program `entry` of `progs` like [`Interpreter::run`]; tail calls and callbacks may
-    /// continue in any program of the set.
+    /// continue in any program of the set. Prepares the programs for this run only: to run
+    /// them often, prepare them once and use [`Interpreter::run_prepared`].
     ///
     /// # Panics
     /// When `entry` is not an index into `progs`.
@@ -150,18 +162,35 @@ impl Interpreter {
         mem: &mut Memory,
         helpers: &mut dyn Helpers,
     ) -> Result<u64, VmError> {
+        let prepared: Vec<PreparedProgram> =
+            progs.iter().cloned().map(PreparedProgram::new).collect();
+        self.run_prepared(&prepared, entry, args, mem, helpers)
+    }
+
+    /// [`Interpreter::run_set`] over programs prepared once.
+    ///
+    /// # Panics
+    /// When `entry` is not an index into `progs`.
+    pub fn run_prepared(
+        &mut self,
+        progs: &[PreparedProgram],
+        entry: usize,
+        args: [u64; 5],
+        mem: &mut Memory,
+        helpers: &mut dyn Helpers,
+    ) -> Result<u64, VmError> {
         let mut frames = std::mem::take(&mut self.frames);
         frames.clear();
         let mut machine = Machine {
             progs,
             cur: entry,
-            prog: &progs[entry],
+            prog: progs[entry].program(),
             mem,
             helpers,
             options: self.options,
             frames,
             loops: Vec::new(),
-            regs: [0; Reg::COUNT],
+            regs: [0; REG_SLOTS],
             pc: 0,
             executed: 0,
             coverage: self.coverage.as_mut(),
@@ -179,7 +208,7 @@ impl Interpreter {
 
 /// The state of one run.
 struct Machine<'a> {
-    progs: &'a [Program],
+    progs: &'a [PreparedProgram],
     /// Index in `progs` of the running program, `prog`.
     cur: usize,
     prog: &'a Program,
@@ -188,7 +217,7 @@ struct Machine<'a> {
     options: Options,
     frames: Vec<Frame>,
     loops: Vec<PendingLoop>,
-    regs: [u64; Reg::COUNT],
+    regs: [u64; REG_SLOTS],
     pc: usize,
     executed: u64,
     coverage: Option<&'a mut Coverage>,
@@ -211,23 +240,16 @@ impl Machine<'_> {
         // A local counter, so that the hot loop keeps it in a register.
         let mut executed = 0u64;
         let result = loop {
-            let insn = match self.fetch() {
-                Ok(insn) => insn,
-                Err(e) => break Err(e),
+            // Coverage marks every instruction: the general path does; the fast one does not.
+            let step = if self.coverage.is_some() {
+                self.run_general(&mut executed, budget)
+            } else {
+                // (Re)entered whenever the general path may have changed program or pc.
+                self.run_fast(&mut executed, budget)
             };
-            if executed == budget {
-                break Err(VmError::BudgetExceeded {
-                    pc: self.pc,
-                    budget,
-                });
-            }
-            executed += 1;
-            if let Some(coverage) = self.coverage.as_deref_mut() {
-                coverage.mark(self.cur, self.pc, RAN);
-            }
-            match self.step(insn) {
-                Ok(Step::Continue) => {}
-                Ok(Step::Done(r0)) => break Ok(r0),
+            match step {
+                Ok(None) => {}
+                Ok(Some(r0)) => break Ok(r0),
                 Err(e) => break Err(e),
             }
         };
@@ -235,12 +257,180 @@ impl Machine<'_> {
         result
     }
 
+    /// Runs one instruction through the general path, marking coverage.
+    fn run_general(&mut self, executed: &mut u64, budget: u64) -> Result<Option<u64>, VmError> {
+        let insn = self.fetch()?;
+        if *executed == budget {
+            return Err(VmError::BudgetExceeded {
+                pc: self.pc,
+                budget,
+            });
+        }
+        *executed += 1;
+        if let Some(coverage) = self.coverage.as_deref_mut() {
+            coverage.mark(self.cur, self.pc, RAN);
+        }
+        Ok(match self.step(insn)? {
+            Step::Continue => None,
+            Step::Done(r0) => Some(r0),
+        })
+    }
+
+    /// Runs the pre-decoded ops of the current program until an instruction needs the
+    /// general path, which runs it here too: `Some(r0)` when the entry function exited,
+    /// `None` to go on (maybe in another program).
+    #[inline(always)]
+    fn run_fast(&mut self, executed: &mut u64, budget: u64) -> Result<Option<u64>, VmError> {
+        let progs = self.progs;
+        let prepared = &progs[self.cur];
+        let (ops, hints) = (&prepared.ops[..], &prepared.hints[..]);
+        let mut pc = self.pc;
+        loop {
+            let Some(op) = ops.get(pc) else {
+                self.pc = pc;
+                self.fetch()?;
+                unreachable!("fetch fails past the last slot");
+            };
+            if *executed == budget {
+                return Err(VmError::BudgetExceeded { pc, budget });
+            }
+            *executed += 1;
+            let op: Op = *op;
+            let (d, s) = (
+                op.dst as usize & (REG_SLOTS - 1),
+                op.src as usize & (REG_SLOTS - 1),
+            );
+            let regs = &mut self.regs;
+            match op.code {
+                Code::Mov64Imm => regs[d] = op.imm,
+                Code::Mov64Reg => regs[d] = regs[s],
+                Code::Mov32Imm => regs[d] = op.imm,
+                Code::Mov32Reg => regs[d] = regs[s] as u32 as u64,
+                Code::Add64Imm => regs[d] = regs[d].wrapping_add(op.imm),
+                Code::Add64Reg => regs[d] = regs[d].wrapping_add(regs[s]),
+                Code::Sub64Reg => regs[d] = regs[d].wrapping_sub(regs[s]),
+                Code::And64Imm => regs[d] &= op.imm,
+                Code::Or64Reg => regs[d] |= regs[s],
+                Code::Xor64Reg => regs[d] ^= regs[s],
+                Code::Lsh64Imm => regs[d] <<= op.imm & 63,
+                Code::Rsh64Imm => regs[d] >>= op.imm & 63,
+                Code::Add32Imm => regs[d] = (regs[d] as u32).wrapping_add(op.imm as u32) as u64,
+                Code::Alu64Imm => regs[d] = alu::alu64(op.alu, regs[d], op.imm),
+                Code::Alu64Reg => regs[d] = alu::alu64(op.alu, regs[d], regs[s]),
+                Code::Alu32Imm => {
+                    regs[d] = alu::alu32(op.alu, regs[d] as u32, op.imm as u32) as u64
+                }
+                Code::Alu32Reg => {
+                    regs[d] = alu::alu32(op.alu, regs[d] as u32, regs[s] as u32) as u64
+                }
+                Code::LdImm64 => {
+                    regs[d] = op.imm;
+                    pc += 2;
+                    continue;
+                }
+                Code::LdxB | Code::LdxH | Code::LdxW | Code::LdxDw => {
+                    let n = match op.code {
+                        Code::LdxB => 1,
+                        Code::LdxH => 2,
+                        Code::LdxW => 4,
+                        _ => 8,
+                    };
+                    let addr = regs[s].wrapping_add(op.off as i64 as u64);
+                    match self.mem.read_hinted(addr, n, &hints[pc]) {
+                        Ok(v) => self.regs[d] = v,
+                        Err(fault) => {
+                            return Err(VmError::Memory {
+                                pc,
+                                fault: Box::new(fault),
+                            });
+                        }
+                    }
+                }
+                Code::StB | Code::StH | Code::StW | Code::StDw => {
+                    let addr = regs[d].wrapping_add(op.off as i64 as u64);
+                    self.store_fast(pc, op.code, addr, op.imm, &hints[pc])?;
+                }
+                Code::StxB | Code::StxH | Code::StxW | Code::StxDw => {
+                    let addr = regs[d].wrapping_add(op.off as i64 as u64);
+                    let value = regs[s];
+                    self.store_fast(pc, op.code, addr, value, &hints[pc])?;
+                }
+                Code::Ja => {
+                    pc = op.target as usize;
+                    continue;
+                }
+                Code::JeqImm
+                | Code::JneImm
+                | Code::JeqReg
+                | Code::JneReg
+                | Code::JgtReg
+                | Code::JgeReg
+                | Code::JgtImm
+                | Code::Jmp64Imm
+                | Code::Jmp64Reg
+                | Code::Jmp32Imm
+                | Code::Jmp32Reg => {
+                    let taken = match op.code {
+                        Code::JeqImm => regs[d] == op.imm,
+                        Code::JneImm => regs[d] != op.imm,
+                        Code::JeqReg => regs[d] == regs[s],
+                        Code::JneReg => regs[d] != regs[s],
+                        Code::JgtReg => regs[d] > regs[s],
+                        Code::JgeReg => regs[d] >= regs[s],
+                        Code::JgtImm => regs[d] > op.imm,
+                        Code::Jmp64Imm => alu::cond64(op.cond, regs[d], op.imm),
+                        Code::Jmp64Reg => alu::cond64(op.cond, regs[d], regs[s]),
+                        Code::Jmp32Imm => alu::cond32(op.cond, regs[d] as u32, op.imm as u32),
+                        _ => alu::cond32(op.cond, regs[d] as u32, regs[s] as u32),
+                    };
+                    pc = if taken { op.target as usize } else { pc + 1 };
+                    continue;
+                }
+                Code::General => {
+                    self.pc = pc;
+                    let insn = self.fetch()?;
+                    return match self.step(insn)? {
+                        Step::Continue => Ok(None),
+                        Step::Done(r0) => Ok(Some(r0)),
+                    };
+                }
+            }
+            pc += 1;
+        }
+    }
+
+    #[inline(always)]
+    fn store_fast(
+        &mut self,
+        pc: usize,
+        code: Code,
+        addr: u64,
+        value: u64,
+        hint: &std::cell::Cell<u32>,
+    ) -> Result<(), VmError> {
+        let n = match code {
+            Code::StB | Code::StxB => 1,
+            Code::StH | Code::StxH => 2,
+            Code::StW | Code::StxW => 4,
+            _ => 8,
+        };
+        self.mem
+            .write_hinted(addr, n, value, hint)
+            .map_err(|fault| VmError::Memory {
+                pc,
+                fault: Box::new(fault),
+            })
+    }
+
     /// The instruction at `pc`. Jumps are validated when taken, so the only way to reach a
     /// slot without an instruction is to fall through past the last one.
     fn fetch(&self) -> Result<Insn, VmError> {
-        self.prog.insn(self.pc).copied().ok_or(VmError::FellOffEnd {
-            pc: self.prog.len().saturating_sub(1),
-        })
+        self.prog
+            .insn(self.pc)
+            .copied()
+            .ok_or_else(|| VmError::FellOffEnd {
+                pc: self.prog.len().saturating_sub(1),
+            })
     }
 
     fn step(&mut self, insn: Insn) -> Result<Step, VmError> {
@@ -614,13 +804,19 @@ impl Machine<'_> {
     /// call keeps the registers and the stack frame (the verifier has made sure the target
     /// reads neither before writing), and the frame's exit returns where it would have.
     fn tail_call(&mut self, id: i32, prog: usize) -> Result<(), VmError> {
-        let target = self.progs.get(prog).ok_or_else(|| {
-            helper_error(
-                self.pc,
-                id,
-                HelperError::Failed(format!("tail call to program {prog}, which is not loaded")),
-            )
-        })?;
+        let target = self
+            .progs
+            .get(prog)
+            .map(PreparedProgram::program)
+            .ok_or_else(|| {
+                helper_error(
+                    self.pc,
+                    id,
+                    HelperError::Failed(format!(
+                        "tail call to program {prog}, which is not loaded"
+                    )),
+                )
+            })?;
         self.cur = prog;
         self.prog = target;
         self.pc = 0;
@@ -654,7 +850,11 @@ impl Machine<'_> {
         let pending = self.loops.last().expect("a loop is active");
         let (pc, id, call_prog) = (pending.call_pc, pending.helper, pending.call_prog);
         let (prog, entry) = decode_code_addr(target)
-            .filter(|&(p, e)| self.progs.get(p).is_some_and(|p| p.insn(e).is_some()))
+            .filter(|&(p, e)| {
+                self.progs
+                    .get(p)
+                    .is_some_and(|p| p.program().insn(e).is_some())
+            })
             .ok_or_else(|| {
                 helper_error(
                     pc,
@@ -672,7 +872,7 @@ impl Machine<'_> {
         frame.callback = true;
         frame.return_prog = call_prog;
         self.switch_to(prog);
-        self.regs = [0; Reg::COUNT];
+        self.regs = [0; REG_SLOTS];
         self.regs[1..6].copy_from_slice(&args);
         self.regs[10] = self
             .mem
@@ -684,7 +884,7 @@ impl Machine<'_> {
 
     fn switch_to(&mut self, prog: usize) {
         self.cur = prog;
-        self.prog = &self.progs[prog];
+        self.prog = self.progs[prog].program();
     }
 
     /// A bpf-to-bpf call: the callee gets r1-r5, a fresh zeroed stack frame with r10 at its
@@ -717,7 +917,7 @@ impl Machine<'_> {
             return_pc,
             return_prog: self.cur,
             callback: false,
-            caller_regs: [0; Reg::COUNT],
+            caller_regs: [0; REG_SLOTS],
         });
         self.regs[10] = top;
         self.pc = entry;

@@ -29,7 +29,8 @@ pub const STACK_SIZE: usize = 512;
 /// accesses in the program are aligned on the host too (the kernel's stack is 8-aligned).
 const REGION_ALIGN: usize = 8;
 
-/// Identifies a region for its whole life; never reused within one [`Memory`].
+/// Identifies a region for its whole life; never reused within one [`Memory`] (a stack frame's
+/// region keeps its id from one call at its depth to the next, see [`Memory::add_stack_frame`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RegionId(u32);
 
@@ -87,6 +88,11 @@ pub struct Region {
     writable: bool,
     /// Set for a converted ctx: loads are answered from here, never from `storage`.
     ctx: Option<CtxFields>,
+    /// False for a parked stack frame: kept for the next call at its depth, invisible until then.
+    live: bool,
+    /// The lowest offset (into the live window) written since the region was last cleaned:
+    /// what a parked stack frame must zero before it is used again.
+    dirty_lo: usize,
 }
 
 impl Region {
@@ -126,6 +132,7 @@ impl Region {
 
     /// Mutable bytes for the host (helpers, loaders), regardless of the program's permission.
     pub fn bytes_mut(&mut self) -> &mut [u8] {
+        self.dirty_lo = 0;
         &mut self.storage[self.start..self.start + self.len]
     }
 
@@ -150,7 +157,11 @@ impl Region {
     }
 
     /// Offset of `[addr, addr + len)` inside the region, when it lies wholly inside.
+    #[inline]
     fn offset_of(&self, addr: u64, len: usize) -> Option<usize> {
+        if !self.live {
+            return None;
+        }
         let off = addr.wrapping_sub(self.base());
         let room = (self.len as u64).checked_sub(off)?;
         (len as u64 <= room).then_some(off as usize)
@@ -284,18 +295,28 @@ impl std::error::Error for MemFault {}
 
 /// The live regions of one run.
 ///
-/// Lookup is a linear scan behind a one-entry cache of the last region hit: programs touch few
-/// regions, and consecutive accesses usually hit the same one (the stack, or the packet).
+/// Lookup by address is a linear scan behind a one-entry cache of the last region hit (and
+/// callers may keep their own hint, [`Memory::read_hinted`]): programs touch few regions, and
+/// consecutive accesses usually hit the same one (the stack, or the packet). Lookup by id is
+/// a table.
+///
+/// Stack frames are not freed when a call returns: each call depth keeps its region, parked
+/// (invisible to every lookup) until the next call at that depth revives it, zeroing only the
+/// bytes the previous call wrote. Running a packet therefore allocates nothing.
 #[derive(Debug, Default)]
 pub struct Memory {
     regions: Vec<Region>,
-    next_id: u32,
+    /// By region id: its index in `regions`, or [`GONE`] once removed.
+    index_of: Vec<u32>,
     /// Index into `regions` of the last hit; may be stale, it is always re-checked.
     last_hit: Cell<usize>,
     packet: Option<RegionId>,
-    /// Storage of removed stack frames, reused so that calls do not allocate.
-    spare_stacks: Vec<Vec<u8>>,
+    /// By call depth: the stack frame region kept for calls at that depth.
+    stacks: Vec<RegionId>,
 }
+
+/// [`Memory::index_of`] of a removed region.
+const GONE: u32 = u32::MAX;
 
 impl Memory {
     pub fn new() -> Memory {
@@ -325,20 +346,43 @@ impl Memory {
     }
 
     /// Adds a zeroed, writable, 8-aligned stack frame of [`STACK_SIZE`] bytes for call depth
-    /// `frame`, reusing the storage of a removed frame when there is one.
+    /// `frame`. The region parked by the last call at this depth comes back (same address,
+    /// same id) with the bytes that call wrote zeroed; only the first call at a depth
+    /// allocates.
     pub fn add_stack_frame(&mut self, frame: usize) -> RegionId {
-        let mut storage = self
-            .spare_stacks
-            .pop()
-            .unwrap_or_else(|| vec![0; STACK_SIZE + REGION_ALIGN - 1]);
-        storage.fill(0);
-        self.insert_aligned(RegionKind::Stack { frame }, storage, STACK_SIZE, true)
+        if let Some(&id) = self.stacks.get(frame) {
+            let index = self.index_of[id.0 as usize];
+            if index != GONE && !self.regions[index as usize].live {
+                let region = &mut self.regions[index as usize];
+                let dirty = region.dirty_lo.min(region.len);
+                let (start, len) = (region.start, region.len);
+                region.storage[start + dirty..start + len].fill(0);
+                region.dirty_lo = len;
+                region.live = true;
+                return id;
+            }
+        }
+        let storage = vec![0; STACK_SIZE + REGION_ALIGN - 1];
+        let id = self.insert_aligned(RegionKind::Stack { frame }, storage, STACK_SIZE, true);
+        let index = self.regions.len() - 1;
+        self.regions[index].dirty_lo = STACK_SIZE;
+        if frame == self.stacks.len() {
+            self.stacks.push(id);
+        } else if frame < self.stacks.len() && self.region(self.stacks[frame]).is_none() {
+            self.stacks[frame] = id;
+        }
+        id
     }
 
-    /// Removes a stack frame added by [`Memory::add_stack_frame`] and keeps its storage.
+    /// Ends a stack frame added by [`Memory::add_stack_frame`]: from now on no access reaches
+    /// it, and its region waits for the next call at its depth.
     pub fn remove_stack_frame(&mut self, id: RegionId) {
-        if let Some(region) = self.remove(id) {
-            self.spare_stacks.push(region.storage);
+        if !self.stacks.contains(&id) {
+            self.remove(id);
+            return;
+        }
+        if let Some(index) = self.live_index(id) {
+            self.regions[index].live = false;
         }
     }
 
@@ -362,8 +406,8 @@ impl Memory {
         len: usize,
         writable: bool,
     ) -> RegionId {
-        let id = RegionId(self.next_id);
-        self.next_id += 1;
+        let id = RegionId(self.index_of.len() as u32);
+        self.index_of.push(self.regions.len() as u32);
         self.regions.push(Region {
             id,
             kind,
@@ -373,6 +417,8 @@ impl Memory {
             extent: (start, len),
             writable,
             ctx: None,
+            live: true,
+            dirty_lo: 0,
         });
         id
     }
@@ -423,25 +469,48 @@ impl Memory {
         region.ctx.as_mut().expect("a converted ctx").values[index] = value;
     }
 
+    /// Sets every field of a converted ctx region at once.
+    ///
+    /// # Panics
+    /// When `id` is not a converted ctx with as many fields.
+    pub fn set_ctx_fields(&mut self, id: RegionId, values: &[u64]) {
+        let region = self.region_mut(id).expect("a live region");
+        let fields = region.ctx.as_mut().expect("a converted ctx");
+        fields.values.copy_from_slice(values);
+    }
+
     /// Removes a region and hands it back.
     pub fn remove(&mut self, id: RegionId) -> Option<Region> {
-        let index = self.regions.iter().position(|r| r.id == id)?;
+        let index = self.live_index(id)?;
         if self.packet == Some(id) {
             self.packet = None;
         }
-        Some(self.regions.remove(index))
+        let region = self.regions.remove(index);
+        self.index_of[id.0 as usize] = GONE;
+        for later in &self.regions[index..] {
+            self.index_of[later.id.0 as usize] -= 1;
+        }
+        Some(region)
+    }
+
+    /// The index in `regions` of a live region.
+    #[inline]
+    fn live_index(&self, id: RegionId) -> Option<usize> {
+        let index = *self.index_of.get(id.0 as usize)?;
+        (index != GONE && self.regions[index as usize].live).then_some(index as usize)
     }
 
     pub fn region(&self, id: RegionId) -> Option<&Region> {
-        self.regions.iter().find(|r| r.id == id)
+        self.live_index(id).map(|i| &self.regions[i])
     }
 
     pub fn region_mut(&mut self, id: RegionId) -> Option<&mut Region> {
-        self.regions.iter_mut().find(|r| r.id == id)
+        self.live_index(id).map(|i| &mut self.regions[i])
     }
 
+    /// The live regions (parked stack frames are not).
     pub fn regions(&self) -> impl Iterator<Item = &Region> {
-        self.regions.iter()
+        self.regions.iter().filter(|r| r.live)
     }
 
     /// Names the region that legacy packet loads (LD_ABS, LD_IND) read.
@@ -464,6 +533,47 @@ impl Memory {
         let mut word = [0u8; 8];
         word[..len].copy_from_slice(bytes);
         Ok(u64::from_le_bytes(word))
+    }
+
+    /// [`Memory::read`] that first tries the region `hint` names (an index the caller keeps
+    /// per instruction) and leaves there the region the access hit. A wrong or stale hint only
+    /// costs the search; every access is checked the same way.
+    #[inline]
+    pub fn read_hinted(&self, addr: u64, len: usize, hint: &Cell<u32>) -> Result<u64, MemFault> {
+        if let Some(region) = self.regions.get(hint.get() as usize)
+            && region.ctx.is_none()
+            && let Some(off) = region.offset_of(addr, len)
+        {
+            let at = region.start + off;
+            return Ok(load_le(&region.storage[at..at + len]));
+        }
+        let value = self.read(addr, len)?;
+        hint.set(self.last_hit.get() as u32);
+        Ok(value)
+    }
+
+    /// [`Memory::write`] with a per-instruction hint, as [`Memory::read_hinted`].
+    #[inline]
+    pub fn write_hinted(
+        &mut self,
+        addr: u64,
+        len: usize,
+        value: u64,
+        hint: &Cell<u32>,
+    ) -> Result<(), MemFault> {
+        if let Some(region) = self.regions.get_mut(hint.get() as usize)
+            && region.writable
+            && region.ctx.is_none()
+            && let Some(off) = region.offset_of(addr, len)
+        {
+            region.dirty_lo = region.dirty_lo.min(off);
+            let at = region.start + off;
+            region.storage[at..at + len].copy_from_slice(&value.to_le_bytes()[..len]);
+            return Ok(());
+        }
+        self.write(addr, len, value)?;
+        hint.set(self.last_hit.get() as u32);
+        Ok(())
     }
 
     /// Writes the low `len` (1, 2, 4 or 8) bytes of `value`, little-endian.
@@ -521,7 +631,10 @@ impl Memory {
     /// The `len` bytes at `addr` for writing: wholly inside one writable region.
     pub fn slice_mut(&mut self, addr: u64, len: usize) -> Result<&mut [u8], MemFault> {
         let (index, off) = self.locate(addr, len, Access::Write)?;
-        Ok(&mut self.regions[index].bytes_mut()[off..off + len])
+        let region = &mut self.regions[index];
+        region.dirty_lo = region.dirty_lo.min(off);
+        let start = region.start + off;
+        Ok(&mut region.storage[start..start + len])
     }
 
     /// Finds the region holding `[addr, addr + len)` and checks the permission.
@@ -568,8 +681,7 @@ impl Memory {
     /// Builds the fault for an access no region holds, naming the nearest region.
     fn out_of_bounds(&self, addr: u64, len: usize, access: Access) -> MemFault {
         let nearest = self
-            .regions
-            .iter()
+            .regions()
             .map(|r| (r, position(r, addr, len)))
             .min_by_key(|(_, (_, distance))| *distance);
         let place = self.place_near(addr, nearest.as_ref().map(|(r, (_, gap))| (*r, *gap)));
@@ -602,8 +714,7 @@ impl Memory {
             return self.regions[index].place(addr);
         }
         let nearest = self
-            .regions
-            .iter()
+            .regions()
             .map(|r| (r, position(r, addr, 1).1))
             .min_by_key(|(_, gap)| *gap);
         self.place_near(addr, nearest)
@@ -614,6 +725,21 @@ impl Memory {
             Some((region, gap)) if gap <= NEAR && addr >= SMALL_ADDRESS => region.place(addr),
             _ if addr < SMALL_ADDRESS => format!("{addr:#x}"),
             _ => "an address far from every region".to_owned(),
+        }
+    }
+}
+
+/// A little-endian value of 1, 2, 4 or 8 bytes.
+#[inline]
+fn load_le(bytes: &[u8]) -> u64 {
+    match *bytes {
+        [a] => a as u64,
+        [a, b] => u16::from_le_bytes([a, b]) as u64,
+        [a, b, c, d] => u32::from_le_bytes([a, b, c, d]) as u64,
+        _ => {
+            let mut word = [0u8; 8];
+            word[..bytes.len()].copy_from_slice(bytes);
+            u64::from_le_bytes(word)
         }
     }
 }
@@ -783,11 +909,22 @@ mod tests {
         let f = mem.add_stack_frame(0);
         let top = mem.region(f).unwrap().end();
         mem.write(top - 8, 8, u64::MAX).unwrap();
+        mem.write(top - 512, 1, 0xff).unwrap();
         mem.remove_stack_frame(f);
+        assert!(
+            mem.read(top - 8, 8).is_err(),
+            "a parked frame is out of reach"
+        );
+        assert_eq!(mem.regions().count(), 0);
         let g = mem.add_stack_frame(0);
-        assert_ne!(f, g);
+        assert_eq!(f, g);
         let top = mem.region(g).unwrap().end();
         assert_eq!(mem.read(top - 8, 8).unwrap(), 0);
+        assert_eq!(mem.read(top - 512, 1).unwrap(), 0);
         assert_eq!(mem.regions().count(), 1);
+        // A frame at the next depth is a region of its own.
+        let h = mem.add_stack_frame(1);
+        assert_ne!(g, h);
+        assert_eq!(mem.regions().count(), 2);
     }
 }

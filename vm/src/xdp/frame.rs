@@ -61,9 +61,16 @@ pub const XDP_CTX_META_MAX: usize = XDP_PACKET_HEADROOM - XDP_FRAME_STRUCT_SIZE;
 
 /// The frame of one run: bounds of the linear part as offsets from `data_hard_start`, the
 /// fragments, the receive queue.
+///
+/// A frame is built once and reloaded for every packet ([`XdpFrame::load`]): no allocation,
+/// and only the bytes the last packet could have changed are cleaned, so that each packet
+/// finds what test_run's freshly zeroed page holds (zero everywhere but the packet).
 #[derive(Debug)]
 pub struct XdpFrame {
     region: RegionId,
+    /// The host address of the frame's first byte (`data_hard_start`); the allocation never
+    /// moves.
+    base: u64,
     ctx: RegionId,
     meta: usize,
     data: usize,
@@ -71,6 +78,11 @@ pub struct XdpFrame {
     /// The fragments' bytes, in packet order; none empty, none over [`FRAG_SIZE`]. The frame
     /// has frags (`xdp_buff_has_frags`) exactly when this is not empty.
     frags: Vec<Vec<u8>>,
+    /// Buffers of released fragments, kept for the next packets' fragments.
+    spare_frags: Vec<Vec<u8>>,
+    /// The hull of every window `[data_meta, data_end)` since the last load: outside it,
+    /// the frame's bytes are all zero (nothing else can be written).
+    touched: (usize, usize),
     ingress_ifindex: u32,
     rx_queue_index: u32,
 }
@@ -93,12 +105,8 @@ impl XdpFrame {
         XdpFrame::with_meta(mem, packet, 0, ingress_ifindex, rx_queue_index)
     }
 
-    /// Builds the frame test_run builds from a ctx whose `data` is `meta_len`: the first
-    /// `meta_len` bytes of `input` are metadata, taken out of the headroom in front of the
-    /// packet (`data_meta = data - meta_len`, `data` stays [`XDP_PACKET_HEADROOM`] into the
-    /// frame); the linear part holds the metadata and up to [`MAX_LINEAR_SIZE`] packet bytes,
-    /// the rest goes into fragments. `meta_len` must already be valid (at most `input.len()`,
-    /// a multiple of 4, at most [`XDP_CTX_META_MAX`]): test_run checks the ctx first.
+    /// Builds the frame test_run builds from a ctx whose `data` is `meta_len` (see
+    /// [`XdpFrame::load`]).
     pub fn with_meta(
         mem: &mut Memory,
         input: &[u8],
@@ -106,6 +114,55 @@ impl XdpFrame {
         ingress_ifindex: u32,
         rx_queue_index: u32,
     ) -> Result<XdpFrame, Refusal> {
+        check_size(input.len(), meta_len)?;
+        let mut frame = XdpFrame::empty(mem);
+        frame.load(mem, input, meta_len, ingress_ifindex, rx_queue_index)?;
+        Ok(frame)
+    }
+
+    /// A zeroed frame holding no packet yet, with its regions in `mem`: load packets into it
+    /// with [`XdpFrame::load`].
+    pub fn empty(mem: &mut Memory) -> XdpFrame {
+        let region = mem.add_windowed(
+            RegionKind::Packet,
+            FRAME_SIZE,
+            (XDP_PACKET_HEADROOM, 0),
+            true,
+        );
+        let base = mem.region(region).expect("just added").extent_base();
+        let ctx = mem.add_converted_ctx(CtxFields {
+            values: vec![0; ctx::FIELDS],
+        });
+        XdpFrame {
+            region,
+            base,
+            ctx,
+            meta: XDP_PACKET_HEADROOM,
+            data: XDP_PACKET_HEADROOM,
+            end: XDP_PACKET_HEADROOM,
+            frags: Vec::new(),
+            spare_frags: Vec::new(),
+            touched: (XDP_PACKET_HEADROOM, XDP_PACKET_HEADROOM),
+            ingress_ifindex: 0,
+            rx_queue_index: 0,
+        }
+    }
+
+    /// Loads the frame test_run builds from `input` and a ctx whose `data` is `meta_len`: the
+    /// first `meta_len` bytes of `input` are metadata, taken out of the headroom in front of
+    /// the packet (`data_meta = data - meta_len`, `data` stays [`XDP_PACKET_HEADROOM`] into
+    /// the frame); the linear part holds the metadata and up to [`MAX_LINEAR_SIZE`] packet
+    /// bytes, the rest goes into fragments. Every other byte of the frame is zero, as in
+    /// test_run's zeroed page. `meta_len` must already be valid (at most `input.len()`, a
+    /// multiple of 4, at most [`XDP_CTX_META_MAX`]): test_run checks the ctx first.
+    pub fn load(
+        &mut self,
+        mem: &mut Memory,
+        input: &[u8],
+        meta_len: usize,
+        ingress_ifindex: u32,
+        rx_queue_index: u32,
+    ) -> Result<(), Refusal> {
         assert!(
             meta_len <= input.len() && meta_len <= XDP_CTX_META_MAX,
             "metadata length checked by the caller"
@@ -113,27 +170,29 @@ impl XdpFrame {
         check_size(input.len(), meta_len)?;
         let (linear, rest) = input.split_at(input.len().min(MAX_LINEAR_SIZE + meta_len));
         let meta = XDP_PACKET_HEADROOM - meta_len;
-        let (data, end) = (XDP_PACKET_HEADROOM, meta + linear.len());
-        let region = mem.add_windowed(RegionKind::Packet, FRAME_SIZE, (meta, linear.len()), true);
-        mem.region_mut(region)
-            .expect("just added")
-            .extent_bytes_mut()[meta..end]
-            .copy_from_slice(linear);
-        let ctx = mem.add_converted_ctx(CtxFields {
-            values: vec![0; ctx::FIELDS],
-        });
-        let frame = XdpFrame {
-            region,
-            ctx,
-            meta,
-            data,
-            end,
-            frags: rest.chunks(FRAG_SIZE).map(<[u8]>::to_vec).collect(),
-            ingress_ifindex,
-            rx_queue_index,
-        };
-        frame.sync(mem);
-        Ok(frame)
+        let end = meta + linear.len();
+        let (lo, hi) = self.touched;
+        let bytes = self.extent_mut(mem);
+        // What the last packet may have left outside the new packet's bytes goes back to zero.
+        if lo < meta {
+            bytes[lo..meta.min(hi)].fill(0);
+        }
+        if hi > end {
+            bytes[end.max(lo)..hi].fill(0);
+        }
+        bytes[meta..end].copy_from_slice(linear);
+        self.spare_frags.append(&mut self.frags);
+        for chunk in rest.chunks(FRAG_SIZE) {
+            let mut frag = self.spare_frags.pop().unwrap_or_default();
+            frag.clear();
+            frag.extend_from_slice(chunk);
+            self.frags.push(frag);
+        }
+        (self.meta, self.data, self.end) = (meta, XDP_PACKET_HEADROOM, end);
+        self.touched = (meta, end);
+        (self.ingress_ifindex, self.rx_queue_index) = (ingress_ifindex, rx_queue_index);
+        self.sync(mem);
+        Ok(())
     }
 
     /// Removes the frame's regions from `mem`.
@@ -216,20 +275,18 @@ impl XdpFrame {
     }
 
     /// Publishes the bounds: the live window and the ctx fields the program loads.
-    pub fn sync(&self, mem: &mut Memory) {
+    pub fn sync(&mut self, mem: &mut Memory) {
+        self.touched = (self.touched.0.min(self.meta), self.touched.1.max(self.end));
         mem.set_window(self.region, self.meta, self.end - self.meta);
-        let base = mem.region(self.region).expect("live frame").extent_base();
-        let fields = [
-            (CtxField::Data, base + self.data as u64),
-            (CtxField::DataEnd, base + self.end as u64),
-            (CtxField::DataMeta, base + self.meta as u64),
-            (CtxField::IngressIfindex, self.ingress_ifindex as u64),
-            (CtxField::RxQueueIndex, self.rx_queue_index as u64),
-            (CtxField::EgressIfindex, 0),
-        ];
-        for (field, value) in fields {
-            mem.set_ctx_field(self.ctx, field as usize, value);
-        }
+        let base = self.base;
+        let mut fields = [0u64; ctx::FIELDS];
+        fields[CtxField::Data as usize] = base + self.data as u64;
+        fields[CtxField::DataEnd as usize] = base + self.end as u64;
+        fields[CtxField::DataMeta as usize] = base + self.meta as u64;
+        fields[CtxField::IngressIfindex as usize] = self.ingress_ifindex as u64;
+        fields[CtxField::RxQueueIndex as usize] = self.rx_queue_index as u64;
+        fields[CtxField::EgressIfindex as usize] = 0;
+        mem.set_ctx_fields(self.ctx, &fields);
     }
 
     /// `bpf_xdp_adjust_head`: moves `data` (and the metadata with it) by `delta`; the packet

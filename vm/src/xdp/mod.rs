@@ -45,5 +45,5 @@ pub use prepare::PrepareError;
 pub use runtime::{
     LOOPBACK, MapInit, NetDevice, PacketError, PacketMeta, PerfEvent, RedirectTarget, RuntimeError,
     XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_REDIRECT, XDP_TX, XdpAction, XdpConfig, XdpOutcome,
-    XdpProgramSpec, XdpRuntime,
+    XdpProgramSpec, XdpRuntime, XdpVerdict,
 };

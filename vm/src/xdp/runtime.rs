@@ -9,7 +9,7 @@ use crate::coverage::Coverage;
 use crate::engine::{Engine, Executable};
 use crate::error::VmError;
 use crate::fib::Fib;
-use crate::interp::{DEFAULT_INSN_BUDGET, Interpreter, Options};
+use crate::interp::{DEFAULT_INSN_BUDGET, Interpreter, Options, PreparedProgram};
 use crate::maps::{Errno, MapEnv, MapError, MapSpec, Maps};
 use crate::memory::{Memory, RegionKind};
 use bpfemu_isa::{Program, RawInsn};
@@ -301,6 +301,18 @@ pub struct XdpOutcome {
     pub insns_executed: u64,
 }
 
+/// What one packet's run gave, without copying anything: the packet's bytes and the run's
+/// records stay in the runtime until the next packet ([`XdpRuntime::last_data_out`],
+/// [`XdpRuntime::last_printk`]). The fast path of a replay that only counts verdicts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct XdpVerdict {
+    pub retval: u32,
+    pub action: XdpAction,
+    /// The redirect target, for an `XDP_REDIRECT` verdict.
+    pub redirect: Option<RedirectTarget>,
+    pub insns_executed: u64,
+}
+
 /// Why a runtime cannot be built.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
@@ -328,9 +340,15 @@ pub enum PacketError {
 /// A loaded object, ready to run packets.
 pub struct XdpRuntime {
     mem: Memory,
+    /// The one frame every packet is loaded into.
+    frame: XdpFrame,
+    /// The last run's records (printk lines, events, redirect), reused from run to run.
+    last_run: RunState,
     maps: Maps,
     names: Vec<String>,
     programs: Vec<Program>,
+    /// The programs as the interpreter runs them (pre-decoded once).
+    prepared: Vec<PreparedProgram>,
     /// Why a program could not be prepared (its slot in `programs` then holds a stub that is
     /// never run): one program's unsupported helper does not stop the others of the object.
     unprepared: Vec<Option<PrepareError>>,
@@ -359,6 +377,11 @@ impl XdpRuntime {
             return Err(RuntimeError::Config("at least one CPU is needed".into()));
         }
         let mut mem = Memory::new();
+        // The frame, its ctx and the entry function's stack first: the regions every packet
+        // touches are the first an address lookup tries.
+        let frame = XdpFrame::empty(&mut mem);
+        let stack = mem.add_stack_frame(0);
+        mem.remove_stack_frame(stack);
         let mut registry = Maps::new(MapEnv::with_cpus(cfg.cpus));
         for (spec, _) in &maps {
             registry.create(&mut mem, spec)?;
@@ -385,8 +408,11 @@ impl XdpRuntime {
         }
         Ok(XdpRuntime {
             mem,
+            frame,
+            last_run: RunState::new(0, Clock { ts_ns: 0 }),
             maps: registry,
             names: programs.into_iter().map(|p| p.name).collect(),
+            prepared: prepared.iter().cloned().map(PreparedProgram::new).collect(),
             programs: prepared,
             unprepared,
             interp: Interpreter::new(Options {
@@ -489,15 +515,56 @@ impl XdpRuntime {
         packet: &[u8],
         meta: &PacketMeta,
     ) -> Result<XdpOutcome, PacketError> {
+        let verdict = self.run_in_place(prog, packet, meta)?;
+        Ok(self.last_outcome(verdict))
+    }
+
+    /// [`XdpRuntime::run`] without copying the packet out: the verdict only; the bytes and
+    /// records stay here until the next packet. Nothing is allocated (unless the program
+    /// prints or emits events).
+    pub fn run_in_place(
+        &mut self,
+        prog: usize,
+        packet: &[u8],
+        meta: &PacketMeta,
+    ) -> Result<XdpVerdict, PacketError> {
         self.check_cpu(prog, meta)?;
-        let frame = XdpFrame::new(
-            &mut self.mem,
-            packet,
-            meta.ingress_ifindex,
-            meta.rx_queue_index,
-        )
-        .map_err(refused)?;
-        self.run_frame(prog, frame, meta)
+        self.frame
+            .load(
+                &mut self.mem,
+                packet,
+                0,
+                meta.ingress_ifindex,
+                meta.rx_queue_index,
+            )
+            .map_err(refused)?;
+        self.run_frame(prog, meta)
+    }
+
+    /// The last packet's `data_out` (see [`XdpOutcome::data_out`]).
+    pub fn last_data_out(&self) -> Vec<u8> {
+        self.frame.data_out(&self.mem)
+    }
+
+    /// The last packet's `bpf_trace_printk` lines.
+    pub fn last_printk(&self) -> &[String] {
+        &self.last_run.printk
+    }
+
+    /// The full outcome of the run that gave `verdict`, the last one (its printk lines and
+    /// events move into the outcome).
+    pub fn last_outcome(&mut self, verdict: XdpVerdict) -> XdpOutcome {
+        XdpOutcome {
+            retval: verdict.retval,
+            action: verdict.action,
+            data_out: self.frame.data_out(&self.mem),
+            meta_len: self.frame.meta_len(),
+            frags_len: self.frame.frags_len(),
+            redirect: verdict.redirect,
+            printk: std::mem::take(&mut self.last_run.printk),
+            perf_events: std::mem::take(&mut self.last_run.events),
+            insns_executed: verdict.insns_executed,
+        }
     }
 
     /// Runs program `prog` as BPF_PROG_TEST_RUN does with `md` as `ctx_in`: `input` starts
@@ -546,9 +613,11 @@ impl XdpRuntime {
             return Err(invalid("xdp_md.egress_ifindex must be 0".into()));
         }
         let (ingress, rxq) = self.check_rx(md.ingress_ifindex, md.rx_queue_index)?;
-        let frame =
-            XdpFrame::with_meta(&mut self.mem, input, meta_len, ingress, rxq).map_err(refused)?;
-        self.run_frame(prog, frame, meta)
+        self.frame
+            .load(&mut self.mem, input, meta_len, ingress, rxq)
+            .map_err(refused)?;
+        let verdict = self.run_frame(prog, meta)?;
+        Ok(self.last_outcome(verdict))
     }
 
     /// The device and queue a ctx's `ingress_ifindex` and `rx_queue_index` name, checked as
@@ -621,18 +690,15 @@ impl XdpRuntime {
         Ok(())
     }
 
-    fn run_frame(
-        &mut self,
-        prog: usize,
-        mut frame: XdpFrame,
-        meta: &PacketMeta,
-    ) -> Result<XdpOutcome, PacketError> {
-        let mut run = RunState::new(meta.cpu, Clock { ts_ns: meta.ts_ns });
-        let ctx = frame.ctx_addr(&self.mem);
+    /// Runs program `prog` on the loaded frame.
+    fn run_frame(&mut self, prog: usize, meta: &PacketMeta) -> Result<XdpVerdict, PacketError> {
+        let run = &mut self.last_run;
+        run.reset(meta.cpu, Clock { ts_ns: meta.ts_ns });
+        let ctx = self.frame.ctx_addr(&self.mem);
         let mut env = XdpEnv {
             maps: &mut self.maps,
-            frame: &mut frame,
-            run: &mut run,
+            frame: &mut self.frame,
+            run,
             prandom: &mut self.prandom,
             fib: self.fib.as_ref(),
             devices: &self.devices,
@@ -647,29 +713,29 @@ impl XdpRuntime {
             _ => {
                 let result =
                     self.interp
-                        .run_set(&self.programs, prog, args, &mut self.mem, &mut env);
+                        .run_prepared(&self.prepared, prog, args, &mut self.mem, &mut env);
                 (result, self.interp.executed())
             }
         };
-        let data_out = frame.data_out(&self.mem);
-        let meta_len = frame.meta_len();
-        let frags_len = frame.frags_len();
-        frame.release(&mut self.mem);
-        self.remove_scratch();
-        let retval = result.map_err(|error| PacketError::Run {
-            error,
-            insns_executed,
-        })? as u32;
+        let retval = match result {
+            Ok(r0) => r0 as u32,
+            Err(error) => {
+                self.remove_scratch();
+                return Err(PacketError::Run {
+                    error,
+                    insns_executed,
+                });
+            }
+        };
         let action = XdpAction::from_retval(retval);
-        Ok(XdpOutcome {
+        Ok(XdpVerdict {
             retval,
             action,
-            data_out,
-            meta_len,
-            frags_len,
-            redirect: run.redirect.filter(|_| action == XdpAction::Redirect),
-            printk: run.printk,
-            perf_events: run.events,
+            redirect: self
+                .last_run
+                .redirect
+                .take()
+                .filter(|_| action == XdpAction::Redirect),
             insns_executed,
         })
     }
@@ -777,6 +843,46 @@ mod tests {
             ..XdpConfig::default()
         };
         XdpRuntime::new(vec![prog], vec![], cfg).unwrap()
+    }
+
+    /// Reads 8 bytes of headroom (after `bpf_xdp_adjust_head(ctx, -64)`) and 8 bytes of
+    /// stack, returns their OR, then dirties both: a frame and stack reused from the last
+    /// packet must look as test_run's fresh zeroed page and a new call's stack do.
+    #[test]
+    fn reused_frame_and_stack_start_clean() {
+        let insns = vec![
+            RawInsn::new(0xbf, 6, 1, 0, 0),      // r6 = ctx
+            RawInsn::new(0xb7, 2, 0, 0, -64),    // r2 = -64
+            RawInsn::new(0x85, 0, 0, 0, 44),     // bpf_xdp_adjust_head(ctx, -64)
+            RawInsn::new(0x61, 2, 6, 0, 0),      // r2 = data
+            RawInsn::new(0x61, 3, 6, 4, 0),      // r3 = data_end
+            RawInsn::new(0xbf, 4, 2, 0, 0),      // r4 = r2
+            RawInsn::new(0x07, 4, 0, 0, 8),      // r4 += 8
+            RawInsn::new(0x2d, 4, 3, 8, 0),      // if r4 > r3 goto out
+            RawInsn::new(0x79, 0, 2, 0, 0),      // r0 = *(u64 *)(r2 + 0)
+            RawInsn::new(0x7a, 2, 0, 0, -1),     // *(u64 *)(r2 + 0) = -1
+            RawInsn::new(0x79, 5, 10, -8, 0),    // r5 = *(u64 *)(r10 - 8)
+            RawInsn::new(0x4f, 0, 5, 0, 0),      // r0 |= r5
+            RawInsn::new(0x7a, 10, 0, -8, -1),   // *(u64 *)(r10 - 8) = -1
+            RawInsn::new(0x79, 5, 10, -512, 0),  // r5 = *(u64 *)(r10 - 512)
+            RawInsn::new(0x4f, 0, 5, 0, 0),      // r0 |= r5
+            RawInsn::new(0x7a, 10, 0, -512, -1), // *(u64 *)(r10 - 512) = -1
+            RawInsn::new(0x95, 0, 0, 0, 0),      // exit
+        ];
+        let prog = XdpProgramSpec {
+            name: "dirty".into(),
+            insns,
+        };
+        let mut rt = XdpRuntime::new(vec![prog], vec![], XdpConfig::default()).unwrap();
+        let m = PacketMeta::default();
+        for len in [64, 14, 200, 64] {
+            let out = rt.run(0, &vec![0xaa; len], &m).unwrap();
+            assert_eq!(out.retval, 0, "packet of {len} bytes");
+            assert_eq!(out.data_out.len(), 64 + len);
+            assert_eq!(out.data_out[..8], [0xff; 8]);
+            assert!(out.data_out[8..64].iter().all(|&b| b == 0));
+            assert!(out.data_out[64..].iter().all(|&b| b == 0xaa));
+        }
     }
 
     fn errno(r: Result<XdpOutcome, PacketError>) -> i32 {

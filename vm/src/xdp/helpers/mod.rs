@@ -129,6 +129,16 @@ impl RunState {
             events: Vec::new(),
         }
     }
+
+    /// Starts a new run, keeping the buffers of the last one.
+    pub fn reset(&mut self, cpu: u32, clock: Clock) {
+        self.cpu = cpu;
+        self.clock = clock;
+        self.tail_calls = 0;
+        self.redirect = None;
+        self.printk.clear();
+        self.events.clear();
+    }
 }
 
 impl Helpers for XdpEnv<'_> {
