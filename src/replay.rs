@@ -579,12 +579,12 @@ pub fn replay(opts: &ReplayOptions) -> Result<u8> {
             captures.write(&packet, &result)?;
         }
         if expectations {
-            let record = PacketRecord::new(&packet.data, &result);
+            let record = PacketRecord::new(packet.data, &result);
             if let Some(recorder) = recorder.as_mut() {
                 recorder.packet(&record)?;
             }
             if let (Some(checker), None) = (checker.as_mut(), &first_difference) {
-                first_difference = checker.packet(&packet.data, &record)?;
+                first_difference = checker.packet(packet.data, &record)?;
             }
         }
         progress.tick(summary.packets);
