@@ -38,6 +38,37 @@ pub fn render(obj: &Object, only: Option<&str>, kernel_btf: Option<&Btf>) -> Opt
     Some(out)
 }
 
+/// [`render`] of the xlated programs: each chosen program verified by bpfemu's verifier and
+/// shown after the kernel's rewrites (`bpfemu disasm --xlated`, to diff with `bpftool prog
+/// dump xlated`). Source lines and function signatures are left out: the rewrites move
+/// instructions. A program the verifier rejects is an error naming it and the message.
+pub fn render_xlated(
+    obj: &Object,
+    only: Option<&str>,
+    kernel_btf: Option<&Btf>,
+) -> Option<Result<String, String>> {
+    use bpfemu_verifier::{Options, ProgramInput, verify};
+    let mut xlated = obj.clone();
+    xlated
+        .programs
+        .retain(|p| only.is_none_or(|name| p.name == name));
+    for prog in &mut xlated.programs {
+        let input = ProgramInput::new(obj, prog);
+        let verdict = verify(&input, &Options::default());
+        let Some(x) = verdict.xlated() else {
+            let msg = verdict.rejection().map_or("", |r| r.message.as_str());
+            return Some(Err(format!(
+                "program {}: rejected by the verifier: {msg}",
+                prog.name
+            )));
+        };
+        prog.insns = x.insns.clone();
+        prog.line_info.clear();
+        prog.func_info.clear();
+    }
+    render(&xlated, only, kernel_btf).map(Ok)
+}
+
 /// Whether any program calls a kfunc (then names come from the kernel's BTF).
 pub fn calls_kfuncs(obj: &Object) -> bool {
     obj.programs
@@ -74,12 +105,32 @@ fn program(obj: &Object, prog: &ProgramSpec, kernel_btf: Option<&Btf>) -> String
         let code = prog.insns[pc].code;
         let (text, slots) = match Insn::decode(&prog.insns, pc) {
             Ok((insn, slots)) => (insn_text_with(&insn, &syms), slots),
-            Err(_) => (format!("unknown opcode {code:02x}"), 1),
+            Err(_) => (rewritten_text(prog.insns[pc]), 1),
         };
         let _ = writeln!(out, "{pc:>4}: ({code:02x}) {text}");
         pc += slots;
     }
     out
+}
+
+/// The text of an instruction only the verifier's rewrites make: the per-CPU address move of
+/// an inlined `bpf_get_smp_processor_id`, and the scratch register `r11` (`BPF_REG_AX`) of
+/// division guards.
+fn rewritten_text(raw: bpfemu::isa::RawInsn) -> String {
+    if raw.code == 0xbf && raw.off == -1 {
+        return format!("r{} = &(void __percpu *)(r{})", raw.dst, raw.src);
+    }
+    // r11 printed through a register the instruction does not use, then renamed.
+    let stand_in = if raw.dst == 9 || raw.src == 9 { 8 } else { 9 };
+    let swap = |r: u8| if r == 11 { stand_in } else { r };
+    let renamed =
+        bpfemu::isa::RawInsn::new(raw.code, swap(raw.dst), swap(raw.src), raw.off, raw.imm);
+    match Insn::decode(&[renamed], 0) {
+        Ok((insn, _)) => {
+            bpfemu::isa::disasm::insn_text(&insn).replace(&format!("r{stand_in}"), "r11")
+        }
+        Err(_) => format!("unknown opcode {:02x}", raw.code),
+    }
 }
 
 /// bpftool's use of `bpf_prog_linfo__lfind(linfo, insn, nr_skip)`: from the record after the

@@ -63,6 +63,11 @@ enum Command {
         /// Only this program.
         #[arg(long)]
         prog: Option<String>,
+        /// Show the program after the verifier's rewrites, as the kernel runs it (ctx
+        /// accesses converted, helpers inlined, dead code removed): comparable with
+        /// `bpftool prog dump xlated`.
+        #[arg(long)]
+        xlated: bool,
         #[command(flatten)]
         load: LoadArgs,
     },
@@ -396,20 +401,30 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Disasm { obj, prog, load } => {
+        Command::Disasm {
+            obj,
+            prog,
+            xlated,
+            load,
+        } => {
             let object = load_object(&obj, &load)?;
             let kernel_btf = disasm::calls_kfuncs(&object)
                 .then(|| kernel_btf(load.btf.as_deref()))
                 .flatten();
-            let text = disasm::render(&object, prog.as_deref(), kernel_btf.as_ref()).with_context(
-                || {
-                    format!(
-                        "{}: no program named '{}'",
-                        obj.display(),
-                        prog.unwrap_or_default()
-                    )
-                },
-            )?;
+            let rendered = if xlated {
+                disasm::render_xlated(&object, prog.as_deref(), kernel_btf.as_ref())
+                    .map(|r| r.map_err(|e| anyhow::anyhow!("{}: {e}", obj.display())))
+                    .transpose()?
+            } else {
+                disasm::render(&object, prog.as_deref(), kernel_btf.as_ref())
+            };
+            let text = rendered.with_context(|| {
+                format!(
+                    "{}: no program named '{}'",
+                    obj.display(),
+                    prog.unwrap_or_default()
+                )
+            })?;
             write!(stdout(), "{text}")?;
             Ok(ExitCode::SUCCESS)
         }

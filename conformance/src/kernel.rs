@@ -488,7 +488,7 @@ struct ProgInfoHead {
 /// The program the kernel runs after its verifier's rewrites (`xlated_prog_insns`, what
 /// `bpftool prog dump xlated` prints): map references show the map's id, helper calls an
 /// address offset.
-pub fn prog_xlated(prog: &OwnedFd) -> Result<Vec<RawInsn>, i32> {
+pub fn prog_xlated(prog: BorrowedFd<'_>) -> Result<Vec<RawInsn>, i32> {
     let mut info = ProgInfoHead::default();
     let mut attr = InfoByFdAttr {
         bpf_fd: prog.as_raw_fd() as u32,

@@ -8,7 +8,8 @@
 //! 4. `convert_ctx_accesses`: `xdp_md` loads become loads from the kernel's `xdp_buff` and
 //!    the structures it points to.
 //! 5. `do_misc_fixups`: division and modulo by a register guarded against zero (and signed
-//!    ones against -1), `bpf_map_lookup_elem` inlined for arrays and hash maps,
+//!    ones against -1), `bpf_map_lookup_elem` inlined for arrays, per-CPU arrays, hash, per-CPU
+//!    hash and LRU hash maps,
 //!    `bpf_get_smp_processor_id` inlined, `bpf_tail_call` marked.
 //! 6. `jit_subprogs`' last step: a bpf-to-bpf call keeps its relative target in `off` and
 //!    names the callee's subprogram index in `imm`.
@@ -48,6 +49,8 @@ mod layout {
     pub const BPF_ARRAY_VALUE: i32 = 312;
     /// `struct htab_elem`: where the key starts.
     pub const HTAB_ELEM_KEY: i32 = 48;
+    /// `struct htab_elem`: `lru_node.ref`.
+    pub const HTAB_ELEM_LRU_REF: i16 = 35;
 }
 
 /// Per-slot facts the passes carry along as slots move.
@@ -234,16 +237,28 @@ impl Xlator<'_> {
                 let map = self.env.input.maps.get(aux.map? as usize)?;
                 match map.map_type {
                     2 => Some(array_lookup(map.value_size, map.max_entries)),
+                    6 => Some(percpu_array_lookup(map.max_entries)),
                     1 => Some(vec![
                         RawInsn::new(0x85, 0, 0, 0, 1),
                         RawInsn::new(0x15, 0, 0, 1, 0),
-                        RawInsn::new(
-                            0x07,
-                            0,
-                            0,
-                            0,
-                            layout::HTAB_ELEM_KEY + round_up(map.key_size, 8) as i32,
-                        ),
+                        RawInsn::new(0x07, 0, 0, 0, htab_key_off(map.key_size)),
+                    ]),
+                    // Per-CPU hash: this CPU's copy of the value behind the element.
+                    5 => Some(vec![
+                        RawInsn::new(0x85, 0, 0, 0, 1),
+                        RawInsn::new(0x15, 0, 0, 3, 0),
+                        RawInsn::new(0x07, 0, 0, 0, htab_key_off(map.key_size)),
+                        RawInsn::new(0x79, 0, 0, 0, 0),
+                        RawInsn::new(0xbf, 0, 0, -1, 0),
+                    ]),
+                    // LRU hash: the element's reference bit is set on a hit.
+                    9 => Some(vec![
+                        RawInsn::new(0x85, 0, 0, 0, 1),
+                        RawInsn::new(0x15, 0, 0, 4, 0),
+                        RawInsn::new(0x71, 1, 0, layout::HTAB_ELEM_LRU_REF, 0),
+                        RawInsn::new(0x55, 1, 0, 1, 0),
+                        RawInsn::new(0x72, 0, 0, layout::HTAB_ELEM_LRU_REF, 1),
+                        RawInsn::new(0x07, 0, 0, 0, htab_key_off(map.key_size)),
                     ]),
                     _ => None,
                 }
@@ -349,6 +364,12 @@ impl Xlator<'_> {
     }
 }
 
+/// Where a hash element's key-rounded value starts: `offsetof(struct htab_elem, key)` plus the
+/// key rounded up to 8 bytes.
+fn htab_key_off(key_size: u32) -> i32 {
+    layout::HTAB_ELEM_KEY + round_up(key_size, 8) as i32
+}
+
 fn round_up(v: u32, to: u32) -> u32 {
     v.div_ceil(to) * to
 }
@@ -368,6 +389,22 @@ fn array_lookup(value_size: u32, max_entries: u32) -> Vec<RawInsn> {
         RawInsn::new(0x35, 0, 0, 3, max_entries as i32),
         scale,
         RawInsn::new(0x0f, 0, 1, 0, 0),
+        ja(1),
+        RawInsn::new(0xb7, 0, 0, 0, 0),
+    ]
+}
+
+/// `percpu_array_map_gen_lookup` for a root loader: the per-CPU pointer of the element, made
+/// this CPU's with the per-CPU move.
+fn percpu_array_lookup(max_entries: u32) -> Vec<RawInsn> {
+    vec![
+        RawInsn::new(0x07, 1, 0, 0, layout::BPF_ARRAY_VALUE),
+        RawInsn::new(0x61, 0, 2, 0, 0),
+        RawInsn::new(0x35, 0, 0, 5, max_entries as i32),
+        RawInsn::new(0x67, 0, 0, 0, 3),
+        RawInsn::new(0x0f, 0, 1, 0, 0),
+        RawInsn::new(0x79, 0, 0, 0, 0),
+        RawInsn::new(0xbf, 0, 0, -1, 0),
         ja(1),
         RawInsn::new(0xb7, 0, 0, 0, 0),
     ]

@@ -17,6 +17,7 @@ use bpfemu_conformance::libbpf::kernel_or_skip;
 use bpfemu_isa::RawInsn;
 use bpfemu_loader::{MapOrigin, MapSpec};
 use bpfemu_verifier::{Options, ProgramInput, verify};
+use std::os::fd::AsFd;
 
 fn r(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> RawInsn {
     RawInsn::new(code, dst, src, off, imm)
@@ -156,11 +157,11 @@ fn programs(map_imm: &dyn Fn(usize) -> i32) -> Vec<(&'static str, Vec<RawInsn>)>
 }
 
 /// Blanks what holds an address or an object id (see the crate doc).
-fn normalise(insns: &[RawInsn]) -> Vec<RawInsn> {
+pub fn normalise(insns: &[RawInsn]) -> Vec<RawInsn> {
     let mut out = insns.to_vec();
     for i in 0..out.len() {
         let insn = out[i];
-        if insn.code == 0x85 && insn.src == 0 {
+        if insn.code == 0x85 && matches!(insn.src, 0 | 2) {
             out[i].imm = 0;
         }
         if insn.code == 0x18 && matches!(insn.src, 1 | 2) && i + 1 < out.len() {
@@ -220,7 +221,7 @@ fn xlated_programs_match_the_kernel() {
         let fd = res
             .fd
             .unwrap_or_else(|e| panic!("{name}: kernel refuses (errno {e}): {}", res.log));
-        let theirs = normalise(&prog_xlated(&fd).expect("xlated"));
+        let theirs = normalise(&prog_xlated(fd.as_fd()).expect("xlated"));
         let input = ProgramInput::raw(BPF_PROG_TYPE_XDP, oprog, &specs);
         let verdict = verify(&input, &Options::default());
         let Some(xlated) = verdict.xlated() else {
