@@ -92,3 +92,32 @@ fn bad_objects_are_clear_errors_with_exit_two() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn disasm_xlated_shows_the_rewritten_program() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let obj = root.join("examples/xdp/build/tailcall.v3.o");
+    let out = bpfemu(&[
+        "disasm",
+        "--xlated",
+        "--prog",
+        "xdp_stage_ipv4",
+        obj.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    // xdp_md->data becomes a load of xdp_buff->data; the per-CPU array lookup is inlined.
+    assert!(text.contains("r8 = *(u64 *)(r1 +0)"), "{text}");
+    assert!(text.contains("r0 = &(void __percpu *)(r0)"), "{text}");
+    assert!(!text.contains("call bpf_map_lookup_elem"), "{text}");
+    // A program the verifier rejects has no xlated form.
+    let bad = root.join("tests/data/verify/unchecked_read.o");
+    let out = bpfemu(&["disasm", "--xlated", bad.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("rejected by the verifier"), "{err}");
+}
