@@ -1,7 +1,11 @@
-//! The bodies of bpfemu's fuzz targets, kept in the library so that the libFuzzer targets in
+//! The bodies of bpfemu's fuzz targets (parsers here; the verifier and the JIT in
+//! [`engines`], over programs from [`program`]), kept in the library so that the libFuzzer targets in
 //! `fuzz/` and the regression test over the committed seeds (`tests/fuzz_regressions.rs`) run
 //! the same code. Each takes arbitrary bytes and must return without panicking, aborting or
 //! allocating more than the input justifies; what it returns is only for the tests' eyes.
+
+pub mod engines;
+pub mod program;
 
 use crate::pcap::PcapReader;
 use bpfemu_isa::{Program, RawInsn};
@@ -22,6 +26,9 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("asm_kernel", asm_kernel),
     ("asm_ubpf", asm_ubpf),
     ("decode", decode),
+    ("verifier_soundness", engines::verifier_soundness),
+    ("verifier_vs_kernel", engines::verifier_vs_kernel),
+    ("jit_vs_interp", engines::jit_vs_interp),
 ];
 
 /// Load options that never reach outside the input: CO-RE and `.kconfig` against files that
@@ -78,7 +85,7 @@ fn map_json_object() -> Option<&'static Object> {
     static OBJECT: OnceLock<Option<Object>> = OnceLock::new();
     OBJECT
         .get_or_init(|| {
-            let bytes = include_bytes!("../examples/xdp/build/l4lb.v3.o");
+            let bytes = include_bytes!("../../examples/xdp/build/l4lb.v3.o");
             bpfemu_loader::load_bytes("l4lb.v3.o", bytes, &isolated_load_options()).ok()
         })
         .as_ref()

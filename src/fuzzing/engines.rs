@@ -1,0 +1,217 @@
+//! The targets that hold the verifier and the JIT to account, over programs made from the
+//! fuzzer's bytes ([`super::program`]):
+//! - [`verifier_soundness`]: a program bpfemu's verifier accepts must run in the checked
+//!   interpreter, over packets and map contents from the same bytes, without a memory fault or
+//!   an endless run;
+//! - [`verifier_vs_kernel`]: bpfemu's verdict and final error line equal the running kernel's;
+//! - [`jit_vs_interp`]: the JIT (checked mode) and the interpreter give the same r0 or the
+//!   same fault, and leave the same bytes in the buffer.
+//!
+//! Each panics on a finding, with the program's text, so that libFuzzer keeps the input.
+
+use super::program::{self, MAP_ENTRIES, MAP_VALUE_SIZE};
+use arbitrary::Unstructured;
+use bpfemu_isa::{Insn, Program, RawInsn};
+use bpfemu_jit::{Jit, Mode};
+use bpfemu_loader::{MapOrigin, MapSpec as LoaderMapSpec};
+use bpfemu_verifier::{Options as VerifierOptions, ProgramInput, verify};
+use bpfemu_vm::maps::MapSpec as VmMapSpec;
+use bpfemu_vm::xdp::{MapInit, PacketError, PacketMeta, XdpConfig, XdpProgramSpec, XdpRuntime};
+use bpfemu_vm::{Interpreter, NoHelpers, Options, VmError};
+
+const BPF_PROG_TYPE_XDP: u32 = 6;
+const BPF_MAP_TYPE_ARRAY: u32 = 2;
+
+fn raw(insns: &[Insn]) -> Vec<RawInsn> {
+    let mut out = Vec::new();
+    for insn in insns {
+        insn.encode_into(&mut out);
+    }
+    out
+}
+
+fn listing(insns: &[RawInsn]) -> String {
+    Program::decode(insns.to_vec())
+        .map(|p| bpfemu_isa::disasm::program_text(&p))
+        .unwrap_or_else(|e| format!("(does not decode: {e})"))
+}
+
+/// The generated programs' map, as the loader would describe it.
+fn loader_map() -> LoaderMapSpec {
+    LoaderMapSpec {
+        name: "values".into(),
+        map_type: BPF_MAP_TYPE_ARRAY,
+        key_size: 4,
+        value_size: MAP_VALUE_SIZE,
+        max_entries: MAP_ENTRIES,
+        map_flags: 0,
+        numa_node: 0,
+        pinning: 0,
+        map_extra: 0,
+        key_type: None,
+        value_type: None,
+        inner: None,
+        init_slots: Vec::new(),
+        initial: None,
+        origin: MapOrigin::BtfDefined,
+    }
+}
+
+/// bpfemu's verdict on `insns`: `None` when accepted, else the final error line.
+fn bpfemu_verdict(insns: &[RawInsn]) -> Option<String> {
+    let maps = [loader_map()];
+    let input = ProgramInput::raw(BPF_PROG_TYPE_XDP, insns, &maps);
+    let verdict = verify(&input, &VerifierOptions::default());
+    verdict.rejection().map(|r| r.message.clone())
+}
+
+/// An accepted program must not fault in the checked interpreter.
+pub fn verifier_soundness(data: &[u8]) -> bool {
+    let mut u = Unstructured::new(data);
+    let Ok(insns) = program::xdp_program(&mut u) else {
+        return false;
+    };
+    let insns = raw(&insns);
+    if bpfemu_verdict(&insns).is_some() {
+        return false;
+    }
+    let vm_map = VmMapSpec {
+        name: "values".into(),
+        map_type: BPF_MAP_TYPE_ARRAY,
+        key_size: 4,
+        value_size: MAP_VALUE_SIZE,
+        max_entries: MAP_ENTRIES,
+        ..VmMapSpec::default()
+    };
+    let contents: Vec<u8> = (0..MAP_VALUE_SIZE * MAP_ENTRIES)
+        .map(|_| u.arbitrary().unwrap_or(0))
+        .collect();
+    let init = MapInit::default();
+    let mut runtime = match XdpRuntime::new(
+        vec![XdpProgramSpec {
+            name: "generated".into(),
+            insns: insns.clone(),
+        }],
+        vec![(vm_map, init)],
+        XdpConfig::default(),
+    ) {
+        Ok(runtime) => runtime,
+        Err(e) => panic!("an accepted program does not prepare: {e}\n{}", listing(&insns)),
+    };
+    {
+        let (maps, mem) = runtime.maps_mut();
+        for (key, value) in contents.chunks(MAP_VALUE_SIZE as usize).enumerate() {
+            let _ = maps.sys_update(mem, 0, &(key as u32).to_le_bytes(), value, 0);
+        }
+    }
+    for round in 0..4u64 {
+        let len = u.int_in_range(14usize..=128).unwrap_or(14);
+        let mut packet: Vec<u8> = (0..len).map(|_| u.arbitrary().unwrap_or(0)).collect();
+        packet.resize(len, 0);
+        let meta = PacketMeta {
+            ts_ns: round,
+            ..PacketMeta::default()
+        };
+        if let Err(PacketError::Run { error, .. }) = runtime.run(0, &packet, &meta) {
+            panic!(
+                "bpfemu's verifier accepted a program that stops in the checked interpreter: \
+                 {error}\n{}",
+                listing(&insns)
+            );
+        }
+    }
+    true
+}
+
+/// bpfemu's verdict and error line must equal the running kernel's. Without bpf() (not root,
+/// no kernel) there is nothing to compare and the input is skipped.
+pub fn verifier_vs_kernel(data: &[u8]) -> bool {
+    use bpfemu_conformance::kernel;
+    let mut u = Unstructured::new(data);
+    let Ok(insns) = program::xdp_program(&mut u) else {
+        return false;
+    };
+    let mut insns = raw(&insns);
+    let ours = bpfemu_verdict(&insns);
+    if !kernel::kernel_available() {
+        return false;
+    }
+    let Ok(map) = kernel::map_create(&kernel::MapSpec::array(MAP_VALUE_SIZE, MAP_ENTRIES)) else {
+        return false;
+    };
+    let fd = kernel::fd_imm(&map);
+    for slot in insns.iter_mut() {
+        // The map reference's imm is the map's index (0) for bpfemu, its fd for the kernel.
+        if slot.code == 0x18 && slot.src == 1 {
+            slot.imm = fd;
+        }
+    }
+    let loaded = kernel::prog_load(&kernel::LoadOptions::new(BPF_PROG_TYPE_XDP, &insns));
+    let theirs = loaded
+        .fd
+        .is_err()
+        .then(|| bpfemu_conformance::kernel_isa::verifier_error_line(&loaded.log));
+    if ours != theirs {
+        panic!(
+            "bpfemu and the kernel disagree\n  kernel: {}\n  bpfemu: {}\n{}",
+            theirs.as_deref().unwrap_or("accepted"),
+            ours.as_deref().unwrap_or("accepted"),
+            listing(&insns)
+        );
+    }
+    true
+}
+
+/// The interpreter and the checked JIT must agree on r0 or the fault, and on the buffer.
+pub fn jit_vs_interp(data: &[u8]) -> bool {
+    let mut u = Unstructured::new(data);
+    let Ok(insns) = program::alu_program(&mut u) else {
+        return false;
+    };
+    let Ok(prog) = Program::from_insns(&insns) else {
+        return false;
+    };
+    let mut buffer = [0u8; 64];
+    for b in buffer.iter_mut() {
+        *b = u.arbitrary().unwrap_or(0);
+    }
+    // A small budget: endless loops end quickly, and must end alike.
+    let options = Options {
+        insn_budget: 20_000,
+        ..Options::default()
+    };
+    let mut interp_buf = buffer;
+    let interp = Interpreter::new(options);
+    let interp_result: Result<u64, VmError> =
+        bpfemu_vm::run_on_buffer_with(&interp, &prog, &mut interp_buf, &mut NoHelpers);
+    let mut jit_buf = buffer;
+    let jit = Jit::with_options(Mode::Checked, options);
+    let jit_result = bpfemu_vm::run_on_buffer_with(&jit, &prog, &mut jit_buf, &mut NoHelpers);
+    let same_result = match (&interp_result, &jit_result) {
+        (Ok(a), Ok(b)) => a == b,
+        // Faults name host addresses of different runs: compare the kind and the place.
+        (Err(a), Err(b)) => same_fault(a, b),
+        _ => false,
+    };
+    if !same_result || interp_buf != jit_buf {
+        panic!(
+            "the JIT and the interpreter disagree\n  interp: {interp_result:?}\n  jit:    {jit_result:?}\n  \
+             buffers equal: {}\n{}",
+            interp_buf == jit_buf,
+            bpfemu_isa::disasm::program_text(&prog)
+        );
+    }
+    true
+}
+
+/// The same fault: the same error at the same instruction; for memory faults the same access
+/// and size (where a wild address lands depends on each engine's host layout, so the region it
+/// came nearest to may differ, but an access either engine refuses is refused by both).
+fn same_fault(a: &VmError, b: &VmError) -> bool {
+    match (a, b) {
+        (VmError::Memory { pc: pa, fault: fa }, VmError::Memory { pc: pb, fault: fb }) => {
+            pa == pb && fa.access == fb.access && fa.len == fb.len
+        }
+        _ => a.to_string() == b.to_string(),
+    }
+}
