@@ -46,7 +46,7 @@ fn every_target_has_a_fuzz_binary() {
         let text =
             std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         assert!(
-            text.contains(&format!("bpfemu::fuzzing::{name}(")),
+            text.contains(&format!("::{name}(data)")),
             "{} does not call its body",
             path.display()
         );

@@ -96,7 +96,10 @@ pub fn verifier_soundness(data: &[u8]) -> bool {
         XdpConfig::default(),
     ) {
         Ok(runtime) => runtime,
-        Err(e) => panic!("an accepted program does not prepare: {e}\n{}", listing(&insns)),
+        Err(e) => panic!(
+            "an accepted program does not prepare: {e}\n{}",
+            listing(&insns)
+        ),
     };
     {
         let (maps, mem) = runtime.maps_mut();
@@ -213,5 +216,44 @@ fn same_fault(a: &VmError, b: &VmError) -> bool {
             pa == pb && fa.access == fb.access && fa.len == fb.len
         }
         _ => a.to_string() == b.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Deterministic byte strings of every length up to `n`.
+    fn inputs(n: usize) -> impl Iterator<Item = Vec<u8>> {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        (0..n).map(move |len| {
+            (0..len * 2)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    state as u8
+                })
+                .collect()
+        })
+    }
+
+    #[test]
+    fn accepted_generated_programs_run_without_faults() {
+        let accepted = inputs(150).filter(|data| verifier_soundness(data)).count();
+        // Some must get through the verifier, or the target tests nothing.
+        assert!(
+            accepted > 10,
+            "only {accepted} of 150 programs were accepted"
+        );
+    }
+
+    #[test]
+    fn the_jit_agrees_with_the_interpreter_on_generated_programs() {
+        let compared = inputs(150).filter(|data| jit_vs_interp(data)).count();
+        assert!(
+            compared > 100,
+            "only {compared} of 150 programs were compared"
+        );
     }
 }

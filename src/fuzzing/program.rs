@@ -14,8 +14,7 @@
 
 use arbitrary::{Result, Unstructured};
 use bpfemu_isa::{
-    AluOp, AtomicOp, ByteOrder, CallTarget, Insn, JmpCond, LdImm64Kind, Reg, Size, Source,
-    Width,
+    AluOp, AtomicOp, ByteOrder, CallTarget, Insn, JmpCond, LdImm64Kind, Reg, Size, Source, Width,
 };
 
 /// The one map generated XDP programs use: an array of 4 values of [`MAP_VALUE_SIZE`] bytes,
@@ -247,7 +246,13 @@ fn xdp_block(u: &mut Unstructured, b: &mut Builder) -> Result<()> {
             b.insn(alu64(AluOp::Mov, Reg::R4, Source::Reg(Reg::R2)));
             b.insn(alu64(AluOp::Add, Reg::R4, Source::Imm(n)));
             let cond = *u.choose(&[JmpCond::Gt, JmpCond::Gt, JmpCond::Ge])?;
-            b.jump(Width::W64, cond, Reg::R4, Source::Reg(Reg::R3), Target::Exit);
+            b.jump(
+                Width::W64,
+                cond,
+                Reg::R4,
+                Source::Reg(Reg::R3),
+                Target::Exit,
+            );
         }
         // A packet load at a constant offset (within what was checked, or not).
         2 | 3 => {
@@ -300,14 +305,20 @@ fn xdp_block(u: &mut Unstructured, b: &mut Builder) -> Result<()> {
         6 => {
             let slot = u.int_in_range(1..=8)? * 8;
             let size = any_size(u)?;
-            let off = -(slot as i16) + i16::from(u.int_in_range(0u8..=7)?) / size_bytes(size) as i16 * size_bytes(size) as i16;
+            let off = -(slot as i16)
+                + i16::from(u.int_in_range(0u8..=7)?) / size_bytes(size) as i16
+                    * size_bytes(size) as i16;
             b.insn(Insn::StoreReg {
                 size: Size::DW,
                 dst: Reg::R10,
                 src: Reg::R7,
                 off: -(slot as i16),
             });
-            let read = if u.arbitrary()? { off } else { -(u.int_in_range(1..=8)? * 8) };
+            let read = if u.arbitrary()? {
+                off
+            } else {
+                -(u.int_in_range(1..=8)? * 8)
+            };
             b.insn(load(size, Reg::R8, Reg::R10, read));
         }
         // A packet access at a variable offset, masked and checked (or not).
@@ -320,7 +331,13 @@ fn xdp_block(u: &mut Unstructured, b: &mut Builder) -> Result<()> {
             if u.ratio(3, 4)? {
                 b.insn(alu64(AluOp::Mov, Reg::R0, Source::Reg(Reg::R5)));
                 b.insn(alu64(AluOp::Add, Reg::R0, Source::Imm(1)));
-                b.jump(Width::W64, JmpCond::Gt, Reg::R0, Source::Reg(Reg::R3), Target::Exit);
+                b.jump(
+                    Width::W64,
+                    JmpCond::Gt,
+                    Reg::R0,
+                    Source::Reg(Reg::R3),
+                    Target::Exit,
+                );
             }
             b.insn(load(Size::B, Reg::R5, Reg::R5, 0));
         }
@@ -342,7 +359,13 @@ fn xdp_block(u: &mut Unstructured, b: &mut Builder) -> Result<()> {
             b.insn(alu64(AluOp::Add, Reg::R2, Source::Imm(-4)));
             b.insn(Insn::Call(CallTarget::Helper(BPF_FUNC_MAP_LOOKUP_ELEM)));
             if u.ratio(3, 4)? {
-                b.jump(Width::W64, JmpCond::Eq, Reg::R0, Source::Imm(0), Target::Exit);
+                b.jump(
+                    Width::W64,
+                    JmpCond::Eq,
+                    Reg::R0,
+                    Source::Imm(0),
+                    Target::Exit,
+                );
             }
             let size = any_size(u)?;
             let off = u.int_in_range(0..=MAP_VALUE_SIZE as i16)?;
@@ -437,12 +460,21 @@ pub fn alu_program(u: &mut Unstructured) -> Result<Vec<Insn>> {
                 width: *u.choose(&[Width::W64, Width::W32])?,
                 dst: reg(u)?,
             },
-            5 => Insn::MovSx {
-                width: *u.choose(&[Width::W64, Width::W32])?,
-                dst: reg(u)?,
-                src: reg(u)?,
-                bits: *u.choose(&[8, 16, 32])?,
-            },
+            5 => {
+                // 32-bit sign-extending moves take 8 or 16 bits; 64-bit ones also 32.
+                let width = *u.choose(&[Width::W64, Width::W32])?;
+                let bits = if width == Width::W64 {
+                    *u.choose(&[8, 16, 32])?
+                } else {
+                    *u.choose(&[8, 16])?
+                };
+                Insn::MovSx {
+                    width,
+                    dst: reg(u)?,
+                    src: reg(u)?,
+                    bits,
+                }
+            }
             6 => Insn::Endian {
                 order: *u.choose(&[ByteOrder::ToLe, ByteOrder::ToBe, ByteOrder::Swap])?,
                 bits: *u.choose(&[16, 32, 64])?,
@@ -460,19 +492,28 @@ pub fn alu_program(u: &mut Unstructured) -> Result<Vec<Insn>> {
                     off: u.int_in_range(-back..=fwd.max(0))?,
                 }
             }
-            8 => load(any_size(u)?, reg(u)?, *u.choose(&[Reg::R1, Reg::R10])?, mem_off(u)?),
-            9 => Insn::StoreReg {
-                size: any_size(u)?,
-                dst: *u.choose(&[Reg::R1, Reg::R10])?,
-                src: reg(u)?,
-                off: mem_off(u)?,
-            },
-            10 => Insn::Store {
-                size: any_size(u)?,
-                dst: *u.choose(&[Reg::R1, Reg::R10])?,
-                off: mem_off(u)?,
-                imm: u.arbitrary()?,
-            },
+            8 => {
+                let (size, base) = (any_size(u)?, *u.choose(&[Reg::R1, Reg::R10])?);
+                load(size, reg(u)?, base, mem_off(u, base, size)?)
+            }
+            9 => {
+                let (size, base) = (any_size(u)?, *u.choose(&[Reg::R1, Reg::R10])?);
+                Insn::StoreReg {
+                    size,
+                    dst: base,
+                    src: reg(u)?,
+                    off: mem_off(u, base, size)?,
+                }
+            }
+            10 => {
+                let (size, base) = (any_size(u)?, *u.choose(&[Reg::R1, Reg::R10])?);
+                Insn::Store {
+                    size,
+                    dst: base,
+                    off: mem_off(u, base, size)?,
+                    imm: u.arbitrary()?,
+                }
+            }
             _ => Insn::Atomic {
                 size: *u.choose(&[Size::W, Size::DW])?,
                 op: *u.choose(&[
@@ -486,7 +527,7 @@ pub fn alu_program(u: &mut Unstructured) -> Result<Vec<Insn>> {
                 ])?,
                 dst: Reg::R1,
                 src: reg(u)?,
-                off: u.int_in_range(0..=8)? * 4,
+                off: u.int_in_range(0..=7)? * 8,
             },
         };
         out.push(insn);
@@ -495,12 +536,16 @@ pub fn alu_program(u: &mut Unstructured) -> Result<Vec<Insn>> {
     Ok(out)
 }
 
-/// Offsets around a 64-byte buffer and the top of the stack: in bounds and just outside.
-fn mem_off(u: &mut Unstructured) -> Result<i16> {
-    Ok(if u.arbitrary()? {
-        u.int_in_range(-8..=72)?
+/// Offsets inside a 64-byte buffer (r1) or the 512-byte stack (r10), as `base` needs: an
+/// access outside every region faults in both engines, but one just outside a region may land
+/// in another live region of one engine's host layout and not the other's, so a difference
+/// there says nothing about the JIT.
+fn mem_off(u: &mut Unstructured, base: Reg, size: Size) -> Result<i16> {
+    let size = size_bytes(size) as i16;
+    Ok(if base == Reg::R10 {
+        -u.int_in_range(size..=512)? / size * size
     } else {
-        -u.int_in_range(1..=520)?
+        u.int_in_range(0..=64 - size)?
     })
 }
 
