@@ -86,7 +86,10 @@ pub fn bench(opts: &BenchOptions) -> Result<BenchReport> {
         Ok(()) => Ok(kernel_session(opts)?),
         Err(why) => Err(why),
     };
-    let mut replayer = bpfemu_replayer(opts)?;
+    // As many virtual CPUs as the kernel has, as diff gives them: map files may name CPUs
+    // (cpumap entries, per-CPU values) and must mean the same on both sides.
+    let cpus = session.as_ref().map_or(1, Session::cpus);
+    let mut replayer = bpfemu_replayer(opts, cpus)?;
     let prepare = replayer.1;
     let capture = read_capture(opts)?;
     let interp = measure_runtime("interp", prepare, &mut replayer.0, &capture, opts.packets);
@@ -132,14 +135,14 @@ fn kernel_session(opts: &BenchOptions) -> Result<Session> {
 
 /// bpfemu's runtime with the maps as `--maps` sets them, and the time it took to prepare.
 /// (Each engine runs on a runtime of its own: the JIT's modes join here as they land.)
-fn bpfemu_replayer(opts: &BenchOptions) -> Result<(Replayer, Duration)> {
+fn bpfemu_replayer(opts: &BenchOptions, cpus: u32) -> Result<(Replayer, Duration)> {
     let replay_opts = ReplayOptions {
         object: opts.object.clone(),
         program: opts.program.clone(),
         maps: opts.maps.clone(),
         fib: opts.fib.clone(),
         load: opts.load.clone(),
-        cpus: 1,
+        cpus,
         ifindex: 1,
         ..ReplayOptions::default()
     };
