@@ -130,36 +130,9 @@ fn jump_to(width: Width, cond: JmpCond, dst: u8, src: Source) -> impl Fn(i32) ->
     }
 }
 
-const ALL_ALU: [AluOp; 14] = [
-    AluOp::Add,
-    AluOp::Sub,
-    AluOp::Mul,
-    AluOp::Div,
-    AluOp::SDiv,
-    AluOp::Or,
-    AluOp::And,
-    AluOp::Lsh,
-    AluOp::Rsh,
-    AluOp::Mod,
-    AluOp::SMod,
-    AluOp::Xor,
-    AluOp::Mov,
-    AluOp::Arsh,
-];
+const ALL_ALU: [AluOp; 14] = AluOp::ALL;
 
-const ALL_COND: [JmpCond; 11] = [
-    JmpCond::Eq,
-    JmpCond::Gt,
-    JmpCond::Ge,
-    JmpCond::Set,
-    JmpCond::Ne,
-    JmpCond::Sgt,
-    JmpCond::Sge,
-    JmpCond::Lt,
-    JmpCond::Le,
-    JmpCond::Slt,
-    JmpCond::Sle,
-];
+const ALL_COND: [JmpCond; 11] = JmpCond::ALL;
 
 const ALL_ATOMIC: [AtomicOp; 10] = [
     AtomicOp::Add,

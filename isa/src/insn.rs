@@ -192,6 +192,24 @@ pub enum AluOp {
 }
 
 impl AluOp {
+    /// Every operation, for generators and exhaustive tests.
+    pub const ALL: [AluOp; 14] = [
+        AluOp::Add,
+        AluOp::Sub,
+        AluOp::Mul,
+        AluOp::Div,
+        AluOp::SDiv,
+        AluOp::Or,
+        AluOp::And,
+        AluOp::Lsh,
+        AluOp::Rsh,
+        AluOp::Mod,
+        AluOp::SMod,
+        AluOp::Xor,
+        AluOp::Mov,
+        AluOp::Arsh,
+    ];
+
     /// The opcode's operation bits and the `off` field that together select this operation.
     const fn code_and_off(self) -> (u8, i16) {
         match self {
@@ -241,6 +259,21 @@ pub enum JmpCond {
 }
 
 impl JmpCond {
+    /// Every condition, for generators and exhaustive tests.
+    pub const ALL: [JmpCond; 11] = [
+        JmpCond::Eq,
+        JmpCond::Gt,
+        JmpCond::Ge,
+        JmpCond::Set,
+        JmpCond::Ne,
+        JmpCond::Sgt,
+        JmpCond::Sge,
+        JmpCond::Lt,
+        JmpCond::Le,
+        JmpCond::Slt,
+        JmpCond::Sle,
+    ];
+
     const fn code(self) -> u8 {
         match self {
             JmpCond::Eq => BPF_JEQ,

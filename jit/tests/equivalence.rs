@@ -139,22 +139,7 @@ enum Item {
 fn random_insn(g: &mut Gen) -> Insn {
     match g.below(22) {
         0..=5 => {
-            let op = g.pick(&[
-                AluOp::Add,
-                AluOp::Sub,
-                AluOp::Mul,
-                AluOp::Div,
-                AluOp::SDiv,
-                AluOp::Or,
-                AluOp::And,
-                AluOp::Lsh,
-                AluOp::Rsh,
-                AluOp::Mod,
-                AluOp::SMod,
-                AluOp::Xor,
-                AluOp::Mov,
-                AluOp::Arsh,
-            ]);
+            let op = g.pick(&AluOp::ALL);
             Insn::Alu {
                 width: g.width(),
                 op,
@@ -282,19 +267,7 @@ fn random_body(g: &mut Gen, n: usize, lo: i64, hi: i64, may_call: bool) -> Vec<I
                     let width = g.width();
                     Item::Jump {
                         width,
-                        cond: g.pick(&[
-                            JmpCond::Eq,
-                            JmpCond::Gt,
-                            JmpCond::Ge,
-                            JmpCond::Set,
-                            JmpCond::Ne,
-                            JmpCond::Sgt,
-                            JmpCond::Sge,
-                            JmpCond::Lt,
-                            JmpCond::Le,
-                            JmpCond::Slt,
-                            JmpCond::Sle,
-                        ]),
+                        cond: g.pick(&JmpCond::ALL),
                         dst: g.data_reg(),
                         src: g.source(),
                         target,

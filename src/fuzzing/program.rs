@@ -193,19 +193,7 @@ fn size_bytes(size: Size) -> i32 {
     }
 }
 
-const CONDS: [JmpCond; 11] = [
-    JmpCond::Eq,
-    JmpCond::Gt,
-    JmpCond::Ge,
-    JmpCond::Set,
-    JmpCond::Ne,
-    JmpCond::Sgt,
-    JmpCond::Sge,
-    JmpCond::Lt,
-    JmpCond::Le,
-    JmpCond::Slt,
-    JmpCond::Sle,
-];
+const CONDS: [JmpCond; 11] = JmpCond::ALL;
 
 /// Reloads data (r2) and data_end (r3) from the ctx kept in r6.
 fn reload_packet_pointers(b: &mut Builder) {
@@ -405,22 +393,7 @@ fn xdp_block(u: &mut Unstructured, b: &mut Builder) -> Result<()> {
     Ok(())
 }
 
-const ALL_ALU: [AluOp; 14] = [
-    AluOp::Add,
-    AluOp::Sub,
-    AluOp::Mul,
-    AluOp::Div,
-    AluOp::SDiv,
-    AluOp::Or,
-    AluOp::And,
-    AluOp::Lsh,
-    AluOp::Rsh,
-    AluOp::Mod,
-    AluOp::SMod,
-    AluOp::Xor,
-    AluOp::Mov,
-    AluOp::Arsh,
-];
+const ALL_ALU: [AluOp; 14] = AluOp::ALL;
 
 /// Registers an unverified program may use freely (r1 and r10 hold the buffer and frame).
 const FREE: [Reg; 8] = [
