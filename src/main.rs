@@ -273,6 +273,9 @@ struct ReplayArgs {
     /// Compare with expectations recorded earlier; exit 1 at the first difference.
     #[arg(long, value_name = "FILE", conflicts_with = "record")]
     check: Option<PathBuf>,
+    /// Run the program even if bpfemu's verifier rejects it (in checked mode, faults reported).
+    #[arg(long)]
+    no_verify: bool,
     #[command(flatten)]
     load: LoadArgs,
 }
@@ -436,6 +439,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             load,
         } => verify(&obj, prog.as_deref(), log_level, json, &load),
         Command::Replay(args) => {
+            if let Some(refused) =
+                verify_first(&args.obj, args.prog.as_deref(), &args.load, args.no_verify)?
+            {
+                return Ok(refused);
+            }
             if args.engine == Engine::JitTrusted {
                 require_kernel_verdict(&args.obj, &args.load)?;
             }
@@ -487,6 +495,33 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 /// Trusted JIT code reaches host memory unchecked, so every program of the object (tail calls
 /// reach any of them) must pass a verifier first: the running kernel's, until bpfemu's own
 /// verifier lands.
+/// As the kernel verifies a program before it runs it: the program to run (`--prog`, or every
+/// program when none is named) must pass bpfemu's verifier, else the verifier's message and
+/// exit 1 (`Some`), unless `--no-verify`.
+fn verify_first(
+    obj: &Path,
+    prog: Option<&str>,
+    load: &LoadArgs,
+    no_verify: bool,
+) -> anyhow::Result<Option<ExitCode>> {
+    if no_verify {
+        return Ok(None);
+    }
+    let object = bpfemu_loader::load_file(obj, &load.options())?;
+    let name = obj.display().to_string();
+    let selected = object
+        .programs
+        .iter()
+        .filter(|p| prog.is_none_or(|n| p.name == n));
+    for prog in selected {
+        if let Err(refusal) = bpfemu::verify::require_accepted(&object, &name, prog) {
+            eprintln!("{refusal}");
+            return Ok(Some(ExitCode::from(1)));
+        }
+    }
+    Ok(None)
+}
+
 fn require_kernel_verdict(obj: &Path, load: &LoadArgs) -> anyhow::Result<()> {
     let verdicts = bpfemu::diff::verify_in_kernel(obj, &load.options()).with_context(|| {
         format!(

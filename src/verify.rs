@@ -59,7 +59,8 @@ pub fn require_accepted(obj: &Object, object: &str, program: &ProgramSpec) -> Re
         Some(_) => {
             let v = ProgramVerdict { program, verdict };
             Err(format!(
-                "{}the verifier rejects {} (run with --no-verify to run it unverified, in checked mode)",
+                "{}bpfemu: {object}: the verifier rejects program {} (--no-verify runs it \
+                 unverified, in checked mode)",
                 error_text(object, &v),
                 program.name
             ))

@@ -199,3 +199,44 @@ fn the_test_object_is_the_one_its_source_describes() {
         }
     }
 }
+
+/// replay verifies first, as the kernel does before it runs anything: a program the verifier
+/// rejects is refused with its message (exit 1) unless `--no-verify`.
+#[test]
+fn replay_refuses_a_rejected_program_unless_no_verify() {
+    let obj = root().join("tests/data/verify/unchecked_read.o");
+    let pcap = root().join("examples/pcap/vlan.pcap");
+    let loaded = bpfemu_loader::load_file(&obj, &Default::default()).expect("loads");
+    let (obj, pcap) = (obj.to_str().unwrap(), pcap.to_str().unwrap());
+    for prog in ["xdp_ok", "xdp_unchecked"] {
+        let command = "replay";
+        let mut args = vec![command, obj, pcap, "--prog", prog];
+        let out = bpfemu(&args);
+        let stderr = text(&out.stderr);
+        let message = loaded
+            .programs
+            .iter()
+            .find(|p| p.name == prog)
+            .and_then(|p| {
+                verify(&ProgramInput::new(&loaded, p), &Options::default())
+                    .rejection()
+                    .map(|r| r.message.clone())
+            });
+        match message {
+            Some(message) => {
+                assert_eq!(out.status.code(), Some(1), "{command}: {stderr}");
+                assert!(stderr.contains(message.as_str()), "{command}: {stderr}");
+                assert!(stderr.contains("--no-verify"), "{command}: {stderr}");
+            }
+            None => assert_ne!(out.status.code(), Some(1), "{command}: {stderr}"),
+        }
+        args.push("--no-verify");
+        let out = bpfemu(&args);
+        let stderr = text(&out.stderr);
+        assert!(
+            !stderr.contains("the verifier rejects"),
+            "{command}: {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{command}: {stderr}");
+    }
+}
