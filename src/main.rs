@@ -492,9 +492,6 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Trusted JIT code reaches host memory unchecked, so every program of the object (tail calls
-/// reach any of them) must pass a verifier first: the running kernel's, until bpfemu's own
-/// verifier lands.
 /// As the kernel verifies a program before it runs it: the program to run (`--prog`, or every
 /// program when none is named) must pass bpfemu's verifier, else the verifier's message and
 /// exit 1 (`Some`), unless `--no-verify`.
@@ -522,6 +519,9 @@ fn verify_first(
     Ok(None)
 }
 
+/// Trusted JIT code reaches host memory unchecked, so every program of the object (tail calls
+/// reach any of them) must pass a verifier first: the running kernel's, until bpfemu's own
+/// verifier lands.
 fn require_kernel_verdict(obj: &Path, load: &LoadArgs) -> anyhow::Result<()> {
     let verdicts = bpfemu::diff::verify_in_kernel(obj, &load.options()).with_context(|| {
         format!(
