@@ -622,14 +622,15 @@ fn do_check_insn(
         }
         Insn::Call(target) => {
             env.counters.jmps_processed += 1;
-            if state.active_locks > 0 {
-                let unlock = matches!(target, CallTarget::Helper(94));
-                if !unlock && !matches!(target, CallTarget::Kfunc { .. }) {
-                    return Err(env.reject(
-                        Errno::Einval,
-                        "function calls are not allowed while holding a lock",
-                    ));
-                }
+            // Static subprograms may run under the lock (their own calls are checked there);
+            // helpers may not, except the unlock.
+            let helper_not_unlock =
+                matches!(target, CallTarget::Helper(id) if id != call::proto::SPIN_UNLOCK);
+            if state.active_locks > 0 && helper_not_unlock {
+                return Err(env.reject(
+                    Errno::Einval,
+                    "function calls are not allowed while holding a lock",
+                ));
             }
             let frames = state.frames.len();
             let next_pc = match target {

@@ -250,7 +250,7 @@ fn reg_text(env: &Env<'_>, reg: &RegState, frameno: Option<u32>) -> String {
 }
 
 /// The kernel keeps 15 characters of a map name (`BPF_OBJ_NAME_LEN` - 1).
-fn kernel_map_name(name: &str) -> &str {
+pub(crate) fn kernel_map_name(name: &str) -> &str {
     let end = name.char_indices().nth(15).map_or(name.len(), |(i, _)| i);
     &name[..end]
 }
@@ -304,8 +304,15 @@ pub fn frame_state_text(
             }
         }
     }
-    if !vstate.refs.is_empty() {
-        let ids: Vec<String> = vstate.refs.iter().map(|r| r.id.to_string()).collect();
+    // The kernel prints nothing when the first reference has id 0 (a lock on a map value
+    // loaded by address), and skips the others with id 0.
+    if vstate.refs.first().is_some_and(|r| r.id != 0) {
+        let ids: Vec<String> = vstate
+            .refs
+            .iter()
+            .filter(|r| r.id != 0)
+            .map(|r| r.id.to_string())
+            .collect();
         let _ = write!(out, " refs={}", ids.join(","));
     }
     if frame.in_callback_fn {

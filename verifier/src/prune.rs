@@ -261,7 +261,7 @@ pub fn states_equal(env: &Env<'_>, old: &VerifierState, cur: &VerifierState, exa
         return false;
     }
     for (o, c) in old.refs.iter().zip(&cur.refs) {
-        if o.kind != c.kind || !idmap.check(o.id, c.id) {
+        if o.kind != c.kind || !idmap.check(o.id, c.id) || o.ptr != c.ptr {
             return false;
         }
     }

@@ -53,18 +53,6 @@ const COUNTS_DIFFER: &[(&str, &str)] = &[
         "6.18 prunes more in the parser loop",
     ),
     (
-        "spin_lock.v2/xdp_ratelimit",
-        "bpfemu does not take bpf_spin_lock arguments yet",
-    ),
-    (
-        "spin_lock.v3/xdp_ratelimit",
-        "bpfemu does not take bpf_spin_lock arguments yet",
-    ),
-    (
-        "spin_lock.v4/xdp_ratelimit",
-        "bpfemu does not take bpf_spin_lock arguments yet",
-    ),
-    (
         "subprogs.v2/xdp_subprogs",
         "6.18's stack liveness follows pointers into callers' frames",
     ),

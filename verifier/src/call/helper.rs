@@ -270,8 +270,12 @@ fn check_arg_by_type(
             meta.mem_size = reg.var_off.value;
             mark_chain_precision(env, state, r)?;
         }
-        ArgBase::PtrToSpinLock
-        | ArgBase::PtrToTimer
+        ArgBase::PtrToSpinLock => {
+            let is_lock = proto.id == proto::SPIN_LOCK;
+            let pc = env.insn_idx;
+            super::lock::process_spin_lock(env, state, regno as u8, is_lock, pc)?;
+        }
+        ArgBase::PtrToTimer
         | ArgBase::PtrToConstStr
         | ArgBase::PtrToDynptr
         | ArgBase::KptrXchgDest
@@ -761,10 +765,16 @@ fn set_return_value(
             if elide {
                 flags = 0;
             }
+            // A value that cannot be NULL still needs an id when it holds a lock: the lock
+            // is named by the pointer's id.
+            let lock_id = elide && env.map_has_spin_lock(map);
             let mut r = RegState::pointer(RegType::MapValue);
             r.flags = flags;
             r.map = Some(map);
             r.map_uid = meta.map_uid;
+            if lock_id {
+                r.id = env.new_id();
+            }
             r
         }
         RetType::RingbufMemOrNull => {

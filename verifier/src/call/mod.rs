@@ -4,5 +4,6 @@
 pub mod callback;
 pub mod helper;
 pub mod kfunc;
+pub mod lock;
 pub mod proto;
 pub mod subprog;

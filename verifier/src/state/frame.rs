@@ -31,6 +31,9 @@ pub struct RefState {
     pub id: u32,
     /// The instruction that acquired it (named in "Unreleased reference id=N alloc_insn=M").
     pub insn_idx: usize,
+    /// For a lock: the map whose value holds it (the kernel's `ptr`, a `struct bpf_map *`);
+    /// 0 for other kinds.
+    pub ptr: u32,
 }
 
 /// One call frame.
@@ -217,8 +220,47 @@ impl VerifierState {
 
     /// Records a new reference acquired at `insn_idx` (`acquire_reference`); returns its id.
     pub fn acquire_reference(&mut self, kind: RefKind, id: u32, insn_idx: usize) -> u32 {
-        self.refs.push(RefState { kind, id, insn_idx });
+        self.refs.push(RefState {
+            kind,
+            id,
+            insn_idx,
+            ptr: 0,
+        });
         id
+    }
+
+    /// Records a held lock of map value `ptr` through a pointer of id `id`
+    /// (`acquire_lock_state`).
+    pub fn acquire_lock(&mut self, id: u32, ptr: u32, insn_idx: usize) {
+        self.refs.push(RefState {
+            kind: RefKind::Lock,
+            id,
+            insn_idx,
+            ptr,
+        });
+        self.active_locks += 1;
+    }
+
+    /// Drops the held lock `(id, ptr)` (`release_lock_state`); false when it is not held.
+    pub fn release_lock(&mut self, id: u32, ptr: u32) -> bool {
+        let held = |r: &RefState| r.kind == RefKind::Lock && r.id == id && r.ptr == ptr;
+        match self.refs.iter().position(held) {
+            Some(i) => {
+                self.refs.remove(i);
+                self.active_locks -= 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The lock taken last and still held (`active_lock_id`, `active_lock_ptr`).
+    pub fn active_lock(&self) -> Option<(u32, u32)> {
+        self.refs
+            .iter()
+            .rev()
+            .find(|r| r.kind == RefKind::Lock)
+            .map(|r| (r.id, r.ptr))
     }
 
     /// Drops reference `id`; false when no such reference is held.

@@ -1,6 +1,6 @@
 //! bpfemu's verdict on a probe, in the same terms as the kernel's.
 
-use super::kernel_side::{Judgement, subprog_btf};
+use super::kernel_side::{Judgement, probe_btf};
 use super::probe::{Probe, ProbeMap, subprog_starts};
 use bpfemu_loader::btf::Btf;
 use bpfemu_loader::{MapOrigin, MapSpec};
@@ -30,9 +30,19 @@ pub fn map_spec(m: &ProbeMap) -> MapSpec {
 /// Verifies the probe with bpfemu, giving it what the kernel gets (the same BTF when the
 /// kernel gets BTF).
 pub fn verify_probe(probe: &Probe, opts: &Options) -> Verdict {
-    let maps: Vec<MapSpec> = probe.maps.iter().map(map_spec).collect();
-    let mut input = ProgramInput::raw(6, &probe.insns, &maps);
     let starts = subprog_starts(&probe.insns);
+    let probe_btf = probe_btf(&starts, &probe.maps);
+    let maps: Vec<MapSpec> = probe
+        .maps
+        .iter()
+        .zip(&probe_btf.map_types)
+        .map(|(m, types)| MapSpec {
+            key_type: types.map(|(key, _)| key),
+            value_type: types.map(|(_, value)| value),
+            ..map_spec(m)
+        })
+        .collect();
+    let mut input = ProgramInput::raw(6, &probe.insns, &maps);
     let functions: Vec<(String, usize)> = starts
         .iter()
         .enumerate()
@@ -41,9 +51,9 @@ pub fn verify_probe(probe: &Probe, opts: &Options) -> Verdict {
     let btf;
     let func_info: Vec<(usize, u32)>;
     if probe.btf {
-        let (blob, infos) = subprog_btf(&starts);
-        btf = Btf::parse(&blob).expect("the probe BTF parses");
-        func_info = infos
+        btf = Btf::parse(&probe_btf.blob).expect("the probe BTF parses");
+        func_info = probe_btf
+            .func_info
             .iter()
             .map(|f| (f.insn_off as usize, f.type_id))
             .collect();

@@ -30,9 +30,28 @@ impl Judgement {
 
 /// Creates the probe's maps in the kernel; an error names the map.
 pub fn create_maps(maps: &[ProbeMap]) -> Result<Vec<OwnedFd>, String> {
+    create_maps_with_btf(maps, None)
+}
+
+/// Creates the maps, those declared with BTF with their key and value types from `btf` (the
+/// probe's BTF, loaded).
+pub fn create_maps_with_btf(
+    maps: &[ProbeMap],
+    btf: Option<(&OwnedFd, &ProbeBtf)>,
+) -> Result<Vec<OwnedFd>, String> {
     maps.iter()
-        .map(|m| {
+        .enumerate()
+        .map(|(i, m)| {
+            let map_btf = btf.and_then(|(fd, b)| {
+                b.map_types[i].map(|(key, value)| kernel::MapBtf {
+                    fd: fd.as_raw_fd(),
+                    key_type_id: key,
+                    value_type_id: value,
+                })
+            });
             kernel::map_create(&MapSpec {
+                btf: map_btf,
+                name: kernel::object_name(&m.name),
                 map_type: m.map_type,
                 key_size: m.key_size,
                 value_size: m.value_size,
@@ -64,7 +83,14 @@ pub fn with_fds(insns: &[RawInsn], fds: &[OwnedFd]) -> Vec<RawInsn> {
 
 /// Loads the probe in the kernel; an `Err` is a broken probe (a map the kernel refuses).
 pub fn judge(probe: &Probe) -> Result<Judgement, String> {
-    let fds = create_maps(&probe.maps)?;
+    let fds = if probe.maps.iter().any(|m| m.btf) {
+        let btf = probe_btf(&subprog_starts(&probe.insns), &probe.maps);
+        let fd = kernel::btf_load(&btf.blob)
+            .map_err(|(errno, log)| format!("probe BTF rejected (errno {errno}): {log}"))?;
+        create_maps_with_btf(&probe.maps, Some((&fd, &btf)))?
+    } else {
+        create_maps(&probe.maps)?
+    };
     let insns = with_fds(&probe.insns, &fds);
     Ok(judge_insns(&insns, probe.btf))
 }
@@ -126,21 +152,89 @@ fn final_error_line(log: &str) -> String {
 /// A BTF blob with `int` and one static `int fN(void)` per subprogram, and the func_info that
 /// ties them to `starts`: what the kernel needs before it takes a function's address.
 pub fn subprog_btf(starts: &[u32]) -> (Vec<u8>, Vec<FuncInfo>) {
+    let btf = probe_btf(starts, &[]);
+    (btf.blob, btf.func_info)
+}
+
+/// A probe's BTF: the subprograms' functions and, for maps declared with BTF, their key and
+/// value types (the value a struct holding the declared special fields).
+pub struct ProbeBtf {
+    pub blob: Vec<u8>,
+    pub func_info: Vec<FuncInfo>,
+    /// Per map: (key type id, value type id) when the map has BTF.
+    pub map_types: Vec<Option<(u32, u32)>>,
+}
+
+/// Builds the probe's BTF. Without BTF maps the types are `[1] int`, `[2] int (void)` and the
+/// functions; with them `[3] unsigned char`, `[4] struct bpf_spin_lock`, `[5] struct bpf_timer`
+/// and the maps' types come before the functions.
+pub fn probe_btf(starts: &[u32], maps: &[ProbeMap]) -> ProbeBtf {
     const INT: u32 = 1;
+    const ARRAY: u32 = 3;
+    const STRUCT: u32 = 4;
     const FUNC: u32 = 12;
     const FUNC_PROTO: u32 = 13;
     let mut strings = b"\0int\0".to_vec();
+    let name = |strings: &mut Vec<u8>, text: &str| {
+        let off = strings.len() as u32;
+        strings.extend_from_slice(text.as_bytes());
+        strings.push(0);
+        off
+    };
     // [1] int (signed, 32 bits), [2] int (void)
     let mut types: Vec<u32> = vec![1, INT << 24, 4, 0x0100_0020, 0, FUNC_PROTO << 24, 1];
-    let mut infos = Vec::new();
+    let mut next_id = 3;
+    let mut map_types = vec![None; maps.len()];
+    if maps.iter().any(|m| m.btf) {
+        let uchar = name(&mut strings, "unsigned char");
+        let lock = name(&mut strings, "bpf_spin_lock");
+        let timer = name(&mut strings, "bpf_timer");
+        // [3] unsigned char, [4] struct bpf_spin_lock (4 bytes), [5] struct bpf_timer (16)
+        types.extend([
+            uchar,
+            INT << 24,
+            1,
+            8,
+            lock,
+            STRUCT << 24,
+            4,
+            timer,
+            STRUCT << 24,
+            16,
+        ]);
+        next_id = 6;
+        for (i, m) in maps.iter().enumerate().filter(|(_, m)| m.btf) {
+            let key = if m.key_size == 4 {
+                1
+            } else {
+                types.extend([0, ARRAY << 24, 0, 3, 1, m.key_size]);
+                next_id += 1;
+                next_id - 1
+            };
+            let value_name = name(&mut strings, &format!("v{i}"));
+            types.extend([
+                value_name,
+                (STRUCT << 24) | m.special.len() as u32,
+                m.value_size,
+            ]);
+            for (k, (kind, off)) in m.special.iter().enumerate() {
+                let member = name(&mut strings, &format!("f{k}"));
+                let ty = if *kind == "bpf_timer" { 5 } else { 4 };
+                types.extend([member, ty, off * 8]);
+            }
+            map_types[i] = Some((key, next_id));
+            next_id += 1;
+        }
+    }
+    let mut func_info = Vec::new();
     for (i, &start) in starts.iter().enumerate() {
-        let name_off = strings.len() as u32;
-        strings.extend_from_slice(format!("f{i}\0").as_bytes());
+        let name_off = name(&mut strings, &format!("f{i}"));
         types.extend([name_off, FUNC << 24, 2]);
-        infos.push(FuncInfo {
+        func_info.push(FuncInfo {
             insn_off: start,
-            type_id: 3 + i as u32,
+            type_id: next_id,
         });
+        next_id += 1;
     }
     let type_bytes: Vec<u8> = types.iter().flat_map(|w| w.to_le_bytes()).collect();
     let mut blob = Vec::new();
@@ -158,5 +252,9 @@ pub fn subprog_btf(starts: &[u32]) -> (Vec<u8>, Vec<FuncInfo>) {
     }
     blob.extend(type_bytes);
     blob.extend(strings);
-    (blob, infos)
+    ProbeBtf {
+        blob,
+        func_info,
+        map_types,
+    }
 }

@@ -6,10 +6,12 @@
 //! comment lines (the assembler skips them):
 //!
 //! ```text
-//! ; map NAME: TYPE key K value V entries N [flags F]
+//! ; map NAME: TYPE key K value V entries N [flags F] [lock OFF] [timer OFF] [btf 1]
 //! ```
 //!
-//! with TYPE one of `hash`, `array`, `percpu_hash`, `percpu_array`, `lru_hash`, `prog_array`,
+//! `lock OFF` / `timer OFF` give the map BTF whose value type holds a `struct bpf_spin_lock` /
+//! `struct bpf_timer` at byte OFF (`btf 1`: BTF with no such field); a probe using such a map
+//! gets program BTF too, as clang objects have. TYPE is one of `hash`, `array`, `percpu_hash`, `percpu_array`, `lru_hash`, `prog_array`,
 //! `devmap`, `cpumap`, `xskmap`, `ringbuf`, `lpm_trie`, `devmap_hash`.
 //!
 //! The body is what [`bpfemu_isa::asm::assemble_kernel`] reads (labels allowed), plus the three
@@ -58,6 +60,10 @@ pub struct ProbeMap {
     pub value_size: u32,
     pub max_entries: u32,
     pub map_flags: u32,
+    /// Whether the map is created with BTF for its key and value.
+    pub btf: bool,
+    /// Special fields of the value type: (`bpf_spin_lock` or `bpf_timer`, byte offset).
+    pub special: Vec<(&'static str, u32)>,
 }
 
 /// One probe, assembled.
@@ -177,6 +183,8 @@ fn map_declaration(line: &str) -> Result<Option<ProbeMap>, String> {
         value_size: 0,
         max_entries: 0,
         map_flags: 0,
+        btf: false,
+        special: Vec::new(),
     };
     for pair in words[1..].chunks(2) {
         let [key, value] = pair else {
@@ -188,9 +196,13 @@ fn map_declaration(line: &str) -> Result<Option<ProbeMap>, String> {
             "value" => map.value_size = n,
             "entries" => map.max_entries = n,
             "flags" => map.map_flags = n,
+            "lock" => map.special.push(("bpf_spin_lock", n)),
+            "timer" => map.special.push(("bpf_timer", n)),
+            "btf" => map.btf = n != 0,
             other => return Err(format!("unknown map attribute `{other}`")),
         }
     }
+    map.btf |= !map.special.is_empty();
     Ok(Some(map))
 }
 
@@ -266,6 +278,7 @@ fn assemble_probe(
         ))
     })?;
     patch_placeholders(&mut insns, &refs, &raws);
+    btf |= maps.iter().any(|m| m.btf);
     Ok(Probe {
         name,
         place,

@@ -54,7 +54,11 @@ fn vm_spec(m: &ProbeMap) -> MapSpec {
         numa_node: 0,
         map_extra: 0,
         inner: None,
-        spin_lock_off: None,
+        spin_lock_off: m
+            .special
+            .iter()
+            .find(|(kind, _)| *kind == "bpf_spin_lock")
+            .map(|&(_, off)| off),
         global_section: None,
     }
 }
