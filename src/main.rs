@@ -703,9 +703,7 @@ fn is_broken_pipe(error: &anyhow::Error) -> bool {
 /// Loads an object; errors already name the file.
 fn load_object(path: &Path, load: &LoadArgs) -> anyhow::Result<Object> {
     let object = bpfemu_loader::load_file(path, &load.options())?;
-    for w in &object.warnings {
-        eprintln!("bpfemu: {}: warning: {w}", path.display());
-    }
+    bpfemu::replay::print_warnings(path, &object);
     Ok(object)
 }
 

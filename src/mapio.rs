@@ -60,12 +60,10 @@ impl<'a> MapIo<'a> {
                     per_cpu_bytes(values, slot)
                 }
             };
+            let map_type = self.object.maps[index].map_type;
             maps.sys_update(mem, index, &entry.key, &value, 0)
                 .map_err(|errno| {
-                    anyhow!(
-                        "map {}: entry {i}: the update fails with {errno}",
-                        contents.name
-                    )
+                    update_error(&contents.name, map_type, i, &entry.key, errno, cpus)
                 })?;
         }
         Ok(())
@@ -157,6 +155,33 @@ pub fn describe_entry(object: &Object, name: &str, key: &[u8], value: &[u8]) -> 
             crate::replay::hex(value)
         )
     })
+}
+
+/// Why an entry of a map file could not be set, in the user's terms where the errno alone
+/// would say little: a cpumap entry's key is a CPU, which must be one of the run's.
+fn update_error(
+    map: &str,
+    map_type: u32,
+    entry: usize,
+    key: &[u8],
+    errno: bpfemu_vm::maps::Errno,
+    cpus: usize,
+) -> anyhow::Error {
+    const BPF_MAP_TYPE_CPUMAP: u32 = 16;
+    let cpu = key
+        .get(..4)
+        .and_then(|k| k.try_into().ok())
+        .map(u32::from_le_bytes);
+    match cpu {
+        Some(cpu) if map_type == BPF_MAP_TYPE_CPUMAP && errno == bpfemu_vm::maps::Errno::ENODEV => {
+            anyhow!(
+                "map {map}: entry {entry} is for CPU {cpu}, which this run does not have: it has {cpus} CPU{} (--cpus {} gives it CPU {cpu})",
+                if cpus == 1 { "" } else { "s" },
+                cpu + 1
+            )
+        }
+        _ => anyhow!("map {map}: entry {entry}: the update fails with {errno}"),
+    }
 }
 
 fn per_cpu_bytes(values: &[Vec<u8>], slot: Option<usize>) -> Vec<u8> {

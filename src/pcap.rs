@@ -81,6 +81,15 @@ pub enum PcapReadError {
         index: usize,
         offset: usize,
     },
+    #[error(
+        "{path}: packet {index}: bogus caplen {caplen} at byte {offset} (a record holds at most {SNAPLEN} bytes)"
+    )]
+    BogusCaplen {
+        path: PathBuf,
+        index: usize,
+        offset: usize,
+        caplen: u32,
+    },
     #[error("{path}: malformed record after packet {index} at byte {offset}: {detail}")]
     Malformed {
         path: PathBuf,
@@ -109,6 +118,18 @@ pub fn open_source(path: &Path) -> Result<Box<dyn Read + Send>, PcapReadError> {
         error,
     })?;
     Ok(Box::new(file))
+}
+
+/// What a parse error means, in a few words (never the bytes the parser was looking at).
+fn describe_parse_error<I>(error: &PcapError<I>) -> String {
+    match error {
+        PcapError::NomError(_, kind) | PcapError::OwnedNomError(_, kind) => {
+            format!("its contents do not parse (at the {kind:?} step)")
+        }
+        PcapError::HeaderNotRecognized => "an unknown header".into(),
+        PcapError::ReadError => "a read error".into(),
+        _ => "unreadable".into(),
+    }
 }
 
 /// An OS error as tcpdump words it: the reason alone, without "(os error N)".
@@ -141,6 +162,8 @@ pub struct PcapReader {
 struct ReaderState {
     path: PathBuf,
     legacy_nanos: bool,
+    /// Set by a classic pcap header: whether its records are big-endian.
+    legacy_big_endian: Option<bool>,
     interfaces: Vec<Interface>,
     next_index: usize,
 }
@@ -185,6 +208,7 @@ impl PcapReader {
         let state = ReaderState {
             path: path.into(),
             legacy_nanos: false,
+            legacy_big_endian: None,
             interfaces: Vec::new(),
             next_index: 0,
         };
@@ -227,13 +251,48 @@ impl PcapReader {
             Err(PcapError::Incomplete(_)) => Step::Refill,
             Err(PcapError::BufferTooSmall) => Step::Grow,
             Err(PcapError::UnexpectedEof) => Step::Truncated,
-            Err(e) => Step::Malformed(format!("{e:?}")),
+            Err(e) => Step::Malformed(describe_parse_error(&e)),
         })
     }
 
     fn refill(&mut self) -> Result<(), PcapReadError> {
-        let result = self.inner.refill().map_err(|e| format!("{e:?}"));
+        let result = self.inner.refill().map_err(|e| describe_parse_error(&e));
         result.map_err(|detail| self.malformed(detail))
+    }
+
+    /// A classic pcap record whose caplen no capture can hold: said as such, not as a
+    /// truncated file or a record too large for the buffer.
+    fn bogus_caplen(&self) -> Option<PcapReadError> {
+        let big_endian = self.state.legacy_big_endian?;
+        let field: [u8; 4] = self.inner.data().get(8..12)?.try_into().ok()?;
+        let caplen = if big_endian {
+            u32::from_be_bytes(field)
+        } else {
+            u32::from_le_bytes(field)
+        };
+        (caplen > SNAPLEN).then(|| PcapReadError::BogusCaplen {
+            path: self.state.path.clone(),
+            index: self.state.next_index,
+            offset: self.inner.consumed(),
+            caplen,
+        })
+    }
+
+    /// What the block that failed to parse is, for the message: its type and length as its
+    /// header declares them (pcapng), or nothing for a classic record.
+    fn block_label(&self) -> String {
+        if self.state.legacy_big_endian.is_some() {
+            return String::new();
+        }
+        let head = self.inner.data();
+        match (head.get(0..4), head.get(4..8)) {
+            (Some(ty), Some(len)) => {
+                let ty = u32::from_le_bytes(ty.try_into().unwrap_or_default());
+                let len = u32::from_le_bytes(len.try_into().unwrap_or_default());
+                format!("pcapng block of type {ty:#x}, {len} bytes: ")
+            }
+            _ => String::new(),
+        }
     }
 
     /// Reads up to the next packet block and leaves it first in the buffer: `None` at the
@@ -243,7 +302,14 @@ impl PcapReader {
         &mut self,
     ) -> Result<Option<(usize, PacketRef<'static>, usize, usize)>, PcapReadError> {
         loop {
-            match self.step()? {
+            let step = self.step()?;
+            // Only on the slow paths (a refill or a failure), never per packet.
+            if matches!(step, Step::Refill | Step::Grow | Step::Truncated)
+                && let Some(bogus) = self.bogus_caplen()
+            {
+                return Err(bogus);
+            }
+            match step {
                 Step::Header(len) => self.inner.consume(len),
                 Step::Packet {
                     len,
@@ -270,7 +336,10 @@ impl PcapReader {
                         offset: self.inner.consumed(),
                     });
                 }
-                Step::Malformed(detail) => return Err(self.malformed(detail)),
+                Step::Malformed(detail) => {
+                    let detail = format!("{}{detail}", self.block_label());
+                    return Err(self.malformed(detail));
+                }
             }
         }
     }
@@ -316,6 +385,7 @@ impl ReaderState {
             PcapBlockOwned::LegacyHeader(header) => {
                 self.check_linktype(header.network)?;
                 self.legacy_nanos = header.is_nanosecond_precision();
+                self.legacy_big_endian = Some(header.is_bigendian());
             }
             PcapBlockOwned::NG(Block::SectionHeader(_)) => self.interfaces.clear(),
             PcapBlockOwned::NG(Block::InterfaceDescription(idb)) => {

@@ -435,6 +435,18 @@ impl Replayer {
     }
 }
 
+/// The loader's warnings about an object, each once, on standard error.
+pub fn print_warnings(path: &Path, object: &Object) {
+    let mut seen = std::collections::BTreeSet::new();
+    for w in object.warnings.iter().filter(|w| seen.insert(w.as_str())) {
+        let _ = writeln!(
+            std::io::stderr(),
+            "bpfemu: {}: warning: {w}",
+            path.display()
+        );
+    }
+}
+
 /// The program to run: the one named, or the object's only XDP program.
 fn pick_program(object: &Object, wanted: Option<&str>) -> Result<String> {
     const BPF_PROG_TYPE_XDP: u32 = 6;
@@ -484,6 +496,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<u8> {
         .map(ActionCaptures::new)
         .transpose()?;
     let mut replayer = Replayer::new(opts)?;
+    print_warnings(&opts.object, &replayer.object);
     let expectations = opts.record.is_some() || opts.check.is_some();
     let identity = if expectations {
         Some(run_identity(opts, &replayer.program_name)?)

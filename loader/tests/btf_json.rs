@@ -296,7 +296,7 @@ fn error_messages() {
             "firewall.v3",
             json!({ "acl": [["00", "0000000000000000"]] })
         ),
-        "map `acl`: at .acl[0][0]: key has 1 bytes, the map's key size is 37"
+        "map `acl`: at .acl[0][0]: key is 1 bytes, key_size is 37"
     );
     assert_eq!(
         err(

@@ -386,7 +386,7 @@ fn side(
     v: &Value,
     path: &str,
 ) -> Result<Vec<u8>, JsonError> {
-    let bytes = match (hex_byte_array(v, size), ty.zip(btf)) {
+    let bytes = match (raw_byte_array(v), ty.zip(btf)) {
         (Some(bytes), _) => bytes,
         (None, Some((ty, btf))) => value_from_json(btf, ty, v).map_err(|e| e.under(path))?,
         (None, None) => hex_string(v, path)?,
@@ -484,17 +484,20 @@ fn hex_array(bytes: &[u8]) -> Value {
 }
 
 /// An array of exactly `size` `"0x.."` byte strings, as bpftool prints raw bytes.
-fn hex_byte_array(v: &Value, size: u32) -> Option<Vec<u8>> {
-    let items = v
-        .as_array()
-        .filter(|a| a.len() == size as usize && size > 0)?;
+/// bpftool's raw form of a key or value: an array of byte strings (`["0x0a", "0x00"]`; a
+/// string without `0x` is decimal, as bpftool's command line reads it), of any length so that a
+/// wrong length is reported as a size. `None` for anything else (a typed value).
+fn raw_byte_array(v: &Value) -> Option<Vec<u8>> {
+    let items = v.as_array().filter(|a| !a.is_empty())?;
     items
         .iter()
         .map(|x| {
-            let d = x.as_str()?.strip_prefix("0x")?;
-            (d.len() <= 2)
-                .then(|| u8::from_str_radix(d, 16).ok())
-                .flatten()
+            let s = x.as_str()?;
+            match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+                Some(d) if d.len() <= 2 => u8::from_str_radix(d, 16).ok(),
+                Some(_) => None,
+                None => s.parse().ok(),
+            }
         })
         .collect()
 }

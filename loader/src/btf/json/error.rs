@@ -31,7 +31,7 @@ pub enum Problem {
     Expected { expected: String, got: String },
     #[error("bad hex {text:?}: {why}")]
     BadHex { text: String, why: String },
-    #[error("{what} has {got} bytes, the map's {what} size is {expected}")]
+    #[error("{what} is {got} bytes, {what}_size is {expected}")]
     Size {
         what: &'static str,
         expected: u32,
