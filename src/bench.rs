@@ -273,6 +273,10 @@ impl BenchReport {
     }
 
     pub fn to_text(&self) -> String {
+        if self.packets == 0 {
+            // No time to compare: a table of zeros and a 1.000x would read as a measurement.
+            return format!("0 packets through {}: nothing measured\n", self.program);
+        }
         let mut out = format!(
             "{} packets through {} ({} in the capture, cycled), {:.1} instructions a packet\n",
             self.packets,
