@@ -199,6 +199,9 @@ struct DiffArgs {
     /// Load every program in the kernel and report its verifier verdict, beside bpfemu's.
     #[arg(long, conflicts_with_all = ["pcap", "maps", "prog", "fib"])]
     verifier: bool,
+    /// Compare the program even if bpfemu's verifier rejects it (bpfemu's side in checked mode).
+    #[arg(long)]
+    no_verify: bool,
     #[command(flatten)]
     load: LoadArgs,
 }
@@ -224,6 +227,9 @@ struct BenchArgs {
     /// One JSON document instead of the table.
     #[arg(long)]
     json: bool,
+    /// Benchmark the program even if bpfemu's verifier rejects it.
+    #[arg(long)]
+    no_verify: bool,
     #[command(flatten)]
     load: LoadArgs,
 }
@@ -472,6 +478,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::from(bpfemu::fuzz::fuzz(&opts)?))
         }
         Command::Bench(args) => {
+            if let Some(refused) =
+                verify_first(&args.obj, args.prog.as_deref(), &args.load, args.no_verify)?
+            {
+                return Ok(refused);
+            }
             let report = bpfemu::bench::bench(&bpfemu::bench::BenchOptions {
                 object: args.obj.clone(),
                 capture: args.pcap.clone(),
@@ -544,6 +555,14 @@ fn require_kernel_verdict(obj: &Path, load: &LoadArgs) -> anyhow::Result<()> {
 /// `bpfemu diff`: exit 0 when equal, 1 on a mismatch, 2 when the kernel is out of reach.
 fn diff(args: &DiffArgs) -> anyhow::Result<ExitCode> {
     use bpfemu::diff;
+    // `--verifier` compares verdicts, so it verifies nothing first; a comparison of runs does,
+    // before it needs the kernel, as a rejected program would never reach it.
+    if !args.verifier {
+        let refused = verify_first(&args.obj, args.prog.as_deref(), &args.load, args.no_verify)?;
+        if let Some(refused) = refused {
+            return Ok(refused);
+        }
+    }
     if let Err(why) = diff::kernel_ready() {
         eprintln!("bpfemu diff: {why}");
         return Ok(ExitCode::from(2));

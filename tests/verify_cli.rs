@@ -200,43 +200,54 @@ fn the_test_object_is_the_one_its_source_describes() {
     }
 }
 
-/// replay verifies first, as the kernel does before it runs anything: a program the verifier
-/// rejects is refused with its message (exit 1) unless `--no-verify`.
+/// replay, diff and bench verify first, as the kernel does before it runs anything: a program
+/// bpfemu's verifier rejects is refused with the verifier's message placed at its source line
+/// (exit 1, before the kernel is needed), unless `--no-verify`; an accepted one runs.
 #[test]
-fn replay_refuses_a_rejected_program_unless_no_verify() {
+fn replay_diff_and_bench_refuse_a_rejected_program_unless_no_verify() {
     let obj = root().join("tests/data/verify/unchecked_read.o");
     let pcap = root().join("examples/pcap/vlan.pcap");
     let loaded = bpfemu_loader::load_file(&obj, &Default::default()).expect("loads");
     let (obj, pcap) = (obj.to_str().unwrap(), pcap.to_str().unwrap());
-    for prog in ["xdp_ok", "xdp_unchecked"] {
-        let command = "replay";
-        let mut args = vec![command, obj, pcap, "--prog", prog];
-        let out = bpfemu(&args);
-        let stderr = text(&out.stderr);
-        let message = loaded
-            .programs
-            .iter()
-            .find(|p| p.name == prog)
-            .and_then(|p| {
-                verify(&ProgramInput::new(&loaded, p), &Options::default())
-                    .rejection()
-                    .map(|r| r.message.clone())
-            });
-        match message {
-            Some(message) => {
-                assert_eq!(out.status.code(), Some(1), "{command}: {stderr}");
-                assert!(stderr.contains(message.as_str()), "{command}: {stderr}");
-                assert!(stderr.contains("--no-verify"), "{command}: {stderr}");
+    let rejection = |prog: &str| {
+        let p = loaded.programs.iter().find(|p| p.name == prog).unwrap();
+        verify(&ProgramInput::new(&loaded, p), &Options::default())
+            .rejection()
+            .map(|r| r.message.clone())
+    };
+    assert_eq!(rejection("xdp_ok"), None);
+    let message = rejection("xdp_unchecked").expect("xdp_unchecked is rejected");
+    for command in ["replay", "diff", "bench"] {
+        let run = |prog: &str, extra: &[&str]| {
+            let mut args = vec![command, obj, pcap, "--prog", prog];
+            if command == "bench" {
+                args.extend(["--packets", "20"]);
             }
-            None => assert_ne!(out.status.code(), Some(1), "{command}: {stderr}"),
-        }
-        args.push("--no-verify");
-        let out = bpfemu(&args);
-        let stderr = text(&out.stderr);
+            args.extend(extra);
+            let out = bpfemu(&args);
+            (out.status.code(), text(&out.stderr))
+        };
+        let (code, stderr) = run("xdp_unchecked", &[]);
+        assert_eq!(code, Some(1), "{command}: {stderr}");
         assert!(
-            !stderr.contains("the verifier rejects"),
+            stderr.contains("unchecked_read.c:") && stderr.contains(&message),
             "{command}: {stderr}"
         );
-        assert!(!stderr.contains("panicked"), "{command}: {stderr}");
+        assert!(
+            stderr.contains("the verifier rejects program xdp_unchecked (--no-verify"),
+            "{command}: {stderr}"
+        );
+        for (prog, extra) in [("xdp_unchecked", &["--no-verify"][..]), ("xdp_ok", &[])] {
+            let (code, stderr) = run(prog, extra);
+            assert!(
+                !stderr.contains("the verifier rejects"),
+                "{command}: {stderr}"
+            );
+            assert!(!stderr.contains("panicked"), "{command}: {stderr}");
+            assert!(code.is_some(), "{command}: {stderr}");
+        }
     }
+    // Accepted and run: replay of the checked program ends normally.
+    let out = bpfemu(&["replay", obj, pcap, "--prog", "xdp_ok"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
