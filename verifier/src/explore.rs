@@ -707,9 +707,12 @@ fn check_resource_leak(env: &mut Env<'_>, state: &VerifierState) -> Result<(), R
 }
 
 /// `check_return_code` for the main program.
-fn check_return_code(env: &mut Env<'_>, state: &VerifierState) -> Result<(), Reject> {
+fn check_return_code(env: &mut Env<'_>, state: &mut VerifierState) -> Result<(), Reject> {
     alu::check_reg_read(env, state, Reg::R0)?;
     let r0 = *state.reg(Reg::R0);
+    if state.cur().in_async_callback_fn {
+        return check_async_callback_return(env, state);
+    }
     let Some(range) = env.prog_type.return_range(env.input.expected_attach_type) else {
         return Ok(());
     };
@@ -723,6 +726,27 @@ fn check_return_code(env: &mut Env<'_>, state: &VerifierState) -> Result<(), Rej
     let (min, max) = (range.min as i64, range.max as i64);
     if r0.smin_value < min || r0.smax_value > max {
         let msg = call::subprog::invalid_scalar_message(&r0, (min, max), "At program exit", "R0");
+        return Err(env.reject(Errno::Einval, msg));
+    }
+    Ok(())
+}
+
+/// `check_return_code` at the end of a timer callback: R0 must be a known value in the
+/// callback's range (0).
+fn check_async_callback_return(env: &mut Env<'_>, state: &mut VerifierState) -> Result<(), Reject> {
+    const CTX: &str = "At async callback return";
+    let r0 = *state.reg(Reg::R0);
+    if r0.ty != RegType::Scalar {
+        let name = crate::log::reg_type_name(env, &r0);
+        return Err(env.reject(
+            Errno::Einval,
+            format!("{CTX} the register R0 is not a known value ({name})"),
+        ));
+    }
+    crate::precision::mark_chain_precision(env, state, Reg::R0)?;
+    let (min, max) = state.cur().callback_ret_range;
+    if r0.smin_value < min || r0.smax_value > max {
+        let msg = call::subprog::invalid_scalar_message(&r0, (min, max), CTX, "R0");
         return Err(env.reject(Errno::Einval, msg));
     }
     Ok(())

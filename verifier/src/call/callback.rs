@@ -1,5 +1,6 @@
 //! Callbacks (`push_callback_call` and the `set_*_callback_state` functions): `bpf_loop`,
-//! `bpf_for_each_map_elem`; the callee frame's arguments and R0's range at its exit.
+//! `bpf_for_each_map_elem`, `bpf_timer_set_callback`; the callee frame's arguments and R0's
+//! range at its exit.
 //!
 //! As in the kernel, the callback body is a branch of its own: a copy of the state at the
 //! call with the callback's frame pushed is queued, and the current path goes on after the
@@ -20,8 +21,6 @@ pub enum CallbackKind {
     Loop,
     /// `bpf_for_each_map_elem(map, cb, ctx, flags)`: `cb(map, key, value, ctx)`, returns 0/1.
     ForEachMapElem { map: u32 },
-    /// `bpf_timer_set_callback(timer, cb)`: `cb(map, key, value)`, async.
-    Timer { map: u32 },
     /// `bpf_user_ringbuf_drain` and the like: `cb(dynptr, ctx)`.
     Other,
 }
@@ -66,7 +65,7 @@ pub fn push_callback_call(
                 RegState::not_init(),
             ]
         }
-        CallbackKind::Timer { .. } | CallbackKind::Other => {
+        CallbackKind::Other => {
             return Err(env.reject(Errno::Einval, "not yet supported: this callback kind"));
         }
     };
@@ -87,5 +86,40 @@ pub fn push_callback_call(
     let start = env.subprogs[subprog].start;
     env.pending.push((cb, start, pc));
     let _ = Reg::R0;
+    Ok(())
+}
+
+/// Queues the body of a timer callback (subprogram `subprog`, set at the call at `pc` on a timer
+/// of map `map`) as a path of its own (`push_async_cb` with `set_timer_callback_state`): it runs
+/// later, from nothing of the caller's state, so it starts from a fresh state with one frame
+/// holding `cb(map, key, value)` and must return 0.
+pub fn push_async_callback(
+    env: &mut Env<'_>,
+    pc: usize,
+    subprog: usize,
+    map: u32,
+) -> Result<(), Reject> {
+    if let Some(s) = env.subprogs.get_mut(subprog) {
+        s.is_cb = true;
+        s.is_async_cb = true;
+    }
+    let mut cb = VerifierState::new();
+    let frame = cb.cur_mut();
+    frame.subprogno = subprog as u32;
+    let with_map = |ty| {
+        let mut r = RegState::pointer(ty);
+        r.map = Some(map);
+        r
+    };
+    frame.regs[Reg::R1.index()] = with_map(RegType::ConstPtrToMap);
+    frame.regs[Reg::R2.index()] = with_map(RegType::MapKey);
+    frame.regs[Reg::R3.index()] = with_map(RegType::MapValue);
+    frame.regs[Reg::R10.index()] = RegState::pointer(RegType::Stack);
+    frame.in_async_callback_fn = true;
+    frame.callback_ret_range = (0, 0);
+    cb.insn_idx = env.subprogs[subprog].start;
+    cb.first_insn_idx = cb.insn_idx;
+    let start = env.subprogs[subprog].start;
+    env.pending.push((cb, start, pc));
     Ok(())
 }

@@ -217,6 +217,16 @@ fn check_arg_by_type(
     let reg = *state.reg(r);
     match arg_type.base {
         ArgBase::ConstMapPtr => {
+            // bpf_timer_init's map must be the timer's (an inner map: the same one).
+            if meta.map.is_some() && (meta.map != reg.map || meta.map_uid != reg.map_uid) {
+                return Err(env.reject(
+                    Errno::Einval,
+                    format!(
+                        "timer pointer in R1 map_uid={} doesn't match map pointer in R2 map_uid={}",
+                        meta.map_uid, reg.map_uid
+                    ),
+                ));
+            }
             meta.map = reg.map;
             meta.map_uid = reg.map_uid;
         }
@@ -275,8 +285,13 @@ fn check_arg_by_type(
             let pc = env.insn_idx;
             super::lock::process_spin_lock(env, state, regno as u8, is_lock, pc)?;
         }
-        ArgBase::PtrToTimer
-        | ArgBase::PtrToConstStr
+        ArgBase::PtrToTimer => {
+            let map =
+                super::map_field::check_map_field_pointer(env, &reg, regno as u8, "bpf_timer")?;
+            meta.map = Some(map);
+            meta.map_uid = reg.map_uid;
+        }
+        ArgBase::PtrToConstStr
         | ArgBase::PtrToDynptr
         | ArgBase::KptrXchgDest
         | ArgBase::PtrToPercpuBtfId => {
@@ -719,6 +734,11 @@ fn special_cases(
                 subprog,
                 CallbackKind::ForEachMapElem { map },
             )?;
+        }
+        proto::TIMER_SET_CALLBACK => {
+            let subprog = callback_subprog(env, meta)?;
+            let map = meta.map.unwrap_or(0);
+            super::callback::push_async_callback(env, pc, subprog, map)?;
         }
         proto::USER_RINGBUF_DRAIN => {
             let subprog = callback_subprog(env, meta)?;

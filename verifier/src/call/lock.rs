@@ -4,9 +4,8 @@
 //! that only the same lock unlocks it. The rules around a held lock (no helper calls, no exit
 //! from the main program) are checked where the calls and exits are.
 
+use super::map_field::check_map_field_pointer;
 use crate::env::Env;
-use crate::log::kernel_map_name;
-use crate::state::reg::RegType;
 use crate::state::{RefKind, VerifierState};
 use crate::{Errno, Reject};
 use bpfemu_isa::Reg;
@@ -24,49 +23,7 @@ pub fn process_spin_lock(
     pc: usize,
 ) -> Result<(), Reject> {
     let reg = *state.reg(Reg::new(regno).expect("argument register"));
-    if !reg.var_off.is_const() {
-        return Err(env.reject(
-            Errno::Einval,
-            format!(
-                "R{regno} doesn't have constant offset. {LOCK_STR}_lock has to be at the constant offset"
-            ),
-        ));
-    }
-    // Only map values reach here in XDP: allocated objects (`ptr_` with MEM_ALLOC) come from
-    // bpf_obj_new, a kfunc.
-    let (RegType::MapValue, Some(map)) = (reg.ty, reg.map) else {
-        return Err(env.reject(
-            Errno::Enotsupp,
-            "not yet supported: bpf_spin_lock in an allocated object",
-        ));
-    };
-    let spec = env.map(map);
-    let name = spec.map_or("", |s| kernel_map_name(&s.name)).to_owned();
-    let has_btf = spec.is_some_and(|s| s.value_type.is_some()) && env.input.btf.is_some();
-    if !has_btf {
-        return Err(env.reject(
-            Errno::Einval,
-            format!("map '{name}' has to have BTF in order to use {LOCK_STR}_lock"),
-        ));
-    }
-    let lock_off = env
-        .map_special_fields(map)
-        .iter()
-        .find(|f| f.kind == "bpf_spin_lock")
-        .map(|f| f.offset);
-    let Some(lock_off) = lock_off else {
-        return Err(env.reject(
-            Errno::Einval,
-            format!("map '{name}' has no valid {LOCK_STR}_lock"),
-        ));
-    };
-    let off = reg.var_off.value as i64 + reg.off as i64;
-    if off != lock_off as i64 {
-        return Err(env.reject(
-            Errno::Einval,
-            format!("off {off} doesn't point to 'struct {LOCK_STR}_lock' that is at {lock_off}"),
-        ));
-    }
+    let map = check_map_field_pointer(env, &reg, regno, "bpf_spin_lock")?;
     if is_lock {
         take(env, state, reg.id, map, pc)
     } else {

@@ -5,5 +5,6 @@ pub mod callback;
 pub mod helper;
 pub mod kfunc;
 pub mod lock;
+pub mod map_field;
 pub mod proto;
 pub mod subprog;
