@@ -71,16 +71,6 @@ fn diff_clean(obj: &Path, cap: &Path, extra: &[&str]) -> usize {
         cap.display().to_string(),
     ];
     args.extend(prog_args(obj));
-    // bpfemu's verifier rejects spin_lock until bpf_spin_lock's argument is modelled; this
-    // compares runs, so it runs unverified there.
-    if obj
-        .file_name()
-        .unwrap()
-        .to_string_lossy()
-        .starts_with("spin_lock.")
-    {
-        args.push("--no-verify".into());
-    }
     args.extend(extra.iter().map(|s| s.to_string()));
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = bpfemu(&refs);

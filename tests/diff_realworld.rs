@@ -53,23 +53,14 @@ fn map_files_that_set_rodata_diff_and_bench_cleanly() {
         with_rodata += usize::from(doc.contains(".rodata"));
         let obj = format!("examples/xdp/build/{name}.v3.o");
         let maps = file.to_str().unwrap();
-        // spin_lock is rejected by bpfemu's verifier until bpf_spin_lock's argument is
-        // modelled; this test is about map files, so both run it unverified.
-        let unverified = if name == "spin_lock" {
-            vec!["--no-verify"]
-        } else {
-            Vec::new()
-        };
-        let mut args = vec!["diff", &obj, "examples/pcap/normal.pcap", "--maps", maps];
-        args.extend(&unverified);
-        let out = bpfemu(&args);
+        let out = bpfemu(&["diff", &obj, "examples/pcap/normal.pcap", "--maps", maps]);
         assert_eq!(out.status.code(), Some(0), "diff {name}: {}", all(&out));
         assert!(
             text(&out.stdout).ends_with(" packets, 0 mismatches\n"),
             "{}",
             all(&out)
         );
-        let mut args = vec![
+        let out = bpfemu(&[
             "bench",
             &obj,
             "examples/pcap/normal.pcap",
@@ -77,9 +68,7 @@ fn map_files_that_set_rodata_diff_and_bench_cleanly() {
             maps,
             "--packets",
             "50",
-        ];
-        args.extend(&unverified);
-        let out = bpfemu(&args);
+        ]);
         assert_eq!(out.status.code(), Some(0), "bench {name}: {}", all(&out));
     }
     assert!(with_rodata >= 4, "{with_rodata} map files set .rodata");
