@@ -291,10 +291,8 @@ fn check_arg_by_type(
             meta.map = Some(map);
             meta.map_uid = reg.map_uid;
         }
-        ArgBase::PtrToConstStr
-        | ArgBase::PtrToDynptr
-        | ArgBase::KptrXchgDest
-        | ArgBase::PtrToPercpuBtfId => {
+        ArgBase::PtrToConstStr => super::const_str::check_reg_const_str(env, &reg, regno as u8)?,
+        ArgBase::PtrToDynptr | ArgBase::KptrXchgDest | ArgBase::PtrToPercpuBtfId => {
             return Err(env.reject(
                 Errno::Enotsupp,
                 format!(
@@ -734,6 +732,10 @@ fn special_cases(
                 subprog,
                 CallbackKind::ForEachMapElem { map },
             )?;
+        }
+        proto::SNPRINTF => {
+            let (fmt, data_len) = (*state.reg(Reg::R3), *state.reg(Reg::R5));
+            super::const_str::check_snprintf_format(env, &fmt, &data_len)?;
         }
         proto::TIMER_SET_CALLBACK => {
             let subprog = callback_subprog(env, meta)?;

@@ -2,6 +2,7 @@
 //! ([`subprog`]) and callbacks ([`callback`]).
 
 pub mod callback;
+pub mod const_str;
 pub mod helper;
 pub mod kfunc;
 pub mod lock;

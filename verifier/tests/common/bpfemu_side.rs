@@ -22,8 +22,13 @@ pub fn map_spec(m: &ProbeMap) -> MapSpec {
         value_type: None,
         inner: None,
         init_slots: Vec::new(),
-        initial: None,
-        origin: MapOrigin::BtfDefined,
+        initial: m.frozen.clone(),
+        origin: match m.frozen {
+            Some(_) => MapOrigin::GlobalData {
+                section: ".rodata".to_owned(),
+            },
+            None => MapOrigin::BtfDefined,
+        },
     }
 }
 

@@ -5,7 +5,7 @@ use super::probe::{Probe, ProbeMap, subprog_starts};
 use bpfemu_conformance::kernel::{self, FuncInfo, LoadOptions, MapSpec};
 use bpfemu_conformance::kernel_isa::verifier_error_line;
 use bpfemu_isa::RawInsn;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 /// What a verifier said about one program, in the terms both sides share.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,8 +60,25 @@ pub fn create_maps_with_btf(
                 ..Default::default()
             })
             .map_err(|errno| format!("map {}: BPF_MAP_CREATE fails with errno {errno}", m.name))
+            .and_then(|fd| fill_and_freeze(m, fd))
         })
         .collect()
+}
+
+/// A read-only data map gets its contents and is frozen, as libbpf does with `.rodata`.
+fn fill_and_freeze(m: &ProbeMap, fd: OwnedFd) -> Result<OwnedFd, String> {
+    let Some(data) = &m.frozen else {
+        return Ok(fd);
+    };
+    kernel::map_update(&fd, &0u32.to_le_bytes(), data, 0)
+        .and_then(|()| kernel::map_freeze(fd.as_fd()))
+        .map_err(|errno| {
+            format!(
+                "map {}: filling and freezing fails with errno {errno}",
+                m.name
+            )
+        })?;
+    Ok(fd)
 }
 
 /// The program as the kernel takes it: map indices replaced by fds.

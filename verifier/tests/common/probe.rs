@@ -9,6 +9,14 @@
 //! ; map NAME: TYPE key K value V entries N [flags F] [lock OFF] [timer OFF] [btf 1]
 //! ```
 //!
+//! A frozen read-only data map (what libbpf makes of `.rodata`: an array of one element with
+//! `BPF_F_RDONLY_PROG`, filled and frozen before the load) is declared with its contents, C
+//! escapes `\0 \n \t \\ \xNN` allowed:
+//!
+//! ```text
+//! ; rodata NAME: TEXT
+//! ```
+//!
 //! `lock OFF` / `timer OFF` give the map BTF whose value type holds a `struct bpf_spin_lock` /
 //! `struct bpf_timer` at byte OFF (`btf 1`: BTF with no such field); a probe using such a map
 //! gets program BTF too, as clang objects have. TYPE is one of `hash`, `array`, `percpu_hash`, `percpu_array`, `lru_hash`, `prog_array`,
@@ -64,6 +72,8 @@ pub struct ProbeMap {
     pub btf: bool,
     /// Special fields of the value type: (`bpf_spin_lock` or `bpf_timer`, byte offset).
     pub special: Vec<(&'static str, u32)>,
+    /// The contents of a frozen read-only data map (`; rodata`).
+    pub frozen: Option<Vec<u8>>,
 }
 
 /// One probe, assembled.
@@ -163,6 +173,9 @@ fn map_declaration(line: &str) -> Result<Option<ProbeMap>, String> {
     let Some(rest) = line.trim().strip_prefix(';').map(str::trim) else {
         return Ok(None);
     };
+    if let Some(rodata) = rest.strip_prefix("rodata ") {
+        return rodata_declaration(rodata).map(Some);
+    }
     let Some(rest) = rest.strip_prefix("map ") else {
         return Ok(None);
     };
@@ -185,6 +198,7 @@ fn map_declaration(line: &str) -> Result<Option<ProbeMap>, String> {
         map_flags: 0,
         btf: false,
         special: Vec::new(),
+        frozen: None,
     };
     for pair in words[1..].chunks(2) {
         let [key, value] = pair else {
@@ -204,6 +218,51 @@ fn map_declaration(line: &str) -> Result<Option<ProbeMap>, String> {
     }
     map.btf |= !map.special.is_empty();
     Ok(Some(map))
+}
+
+/// `NAME: TEXT` of a `; rodata` line.
+fn rodata_declaration(rest: &str) -> Result<ProbeMap, String> {
+    const BPF_F_RDONLY_PROG: u32 = 1 << 7;
+    let (name, text) = rest
+        .split_once(':')
+        .ok_or("a read-only data map is `; rodata NAME: TEXT`")?;
+    let data = unescape(text.trim())?;
+    Ok(ProbeMap {
+        name: name.trim().to_owned(),
+        map_type: 2,
+        key_size: 4,
+        value_size: data.len() as u32,
+        max_entries: 1,
+        map_flags: BPF_F_RDONLY_PROG,
+        btf: false,
+        special: Vec::new(),
+        frozen: Some(data),
+    })
+}
+
+/// The bytes of TEXT with its C escapes resolved.
+fn unescape(text: &str) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    let mut bytes = text.bytes();
+    while let Some(b) = bytes.next() {
+        if b != b'\\' {
+            out.push(b);
+            continue;
+        }
+        match bytes.next() {
+            Some(b'0') => out.push(0),
+            Some(b'n') => out.push(b'\n'),
+            Some(b't') => out.push(b'\t'),
+            Some(b'\\') => out.push(b'\\'),
+            Some(b'x') => {
+                let hex: Vec<u8> = bytes.by_ref().take(2).collect();
+                let hex = std::str::from_utf8(&hex).map_err(|_| "bad \\x escape")?;
+                out.push(u8::from_str_radix(hex, 16).map_err(|_| format!("bad \\x{hex}"))?);
+            }
+            other => return Err(format!("unknown escape {:?}", other.map(char::from))),
+        }
+    }
+    Ok(out)
 }
 
 fn parse_number(text: &str) -> Option<u32> {

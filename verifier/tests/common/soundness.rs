@@ -83,6 +83,9 @@ fn randomize_maps(rt: &mut XdpRuntime, maps: &[ProbeMap], rng: &mut Rng) {
         let Some(map) = registry.get_mut(index) else {
             continue;
         };
+        if m.frozen.is_some() {
+            continue;
+        }
         let keys: Vec<Vec<u8>> = match m.map_type {
             2 | 6 => (0..m.max_entries.min(64))
                 .map(|i| i.to_le_bytes().to_vec())
@@ -117,7 +120,13 @@ pub fn run_randomly(
 ) -> Result<bool, String> {
     let specs: Vec<(MapSpec, MapInit)> = maps
         .iter()
-        .map(|m| (vm_spec(m), MapInit::default()))
+        .map(|m| {
+            let init = MapInit {
+                data: m.frozen.clone(),
+                ..MapInit::default()
+            };
+            (vm_spec(m), init)
+        })
         .collect();
     let program = XdpProgramSpec {
         name: "prog".into(),
