@@ -12,6 +12,8 @@ need_apt=()
 command -v cc >/dev/null || need_apt+=(build-essential)
 # The FIB and router comparisons build network namespaces with iproute2.
 command -v ip >/dev/null || need_apt+=(iproute2)
+# tests/cli_progress runs bpfemu under a pseudo-terminal with script(1).
+command -v script >/dev/null || need_apt+=(bsdutils)
 # libbpf-sys builds libbpf 1.7 from source (make) and links the system libelf and zlib.
 for pkg in libelf-dev zlib1g-dev pkg-config make; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")

@@ -19,6 +19,7 @@
 
 use crate::diff::{self, DiffOptions, Session};
 use crate::pcap::{Packet, PcapReader};
+use crate::progress::Progress;
 use crate::replay::{ReplayOptions, Replayer};
 use anyhow::{Context, Result, bail};
 use bpfemu_conformance::kernel as kbpf;
@@ -37,6 +38,8 @@ pub struct BenchOptions {
     /// Packets to run: the capture's, cycled (or cut) to this many.
     pub packets: usize,
     pub load: bpfemu_loader::LoadOptions,
+    /// Show each engine's progress on standard error when it is a terminal.
+    pub progress: bool,
 }
 
 /// One engine's figures.
@@ -90,15 +93,16 @@ pub fn bench(opts: &BenchOptions) -> Result<BenchReport> {
     // (cpumap entries, per-CPU values) and must mean the same on both sides.
     let cpus = session.as_ref().map_or(1, Session::cpus);
     let mut replayer = bpfemu_replayer(opts, cpus)?;
+    crate::replay::print_warnings(&opts.object, &replayer.0.object);
     let prepare = replayer.1;
     let capture = read_capture(opts)?;
-    let interp = measure_runtime("interp", prepare, &mut replayer.0, &capture, opts.packets);
+    let interp = measure_runtime("interp", prepare, &mut replayer.0, &capture, opts);
     Ok(BenchReport {
         program: replayer.0.program_name.clone(),
         packets: opts.packets,
         capture_packets: capture.len(),
         engines: vec![interp],
-        kernel: session.map(|s| measure_kernel(&s, &capture, opts.packets)),
+        kernel: session.map(|s| measure_kernel(&s, &capture, opts)),
     })
 }
 
@@ -157,8 +161,10 @@ fn measure_runtime(
     prepare: Duration,
     replayer: &mut Replayer,
     capture: &[Packet],
-    count: usize,
+    opts: &BenchOptions,
 ) -> EngineFigures {
+    let count = opts.packets;
+    let mut progress = Progress::new(opts.progress, engine, "packets", Some(count as u64), 4096);
     let (program, runtime) = (replayer.program, &mut replayer.runtime);
     let mut insns = 0;
     let mut errors = 0;
@@ -172,8 +178,10 @@ fn measure_runtime(
             Ok(verdict) => insns += verdict.insns_executed,
             Err(_) => errors += 1,
         }
+        progress.tick(i as u64, || i as u64);
     }
     let (cpu, wall) = clock.stop();
+    progress.finish(count as u64);
     EngineFigures {
         engine,
         prepare,
@@ -185,7 +193,11 @@ fn measure_runtime(
 }
 
 /// Each distinct packet through test_run once, repeated as often as the cycle visits it.
-fn measure_kernel(session: &Session, capture: &[Packet], count: usize) -> KernelFigures {
+fn measure_kernel(session: &Session, capture: &[Packet], opts: &BenchOptions) -> KernelFigures {
+    let count = opts.packets;
+    let total = Some(count as u64);
+    let mut progress = Progress::new(opts.progress, "kernel", "packets", total, 1);
+    let mut done = 0u64;
     let fd = session.kernel_program_fd();
     let (rounds, extra) = (count / capture.len(), count % capture.len());
     let mut program_ns = 0u128;
@@ -207,7 +219,10 @@ fn measure_kernel(session: &Session, capture: &[Packet], count: usize) -> Kernel
             }
             left -= n;
         }
+        done += repeat as u64;
+        progress.tick(done, || done);
     }
+    progress.finish(done);
     KernelFigures {
         program: Duration::from_nanos(program_ns.min(u64::MAX as u128) as u64),
         wall: start.elapsed(),

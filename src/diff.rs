@@ -289,6 +289,8 @@ pub struct DiffOptions {
     /// test_run's ctx (each side checks them as it does); `None`: no ctx (the loopback, queue 0).
     pub ifindex: Option<u32>,
     pub rxq: Option<u32>,
+    /// Show progress on standard error when it is a terminal.
+    pub progress: bool,
 }
 
 impl DiffOptions {
@@ -2005,7 +2007,7 @@ pub fn diff_capture(
     if opts.fib.is_none() {
         check_host_rx(opts.ifindex, opts.rxq).map_err(|e| anyhow::anyhow!(e))?;
     }
-    let reader = crate::pcap::PcapReader::open(capture)?;
+    let mut reader = crate::pcap::PcapReader::open(capture)?;
     let mut session = match (&doc, maps) {
         (Some(doc), Some(file)) => {
             Session::open_with_maps(opts, Some(doc)).map_err(|e| match e {
@@ -2015,9 +2017,11 @@ pub fn diff_capture(
         }
         _ => Session::open(opts)?,
     };
+    crate::replay::print_warnings(&opts.object, &session.object);
     let mut notable = Vec::new();
     let mut count = 0;
-    for packet in reader {
+    let mut progress = crate::progress::Progress::capture(opts.progress, capture, 8);
+    while let Some(packet) = reader.next() {
         let packet = packet?;
         let cmp = if opts.ifindex.is_some() || opts.rxq.is_some() {
             let md = XdpMd::new(
@@ -2032,10 +2036,12 @@ pub fn diff_capture(
         };
         count += 1;
         if cmp.is_notable() {
-            on_packet(&cmp);
+            progress.suspend(|| on_packet(&cmp));
             notable.push(cmp);
         }
+        progress.tick(count as u64, || reader.bytes_read());
     }
+    progress.finish(count as u64);
     let maps = session.compare_maps()?;
     let summary = summarize(count, &notable, &maps);
     let reads_clock = !session.nondeterminism().clock.is_empty();

@@ -21,6 +21,7 @@ pub mod fuzz;
 pub mod fuzzing;
 pub mod mapio;
 pub mod pcap;
+pub mod progress;
 pub mod replay;
 pub mod rss;
 pub mod runtime;

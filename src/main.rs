@@ -491,6 +491,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 fib: args.fib.clone(),
                 packets: args.packets,
                 load: args.load.options(),
+                progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
             })?;
             if args.json {
                 let doc = serde_json::to_string_pretty(&report.to_json())?;
@@ -595,6 +596,7 @@ fn diff(args: &DiffArgs) -> anyhow::Result<ExitCode> {
         engine: args.engine.choice(),
         ifindex: args.ifindex,
         rxq: args.rxq,
+        progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
     };
     let json = args.json;
     // A closed pipe stops the printing; the comparison still ends normally, so that the
@@ -651,10 +653,24 @@ fn verify(
     })
 }
 
+/// Progress through a conformance directory's files.
+fn files_progress(dir: &Path, total: usize) -> bpfemu::progress::Progress {
+    // The last part of the path: a long prefix would push the bar past the terminal's width.
+    let label = dir
+        .file_name()
+        .map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into());
+    bpfemu::progress::Progress::new(true, &label, "files", Some(total as u64), 1)
+}
+
 /// `bpfemu conformance DIR --kernel`.
 fn conformance_kernel(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
     use bpfemu::conformance::kernel_isa::{self, KernelIsaError};
-    let reports = match kernel_isa::run_dir_against_kernel(dir) {
+    let mut progress: Option<bpfemu::progress::Progress> = None;
+    let on_file = |done: usize, total: usize| {
+        let progress = progress.get_or_insert_with(|| files_progress(dir, total));
+        progress.tick(done as u64, || done as u64);
+    };
+    let reports = match kernel_isa::run_dir_against_kernel_with(dir, on_file) {
         Ok(r) => r,
         Err(e @ KernelIsaError::KernelUnavailable) => {
             eprintln!("bpfemu conformance: {e}");
@@ -662,6 +678,9 @@ fn conformance_kernel(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
         }
         Err(e) => return Err(e.into()),
     };
+    if let Some(progress) = &progress {
+        progress.finish(reports.len() as u64);
+    }
     if reports.is_empty() {
         anyhow::bail!("{} holds no .data files", dir.display());
     }
@@ -738,8 +757,15 @@ fn conformance(
     json: bool,
     mode: Mode,
 ) -> anyhow::Result<ExitCode> {
-    let reports = runner::run_dir(dir, engine)
+    let files = bpfemu::conformance::suite::list_dir(dir)
         .with_context(|| format!("cannot read the test directory {}", dir.display()))?;
+    let mut progress = files_progress(dir, files.len());
+    let mut reports = Vec::with_capacity(files.len());
+    for file in &files {
+        reports.push(runner::run_file(file, engine));
+        progress.tick(reports.len() as u64, || reports.len() as u64);
+    }
+    progress.finish(reports.len() as u64);
     if reports.is_empty() {
         anyhow::bail!("{} holds no .data files", dir.display());
     }

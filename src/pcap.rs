@@ -344,6 +344,11 @@ impl PcapReader {
         }
     }
 
+    /// How far into the capture the reader is, in bytes (for progress).
+    pub fn bytes_read(&self) -> u64 {
+        self.inner.consumed() as u64
+    }
+
     /// The next frame, borrowed from the reader's buffer (no copy); `None` at the end of the
     /// capture. Yields every frame, then at most one error, then stops.
     pub fn next_ref(&mut self) -> Option<Result<PacketRef<'_>, PcapReadError>> {

@@ -11,6 +11,7 @@ use crate::digest::{HashingReader, StreamDigest};
 use crate::expect::{Checker, PacketRecord, Recorder, RunIdentity, file_name, map_delta};
 use crate::mapio::MapIo;
 use crate::pcap::{Packet, PacketRef, PcapReader, PcapWriter};
+use crate::progress::Progress;
 use crate::rss;
 use crate::runtime;
 use anyhow::{Context, Result, bail};
@@ -548,7 +549,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<u8> {
     let mut summary = Summary::default();
     let mut first_difference = None;
     let mut capture_error = None;
-    let progress = Progress::new(opts.progress, &opts.capture);
+    let mut progress = Progress::capture(opts.progress, &opts.capture, 1024);
     // Only verdicts are needed unless packets are printed, written, recorded or checked.
     let verdicts_only = !opts.json && captures.is_none() && !expectations;
     let mut fast = VerdictCounts::default();
@@ -565,8 +566,9 @@ pub fn replay(opts: &ReplayOptions) -> Result<u8> {
             let (_, verdict) = replayer.verdict(&packet);
             match verdict {
                 Ok(v) => {
-                    for line in replayer.runtime.last_printk() {
-                        writeln!(out, "packet {}: {line}", packet.index)?;
+                    let printk = replayer.runtime.last_printk();
+                    if !printk.is_empty() {
+                        progress.suspend(|| print_printk(&mut out, packet.index, printk))?;
                     }
                     fast.count(v.action, v.insns_executed, &mut summary);
                 }
@@ -575,7 +577,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<u8> {
                     summary.fault(packet.index, &e.to_string());
                 }
             }
-            progress.tick(fast.packets);
+            progress.tick(fast.packets as u64, || reader.bytes_read());
             continue;
         }
         let result = replayer.run_ref(&packet);
@@ -584,8 +586,8 @@ pub fn replay(opts: &ReplayOptions) -> Result<u8> {
             writeln!(out, "{}", result.to_json())?;
         } else if let Ok(outcome) = &result.outcome {
             // bpf_trace_printk output, as `bpftool prog tracelog` would show it, by packet.
-            for line in &outcome.printk {
-                writeln!(out, "packet {}: {line}", result.index)?;
+            if !outcome.printk.is_empty() {
+                progress.suspend(|| print_printk(&mut out, result.index, &outcome.printk))?;
             }
         }
         if let Some(captures) = captures.as_mut() {
@@ -600,11 +602,11 @@ pub fn replay(opts: &ReplayOptions) -> Result<u8> {
                 first_difference = checker.packet(packet.data, &record)?;
             }
         }
-        progress.tick(summary.packets);
+        progress.tick(summary.packets as u64, || reader.bytes_read());
     }
     summary.elapsed = start.elapsed();
     fast.add_to(&mut summary);
-    progress.finish();
+    progress.finish((summary.packets) as u64);
     if let Some(captures) = captures {
         captures.finish()?;
     }
@@ -728,35 +730,15 @@ fn check_dump_target(file: Option<&Path>) -> Result<()> {
     Ok(())
 }
 
+/// A packet's bpf_trace_printk lines, each labelled with the packet.
+fn print_printk(out: &mut impl Write, index: usize, lines: &[String]) -> std::io::Result<()> {
+    for line in lines {
+        writeln!(out, "packet {index}: {line}")?;
+    }
+    Ok(())
+}
+
 fn write_json(file: &Path, value: &serde_json::Value) -> Result<()> {
     let text = serde_json::to_string_pretty(value)?;
     std::fs::write(file, text + "\n").with_context(|| format!("cannot write {}", file.display()))
-}
-
-/// A progress bar on standard error for long replays on a terminal.
-struct Progress(Option<indicatif::ProgressBar>);
-
-impl Progress {
-    fn new(enabled: bool, capture: &Path) -> Progress {
-        if !enabled {
-            return Progress(None);
-        }
-        let bar = indicatif::ProgressBar::new_spinner();
-        bar.set_message(capture.display().to_string());
-        Progress(Some(bar))
-    }
-
-    fn tick(&self, packets: usize) {
-        if let Some(bar) = &self.0
-            && packets.is_multiple_of(4096)
-        {
-            bar.set_position(packets as u64);
-        }
-    }
-
-    fn finish(&self) {
-        if let Some(bar) = &self.0 {
-            bar.finish_and_clear();
-        }
-    }
 }

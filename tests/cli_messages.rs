@@ -285,10 +285,28 @@ fn options_are_checked_as_the_kernel_checks_them() {
 #[test]
 fn warnings_are_said_once() {
     let obj = example("xdp/build/legacy_maps.v3.o");
-    for args in [
-        vec!["replay", obj.as_str(), "examples/pcap/normal.pcap"],
+    let pcap = "examples/pcap/normal.pcap";
+    let dir = Scratch::new("msg-warnings");
+    let findings = dir.path("findings");
+    let mut commands = vec![
+        vec!["replay", obj.as_str(), pcap],
         vec!["inspect", obj.as_str()],
-    ] {
+        vec!["verify", obj.as_str()],
+        vec!["disasm", obj.as_str()],
+        vec!["bench", obj.as_str(), pcap, "--packets", "10"],
+        vec![
+            "fuzz",
+            obj.as_str(),
+            "--runs",
+            "10",
+            "--out",
+            findings.as_str(),
+        ],
+    ];
+    if cli_support::kernel_or_skip("warnings_are_said_once (diff)") {
+        commands.push(vec!["diff", obj.as_str(), pcap]);
+    }
+    for args in commands {
         let err = stderr(&bpfemu(&args));
         let warnings: Vec<&str> = err.lines().filter(|l| l.contains("warning:")).collect();
         assert_eq!(warnings.len(), 2, "{args:?}: {err}");

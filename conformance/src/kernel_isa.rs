@@ -236,6 +236,14 @@ pub fn format_reports(reports: &[KernelIsaReport]) -> String {
 
 /// Runs every `.data` file of `dir` through the kernel and through bpfemu.
 pub fn run_dir_against_kernel(dir: &Path) -> Result<Vec<KernelIsaReport>, KernelIsaError> {
+    run_dir_against_kernel_with(dir, |_, _| {})
+}
+
+/// As [`run_dir_against_kernel`], telling `on_file(done, total)` after each file (progress).
+pub fn run_dir_against_kernel_with(
+    dir: &Path,
+    mut on_file: impl FnMut(usize, usize),
+) -> Result<Vec<KernelIsaReport>, KernelIsaError> {
     let files = suite::list_dir(dir).map_err(|source| KernelIsaError::ListDir {
         dir: dir.to_owned(),
         source,
@@ -262,6 +270,7 @@ pub fn run_dir_against_kernel(dir: &Path) -> Result<Vec<KernelIsaReport>, Kernel
             }
         };
         reports.push(report);
+        on_file(reports.len(), files.len());
     }
     Ok(reports)
 }

@@ -21,6 +21,7 @@ pub mod mutate;
 pub mod report;
 
 use crate::pcap::{PcapReader, PcapWriter};
+use crate::progress::Progress;
 use crate::replay::{ReplayOptions, Replayer, action_name};
 use crate::traffic::{self, Rng};
 use anyhow::{Context, Result, bail};
@@ -29,7 +30,7 @@ use bpfemu_vm::xdp::{PacketMeta, XdpAction, XdpOutcome};
 use mutate::Mutator;
 use serde_json::json;
 use std::collections::BTreeMap;
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::{Duration, Instant};
@@ -263,6 +264,7 @@ pub fn fuzz(opts: &FuzzOptions) -> Result<u8> {
     prepare_out_dir(&opts.out)?;
     let seeds = initial_packets(opts)?;
     let mut runner = Runner::new(opts)?;
+    crate::replay::print_warnings(&opts.replay.object, &runner.replayer.object);
     let total = runner.empty_coverage();
     let mut fuzzer = Fuzzer {
         runner,
@@ -279,8 +281,12 @@ pub fn fuzz(opts: &FuzzOptions) -> Result<u8> {
         }
     }
     let mut mutator = Mutator::new(opts.replay.seed);
-    let progress = std::io::stderr().is_terminal() && !opts.json;
-    let mut last_report = Instant::now();
+    // The share is of --runs when given, else of the --time budget.
+    let (whole, unit_ms) = match opts.runs {
+        Some(runs) => (runs, false),
+        None => (opts.time.as_millis().min(u128::from(u64::MAX)) as u64, true),
+    };
+    let mut progress = Progress::new(!opts.json, "fuzz", "runs", Some(whole), 64);
     loop {
         let execs = fuzzer.runner.execs;
         if opts.runs.is_some_and(|runs| execs >= runs) {
@@ -302,20 +308,23 @@ pub fn fuzz(opts: &FuzzOptions) -> Result<u8> {
                 fuzzer.corpus[slot] = mutant;
             }
         }
-        if progress && last_report.elapsed() >= Duration::from_secs(1) {
-            last_report = Instant::now();
-            eprint!(
-                "\r{execs} execs, {:.0}/s, coverage {} bits, corpus {}, findings {}   ",
-                execs as f64 / start.elapsed().as_secs_f64(),
+        let position = || {
+            if unit_ms {
+                start.elapsed().as_millis() as u64
+            } else {
+                execs
+            }
+        };
+        progress.tick_noting(execs, position, || {
+            format!(
+                "coverage {} bits, corpus {}, findings {}",
                 fuzzer.total.count(),
                 fuzzer.corpus.len(),
                 fuzzer.findings.len()
-            );
-        }
+            )
+        });
     }
-    if progress {
-        eprintln!();
-    }
+    progress.finish(fuzzer.runner.execs);
     let elapsed = start.elapsed();
     let execs = fuzzer.runner.execs;
     let mut findings = std::mem::take(&mut fuzzer.findings);
