@@ -96,8 +96,9 @@ enum Command {
     /// (BPF_PROG_TEST_RUN), then every map; or, with --verifier, the kernel's verdicts.
     Diff(Box<DiffArgs>),
     /// Coverage-guided packet fuzzing of an XDP program: mutated packets until the time or
-    /// run budget is spent; findings (XDP_ABORTED, faults, --never) and a minimised corpus as
-    /// captures, coverage by source line. Exit 1 when something was found.
+    /// run budget is spent; findings (XDP_ABORTED, faults, helper errors left unexamined,
+    /// --never) and a minimised corpus as captures, coverage by source line. Exit 1 when
+    /// something was found.
     Fuzz(Box<FuzzArgs>),
 }
 
@@ -131,6 +132,10 @@ struct FuzzArgs {
     /// the program leaves, e.g. `--never tx:bad-ipv4-csum`. Repeatable.
     #[arg(long, value_name = "ACTION[:CONDITION]")]
     never: Vec<bpfemu::fuzz::Never>,
+    /// A helper whose errors the program may leave unexamined (not a finding), all of them or
+    /// one errno: `--allow-ignored map_delete_elem:ENOENT`. Repeatable.
+    #[arg(long, value_name = "HELPER[:ERRNO]")]
+    allow_ignored: Vec<bpfemu::fuzz::AllowIgnored>,
     /// Where findings, the corpus and the coverage report go.
     #[arg(long, value_name = "DIR", default_value = "fuzz-out")]
     out: PathBuf,
@@ -473,6 +478,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 runs: args.runs,
                 out: args.out.clone(),
                 never: args.never.clone(),
+                allow_ignored: args.allow_ignored.clone(),
                 json: args.json,
             };
             Ok(ExitCode::from(bpfemu::fuzz::fuzz(&opts)?))

@@ -190,6 +190,14 @@ fn bad_options_are_refused_before_any_work() {
         (vec!["--time", "9000000h"], "at most a year"),
         (vec!["--runs", "0"], "--runs"),
         (
+            vec!["--allow-ignored", "map_frobnicate"],
+            "unknown helper `map_frobnicate`",
+        ),
+        (
+            vec!["--allow-ignored", "map_delete_elem:EWHAT"],
+            "unknown errno `EWHAT`",
+        ),
+        (
             vec!["--out", &dir.path("file")],
             "--out must be a directory",
         ),
@@ -206,4 +214,77 @@ fn bad_options_are_refused_before_any_work() {
         assert!(err.contains(message), "{args:?}: {err}");
         assert!(err.trim_end().lines().count() <= 4, "{err}");
     }
+}
+
+const IGNORED: &str = "tests/fuzz_programs/build/ignored_error.o";
+
+/// Fuzzes one program of the ignored-error object; its stdout and exit code.
+fn fuzz_ignored(prog: &str, extra: &[&str], dir: &Scratch) -> (String, Option<i32>) {
+    let mut args = vec![
+        "fuzz".to_owned(),
+        repo(IGNORED),
+        "--prog".to_owned(),
+        prog.to_owned(),
+        "--runs".to_owned(),
+        "2000".to_owned(),
+        "--out".to_owned(),
+        dir.path(prog),
+    ];
+    args.extend(extra.iter().map(|a| a.to_string()));
+    let out = Command::new(env!("CARGO_BIN_EXE_bpfemu"))
+        .args(&args)
+        .output()
+        .unwrap();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        out.status.code(),
+    )
+}
+
+#[test]
+fn a_helper_error_the_program_drops_is_a_finding_with_its_source_line() {
+    let dir = Scratch::new("ignored");
+    let (text, code) = fuzz_ignored("learn_unchecked", &[], &dir);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains(
+            "ignored error: bpf_map_update_elem returned -E2BIG (7) at insn 30 \
+             (./ignored_error.c:45), and the program never looked at it"
+        ),
+        "{text}"
+    );
+    // One call site, one errno: one finding, however often it happened.
+    assert_eq!(text.matches("ignored error:").count(), 1, "{text}");
+    let findings: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path("learn_unchecked/findings.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(findings[0]["kind"], "ignored error");
+    // The map fills up over the run: on fresh maps the same packet's update succeeds.
+    assert_eq!(findings[0]["reproduces_alone"], false);
+
+    // The same failures, checked by the program: nothing to report.
+    let (text, code) = fuzz_ignored("learn_checked", &[], &dir);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("0 finding(s)"), "{text}");
+}
+
+#[test]
+fn allowed_ignored_errors_are_not_findings() {
+    let dir = Scratch::new("allowed");
+    for allow in [
+        "map_update_elem",
+        "bpf_map_update_elem:E2BIG",
+        "map_update_elem:7",
+    ] {
+        let (text, code) = fuzz_ignored("learn_unchecked", &["--allow-ignored", allow], &dir);
+        assert_eq!(code, Some(0), "{allow}: {text}");
+    }
+    // Another errno of that helper is still a finding.
+    let (text, code) = fuzz_ignored(
+        "learn_unchecked",
+        &["--allow-ignored", "map_update_elem:ENOENT"],
+        &dir,
+    );
+    assert_eq!(code, Some(1), "{text}");
 }

@@ -4,9 +4,11 @@
 //! ([`bpfemu_vm::coverage`]); a mutant that reaches something new joins the corpus, and
 //! mutants of the corpus ([`mutate`]) run until the time or run budget is spent. What counts
 //! as a finding: `XDP_ABORTED`, a run that stops (a memory fault in checked mode, the
-//! instruction budget), and whatever the user forbids with `--never`. A finding is kept when
-//! it reaches code that earlier findings of its kind did not, so one bug gives one packet, two
-//! paths to the same action give two.
+//! instruction budget), a helper error the program never examined (a `-errno` it overwrote or
+//! dropped unread, followed by the interpreter's watch: [`bpfemu_vm::coverage`]; exceptions by
+//! `--allow-ignored`), and whatever the user forbids with `--never`. A finding is kept when it
+//! reaches code that earlier findings of its kind did not, so one bug gives one packet, two
+//! paths to the same action give two; an ignored error is kept once per call site and errno.
 //!
 //! Left in `--out`: `findings.pcap` (one packet per finding, in finding order) with
 //! `findings.json` (what each found), `corpus.pcap` (the corpus reduced to the entries that
@@ -46,7 +48,54 @@ pub struct FuzzOptions {
     pub runs: Option<u64>,
     pub out: PathBuf,
     pub never: Vec<Never>,
+    /// Helper errors the program may leave unexamined.
+    pub allow_ignored: Vec<AllowIgnored>,
     pub json: bool,
+}
+
+/// A helper whose errors (all, or one errno) the program may leave unexamined:
+/// `map_delete_elem:ENOENT`, `bpf_xdp_adjust_tail`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AllowIgnored {
+    pub helper: i32,
+    pub errno: Option<i64>,
+}
+
+impl FromStr for AllowIgnored {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<AllowIgnored, String> {
+        let (name, errno) = match text.split_once(':') {
+            Some((n, e)) => (n, Some(e)),
+            None => (text, None),
+        };
+        let helper = bpfemu_isa::helpers::helper_id(name)
+            .ok_or_else(|| format!("unknown helper `{name}` (a name such as map_delete_elem)"))?;
+        let errno = errno
+            .map(|e| {
+                e.parse::<i64>()
+                    .ok()
+                    .filter(|n| (1..=4095).contains(n))
+                    .or_else(|| errno_number(e))
+                    .ok_or_else(|| {
+                        format!("unknown errno `{e}` (a name such as ENOENT, or 1-4095)")
+                    })
+            })
+            .transpose()?;
+        Ok(AllowIgnored { helper, errno })
+    }
+}
+
+fn errno_number(name: &str) -> Option<i64> {
+    (1..=4095).find(|&n| bpfemu_vm::maps::Errno(n as i32).name() == Some(name))
+}
+
+/// `-E2BIG (7)`, or `-errno 123`.
+fn errno_text(errno: i64) -> String {
+    match bpfemu_vm::maps::Errno(errno as i32).name() {
+        Some(name) => format!("-{name} ({errno})"),
+        None => format!("-{errno}"),
+    }
 }
 
 /// A result the user forbids: an action, optionally only with a property of the packet it
@@ -135,7 +184,7 @@ impl Never {
 /// A packet that found something.
 #[derive(Clone, Debug)]
 pub struct Finding {
-    /// `aborted`, `fault` or `never <spec>`.
+    /// `aborted`, `fault`, `ignored error` or `never <spec>`.
     pub kind: String,
     pub detail: String,
     pub packet: Vec<u8>,
@@ -184,8 +233,8 @@ impl Runner {
             .expect("coverage is recorded from Runner::new")
     }
 
-    /// Runs one packet: its outcome, and what it reached.
-    fn run(&mut self, packet: &[u8]) -> (Result<XdpOutcome, String>, Coverage) {
+    /// Runs one packet: its outcome; what it reached is [`Runner::coverage`] until the next run.
+    fn run(&mut self, packet: &[u8]) -> Result<XdpOutcome, String> {
         self.coverage().clear();
         let meta = PacketMeta {
             // A clock that advances a microsecond a packet: deterministic, and monotonic.
@@ -196,31 +245,102 @@ impl Runner {
         };
         self.execs += 1;
         let program = self.replayer.program;
-        let outcome = self
-            .replayer
+        self.replayer
             .runtime
             .run(program, packet, &meta)
-            .map_err(|e| e.to_string());
-        (outcome, self.coverage().clone())
+            .map_err(|e| e.to_string())
+    }
+
+    /// What the last run found: its kind, its detail, and for an ignored helper error the
+    /// call site and errno that identify it.
+    fn classify(
+        &mut self,
+        opts: &Judge<'_>,
+        packet: &[u8],
+        outcome: &Result<XdpOutcome, String>,
+    ) -> Vec<Found> {
+        let mut found = Vec::new();
+        match outcome {
+            Err(e) => found.push(Found::new("fault", e.clone())),
+            Ok(o) if o.action == XdpAction::Aborted => found.push(Found::new(
+                "aborted",
+                format!("XDP_ABORTED (r0 = {})", o.retval),
+            )),
+            Ok(o) => {
+                found.extend(opts.never.iter().find(|n| n.holds(packet, o)).map(|n| {
+                    Found::new(&format!("never {}", n.text), format!("r0 = {}", o.retval))
+                }))
+            }
+        }
+        let ignored = self.coverage().ignored_errors().to_vec();
+        for e in ignored {
+            let allowed = opts
+                .allow_ignored
+                .iter()
+                .any(|a| a.helper == e.helper && a.errno.is_none_or(|n| n == e.errno));
+            if !allowed {
+                let detail = self.describe_ignored(&e);
+                found.push(Found {
+                    kind: "ignored error".to_owned(),
+                    detail,
+                    site: Some((e.prog, e.pc, e.helper, e.errno)),
+                });
+            }
+        }
+        found
+    }
+
+    /// `bpf_map_update_elem returned -E2BIG (7) at insn 42 (prog.c:57) and the program never
+    /// looked at it`.
+    fn describe_ignored(&self, e: &bpfemu_vm::coverage::IgnoredError) -> String {
+        let name = bpfemu_isa::helpers::helper_name(e.helper).unwrap_or("unknown");
+        let spec = self.replayer.object.programs.get(e.prog);
+        let mut place = format!("insn {}", e.pc);
+        if let Some(spec) = spec {
+            if e.prog != self.replayer.program {
+                place = format!("{} insn {}", spec.name, e.pc);
+            }
+            if let Some(src) = crate::verify::source_of(&spec.line_info, e.pc) {
+                place.push_str(&format!(" ({}:{})", src.file_name, src.line));
+            }
+        }
+        format!(
+            "bpf_{name} returned {} at {place}, and the program never looked at it",
+            errno_text(e.errno)
+        )
     }
 }
 
-/// What a run found, if anything: its kind and detail.
-fn classify(
-    never: &[Never],
-    packet: &[u8],
-    outcome: &Result<XdpOutcome, String>,
-) -> Option<(String, String)> {
-    match outcome {
-        Err(e) => Some(("fault".to_owned(), e.clone())),
-        Ok(o) if o.action == XdpAction::Aborted => Some((
-            "aborted".to_owned(),
-            format!("XDP_ABORTED (r0 = {})", o.retval),
-        )),
-        Ok(o) => never
-            .iter()
-            .find(|n| n.holds(packet, o))
-            .map(|n| (format!("never {}", n.text), format!("r0 = {}", o.retval))),
+/// What judges a run: the user's `--never` and `--allow-ignored`.
+struct Judge<'a> {
+    never: &'a [Never],
+    allow_ignored: &'a [AllowIgnored],
+}
+
+impl<'a> Judge<'a> {
+    fn new(opts: &'a FuzzOptions) -> Judge<'a> {
+        Judge {
+            never: &opts.never,
+            allow_ignored: &opts.allow_ignored,
+        }
+    }
+}
+
+/// One thing a run found.
+struct Found {
+    kind: String,
+    detail: String,
+    /// An ignored error's program, call slot, helper and errno.
+    site: Option<(usize, usize, i32, i64)>,
+}
+
+impl Found {
+    fn new(kind: &str, detail: String) -> Found {
+        Found {
+            kind: kind.to_owned(),
+            detail,
+            site: None,
+        }
     }
 }
 
@@ -232,22 +352,40 @@ struct Fuzzer {
     by_kind: BTreeMap<String, Coverage>,
     corpus: Vec<Vec<u8>>,
     findings: Vec<Finding>,
-    never: Vec<Never>,
+    /// Ignored errors already found, by call site and errno.
+    sites: std::collections::BTreeSet<(usize, usize, i32, i64)>,
 }
 
 impl Fuzzer {
-    /// Runs one input; returns how many bits it added to the total, and keeps a finding.
-    fn execute(&mut self, packet: &[u8]) -> usize {
+    /// Runs one input; returns how many bits it added to the total, and keeps its findings.
+    fn execute(&mut self, judge: &Judge<'_>, packet: &[u8]) -> usize {
         let exec = self.runner.execs;
-        let (outcome, run) = self.runner.run(packet);
-        let added = self.total.merge_new(&run);
-        if let Some((kind, detail)) = classify(&self.never, packet, &outcome) {
-            let empty = self.runner.empty_coverage();
-            let seen = self.by_kind.entry(kind.clone()).or_insert(empty);
-            if seen.merge_new(&run) > 0 {
+        let outcome = self.runner.run(packet);
+        let run = self
+            .runner
+            .replayer
+            .runtime
+            .coverage_mut()
+            .expect("coverage is recorded from Runner::new");
+        let added = self.total.merge_new(run);
+        let found = self.runner.classify(judge, packet, &outcome);
+        for f in found {
+            let new = match f.site {
+                Some(site) => self.sites.insert(site),
+                None => {
+                    if !self.by_kind.contains_key(&f.kind) {
+                        let empty = self.runner.empty_coverage();
+                        self.by_kind.insert(f.kind.clone(), empty);
+                    }
+                    let run = self.runner.coverage();
+                    let seen = self.by_kind.get_mut(&f.kind).expect("inserted above");
+                    seen.merge_new(run) > 0
+                }
+            };
+            if new {
                 self.findings.push(Finding {
-                    kind,
-                    detail,
+                    kind: f.kind,
+                    detail: f.detail,
                     packet: packet.to_vec(),
                     exec,
                     reproduces_alone: false,
@@ -272,11 +410,12 @@ pub fn fuzz(opts: &FuzzOptions) -> Result<u8> {
         by_kind: BTreeMap::new(),
         corpus: Vec::new(),
         findings: Vec::new(),
-        never: opts.never.clone(),
+        sites: Default::default(),
     };
+    let judge = Judge::new(opts);
     let start = Instant::now();
     for seed in &seeds {
-        if fuzzer.execute(seed) > 0 || fuzzer.corpus.is_empty() {
+        if fuzzer.execute(&judge, seed) > 0 || fuzzer.corpus.is_empty() {
             fuzzer.corpus.push(seed.clone());
         }
     }
@@ -300,7 +439,7 @@ pub fn fuzz(opts: &FuzzOptions) -> Result<u8> {
         let parent = rng.below(fuzzer.corpus.len() as u64) as usize;
         let other = rng.below(fuzzer.corpus.len() as u64) as usize;
         let mutant = mutator.mutate(&fuzzer.corpus[parent], &fuzzer.corpus[other]);
-        if fuzzer.execute(&mutant) > 0 {
+        if fuzzer.execute(&judge, &mutant) > 0 {
             if fuzzer.corpus.len() < MAX_CORPUS {
                 fuzzer.corpus.push(mutant);
             } else {
@@ -387,9 +526,11 @@ fn check_reproduction(opts: &FuzzOptions, findings: &mut [Finding]) -> Result<()
     for finding in findings {
         let mut fresh = Runner::new(opts)?;
         fresh.execs = finding.exec;
-        let (outcome, _) = fresh.run(&finding.packet);
-        finding.reproduces_alone = classify(&opts.never, &finding.packet, &outcome)
-            .is_some_and(|(kind, _)| kind == finding.kind);
+        let outcome = fresh.run(&finding.packet);
+        finding.reproduces_alone = fresh
+            .classify(&Judge::new(opts), &finding.packet, &outcome)
+            .iter()
+            .any(|f| f.kind == finding.kind && f.detail == finding.detail);
     }
     Ok(())
 }
@@ -400,7 +541,8 @@ fn minimise(runner: &mut Runner, corpus: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
     let mut runs: Vec<(usize, Coverage, Vec<u8>)> = corpus
         .into_iter()
         .map(|packet| {
-            let (_, bits) = runner.run(&packet);
+            let _ = runner.run(&packet);
+            let bits = runner.coverage().clone();
             (bits.count(), bits, packet)
         })
         .collect();

@@ -6,6 +6,9 @@
 //! bit anywhere is new coverage. Bits only accumulate: [`Coverage::merge_new`] tells what a run
 //! added to a running total.
 
+use crate::error_watch::ErrorWatch;
+pub use crate::error_watch::IgnoredError;
+
 /// The instruction ran.
 pub const RAN: u8 = 1;
 /// A conditional jump (or `may_goto`) jumped.
@@ -13,10 +16,12 @@ pub const TAKEN: u8 = 2;
 /// A conditional jump (or `may_goto`) fell through.
 pub const FELL_THROUGH: u8 = 4;
 
-/// Coverage bits of a program set, one byte per instruction slot.
+/// Coverage bits of a program set, one byte per instruction slot, and the helper errors the
+/// runs left unexamined ([`ErrorWatch`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Coverage {
     programs: Vec<Vec<u8>>,
+    errors: ErrorWatch,
 }
 
 impl Coverage {
@@ -24,6 +29,7 @@ impl Coverage {
     pub fn new(lengths: impl IntoIterator<Item = usize>) -> Coverage {
         Coverage {
             programs: lengths.into_iter().map(|len| vec![0; len]).collect(),
+            errors: ErrorWatch::default(),
         }
     }
 
@@ -48,11 +54,21 @@ impl Coverage {
         self.programs.get(prog).map_or(&[], Vec::as_slice)
     }
 
-    /// Clears every bit, keeping the shape.
+    /// Clears every bit and the errors watched, keeping the shape.
     pub fn clear(&mut self) {
         for p in &mut self.programs {
             p.fill(0);
         }
+        self.errors.clear();
+    }
+
+    /// Helper errors the runs since the last [`Coverage::clear`] never examined.
+    pub fn ignored_errors(&self) -> &[IgnoredError] {
+        self.errors.ignored()
+    }
+
+    pub(crate) fn errors_mut(&mut self) -> &mut ErrorWatch {
+        &mut self.errors
     }
 
     /// Adds `run`'s bits to `self`; returns how many bits were new.

@@ -197,6 +197,9 @@ impl Interpreter {
         };
         machine.start(args);
         let result = machine.run_loop();
+        if let Some(coverage) = machine.coverage.as_deref_mut() {
+            coverage.errors_mut().run_ended();
+        }
         for frame in machine.frames.drain(..) {
             machine.mem.remove_stack_frame(frame.stack);
         }
@@ -269,6 +272,7 @@ impl Machine<'_> {
         *executed += 1;
         if let Some(coverage) = self.coverage.as_deref_mut() {
             coverage.mark(self.cur, self.pc, RAN);
+            coverage.errors_mut().before(&insn);
         }
         Ok(match self.step(insn)? {
             Step::Continue => None,
@@ -785,7 +789,12 @@ impl Machine<'_> {
             .call_outcome(id, args, self.mem)
             .map_err(|e| helper_error(pc, id, e))?;
         match outcome {
-            HelperOutcome::Return(r0) => self.set_next(Reg::R0, r0),
+            HelperOutcome::Return(r0) => {
+                if let Some(coverage) = self.coverage.as_deref_mut() {
+                    coverage.errors_mut().helper_returned(self.cur, pc, id, r0);
+                }
+                self.set_next(Reg::R0, r0)
+            }
             HelperOutcome::TailCall(prog) => self.tail_call(id, prog)?,
             HelperOutcome::Callbacks(driver) => {
                 self.loops.push(PendingLoop {
@@ -867,6 +876,9 @@ impl Machine<'_> {
         }
         let caller_regs = self.regs;
         self.push_frame(pc, entry);
+        if let Some(coverage) = self.coverage.as_deref_mut() {
+            coverage.errors_mut().frame_entered();
+        }
         let frame = self.frames.last_mut().expect("just pushed");
         frame.caller_regs = caller_regs;
         frame.callback = true;

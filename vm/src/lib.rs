@@ -44,6 +44,7 @@ pub mod alu;
 pub mod coverage;
 pub mod engine;
 pub mod error;
+mod error_watch;
 pub mod fib;
 pub mod helpers;
 pub mod interp;
