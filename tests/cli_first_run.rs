@@ -61,7 +61,21 @@ fn the_readme_prepares_the_first_run() {
         .expect("a first command");
     // Cargo shows its progress: a first build takes minutes.
     assert!(!first.contains(" -q"), "{first}");
+    // Exactly two set-up commands: the main job, then the tests.
+    let block = readme
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("a shell block");
+    let commands: Vec<&str> = block
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .collect();
+    assert_eq!(commands.len(), 2, "{commands:?}");
+    assert!(commands[1].contains("scripts/test.sh"), "{commands:?}");
     assert!(readme.contains("cargo install --path ."));
+    assert!(readme.contains("on the PATH"));
     assert!(readme.contains("before the kernel's rewrites"));
+    assert!(readme.contains("`--xlated` shows them after the verifier's rewrites"));
     assert!(readme.contains("after the replay"));
 }

@@ -283,6 +283,34 @@ fn options_are_checked_as_the_kernel_checks_them() {
 }
 
 #[test]
+fn diff_takes_ifindex_and_rxq_as_replay_does() {
+    if !cli_support::kernel_or_skip("diff_takes_ifindex_and_rxq_as_replay_does") {
+        return;
+    }
+    let pcap = example("pcap/normal.pcap");
+    let err = one_line_error(&bpfemu(&["diff", &reflector(), &pcap, "--rxq", "1"]));
+    assert!(
+        err.contains("--rxq 1: lo (ifindex 1)") && err.contains("EINVAL"),
+        "{err}"
+    );
+    let err = one_line_error(&bpfemu(&["diff", &reflector(), &pcap, "--ifindex", "4242"]));
+    assert!(
+        err.contains("--ifindex 4242: no such device") && err.contains("ENODEV"),
+        "{err}"
+    );
+    // A program that reads both fields: the kernel and bpfemu see the same ones.
+    let xsk = example("xdp/build/xsk_dispatch.v3.o");
+    let args = ["diff", &xsk, &pcap, "--ifindex", "1", "--rxq", "0"];
+    let out = bpfemu(&args);
+    assert_exit(&out, 0);
+    assert!(
+        stdout(&out).ends_with("200 packets, 0 mismatches\n"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
 fn warnings_are_said_once() {
     let obj = example("xdp/build/legacy_maps.v3.o");
     let pcap = "examples/pcap/normal.pcap";
