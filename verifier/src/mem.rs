@@ -933,6 +933,7 @@ fn write_fixed(
 ) -> Result<(), Reject> {
     let (spi, _) = spi_of(off);
     env.log.scratch_stack(spi);
+    crate::call::dynptr::destroy_if_dynptr_stack_slot(env, state, f, spi)?;
     let cur = state.curframe();
     let imm = match env.insn(env.insn_idx) {
         Some(Insn::Store { imm, .. }) => Some(*imm),
@@ -1107,6 +1108,12 @@ fn check_stack_range_initialized(
                         }
                     }
                 }
+            }
+            SlotType::Dynptr if clobber => {
+                return Err(env.reject(
+                    Errno::Eacces,
+                    format!("potential write to dynptr at off={i} disallowed"),
+                ));
             }
             _ => {
                 let msg = if reg.var_off.is_const() {

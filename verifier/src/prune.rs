@@ -228,6 +228,12 @@ fn stacksafe(old: &FuncState, cur: &FuncState, idmap: &mut IdMap, exact: Exact, 
                 }
             }
             SlotType::Misc | SlotType::Zero | SlotType::Invalid => {}
+            SlotType::Dynptr => {
+                let (o, c) = (&os.spilled_ptr, &cs.spilled_ptr);
+                if o.flags != c.flags || !idmap.check(o.ref_obj_id, c.ref_obj_id) {
+                    return false;
+                }
+            }
             _ => return false,
         }
         i += 1;

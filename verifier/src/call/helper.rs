@@ -74,6 +74,8 @@ struct CallMeta {
     subprogno: Option<u32>,
     /// The constant key of an array lookup (`const_map_key`), when known.
     const_map_key: Option<u64>,
+    /// The reference of the dynptr argument, for the slices of `bpf_dynptr_data`.
+    dynptr_ref_obj_id: u32,
 }
 
 /// Number of arguments of helper `func_id` by its prototype (the kernel's call summary for
@@ -179,7 +181,18 @@ fn check_func_arg(
         check_reg_type(env, &reg, regno, arg_type)?;
         check_func_arg_reg_off(env, &reg, regno, arg_type)?;
     }
-    if arg_type.is_release() {
+    if arg_type.is_release() && arg_type.base == ArgBase::PtrToDynptr {
+        if reg.ty != RegType::Stack {
+            return Err(env.reject(Errno::Einval, "cannot release unowned const bpf_dynptr"));
+        }
+        if super::dynptr::dynptr_ref_obj_id(env, state, &reg) == 0 {
+            return Err(env.reject(
+                Errno::Einval,
+                format!("arg {regno} is an unacquired reference"),
+            ));
+        }
+        meta.release_regno = Some(regno as u8);
+    } else if arg_type.is_release() {
         if reg.ref_obj_id == 0 && !null {
             return Err(env.reject(
                 Errno::Einval,
@@ -292,7 +305,12 @@ fn check_arg_by_type(
             meta.map_uid = reg.map_uid;
         }
         ArgBase::PtrToConstStr => super::const_str::check_reg_const_str(env, &reg, regno as u8)?,
-        ArgBase::PtrToDynptr | ArgBase::KptrXchgDest | ArgBase::PtrToPercpuBtfId => {
+        ArgBase::PtrToDynptr => {
+            let pc = env.insn_idx;
+            super::dynptr::process_dynptr_func(env, state, regno as u8, arg_type, pc)?;
+            meta.dynptr_ref_obj_id = super::dynptr::slice_ref_obj_id(state, &reg);
+        }
+        ArgBase::KptrXchgDest | ArgBase::PtrToPercpuBtfId => {
             return Err(env.reject(
                 Errno::Enotsupp,
                 format!(
@@ -483,7 +501,9 @@ fn check_func_arg_reg_off(
     regno: usize,
     arg_type: ArgType,
 ) -> Result<(), Reject> {
-    if arg_type.is_release() {
+    // A released dynptr is named by the stack slots it sits in, at any offset.
+    if arg_type.is_release() && !(arg_type.base == ArgBase::PtrToDynptr && reg.ty == RegType::Stack)
+    {
         if reg.off != 0 {
             return Err(env.reject(
                 Errno::Einval,
@@ -653,10 +673,14 @@ fn release_argument(
     let Some(regno) = meta.release_regno else {
         return Ok(());
     };
-    let released = if meta.ref_obj_id != 0 {
+    let r = Reg::new(regno).expect("argument register");
+    let is_dynptr = proto.args[regno as usize - 1].base == ArgBase::PtrToDynptr;
+    let released = if is_dynptr {
+        let reg = *state.reg(r);
+        super::dynptr::unmark_stack_slots_dynptr(env, state, &reg)?
+    } else if meta.ref_obj_id != 0 {
         release_reference(state, meta.ref_obj_id)
     } else {
-        let r = Reg::new(regno).expect("argument register");
         state.reg(r).is_const_scalar(0)
     };
     if released {
@@ -673,7 +697,7 @@ fn release_argument(
 }
 
 /// `release_reference`: forget the reference and make every pointer carrying it unusable.
-fn release_reference(state: &mut VerifierState, ref_obj_id: u32) -> bool {
+pub(crate) fn release_reference(state: &mut VerifierState, ref_obj_id: u32) -> bool {
     if !state.release_reference_state(ref_obj_id) {
         return false;
     }
@@ -732,6 +756,18 @@ fn special_cases(
                 subprog,
                 CallbackKind::ForEachMapElem { map },
             )?;
+        }
+        proto::DYNPTR_FROM_MEM => {
+            let data = *state.reg(Reg::R1);
+            if data.ty != RegType::MapValue {
+                return Err(env.reject(
+                    Errno::Eacces,
+                    format!(
+                        "Unsupported reg type {} for bpf_dynptr_from_mem data",
+                        kernel_type_str(&data)
+                    ),
+                ));
+            }
         }
         proto::SNPRINTF => {
             let (fmt, data_len) = (*state.reg(Reg::R3), *state.reg(Reg::R5));
@@ -803,6 +839,14 @@ fn set_return_value(
             let mut r = RegState::pointer(RegType::Mem);
             r.flags = reg::MEM_RINGBUF | reg::PTR_MAYBE_NULL;
             r.mem_size = meta.mem_size as u32;
+            r
+        }
+        RetType::DynptrMemOrNull => {
+            // A slice of the dynptr's memory: released with the dynptr's reference.
+            let mut r = RegState::pointer(RegType::Mem);
+            r.flags = reg::PTR_MAYBE_NULL;
+            r.mem_size = meta.mem_size as u32;
+            r.ref_obj_id = meta.dynptr_ref_obj_id;
             r
         }
         other => {

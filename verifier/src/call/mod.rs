@@ -3,6 +3,7 @@
 
 pub mod callback;
 pub mod const_str;
+pub mod dynptr;
 pub mod helper;
 pub mod kfunc;
 pub mod lock;

@@ -242,6 +242,7 @@ pub const RINGBUF_DISCARD: i32 = 133;
 pub const RINGBUF_QUERY: i32 = 134;
 pub const FOR_EACH_MAP_ELEM: i32 = 164;
 pub const SNPRINTF: i32 = 165;
+pub const DYNPTR_FROM_MEM: i32 = 197;
 pub const TIMER_INIT: i32 = 169;
 pub const TIMER_SET_CALLBACK: i32 = 170;
 pub const LOOP: i32 = 181;

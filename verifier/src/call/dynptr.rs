@@ -1,0 +1,274 @@
+//! Dynptrs on the stack (`process_dynptr_func`, `mark_stack_slots_dynptr`,
+//! `unmark_stack_slots_dynptr`, `destroy_if_dynptr_stack_slot`): a `struct bpf_dynptr` takes two
+//! stack slots typed [`SlotType::Dynptr`]; the first slot's saved register carries the
+//! dynptr's kind and id, both carry the reference of a ring buffer dynptr, which must be
+//! submitted or discarded.
+//!
+//! A dynptr slot's `spilled_ptr` keeps the kernel's `dynptr.type` and `dynptr.first_slot` in
+//! flag bits above [`reg::FLAG_FIRST_UNUSED`], its `id` and `ref_obj_id` as the kernel does.
+
+use super::proto::{ArgType, DYNPTR_TYPE_LOCAL, DYNPTR_TYPE_RINGBUF, MEM_UNINIT};
+use crate::env::Env;
+use crate::mem::{AccessType, check_mem_access};
+use crate::state::reg::{self, RegState, RegType};
+use crate::state::stack::{SLOT_SIZE, SlotType};
+use crate::state::{RefKind, VerifierState};
+use crate::{Errno, Reject};
+use bpfemu_isa::{Reg, Size};
+
+/// `BPF_DYNPTR_TYPE_LOCAL` in a dynptr slot's flags.
+pub const SLOT_LOCAL: u32 = reg::FLAG_FIRST_UNUSED;
+/// `BPF_DYNPTR_TYPE_RINGBUF` in a dynptr slot's flags.
+pub const SLOT_RINGBUF: u32 = reg::FLAG_FIRST_UNUSED << 1;
+/// `dynptr.first_slot`.
+pub const SLOT_FIRST: u32 = reg::FLAG_FIRST_UNUSED << 2;
+/// The kind bits.
+const SLOT_KINDS: u32 = SLOT_LOCAL | SLOT_RINGBUF;
+/// Slots a dynptr takes (`BPF_DYNPTR_NR_SLOTS`).
+const NR_SLOTS: usize = 2;
+
+/// The slot kind an argument type names (`arg_to_dynptr_type`), 0 for "any".
+fn kind_of_arg(arg: ArgType) -> u32 {
+    if arg.flags & DYNPTR_TYPE_LOCAL != 0 {
+        SLOT_LOCAL
+    } else if arg.flags & DYNPTR_TYPE_RINGBUF != 0 {
+        SLOT_RINGBUF
+    } else {
+        0
+    }
+}
+
+/// `dynptr_type_str`.
+fn kind_name(kind: u32) -> &'static str {
+    match kind {
+        SLOT_LOCAL => "local",
+        SLOT_RINGBUF => "ringbuf",
+        _ => "<invalid>",
+    }
+}
+
+/// The stack slot of the dynptr `reg` points at (`dynptr_get_spi`): `Ok(Err(()))` when the
+/// slots are not allocated yet (`-ERANGE`).
+fn dynptr_spi(
+    env: &mut Env<'_>,
+    state: &VerifierState,
+    reg: &RegState,
+) -> Result<Result<usize, ()>, Reject> {
+    if !reg.var_off.is_const() {
+        return Err(env.reject(Errno::Einval, "dynptr has to be at a constant offset"));
+    }
+    let off = reg.off as i64 + reg.var_off.value as i64;
+    let spi = (-off - 1).div_euclid(SLOT_SIZE as i64);
+    if off % SLOT_SIZE as i64 != 0 || spi + 1 < NR_SLOTS as i64 {
+        return Err(env.reject(
+            Errno::Einval,
+            format!("cannot pass in dynptr at an offset={off}"),
+        ));
+    }
+    let frame = &state.frames[reg.frameno as usize];
+    if spi as usize >= frame.stack.len() {
+        return Ok(Err(()));
+    }
+    Ok(Ok(spi as usize))
+}
+
+/// `process_dynptr_func` for argument register `regno` of the call at `pc`.
+pub fn process_dynptr_func(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    regno: u8,
+    arg: ArgType,
+    pc: usize,
+) -> Result<(), Reject> {
+    let r = Reg::new(regno).expect("argument register");
+    let reg = *state.reg(r);
+    if reg.ty != RegType::Stack {
+        return Err(env.reject(
+            Errno::Einval,
+            format!(
+                "arg#{} expected pointer to stack or const struct bpf_dynptr",
+                regno - 1
+            ),
+        ));
+    }
+    if arg.flags & MEM_UNINIT != 0 {
+        // Slots not allocated yet are fine: the writes below allocate them.
+        if dynptr_spi(env, state, &reg).is_err() {
+            return Err(env.reject(Errno::Einval, "Dynptr has to be an uninitialized dynptr"));
+        }
+        for i in (0..16).step_by(8) {
+            check_mem_access(
+                env,
+                state,
+                r,
+                i,
+                Size::DW,
+                AccessType::Write,
+                None,
+                false,
+                false,
+            )?;
+        }
+        return mark_stack_slots_dynptr(env, state, &reg, kind_of_arg(arg), pc);
+    }
+    let spi = match dynptr_spi(env, state, &reg) {
+        Ok(Ok(spi)) if is_initialised(state, &reg, spi) => spi,
+        _ => {
+            return Err(env.reject(
+                Errno::Einval,
+                format!("Expected an initialized dynptr as arg #{}", regno - 1),
+            ));
+        }
+    };
+    let expected = kind_of_arg(arg);
+    let frame = &state.frames[reg.frameno as usize];
+    if expected != 0 && frame.stack[spi].spilled_ptr.flags & SLOT_KINDS != expected {
+        return Err(env.reject(
+            Errno::Einval,
+            format!(
+                "Expected a dynptr of type {} as arg #{}",
+                kind_name(expected),
+                regno - 1
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `is_dynptr_reg_valid_init` for a stack pointer whose slot is `spi`.
+fn is_initialised(state: &VerifierState, reg: &RegState, spi: usize) -> bool {
+    let stack = &state.frames[reg.frameno as usize].stack;
+    spi >= 1
+        && stack[spi].spilled_ptr.flags & SLOT_FIRST != 0
+        && stack[spi].slot_type.iter().all(|&t| t == SlotType::Dynptr)
+        && stack[spi - 1]
+            .slot_type
+            .iter()
+            .all(|&t| t == SlotType::Dynptr)
+}
+
+/// `mark_stack_slots_dynptr`: the two slots become a dynptr of `kind`; a ring buffer dynptr
+/// takes a reference acquired at `pc`.
+fn mark_stack_slots_dynptr(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    reg: &RegState,
+    kind: u32,
+    pc: usize,
+) -> Result<(), Reject> {
+    let Ok(Ok(spi)) = dynptr_spi(env, state, reg) else {
+        return Err(env.reject(Errno::Efault, "verifier bug: dynptr slots not allocated"));
+    };
+    let f = reg.frameno as usize;
+    destroy_if_dynptr_stack_slot(env, state, f, spi)?;
+    destroy_if_dynptr_stack_slot(env, state, f, spi - 1)?;
+    let id = env.new_id();
+    let ref_obj_id = if kind == SLOT_RINGBUF {
+        let ref_id = env.new_id();
+        state.acquire_reference(RefKind::Ptr, ref_id, pc)
+    } else {
+        0
+    };
+    let stack = &mut state.frames[f].stack;
+    for (slot, first) in [(spi, true), (spi - 1, false)] {
+        let mut r = RegState::not_init();
+        r.flags = kind | if first { SLOT_FIRST } else { 0 };
+        r.id = id;
+        r.ref_obj_id = ref_obj_id;
+        stack[slot].spilled_ptr = r;
+        stack[slot].slot_type = [SlotType::Dynptr; SLOT_SIZE];
+    }
+    Ok(())
+}
+
+/// `destroy_if_dynptr_stack_slot`: a write into slot `spi` of frame `f` ends the dynptr there
+/// (both its slots become invalid); a referenced one may not be overwritten.
+pub fn destroy_if_dynptr_stack_slot(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    f: usize,
+    spi: usize,
+) -> Result<(), Reject> {
+    let stack = &mut state.frames[f].stack;
+    if stack
+        .get(spi)
+        .is_none_or(|s| s.slot_type[0] != SlotType::Dynptr)
+    {
+        return Ok(());
+    }
+    let first = if stack[spi].spilled_ptr.flags & SLOT_FIRST != 0 {
+        spi
+    } else {
+        spi + 1
+    };
+    if first >= stack.len() || first < 1 {
+        return Ok(());
+    }
+    if stack[first].spilled_ptr.flags & SLOT_RINGBUF != 0 {
+        return Err(env.reject(Errno::Einval, "cannot overwrite referenced dynptr"));
+    }
+    invalidate(stack, first);
+    Ok(())
+}
+
+fn invalidate(stack: &mut [crate::state::StackSlot], first: usize) {
+    for slot in [first, first - 1] {
+        stack[slot].slot_type = [SlotType::Invalid; SLOT_SIZE];
+        stack[slot].spilled_ptr = RegState::not_init();
+    }
+}
+
+/// The reference a released dynptr argument carries (for `arg N is an unacquired reference`),
+/// 0 when it carries none.
+pub fn dynptr_ref_obj_id(env: &mut Env<'_>, state: &VerifierState, reg: &RegState) -> u32 {
+    match dynptr_spi(env, state, reg) {
+        Ok(Ok(spi)) if reg.ty == RegType::Stack => {
+            state.frames[reg.frameno as usize].stack[spi]
+                .spilled_ptr
+                .ref_obj_id
+        }
+        _ => 0,
+    }
+}
+
+/// `unmark_stack_slots_dynptr`: submitting or discarding a ring buffer dynptr releases its
+/// reference, every slice and clone of it.
+pub fn unmark_stack_slots_dynptr(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    reg: &RegState,
+) -> Result<bool, Reject> {
+    let Ok(Ok(spi)) = dynptr_spi(env, state, reg) else {
+        return Ok(false);
+    };
+    let f = reg.frameno as usize;
+    let slot = state.frames[f].stack[spi].spilled_ptr;
+    if slot.flags & SLOT_RINGBUF == 0 {
+        invalidate(&mut state.frames[f].stack, spi);
+        return Ok(true);
+    }
+    let ref_obj_id = slot.ref_obj_id;
+    if !super::helper::release_reference(state, ref_obj_id) {
+        return Ok(false);
+    }
+    for frame in &mut state.frames {
+        for i in 1..frame.stack.len() {
+            let s = frame.stack[i].spilled_ptr;
+            if s.ref_obj_id == ref_obj_id && s.flags & SLOT_FIRST != 0 {
+                invalidate(&mut frame.stack, i);
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// The `ref_obj_id` of the dynptr an argument points at, for the slices `bpf_dynptr_data`
+/// returns (`dynptr_ref_obj_id`).
+pub fn slice_ref_obj_id(state: &VerifierState, reg: &RegState) -> u32 {
+    let off = reg.off as i64 + reg.var_off.value as i64;
+    let spi = ((-off - 1) / SLOT_SIZE as i64) as usize;
+    state.frames[reg.frameno as usize]
+        .stack
+        .get(spi)
+        .map_or(0, |s| s.spilled_ptr.ref_obj_id)
+}
