@@ -108,3 +108,19 @@ fn btf_target_reaches_the_ext_parser() {
     assert!(!fuzzing::btf(&[]));
     assert!(!fuzzing::btf(&[0, 0]));
 }
+
+/// The btf target's seeds are real BTF and BTF.ext (from the example objects: a little-endian
+/// u16 length of the BTF, the BTF, then the BTF.ext), and they parse: the target starts deep in
+/// the parser rather than at its first check.
+#[test]
+fn btf_seeds_are_real_btf_that_parses() {
+    let seeds: Vec<PathBuf> = files_in(&root().join("fuzz/corpus/btf"))
+        .into_iter()
+        .filter(|p| std::fs::metadata(p).unwrap().len() > 64)
+        .collect();
+    assert!(seeds.len() >= 10, "{seeds:?}");
+    for seed in seeds {
+        let data = std::fs::read(&seed).unwrap();
+        assert!(fuzzing::btf(&data), "{} does not parse", seed.display());
+    }
+}
