@@ -114,6 +114,9 @@ pub enum DiffError {
     },
     #[error("{path}: {message}")]
     Program { path: String, message: String },
+    /// `--engine jit-trusted` on a program bpfemu's verifier rejects.
+    #[error("{0}")]
+    Unverified(String),
     #[error("maps: {0}")]
     Maps(String),
     #[error("cannot pin the thread to CPU 0: {0}")]
@@ -352,6 +355,10 @@ impl Session {
                 message,
             }
         })?;
+        if opts.engine == crate::runtime::EngineChoice::JitTrusted {
+            crate::runtime::require_verified(&object, &path_str, &program_name)
+                .map_err(DiffError::Unverified)?;
+        }
         kernel_ready().map_err(DiffError::KernelUnavailable)?;
         let fib =
             match &opts.fib {

@@ -349,9 +349,8 @@ enum Engine {
     Interp,
     /// The Cranelift JIT, every memory access checked as the interpreter checks it.
     Jit,
-    /// The Cranelift JIT on host memory, for verified programs only: replay first has the
-    /// running kernel's verifier accept every program of the object; diff's kernel side
-    /// loads (verifies) the program before bpfemu runs it.
+    /// The Cranelift JIT on host memory, for verified programs only: bpfemu's verifier must
+    /// accept the program first (and every program of the object when it makes tail calls).
     JitTrusted,
 }
 
@@ -455,9 +454,6 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             {
                 return Ok(refused);
             }
-            if args.engine == Engine::JitTrusted {
-                require_kernel_verdict(&args.obj, &args.load)?;
-            }
             Ok(ExitCode::from(bpfemu::replay::replay(&args.options())?))
         }
         Command::Diff(args) => diff(&args),
@@ -535,28 +531,6 @@ fn verify_first(
         }
     }
     Ok(None)
-}
-
-/// Trusted JIT code reaches host memory unchecked, so every program of the object (tail calls
-/// reach any of them) must pass a verifier first: the running kernel's, until bpfemu's own
-/// verifier lands.
-fn require_kernel_verdict(obj: &Path, load: &LoadArgs) -> anyhow::Result<()> {
-    let verdicts = bpfemu::diff::verify_in_kernel(obj, &load.options()).with_context(|| {
-        format!(
-            "--engine jit-trusted needs the kernel's verifier to accept {} first",
-            obj.display()
-        )
-    })?;
-    if let Some(v) = verdicts.iter().find(|v| !v.kernel.accepted) {
-        anyhow::bail!(
-            "{}: program {} is rejected by the kernel's verifier ({}); --engine jit-trusted \
-             runs verified programs only, use --engine jit",
-            obj.display(),
-            v.program,
-            v.kernel.error.as_deref().unwrap_or("no reason given")
-        );
-    }
-    Ok(())
 }
 
 /// `bpfemu diff`: exit 0 when equal, 1 on a mismatch, 2 when the kernel is out of reach.

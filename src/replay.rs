@@ -352,6 +352,10 @@ impl Replayer {
         // The loader's errors name the file.
         let object = bpfemu_loader::load_file(path, &opts.load)?;
         let program_name = pick_program(&object, opts.program.as_deref())?;
+        if opts.engine == runtime::EngineChoice::JitTrusted {
+            runtime::require_verified(&object, &path.display().to_string(), &program_name)
+                .map_err(|e| anyhow::anyhow!(e))?;
+        }
         let fib = match &opts.fib {
             Some(file) => Some(bpfemu_vm::fib::Fib::from_json_file(file)?),
             None => None,

@@ -7,8 +7,9 @@
 //! by that index). Map contents in and out as JSON are `crate::mapio`'s job.
 
 use anyhow::Result;
+use bpfemu_isa::{CallTarget, Insn};
 use bpfemu_loader::btf::{Btf, BtfKind, TypeId};
-use bpfemu_loader::{MapOrigin, Object};
+use bpfemu_loader::{MapOrigin, Object, ProgramSpec};
 use bpfemu_vm::maps::MapSpec as VmMapSpec;
 use bpfemu_vm::xdp::{MapInit, RuntimeError, XdpConfig, XdpProgramSpec, XdpRuntime};
 
@@ -43,6 +44,54 @@ impl EngineChoice {
         };
         runtime.set_engine(&bpfemu_jit::Jit::new(mode))
     }
+}
+
+/// Trusted JIT code reaches host memory unchecked, so what it runs must pass bpfemu's verifier
+/// first: program `program` of `obj`, and when it makes tail calls every program of the
+/// object (a prog array may hold any of them). `Err` holds the verifier's rejection, placed
+/// at its source line as `bpfemu verify` places it; `object` names the file in it.
+pub fn require_verified(obj: &Object, object: &str, program: &str) -> Result<(), String> {
+    let chosen = obj.programs.iter().filter(|p| p.name == program);
+    let to_verify: Vec<&ProgramSpec> = if chosen.clone().any(makes_tail_calls) {
+        obj.programs.iter().collect()
+    } else {
+        chosen.collect()
+    };
+    for spec in to_verify {
+        let verdict = bpfemu_verifier::verify(
+            &bpfemu_verifier::ProgramInput::new(obj, spec),
+            &bpfemu_verifier::Options::default(),
+        );
+        if !verdict.is_accepted() {
+            let rejected = crate::verify::ProgramVerdict {
+                program: spec,
+                verdict,
+            };
+            return Err(format!(
+                "{}--engine jit-trusted runs only what bpfemu's verifier accepts, and it rejects \
+                 program {}: run it with --engine jit (every access checked)",
+                crate::verify::error_text(object, &rejected),
+                spec.name
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `BPF_FUNC_tail_call`.
+const TAIL_CALL: i32 = 12;
+
+/// Whether the program calls `bpf_tail_call` (an undecodable one counts as calling it).
+fn makes_tail_calls(spec: &ProgramSpec) -> bool {
+    let mut pc = 0;
+    while pc < spec.insns.len() {
+        match Insn::decode(&spec.insns, pc) {
+            Ok((Insn::Call(CallTarget::Helper(TAIL_CALL)), _)) => return true,
+            Ok((_, slots)) => pc += slots.max(1),
+            Err(_) => return true,
+        }
+    }
+    false
 }
 
 /// `BPF_MAP_TYPE_PROG_ARRAY`.

@@ -75,7 +75,7 @@ fn insn_line(insns: &[RawInsn], pc: usize) -> Option<String> {
 }
 
 /// The error in the compilers' form, with the source line and the instruction under it.
-fn error_text(object: &str, v: &ProgramVerdict<'_>) -> String {
+pub fn error_text(object: &str, v: &ProgramVerdict<'_>) -> String {
     let Some(r) = v.verdict.rejection() else {
         return String::new();
     };

@@ -38,7 +38,7 @@ fn host_flags() -> MemFlagsData {
 
 impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
     /// True when `[addr, addr + len)` lies inside this function's stack frame.
-    fn in_own_frame(&mut self, addr: Value, len: usize) -> Value {
+    pub(crate) fn in_own_frame(&mut self, addr: Value, len: usize) -> Value {
         let lo = self.b.ins().iadd_imm_s(self.fp, -(STACK_SIZE as i64));
         let off = self.b.ins().isub(addr, lo);
         self.b.ins().icmp_imm_s(

@@ -11,10 +11,12 @@
 use crate::Mode;
 use crate::environ::RuntimeEnv;
 use crate::environ::VmEnv;
+use crate::inline::{ArrayLookup, CpuTables};
 use crate::runtime::{Compiled, FRAME_SLOT, JitFn, MAY_GOTO_SLOT, REG_SLOTS, Shared, offsets};
 use crate::translate::{Flow, FuncTranslator};
 use bpfemu_isa::{CallTarget, Insn, LdImm64Kind, Program, Reg};
 use bpfemu_vm::interp::decode_code_addr;
+use bpfemu_vm::maps::InlineArray;
 use bpfemu_vm::{Options, VmError};
 use cranelift_codegen::ir::{
     AbiParam, InstBuilder, MemFlagsData, Signature, StackSlotData, StackSlotKind, UserFuncName,
@@ -26,8 +28,18 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
 use std::collections::{BTreeSet, HashMap};
 
-/// Compiles `progs` into native code.
-pub fn compile(progs: &[Program], mode: Mode, options: Options) -> Result<Compiled, VmError> {
+/// Compiles `progs` into native code; lookups in `arrays` (by map handle) are inlined.
+pub fn compile(
+    progs: &[Program],
+    mode: Mode,
+    options: Options,
+    arrays: &[(u64, InlineArray)],
+) -> Result<Compiled, VmError> {
+    let mut cpu_tables = CpuTables::default();
+    let arrays: HashMap<u64, ArrayLookup> = arrays
+        .iter()
+        .map(|(handle, array)| (*handle, cpu_tables.describe(array)))
+        .collect();
     let mut module = new_module()?;
     let entries = find_entries(progs);
     let sig = jit_signature(&module);
@@ -54,6 +66,7 @@ pub fn compile(progs: &[Program], mode: Mode, options: Options) -> Result<Compil
                 entry: pc,
                 mode,
                 options,
+                arrays: &arrays,
             },
             &ids,
             &mut static_errors,
@@ -83,6 +96,7 @@ pub fn compile(progs: &[Program], mode: Mode, options: Options) -> Result<Compil
             entries,
             static_errors,
             may_goto_loops: options.may_goto_loops,
+            cpu_tables,
         }),
         trusted: mode == Mode::Trusted,
         budget: options.insn_budget,
@@ -181,10 +195,16 @@ fn ends_block(insn: &Insn, mode: Mode) -> bool {
     }
 }
 
-/// The instructions reachable from `entry` without calls, and the block leaders among them.
-fn blocks_of(prog: &Program, entry: usize, mode: Mode) -> (BTreeSet<usize>, BTreeSet<usize>) {
+/// The instructions reachable from `entry` without calls, the block leaders among them, and
+/// the leaders some jump reaches.
+fn blocks_of(
+    prog: &Program,
+    entry: usize,
+    mode: Mode,
+) -> (BTreeSet<usize>, BTreeSet<usize>, BTreeSet<usize>) {
     let mut reached = BTreeSet::new();
     let mut leaders = BTreeSet::from([entry]);
+    let mut jump_targets = BTreeSet::new();
     let mut work = vec![entry];
     while let Some(pc) = work.pop() {
         if !reached.insert(pc) {
@@ -194,9 +214,15 @@ fn blocks_of(prog: &Program, entry: usize, mode: Mode) -> (BTreeSet<usize>, BTre
         let next = pc + insn.slots();
         let mut successors = Vec::with_capacity(2);
         match insn {
-            Insn::Ja { off, .. } => successors.extend(jump_target(prog, pc, off as i64)),
+            Insn::Ja { off, .. } => {
+                let target = jump_target(prog, pc, off as i64);
+                jump_targets.extend(target);
+                successors.extend(target);
+            }
             Insn::Jump { off, .. } | Insn::MayGoto { off } => {
-                successors.extend(jump_target(prog, pc, off as i64));
+                let target = jump_target(prog, pc, off as i64);
+                jump_targets.extend(target);
+                successors.extend(target);
                 successors.push(next);
             }
             Insn::Exit => {}
@@ -215,7 +241,7 @@ fn blocks_of(prog: &Program, entry: usize, mode: Mode) -> (BTreeSet<usize>, BTre
         }
     }
     leaders.retain(|pc| reached.contains(pc));
-    (reached, leaders)
+    (reached, leaders, jump_targets)
 }
 
 /// What one function is.
@@ -225,6 +251,7 @@ struct Target<'a> {
     entry: usize,
     mode: Mode,
     options: Options,
+    arrays: &'a HashMap<u64, ArrayLookup>,
 }
 
 fn build_function(
@@ -236,7 +263,7 @@ fn build_function(
     static_errors: &mut Vec<VmError>,
 ) {
     let prog = &target.progs[target.prog];
-    let (reached, leaders) = blocks_of(prog, target.entry, target.mode);
+    let (reached, leaders, jump_targets) = blocks_of(prog, target.entry, target.mode);
     let mut b = FunctionBuilder::new(func, fctx);
     let entry_block = b.create_block();
     b.append_block_params_for_function_params(entry_block);
@@ -306,8 +333,15 @@ fn build_function(
         jit_sig,
         may_goto_loops: target.options.may_goto_loops,
         pending_errors: Vec::new(),
+        arrays: target.arrays,
+        known_r1: None,
     };
     for &leader in &leaders {
+        // Straight-line knowledge flows into a block only from the one before it, and only
+        // when nothing jumps there.
+        if leader == target.entry || jump_targets.contains(&leader) {
+            t.known_r1 = None;
+        }
         translate_block(&mut t, &reached, &leaders, leader);
     }
     t.emit_error_blocks();

@@ -11,6 +11,8 @@
 //! - [`environ`]: the [`RuntimeEnv`](environ::RuntimeEnv) trait, the only door from
 //!   translated code to the runtime (memory checks, helper calls with tail calls and
 //!   callbacks, stack frames, errors).
+//! - [`inline`]: the helpers inlined where the kernel inlines them (array map lookups,
+//!   `bpf_get_smp_processor_id`).
 //! - [`runtime`]: the run-time half: the context compiled code receives and the entry points
 //!   it calls.
 //!
@@ -49,10 +51,12 @@
 pub mod bounds;
 pub mod compile;
 pub mod environ;
+pub mod inline;
 pub mod runtime;
 pub mod translate;
 
 use bpfemu_isa::Program;
+use bpfemu_vm::maps::InlineArray;
 use bpfemu_vm::{Engine, Executable, Options, VmError};
 
 /// How compiled code reaches memory.
@@ -107,6 +111,17 @@ impl Engine for Jit {
         progs: &[Program],
         options: Options,
     ) -> Result<Box<dyn Executable>, VmError> {
-        Ok(Box::new(compile::compile(progs, self.mode, options)?))
+        Ok(Box::new(compile::compile(progs, self.mode, options, &[])?))
+    }
+
+    fn prepare_set_with_arrays(
+        &self,
+        progs: &[Program],
+        options: Options,
+        arrays: &[(u64, InlineArray)],
+    ) -> Result<Box<dyn Executable>, VmError> {
+        Ok(Box::new(compile::compile(
+            progs, self.mode, options, arrays,
+        )?))
     }
 }

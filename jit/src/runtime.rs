@@ -51,6 +51,8 @@ pub struct RunCtx {
     /// The converted ctx region, for trusted code: `[ctx_base, ctx_base + ctx_len)`.
     pub ctx_base: u64,
     pub ctx_len: u64,
+    /// The run's virtual CPU ([`Helpers::cpu`]), `u64::MAX` when the helpers model none.
+    pub cpu: u64,
     // Private to the runtime below.
     mem: *mut Memory,
     helpers: *mut dyn Helpers,
@@ -66,7 +68,17 @@ pub mod offsets {
     pub const SCRATCH: i32 = 16;
     pub const CTX_BASE: i32 = 24;
     pub const CTX_LEN: i32 = 32;
+    pub const CPU: i32 = 40;
 }
+
+const _: () = {
+    assert!(std::mem::offset_of!(RunCtx, executed) == offsets::EXECUTED as usize);
+    assert!(std::mem::offset_of!(RunCtx, budget) == offsets::BUDGET as usize);
+    assert!(std::mem::offset_of!(RunCtx, scratch) == offsets::SCRATCH as usize);
+    assert!(std::mem::offset_of!(RunCtx, ctx_base) == offsets::CTX_BASE as usize);
+    assert!(std::mem::offset_of!(RunCtx, ctx_len) == offsets::CTX_LEN as usize);
+    assert!(std::mem::offset_of!(RunCtx, cpu) == offsets::CPU as usize);
+};
 
 /// What every run of one compiled program set shares.
 pub struct Shared {
@@ -77,6 +89,8 @@ pub struct Shared {
     /// raised by index.
     pub static_errors: Vec<VmError>,
     pub may_goto_loops: u64,
+    /// Tables the inlined per-CPU array lookups read.
+    pub cpu_tables: crate::inline::CpuTables,
 }
 
 /// Encodes the access kind of a memory check for [`jit_check`].
@@ -446,6 +460,7 @@ impl Compiled {
             .regions()
             .find(|r| r.ctx_fields().is_some())
             .map_or((0, 0), |r| (r.base(), r.len() as u64));
+        let cpu = helpers.cpu().map_or(u64::MAX, u64::from);
         let helpers: *mut (dyn Helpers + '_) = helpers;
         let mut ctx = RunCtx {
             executed: 0,
@@ -453,6 +468,7 @@ impl Compiled {
             scratch: 0,
             ctx_base: if self.trusted { ctx_base } else { 0 },
             ctx_len: if self.trusted { ctx_len } else { 0 },
+            cpu,
             mem,
             // SAFETY: the pointer is only used during this call, while the borrow lives; the
             // lifetime is erased to store it in the context.

@@ -8,6 +8,7 @@
 use crate::Mode;
 use crate::bounds::mem_type;
 use crate::environ::RuntimeEnv;
+use crate::inline::ArrayLookup;
 use crate::runtime::{FRAME_SLOT, MAY_GOTO_SLOT, STATUS_OK, STATUS_SPECIAL, offsets};
 use bpfemu_isa::{
     AluOp, AtomicOp, ByteOrder, CallTarget, Insn, JmpCond, LdImm64Kind, Program, Reg, Size, Source,
@@ -59,6 +60,10 @@ pub struct FuncTranslator<'f, 'e, E: RuntimeEnv> {
     pub(crate) may_goto_loops: u64,
     /// Error blocks still to fill.
     pub(crate) pending_errors: Vec<(Block, VmError)>,
+    /// Array maps whose lookups are inlined, by map handle.
+    pub(crate) arrays: &'f HashMap<u64, ArrayLookup>,
+    /// The constant r1 holds here, when straight-line code since an `ld_imm64` says so.
+    pub(crate) known_r1: Option<u64>,
 }
 
 /// Whether translation continues into the next slot.
@@ -193,6 +198,21 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
 
     /// Translates the instruction at `pc`.
     pub(crate) fn translate(&mut self, pc: usize, insn: Insn) -> Flow {
+        let flow = self.translate_insn(pc, insn);
+        self.known_r1 = match insn {
+            Insn::LdImm64 {
+                dst: Reg::R1,
+                kind: LdImm64Kind::Imm,
+                imm,
+                next_imm,
+            } => Some(Insn::imm64(imm, next_imm)),
+            _ if may_write(&insn, Reg::R1) => None,
+            _ => self.known_r1,
+        };
+        flow
+    }
+
+    fn translate_insn(&mut self, pc: usize, insn: Insn) -> Flow {
         match insn {
             Insn::Alu {
                 width,
@@ -636,6 +656,17 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
     }
 
     fn call_helper(&mut self, id: i32, pc: usize) -> Flow {
+        let r0 = match self.inline_helper(id, pc) {
+            Some(r0) => r0,
+            None => self.emit_helper_call(id, pc),
+        };
+        self.set(Reg::R0, r0);
+        Flow::Next
+    }
+
+    /// Calls helper `id` through the runtime: r0, with the builder after the call (a tail
+    /// call or an error leaves the function from inside).
+    pub(crate) fn emit_helper_call(&mut self, id: i32, pc: usize) -> Value {
         let out = self.out_regs_addr();
         for r in 1..=5 {
             let v = self.get(Reg::new(r).expect("r1-r5"));
@@ -682,9 +713,8 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
         self.b.ins().return_(&[status]);
         self.b.switch_to_block(returned);
         let r0 = self.env.scratch(&mut self.b);
-        self.set(Reg::R0, r0);
         self.reload_executed();
-        Flow::Next
+        r0
     }
 
     /// A bpf-to-bpf call: a fresh frame, r1-r5 passed, r0 returned, r6-r9 kept (they are
@@ -724,5 +754,26 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
         self.set(Reg::R0, r0);
         self.reload_executed();
         Flow::Next
+    }
+}
+
+/// Whether `insn` may change register `r` (conservatively: calls, exits and legacy packet
+/// loads count as writing every register).
+fn may_write(insn: &Insn, r: Reg) -> bool {
+    match *insn {
+        Insn::Alu { dst, .. }
+        | Insn::Neg { dst, .. }
+        | Insn::MovSx { dst, .. }
+        | Insn::AddrSpaceCast { dst, .. }
+        | Insn::Endian { dst, .. }
+        | Insn::LdImm64 { dst, .. }
+        | Insn::Load { dst, .. } => dst == r,
+        Insn::Atomic { src, dst, .. } => src == r || dst == r || r == Reg::R0,
+        Insn::Store { .. }
+        | Insn::StoreReg { .. }
+        | Insn::Ja { .. }
+        | Insn::Jump { .. }
+        | Insn::MayGoto { .. } => false,
+        Insn::LdAbs { .. } | Insn::LdInd { .. } | Insn::Call(_) | Insn::Exit => true,
     }
 }

@@ -4,6 +4,7 @@
 use crate::error::VmError;
 use crate::helpers::Helpers;
 use crate::interp::{Interpreter, Options, PreparedProgram};
+use crate::maps::InlineArray;
 use crate::memory::Memory;
 use bpfemu_isa::Program;
 
@@ -23,6 +24,18 @@ pub trait Engine {
         progs: &[Program],
         options: Options,
     ) -> Result<Box<dyn Executable>, VmError>;
+
+    /// Like [`Engine::prepare_set`], knowing the array maps behind map handles (`ld_imm64`
+    /// constants) so that lookups in them may be inlined; the default ignores them.
+    fn prepare_set_with_arrays(
+        &self,
+        progs: &[Program],
+        options: Options,
+        arrays: &[(u64, InlineArray)],
+    ) -> Result<Box<dyn Executable>, VmError> {
+        let _ = arrays;
+        self.prepare_set(progs, options)
+    }
 }
 
 /// A prepared program.

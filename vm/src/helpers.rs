@@ -21,6 +21,12 @@ pub trait Helpers {
     ) -> Result<HelperOutcome, HelperError> {
         self.call(id, args, mem).map(HelperOutcome::Return)
     }
+
+    /// The virtual CPU this run is on, when the helpers model one: what an engine that
+    /// inlines `bpf_get_smp_processor_id` and per-CPU array lookups reads instead of calling.
+    fn cpu(&self) -> Option<u32> {
+        None
+    }
 }
 
 /// What a helper asks of the interpreter.

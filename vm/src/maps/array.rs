@@ -70,6 +70,16 @@ impl ArrayMap {
         (index < self.slab.slots()).then(|| self.slab.addr(self.copy(cpu), index))
     }
 
+    /// Where the values are, for an engine that inlines lookups.
+    pub(crate) fn layout(&self) -> super::InlineArray {
+        super::InlineArray {
+            bases: self.slab.bases().to_vec(),
+            slot_size: self.slab.slot_size() as u64,
+            max_entries: self.slab.slots(),
+            percpu: self.percpu,
+        }
+    }
+
     /// A plain array's values for bulk reading (see [`super::ArrayStorage`]).
     pub(crate) fn storage<'m>(&self, mem: &'m Memory) -> Option<super::ArrayStorage<'m>> {
         if self.percpu {

@@ -117,6 +117,15 @@ impl Map {
         }
     }
 
+    /// An ARRAY's or PERCPU_ARRAY's value layout, which never changes: what an engine needs
+    /// to inline `bpf_map_lookup_elem` on it as the kernel does (`array_map_gen_lookup`).
+    pub fn inline_array(&self) -> Option<super::InlineArray> {
+        match &self.imp {
+            Imp::Array(a) => Some(a.layout()),
+            _ => None,
+        }
+    }
+
     pub fn max_entries(&self) -> u32 {
         self.max_entries
     }

@@ -81,6 +81,17 @@ impl<'m> ArrayStorage<'m> {
     }
 }
 
+/// Where an ARRAY's or PERCPU_ARRAY's values live, fixed for the map's life: element `i` of
+/// CPU `c`'s copy is at `bases[c] + i * slot_size` (one copy for a plain array). An engine
+/// inlines `bpf_map_lookup_elem` with it, as the kernel's `array_map_gen_lookup` does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InlineArray {
+    pub bases: Vec<u64>,
+    pub slot_size: u64,
+    pub max_entries: u32,
+    pub percpu: bool,
+}
+
 /// A map that could not be created.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum MapError {

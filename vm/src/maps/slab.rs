@@ -53,6 +53,11 @@ impl Slab {
         }
     }
 
+    /// The base address of each copy's slots.
+    pub(crate) fn bases(&self) -> &[u64] {
+        &self.bases
+    }
+
     pub(crate) fn copies(&self) -> usize {
         self.regions.len()
     }

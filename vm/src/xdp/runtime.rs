@@ -432,7 +432,14 @@ impl XdpRuntime {
     /// Runs the programs with `engine` from now on (the interpreter until then), with the
     /// runtime's budget.
     pub fn set_engine(&mut self, engine: &dyn Engine) -> Result<(), VmError> {
-        self.compiled = Some(engine.prepare_set(&self.programs, *self.interp.options())?);
+        let arrays: Vec<_> = (0..self.maps.len())
+            .filter_map(|i| Some((self.maps.handle(i), self.maps.get(i)?.inline_array()?)))
+            .collect();
+        self.compiled = Some(engine.prepare_set_with_arrays(
+            &self.programs,
+            *self.interp.options(),
+            &arrays,
+        )?);
         Ok(())
     }
 

@@ -155,6 +155,10 @@ impl Helpers for XdpEnv<'_> {
         let helper = lookup(id).ok_or(HelperError::Unknown(id))?;
         (helper.f)(self, args, mem)
     }
+
+    fn cpu(&self) -> Option<u32> {
+        Some(self.run.cpu)
+    }
 }
 
 /// A plain r0.

@@ -1,0 +1,178 @@
+//! Helpers inlined where the kernel inlines them (`do_misc_fixups` in kernel/bpf/verifier.c):
+//! `bpf_map_lookup_elem` on an ARRAY or PERCPU_ARRAY (the maps' `map_gen_lookup`: a bounds
+//! check on the u32 key, then `base + index * round_up(value_size, 8)`, on the running CPU's
+//! copy for the per-CPU kind) and `bpf_get_smp_processor_id` (a load of the CPU number).
+//!
+//! The kernel inlines a lookup when every path to the call holds the same map in r1; the
+//! translator knows the map when the `ld_imm64` that loads it sits in the same straight-line
+//! code as the call ([`FuncTranslator::known_r1`]), which is how compilers emit it. Each fast
+//! path keeps the helper call as its slow path, for what it does not cover: a key outside the
+//! function's own stack frame in checked mode (the helper reports a bad key as the
+//! interpreter does), and helpers that model no CPU.
+
+use crate::environ::RuntimeEnv;
+use crate::runtime::offsets;
+use crate::translate::FuncTranslator;
+use bpfemu_isa::Reg;
+use bpfemu_vm::maps::InlineArray;
+use cranelift_codegen::ir::{
+    BlockArg, InstBuilder, MemFlagsData, Value,
+    condcodes::IntCC,
+    types::{I32, I64},
+};
+
+/// `BPF_FUNC_map_lookup_elem`.
+pub const MAP_LOOKUP_ELEM: i32 = 1;
+/// `BPF_FUNC_get_smp_processor_id`.
+pub const GET_SMP_PROCESSOR_ID: i32 = 8;
+
+/// An array map whose lookups compiled code does itself.
+#[derive(Clone, Copy, Debug)]
+pub struct ArrayLookup {
+    pub max_entries: u32,
+    pub slot_size: u64,
+    pub base: ArrayBase,
+}
+
+/// Where element 0 is.
+#[derive(Clone, Copy, Debug)]
+pub enum ArrayBase {
+    /// A plain array: one copy.
+    Fixed(u64),
+    /// A per-CPU array: `table` is the address of `copies` base addresses, one per CPU.
+    PerCpu { table: u64, copies: u64 },
+}
+
+/// The per-CPU base tables of a program set's per-CPU arrays: they live as long as the code
+/// that reads them (boxed slices never move).
+#[derive(Default)]
+pub struct CpuTables(Vec<Box<[u64]>>);
+
+impl CpuTables {
+    /// The lookup description of `array`, keeping its per-CPU table here.
+    pub fn describe(&mut self, array: &InlineArray) -> ArrayLookup {
+        let base = if array.percpu {
+            let table: Box<[u64]> = array.bases.clone().into_boxed_slice();
+            let base = ArrayBase::PerCpu {
+                table: table.as_ptr() as u64,
+                copies: table.len() as u64,
+            };
+            self.0.push(table);
+            base
+        } else {
+            ArrayBase::Fixed(array.bases.first().copied().unwrap_or(0))
+        };
+        ArrayLookup {
+            max_entries: array.max_entries,
+            slot_size: array.slot_size,
+            base,
+        }
+    }
+}
+
+impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
+    /// r0 of helper `id` through its fast path, when it has one here; the builder continues
+    /// after it.
+    pub(crate) fn inline_helper(&mut self, id: i32, pc: usize) -> Option<Value> {
+        match id {
+            GET_SMP_PROCESSOR_ID => Some(self.inline_cpu_id(pc)),
+            MAP_LOOKUP_ELEM => {
+                let array = *self.arrays.get(&self.known_r1?)?;
+                Some(self.inline_array_lookup(array, pc))
+            }
+            _ => None,
+        }
+    }
+
+    /// The run's CPU, or `u64::MAX` when the helpers model none.
+    fn run_cpu(&mut self) -> Value {
+        self.env.load_field(&mut self.b, offsets::CPU)
+    }
+
+    fn inline_cpu_id(&mut self, pc: usize) -> Value {
+        let cpu = self.run_cpu();
+        let known = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::NotEqual, cpu, u64::MAX as i64);
+        let fast = self.b.create_block();
+        self.with_slow_path(known, fast, GET_SMP_PROCESSOR_ID, pc, |_| cpu)
+    }
+
+    fn inline_array_lookup(&mut self, array: ArrayLookup, pc: usize) -> Value {
+        let key_addr = self.b.use_var(self.regs[Reg::R2.index()]);
+        // The key must be readable: proven by the verifier in trusted mode, in the function's
+        // own frame for the checked fast path.
+        let key_ok = match self.mode {
+            crate::Mode::Trusted => None,
+            crate::Mode::Checked => Some(self.in_own_frame(key_addr, 4)),
+        };
+        let (base, fast_ok) = match array.base {
+            ArrayBase::Fixed(_) => (None, key_ok),
+            ArrayBase::PerCpu { table, copies } => {
+                let cpu = self.run_cpu();
+                let cpu_ok = self
+                    .b
+                    .ins()
+                    .icmp_imm_s(IntCC::UnsignedLessThan, cpu, copies as i64);
+                let ok = match key_ok {
+                    Some(key_ok) => self.b.ins().band(key_ok, cpu_ok),
+                    None => cpu_ok,
+                };
+                (Some((table, cpu)), Some(ok))
+            }
+        };
+        let emit_fast = |t: &mut Self| {
+            let index = t.b.ins().load(I32, MemFlagsData::new(), key_addr, 0);
+            let index = t.b.ins().uextend(I64, index);
+            let base = match (array.base, base) {
+                (ArrayBase::Fixed(base), _) => t.b.ins().iconst(I64, base as i64),
+                (_, Some((table, cpu))) => {
+                    let slot = t.b.ins().imul_imm_u(cpu, 8);
+                    let entry = t.b.ins().iadd_imm_s(slot, table as i64);
+                    t.b.ins().load(I64, MemFlagsData::trusted(), entry, 0)
+                }
+                _ => unreachable!("a per-CPU base comes with its table"),
+            };
+            let offset = t.b.ins().imul_imm_u(index, array.slot_size as i64);
+            let addr = t.b.ins().iadd(base, offset);
+            let in_bounds =
+                t.b.ins()
+                    .icmp_imm_s(IntCC::UnsignedLessThan, index, array.max_entries as i64);
+            let null = t.b.ins().iconst(I64, 0);
+            t.b.ins().select(in_bounds, addr, null)
+        };
+        match fast_ok {
+            // A plain array in trusted mode: nothing left for the helper.
+            None => emit_fast(self),
+            Some(ok) => {
+                let fast = self.b.create_block();
+                self.with_slow_path(ok, fast, MAP_LOOKUP_ELEM, pc, emit_fast)
+            }
+        }
+    }
+
+    /// `if cond { fast(self) } else { the helper call }`, joined: r0 of whichever ran.
+    fn with_slow_path(
+        &mut self,
+        cond: Value,
+        fast: cranelift_codegen::ir::Block,
+        id: i32,
+        pc: usize,
+        emit_fast: impl FnOnce(&mut Self) -> Value,
+    ) -> Value {
+        let slow = self.b.create_block();
+        let join = self.b.create_block();
+        let r0 = self.b.append_block_param(join, I64);
+        self.b.ins().brif(cond, fast, &[], slow, &[]);
+        self.b.set_cold_block(slow);
+        self.b.switch_to_block(fast);
+        let v = emit_fast(self);
+        self.b.ins().jump(join, &[BlockArg::Value(v)]);
+        self.b.switch_to_block(slow);
+        let v = self.emit_helper_call(id, pc);
+        self.b.ins().jump(join, &[BlockArg::Value(v)]);
+        self.b.switch_to_block(join);
+        r0
+    }
+}

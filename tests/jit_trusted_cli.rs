@@ -1,0 +1,166 @@
+//! `--engine jit-trusted` runs only what bpfemu's own verifier accepts, `--no-verify` or not: a
+//! rejected program is refused with the verifier's message at its source line (no kernel
+//! involved), an accepted one runs with the interpreter's results, and a program that makes
+//! tail calls needs every program of the object accepted.
+
+use bpfemu_verifier::{Options, ProgramInput, verify};
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn bpfemu(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_bpfemu"))
+        .args(args)
+        .output()
+        .expect("bpfemu runs")
+}
+
+fn path(rel: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join(rel)
+        .display()
+        .to_string()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The per-packet JSON lines of a replay, and its summary without the timings.
+fn replay_json(obj: &str, pcap: &str, prog: &str, engine: &str) -> (Vec<String>, String) {
+    let out = bpfemu(&[
+        "replay", obj, pcap, "--prog", prog, "--engine", engine, "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let mut lines: Vec<String> = stdout.lines().map(str::to_owned).collect();
+    let summary: serde_json::Value =
+        serde_json::from_str(&lines.pop().expect("a summary")).expect("JSON summary");
+    let s = &summary["summary"];
+    let stable = format!(
+        "{} {} {} {}",
+        s["actions"], s["packets"], s["insns"], s["faulted"]
+    );
+    (lines, stable)
+}
+
+#[test]
+fn a_program_the_verifier_rejects_is_refused_with_its_message() {
+    let obj_path = path("tests/data/verify/unchecked_read.o");
+    let obj = bpfemu_loader::load_file(obj_path.as_ref(), &Default::default()).expect("loads");
+    let prog = obj
+        .programs
+        .iter()
+        .find(|p| p.name == "xdp_unchecked")
+        .expect("program");
+    let verdict = verify(&ProgramInput::new(&obj, prog), &Options::default());
+    let rejection = verdict
+        .rejection()
+        .expect("the kernel rejects this program; so must bpfemu's verifier");
+    let pcap = path("examples/pcap/normal.pcap");
+    let out = bpfemu(&[
+        "replay",
+        &obj_path,
+        &pcap,
+        "--prog",
+        "xdp_unchecked",
+        "--engine",
+        "jit-trusted",
+        // Even told to skip the verifier, the trusted JIT will not run it.
+        "--no-verify",
+    ]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        out.stdout.is_empty(),
+        "no packet ran: {}",
+        text(&out.stdout)
+    );
+    let first = stderr.lines().next().unwrap_or("");
+    let pc = rejection.insn.expect("the rejection names an instruction");
+    let src = bpfemu::verify::source_of(&prog.line_info, pc).expect("line_info covers it");
+    let place = format!("{}:{}:{}", src.file_name, src.line, src.column);
+    assert!(first.starts_with(&format!("bpfemu: {place}: ")), "{stderr}");
+    assert!(
+        first.ends_with(&format!(": error: {}", rejection.message)),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("rejects program xdp_unchecked: run it with --engine jit"),
+        "{stderr}"
+    );
+    // The checked JIT runs it, and reports the fault the verifier foresaw on a short packet
+    // or runs it clean on a long one: either way it is not refused.
+    let checked = bpfemu(&[
+        "replay",
+        &obj_path,
+        &pcap,
+        "--prog",
+        "xdp_unchecked",
+        "--engine",
+        "jit",
+        "--json",
+        "--no-verify",
+    ]);
+    assert!(!checked.stdout.is_empty(), "{}", text(&checked.stderr));
+    assert!(
+        checked.status.code() != Some(2),
+        "{}",
+        text(&checked.stderr)
+    );
+}
+
+#[test]
+fn an_accepted_program_runs_as_the_interpreter_runs_it() {
+    // Its neighbour in the object is rejected; it makes no tail calls, so that does not matter.
+    let obj = path("tests/data/verify/unchecked_read.o");
+    let pcap = path("examples/pcap/normal.pcap");
+    let trusted = replay_json(&obj, &pcap, "xdp_ok", "jit-trusted");
+    let interp = replay_json(&obj, &pcap, "xdp_ok", "interp");
+    assert!(!trusted.0.is_empty());
+    assert_eq!(trusted, interp);
+}
+
+#[test]
+fn tail_calls_need_every_program_verified_and_then_run_alike() {
+    let obj = path("examples/xdp/build/tailcall.v3.o");
+    let loaded = bpfemu_loader::load_file(obj.as_ref(), &Default::default()).expect("loads");
+    assert!(loaded.programs.len() > 1);
+    let all_accepted = loaded
+        .programs
+        .iter()
+        .all(|p| verify(&ProgramInput::new(&loaded, p), &Options::default()).is_accepted());
+    assert!(all_accepted, "the kernel accepts every tailcall program");
+    let entry = &loaded.programs[0].name;
+    let pcap = path("examples/pcap/flows.pcap");
+    let trusted = replay_json(&obj, &pcap, entry, "jit-trusted");
+    let interp = replay_json(&obj, &pcap, entry, "interp");
+    assert!(!trusted.0.is_empty());
+    assert_eq!(trusted, interp);
+}
+
+#[test]
+fn a_tail_call_into_a_rejected_program_is_refused() {
+    let obj = path("tests/objects/tailcall_unverified.o");
+    let pcap = path("examples/pcap/normal.pcap");
+    let run = |engine: &str| {
+        bpfemu(&[
+            "replay",
+            &obj,
+            &pcap,
+            "--prog",
+            "dispatcher",
+            "--engine",
+            engine,
+        ])
+    };
+    let out = run("jit-trusted");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("rejects program unchecked_stage: run it with --engine jit"),
+        "{stderr}"
+    );
+    // Checked, the same dispatcher runs.
+    let out = run("jit");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
