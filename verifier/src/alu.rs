@@ -283,11 +283,44 @@ fn adjust_reg_min_max_vals(
     } else if dst_reg.ty != RegType::Scalar {
         return adjust_ptr_min_max_vals(env, state, width, op, dst, &dst_reg, &src_reg, false);
     }
+    if matches!(op, AluOp::And | AluOp::Or) && src_reg.var_off.is_const() {
+        maybe_fork_scalars(env, state, dst);
+    }
     let mut d = *state.reg(dst);
     adjust_scalar_min_max_vals(&mut d, &src_reg, op, width);
     link_add_const(&mut d, &src_reg, op, width);
     *state.reg_mut(dst) = d;
     Ok(())
+}
+
+/// `maybe_fork_scalars` (6.18 stable): a scalar that is 0 or -1 (what `x s>>= 63` leaves, as
+/// LLVM writes selects) masked or or-ed with a constant is explored as both values, so that
+/// `(x s>> 63) & K` is K or 0 instead of anything in [0, K]. The path with 0 is queued to run
+/// the instruction again; this one goes on with -1. The 64-bit range decides first, else
+/// the 32-bit one (then only the low half is made known).
+fn maybe_fork_scalars(env: &mut Env<'_>, state: &mut VerifierState, dst: Reg) {
+    let d = state.reg(dst);
+    let low_half_only = if d.smin_value == -1 && d.smax_value == 0 {
+        false
+    } else if d.s32_min_value == -1 && d.s32_max_value == 0 {
+        true
+    } else {
+        return;
+    };
+    let mut zero = state.clone();
+    let (queued, this) = (zero.reg_mut(dst), state.reg_mut(dst));
+    if low_half_only {
+        mark_32_known(queued, 0);
+        mark_32_known(this, u32::MAX);
+    } else {
+        for (r, value) in [(queued, 0), (this, u64::MAX)] {
+            r.set_known(value);
+            r.id = 0;
+            r.ref_obj_id = 0;
+            r.off = 0;
+        }
+    }
+    env.pending.push((zero, env.insn_idx, env.insn_idx));
 }
 
 /// After `rX += const` on a linked scalar, remember the constant so that branch refinement

@@ -179,7 +179,8 @@ fn scalar_branch_taken(r1: &RegState, r2: &RegState, c: JmpCond, jmp32: bool) ->
             if t1.is_const() && t2.is_const() {
                 return (t1.value == t2.value) as i32;
             }
-            if disjoint() {
+            // 6.18: known bits that disagree (an odd value against 12) settle it too.
+            if !t1.overlaps(t2) || disjoint() {
                 return 0;
             }
         }
@@ -187,7 +188,7 @@ fn scalar_branch_taken(r1: &RegState, r2: &RegState, c: JmpCond, jmp32: bool) ->
             if t1.is_const() && t2.is_const() {
                 return (t1.value != t2.value) as i32;
             }
-            if disjoint() {
+            if !t1.overlaps(t2) || disjoint() {
                 return 1;
             }
         }

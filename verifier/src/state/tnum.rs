@@ -157,6 +157,12 @@ impl Tnum {
         Tnum::new(v & !mu, mu)
     }
 
+    /// Whether some value fits both: no bit known to both disagrees (`tnum_overlap`).
+    pub fn overlaps(self, b: Tnum) -> bool {
+        let known_to_both = !self.mask & !b.mask;
+        self.value & known_to_both == b.value & known_to_both
+    }
+
     /// A tnum covering both (`tnum_union`).
     pub fn union(self, b: Tnum) -> Tnum {
         let v = self.value & b.value;
