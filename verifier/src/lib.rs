@@ -53,8 +53,9 @@
 //!   [`precision::mark_chain_precision`]), clobbers R1-R5
 //!   ([`state::VerifierState::clobber_caller_saved`]), sets R0, drops packet pointers when the
 //!   helper changes packet data ([`state::VerifierState::invalidate_packet_pointers`]) and may
-//!   push a callback frame ([`call::callback::push_callback_call`]); the walk then continues
-//!   at the callback's first instruction when a frame was pushed.
+//!   explore a callback ([`call::callback::push_callback_call`]): the state with the
+//!   callback's frame pushed is queued as a branch of its own, and the current path goes on
+//!   after the helper call, as the kernel's `push_callback_call` does.
 //! - ctx loads ask [`prog_type::ProgTypeOps::ctx_access`]; the answer (the loaded register's
 //!   type, the field for conversion) is kept in `InsnAux::ctx_access` for [`fixup`].
 //! - At `exit` of the main program [`prog_type::ProgTypeOps::return_range`] gives R0's range.
