@@ -169,6 +169,9 @@ pub struct PacketRecord {
     /// `[offset, hex bytes]` runs where the output differs from the input frame.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub edits: Vec<(usize, String)>,
+    /// Ring buffer records and perf event samples, `MAP HEX` / `MAP[SLOT] HEX`, in order.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub events: Vec<String>,
 }
 
 impl PacketRecord {
@@ -182,6 +185,7 @@ impl PacketRecord {
             error: None,
             len: None,
             edits: Vec::new(),
+            events: Vec::new(),
         };
         match &result.outcome {
             Ok(o) => {
@@ -190,6 +194,10 @@ impl PacketRecord {
                 record.redirect = o.redirect.as_ref().map(ToString::to_string);
                 record.len = (o.data_out.len() != input.len()).then_some(o.data_out.len());
                 record.edits = edits(input, &o.data_out);
+                record.events = crate::replay::events(o)
+                    .iter()
+                    .map(|e| e.to_text())
+                    .collect();
             }
             Err(e) => record.error = Some(e.clone()),
         }
@@ -221,7 +229,11 @@ impl PacketRecord {
             text += &format!(", redirect {r}");
         }
         let len = self.len.unwrap_or(input.len());
-        text + &format!(", {len} bytes")
+        text += &format!(", {len} bytes");
+        for e in &self.events {
+            text += &format!(", event {e}");
+        }
+        text
     }
 }
 
@@ -627,6 +639,7 @@ mod tests {
                 redirect: None,
                 printk: Vec::new(),
                 perf_events: Vec::new(),
+                ring_events: Vec::new(),
                 insns_executed: 0,
             }),
         }

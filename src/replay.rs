@@ -83,11 +83,57 @@ impl PacketResult {
                 if let Some(target) = &o.redirect {
                     v["redirect"] = json!(target.to_string());
                 }
+                let events: Vec<_> = events(o).iter().map(Event::to_json).collect();
+                if !events.is_empty() {
+                    v["events"] = json!(events);
+                }
                 v
             }
             Err(e) => json!({ "index": self.index, "cpu": self.cpu, "error": e }),
         }
     }
+}
+
+/// A ring buffer record or a perf event sample, as replay shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub map: String,
+    /// The perf event array slot; `None` for a ring buffer record.
+    pub slot: Option<u32>,
+    pub data: Vec<u8>,
+}
+
+impl Event {
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut v = json!({ "map": self.map, "data": hex(&self.data) });
+        if let Some(slot) = self.slot {
+            v["slot"] = json!(slot);
+        }
+        v
+    }
+
+    /// `MAP HEX` or `MAP[SLOT] HEX`: one event in an expectations file.
+    pub fn to_text(&self) -> String {
+        match self.slot {
+            Some(slot) => format!("{}[{slot}] {}", self.map, hex(&self.data)),
+            None => format!("{} {}", self.map, hex(&self.data)),
+        }
+    }
+}
+
+/// The events of one run: ring buffer records, then perf event samples, each in order.
+pub fn events(o: &XdpOutcome) -> Vec<Event> {
+    let ring = o.ring_events.iter().map(|e| Event {
+        map: e.map.clone(),
+        slot: None,
+        data: e.data.clone(),
+    });
+    let perf = o.perf_events.iter().map(|e| Event {
+        map: e.map.clone(),
+        slot: Some(e.slot),
+        data: e.data.clone(),
+    });
+    ring.chain(perf).collect()
 }
 
 /// The captures `--out-dir` may hold: one per action, `unknown` for return values past 4.
@@ -344,6 +390,8 @@ pub struct Replayer {
     pub program: usize,
     pub program_name: String,
     opts: ReplayOptions,
+    /// Every event record of the replay, by packet, for `--dump-maps`.
+    events: Vec<(usize, Event)>,
 }
 
 impl Replayer {
@@ -392,6 +440,7 @@ impl Replayer {
             program,
             program_name,
             opts: opts.clone(),
+            events: Vec::new(),
         })
     }
 
@@ -406,6 +455,10 @@ impl Replayer {
         let outcome = verdict
             .map(|v| self.runtime.last_outcome(v))
             .map_err(|e| e.to_string());
+        if let (Ok(o), Some(_)) = (&outcome, &self.opts.dump_maps) {
+            self.events
+                .extend(events(o).into_iter().map(|e| (packet.index, e)));
+        }
         PacketResult {
             index: packet.index,
             cpu,
@@ -434,9 +487,18 @@ impl Replayer {
         )
     }
 
-    /// The maps as `--dump-maps` writes them.
+    /// The maps as `--dump-maps` writes them; a ring buffer or perf event array lists the
+    /// records the replay produced in it, each with its packet.
     pub fn maps_json(&mut self) -> Result<serde_json::Value> {
-        MapIo::new(&self.object, &mut self.runtime).dump()
+        let mut doc = MapIo::new(&self.object, &mut self.runtime).dump()?;
+        for (packet, e) in &self.events {
+            if let Some(list) = doc.get_mut(&e.map).and_then(|v| v.as_array_mut()) {
+                let mut record = e.to_json();
+                record["packet"] = json!(packet);
+                list.push(record);
+            }
+        }
+        Ok(doc)
     }
 }
 
@@ -554,8 +616,10 @@ pub fn replay(opts: &ReplayOptions) -> Result<u8> {
     let mut first_difference = None;
     let mut capture_error = None;
     let mut progress = Progress::capture(opts.progress, &opts.capture, 1024);
-    // Only verdicts are needed unless packets are printed, written, recorded or checked.
-    let verdicts_only = !opts.json && captures.is_none() && !expectations;
+    // Only verdicts are needed unless packets are printed, written, recorded or checked, or
+    // their ring and perf records are dumped with the maps.
+    let verdicts_only =
+        !opts.json && captures.is_none() && !expectations && opts.dump_maps.is_none();
     let mut fast = VerdictCounts::default();
     let start = Instant::now();
     while let Some(item) = reader.next_ref() {

@@ -303,3 +303,60 @@ fn return_values_past_the_actions_are_shown_as_numbers() {
     let human = String::from_utf8_lossy(&human.stdout);
     assert!(!human.contains("unknown"), "{human}");
 }
+
+/// Ring buffer records are shown with the packet that produced them (`--json`), listed under
+/// their map by `--dump-maps`, and recorded and checked by `--record`/`--check`.
+#[test]
+fn ring_buffer_records_are_shown_dumped_and_checked() {
+    let dir = Scratch::new("ringbuf-events");
+    let obj = example("xdp/build/ringbuf_events.v3.o");
+    let cap = example("pcap/normal.pcap");
+    let (dump, expect) = (dir.path("maps.json"), dir.path("expect.jsonl"));
+    let out = bpfemu(&[
+        "replay",
+        &obj,
+        &cap,
+        "--json",
+        "--dump-maps",
+        &dump,
+        "--record",
+        &expect,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let with_events: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|l| l.get("events").is_some())
+        .collect();
+    assert!(!with_events.is_empty(), "{text}");
+    for packet in &with_events {
+        // The program reports drops: every record comes with a dropped packet.
+        assert_eq!(packet["action"], "drop", "{packet}");
+        assert_eq!(packet["events"][0]["map"], "events", "{packet}");
+        assert!(packet["events"][0]["data"].as_str().unwrap().len() > 16);
+    }
+    let maps: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&dump).unwrap()).unwrap();
+    let listed = maps["events"].as_array().unwrap();
+    assert_eq!(
+        listed.len(),
+        with_events
+            .iter()
+            .map(|p| p["events"].as_array().unwrap().len())
+            .sum::<usize>()
+    );
+    assert_eq!(listed[0]["packet"], with_events[0]["index"]);
+    assert_eq!(listed[0]["data"], with_events[0]["events"][0]["data"]);
+    let recorded = std::fs::read_to_string(&expect).unwrap();
+    assert!(recorded.contains("\"events\":[\"events "), "{recorded}");
+    let check = bpfemu(&["replay", &obj, &cap, "--check", &expect]);
+    assert!(check.status.success(), "{}", stderr(&check));
+    // A changed record is caught.
+    let first = with_events[0]["events"][0]["data"].as_str().unwrap();
+    let changed = recorded.replacen(first, &format!("ff{}", &first[2..]), 1);
+    assert_ne!(changed, recorded);
+    std::fs::write(&expect, changed).unwrap();
+    let check = bpfemu(&["replay", &obj, &cap, "--check", &expect]);
+    assert_eq!(check.status.code(), Some(1), "{}", stderr(&check));
+}

@@ -362,6 +362,22 @@ impl Map {
         Ok(self.ringbuf()?.query(flags))
     }
 
+    /// A ring buffer's producer position (`None` for other maps).
+    pub fn ringbuf_producer_pos(&self) -> Option<u64> {
+        match &self.imp {
+            Imp::Ringbuf(r) => Some(r.producer_pos()),
+            _ => None,
+        }
+    }
+
+    /// A ring buffer's committed records from position `pos` on, left unconsumed.
+    pub fn ringbuf_records_from(&self, mem: &Memory, pos: u64) -> MapResult<Vec<Record>> {
+        match &self.imp {
+            Imp::Ringbuf(r) => Ok(r.committed_from(mem, pos).0),
+            _ => Err(Errno::EINVAL),
+        }
+    }
+
     /// Reads and consumes the committed records, as a user-space consumer would.
     pub fn ringbuf_consume(&mut self, mem: &Memory) -> MapResult<Vec<Record>> {
         Ok(self.ringbuf()?.consume(mem))

@@ -201,24 +201,33 @@ impl Ringbuf {
     /// Reads committed records from the consumer position on, as a user-space consumer
     /// does, skipping discarded ones and stopping at the first busy one.
     pub(crate) fn consume(&mut self, mem: &Memory) -> Vec<Record> {
+        let (records, end) = self.committed_from(mem, self.consumer_pos);
+        self.consumer_pos = end;
+        records
+    }
+
+    /// The producer position: where the next reservation starts.
+    pub(crate) fn producer_pos(&self) -> u64 {
+        self.producer_pos
+    }
+
+    /// The committed records from position `pos` on (without consuming them), and where the
+    /// walk stopped: the producer position, or the first record still busy.
+    pub(crate) fn committed_from(&self, mem: &Memory, mut pos: u64) -> (Vec<Record>, u64) {
         let mut records = Vec::new();
         let bytes = mem.region(self.region).expect("ring region").bytes();
-        while self.consumer_pos < self.producer_pos {
-            let hdr = self.header(mem, self.consumer_pos);
+        while pos < self.producer_pos {
+            let hdr = self.header(mem, pos);
             if hdr & BPF_RINGBUF_BUSY_BIT != 0 {
                 break;
             }
             if hdr & BPF_RINGBUF_DISCARD_BIT == 0 {
-                let start =
-                    (self.consumer_pos & self.mask()) as usize + BPF_RINGBUF_HDR_SZ as usize;
+                let start = (pos & self.mask()) as usize + BPF_RINGBUF_HDR_SZ as usize;
                 let data = bytes[start..start + hdr as usize].to_vec();
-                records.push(Record {
-                    pos: self.consumer_pos,
-                    data,
-                });
+                records.push(Record { pos, data });
             }
-            self.consumer_pos += Self::footprint(hdr);
+            pos += Self::footprint(hdr);
         }
-        records
+        (records, pos)
     }
 }

@@ -280,6 +280,13 @@ pub struct PerfEvent {
     pub data: Vec<u8>,
 }
 
+/// A ring buffer record (`bpf_ringbuf_output`, or a reserved sample submitted).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RingEvent {
+    pub map: String,
+    pub data: Vec<u8>,
+}
+
 /// What one packet's run gave.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct XdpOutcome {
@@ -298,6 +305,8 @@ pub struct XdpOutcome {
     pub printk: Vec<String>,
     /// `bpf_perf_event_output` samples, in order.
     pub perf_events: Vec<PerfEvent>,
+    /// The ring buffers' records this run committed, consumed after it.
+    pub ring_events: Vec<RingEvent>,
     pub insns_executed: u64,
 }
 
@@ -344,6 +353,8 @@ pub struct XdpRuntime {
     frame: XdpFrame,
     /// The last run's records (printk lines, events, redirect), reused from run to run.
     last_run: RunState,
+    /// Each ring buffer's producer position before the last run, by map index.
+    ring_marks: Vec<(usize, u64)>,
     maps: Maps,
     names: Vec<String>,
     programs: Vec<Program>,
@@ -410,6 +421,7 @@ impl XdpRuntime {
             mem,
             frame,
             last_run: RunState::new(0, Clock { ts_ns: 0 }),
+            ring_marks: Vec::new(),
             maps: registry,
             names: programs.into_iter().map(|p| p.name).collect(),
             prepared: prepared.iter().cloned().map(PreparedProgram::new).collect(),
@@ -570,6 +582,7 @@ impl XdpRuntime {
             redirect: verdict.redirect,
             printk: std::mem::take(&mut self.last_run.printk),
             perf_events: std::mem::take(&mut self.last_run.events),
+            ring_events: self.ring_records_since_mark(),
             insns_executed: verdict.insns_executed,
         }
     }
@@ -699,6 +712,7 @@ impl XdpRuntime {
 
     /// Runs program `prog` on the loaded frame.
     fn run_frame(&mut self, prog: usize, meta: &PacketMeta) -> Result<XdpVerdict, PacketError> {
+        self.mark_ring_positions();
         let run = &mut self.last_run;
         run.reset(meta.cpu, Clock { ts_ns: meta.ts_ns });
         let ctx = self.frame.ctx_addr(&self.mem);
@@ -745,6 +759,31 @@ impl XdpRuntime {
                 .filter(|_| action == XdpAction::Redirect),
             insns_executed,
         })
+    }
+
+    /// Notes each ring buffer's producer position, by map index, before a run (in a list
+    /// kept from run to run: the fast path allocates nothing).
+    fn mark_ring_positions(&mut self) {
+        self.ring_marks.clear();
+        let positions = self.maps.iter().enumerate();
+        self.ring_marks
+            .extend(positions.filter_map(|(i, m)| Some((i, m.ringbuf_producer_pos()?))));
+    }
+
+    /// The records the run committed: from each ring's producer position before it, left in
+    /// the ring (nothing consumes them, as in BPF_PROG_TEST_RUN without a reader), in map
+    /// order then ring order.
+    fn ring_records_since_mark(&self) -> Vec<RingEvent> {
+        let mut out = Vec::new();
+        for &(index, pos) in &self.ring_marks {
+            let map = self.maps.get(index).expect("in range");
+            let records = map.ringbuf_records_from(&self.mem, pos).unwrap_or_default();
+            out.extend(records.into_iter().map(|r| RingEvent {
+                map: map.name().to_string(),
+                data: r.data,
+            }));
+        }
+        out
     }
 
     /// Removes what helpers left behind when a run stopped inside a callback loop.
