@@ -3,9 +3,10 @@
 //! and the maps and programs it needs, as bpfemu's loader resolved them) and into bpfemu; both
 //! get the same initial map contents (global data before the kernel's load, read-only data
 //! frozen as libbpf freezes it); every packet runs
-//! through both (the kernel through `BPF_PROG_TEST_RUN`); per packet the return value and the
-//! `data_out` bytes (or the errno of a refused packet) are compared, and at the end every map's
-//! contents.
+//! through both (the kernel through `BPF_PROG_TEST_RUN`); per packet the return value, the
+//! `data_out` bytes (or the errno of a refused packet) and the ring buffer and perf event
+//! records the run emitted ([`events`]: the kernel's read from its rings after each run) are
+//! compared, and at the end every map's contents.
 //!
 //! ```no_run
 //! use bpfemu::diff::{DiffOptions, Session};
@@ -78,9 +79,14 @@
 //! be iterated without consuming them (queues, stacks, bloom filters) are listed with the
 //! reason instead of being compared.
 
+mod events;
+
+pub use events::{EventComparison, EventRecord};
+
 use crate::replay::hex;
 use bpfemu_conformance::kernel::{self, BPF_PROG_TYPE_XDP};
 use bpfemu_conformance::kernel::{self as kbpf, CpuPin, TestRunOutput, XdpMd};
+use bpfemu_conformance::kernel_events::KernelEvents;
 use bpfemu_conformance::kernel_isa::verifier_error_line;
 use bpfemu_conformance::kernel_object::{
     InitialEntries, KernelLoadOptions, KernelObject, KernelObjectError,
@@ -119,6 +125,12 @@ pub enum DiffError {
     Unverified(String),
     #[error("maps: {0}")]
     Maps(String),
+    #[error("{path}: map {map}: cannot read the kernel's records: {source}")]
+    Events {
+        path: String,
+        map: String,
+        source: std::io::Error,
+    },
     #[error("cannot pin the thread to CPU 0: {0}")]
     Pin(std::io::Error),
     #[error("{path}: {source}")]
@@ -307,6 +319,8 @@ impl DiffOptions {
 
 /// One object loaded in the kernel and in bpfemu, ready to compare packets and maps.
 pub struct Session {
+    /// Readers of the kernel's ring buffers and perf events (dropped before the maps).
+    kernel_events: KernelEvents,
     kernel: KernelObject,
     object: Object,
     ours: XdpRuntime,
@@ -415,6 +429,14 @@ impl Session {
             path: path_str.clone(),
             error,
         })?;
+        let kernel_events =
+            KernelEvents::attach(&object, &kernel, cpus).map_err(|(map, source)| {
+                DiffError::Events {
+                    path: path_str.clone(),
+                    map,
+                    source,
+                }
+            })?;
         let nondeterminism = scan_nondeterminism(&object);
         let build = |seed: u64| {
             let cfg = XdpConfig {
@@ -449,6 +471,7 @@ impl Session {
         })?;
         let pin = CpuPin::new(0).map_err(DiffError::Pin)?;
         let mut session = Session {
+            kernel_events,
             kernel,
             object,
             ours,
@@ -464,7 +487,41 @@ impl Session {
         };
         session.write_maps(&before_load, false)?;
         session.write_maps(&after_load, true)?;
+        session.fill_perf_slots()?;
         Ok(session)
+    }
+
+    /// Gives bpfemu's perf event arrays the slots the kernel side filled: slot `c` holds an
+    /// event of CPU `c` (see [`events`]).
+    fn fill_perf_slots(&mut self) -> Result<(), DiffError> {
+        for (name, slots) in self.kernel_events.perf_slots() {
+            let index = self.ours.maps().index_of(&name).expect("same object");
+            for rt in
+                std::iter::once(&mut self.ours).chain(self.shadows.iter_mut().map(|(_, rt)| rt))
+            {
+                let (maps, mem) = rt.maps_mut();
+                for cpu in 0..slots {
+                    let key = cpu.to_ne_bytes();
+                    maps.sys_update(mem, index, &key, &key, 0).map_err(|e| {
+                        DiffError::Maps(format!("map {name}: perf event slot {cpu}: {e}"))
+                    })?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Consumes what bpfemu's runs left in their ring buffers, as the kernel side's reader
+    /// consumes the kernel's after every packet.
+    fn consume_rings(&mut self) {
+        for rt in std::iter::once(&mut self.ours).chain(self.shadows.iter_mut().map(|(_, rt)| rt)) {
+            let (maps, mem) = rt.maps_mut();
+            for index in 0..maps.len() {
+                if let Some(map) = maps.get_mut(index) {
+                    let _ = map.ringbuf_consume(mem);
+                }
+            }
+        }
     }
 
     /// The kernel side's fd of a map the program uses (to inspect or plant state in tests).
@@ -623,6 +680,12 @@ impl Session {
         let t0 = kbpf::monotonic_ns();
         let b0 = kbpf::boottime_ns();
         let kernel = kbpf::test_run_xdp(fd, data, md, 1);
+        let kernel_records: Vec<EventRecord> = self
+            .kernel_events
+            .read()
+            .into_iter()
+            .map(EventRecord::from_kernel)
+            .collect();
         let t1 = kbpf::monotonic_ns();
         let b1 = kbpf::boottime_ns();
         if self.window.monotonic_start_ns == 0 {
@@ -642,7 +705,7 @@ impl Session {
         };
         let ours = run(&mut self.ours, &meta);
         let first = self.window.monotonic_start_ns;
-        let shadows = self
+        let shadows: Vec<_> = self
             .shadows
             .iter_mut()
             .map(|(clock, rt)| {
@@ -654,7 +717,17 @@ impl Session {
             })
             .collect();
         self.packets += 1;
-        compare_packet(index, kernel, ours, shadows)
+        self.consume_rings();
+        let records =
+            |o: &Result<XdpOutcome, PacketError>| o.as_ref().ok().map(events::bpfemu_records);
+        let events = EventComparison::new(
+            kernel_records,
+            records(&ours).unwrap_or_default(),
+            &shadows.iter().map(records).collect::<Vec<_>>(),
+        );
+        let mut cmp = compare_packet(index, kernel, ours, shadows);
+        cmp.add_events(events);
+        cmp
     }
 
     /// The kernel's copy of the program, for `bpfemu bench` to test-run it on this (pinned)
@@ -1001,6 +1074,10 @@ pub struct PacketComparison {
     /// random numbers (see the module docs); empty for most packets.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub excluded_offsets: Vec<usize>,
+    /// The ring buffer and perf event records of the run, on both sides (`None` when neither
+    /// side emitted any).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events: Option<EventComparison>,
 }
 
 impl PacketComparison {
@@ -1008,9 +1085,32 @@ impl PacketComparison {
         matches!(self.verdict, PacketVerdict::Mismatch { .. })
     }
 
-    /// Whether it is worth printing: a mismatch, a packet not compared, or excluded bytes.
+    /// Whether it is worth printing: a mismatch, a packet not compared, excluded bytes or
+    /// records not judged.
     pub fn is_notable(&self) -> bool {
-        self.verdict != PacketVerdict::Equal || !self.excluded_offsets.is_empty()
+        self.verdict != PacketVerdict::Equal
+            || !self.excluded_offsets.is_empty()
+            || self.events.as_ref().is_some_and(|e| e.not_compared)
+    }
+
+    /// Adds the comparison of the run's event records: differing records make the packet a
+    /// mismatch (`events` among what differs).
+    pub fn add_events(&mut self, events: EventComparison) {
+        if events.is_empty() {
+            return;
+        }
+        if events.differ {
+            match &mut self.verdict {
+                PacketVerdict::Equal => {
+                    self.verdict = PacketVerdict::Mismatch {
+                        differs: vec!["events".into()],
+                    }
+                }
+                PacketVerdict::Mismatch { differs } => differs.push("events".into()),
+                PacketVerdict::NotCompared { .. } => {}
+            }
+        }
+        self.events = Some(events);
     }
 }
 
@@ -1105,6 +1205,7 @@ pub fn compare_outcomes(
         bpfemu,
         verdict,
         excluded_offsets,
+        events: None,
     }
 }
 
@@ -1170,6 +1271,9 @@ pub fn format_packet(cmp: &PacketComparison) -> String {
             cmp.excluded_offsets
         )
         .expect("string");
+    }
+    if let Some(events) = cmp.events.as_ref().filter(|e| e.differ || e.not_compared) {
+        out.push_str(&events.describe());
     }
     out
 }

@@ -434,6 +434,9 @@ impl Replayer {
         runtime
             .runnable(program)
             .with_context(|| format!("{}: cannot prepare the program", path.display()))?;
+        if let Some(reason) = runtime.test_run_refusal(program) {
+            anyhow::bail!("{}: {reason}", path.display());
+        }
         Ok(Replayer {
             object,
             runtime,

@@ -112,7 +112,13 @@ pub fn build_runtime(obj: &Object, cfg: XdpConfig) -> Result<XdpRuntime, BuildEr
         .iter()
         .map(|m| Ok((vm_spec(obj, m), map_init(obj, m)?)))
         .collect::<Result<Vec<_>, BuildError>>()?;
-    Ok(XdpRuntime::new(programs, maps, cfg)?)
+    let mut runtime = XdpRuntime::new(programs, maps, cfg)?;
+    for (index, p) in obj.programs.iter().enumerate() {
+        if let Some(attach_type) = p.expected_attach_type {
+            runtime.set_expected_attach_type(index, attach_type);
+        }
+    }
+    Ok(runtime)
 }
 
 /// Why an object cannot become a runtime.

@@ -7,6 +7,8 @@
 //!   fidelity is checked against.
 //! - [`kernel_object`] loads one program of a loaded object, and the maps and programs it
 //!   needs, into the kernel (the kernel side of `bpfemu diff`).
+//! - [`kernel_events`] reads the records a program emitted in the kernel (ring buffers, perf
+//!   event arrays), as user-space consumers read them.
 //! - [`kernel_isa`] runs the bpf_conformance suite through the kernel (each test wrapped in an
 //!   XDP program that stores the full r0 in a map) and compares every result with bpfemu's.
 //! - `libbpf` (feature `libbpf`, for tests only): libbpf 1.7 as the independent judge of the
@@ -21,6 +23,7 @@
 //! ```
 
 pub mod kernel;
+pub mod kernel_events;
 pub mod kernel_isa;
 pub mod kernel_object;
 #[cfg(feature = "libbpf")]

@@ -95,6 +95,7 @@ fn type_checks(t: MapType, spec: &MapSpec, env: &MapEnv) -> Result<(), Refusal> 
         MapType::Queue | MapType::Stack => queue_checks(spec),
         MapType::BloomFilter => bloom_checks(spec),
         MapType::Ringbuf => ringbuf_checks(spec),
+        MapType::SkStorage => local_storage_checks(spec),
         MapType::Devmap | MapType::DevmapHash => devmap_checks(t, spec),
         MapType::Cpumap => cpumap_checks(spec, env),
         MapType::Xskmap => xskmap_checks(spec),
@@ -333,6 +334,31 @@ fn bloom_checks(spec: &MapSpec) -> Result<(), Refusal> {
 
 /// `RINGBUF_MAX_DATA_SZ`: the data area's page count must fit the record header's pg_off.
 const RINGBUF_MAX_DATA_SZ: u64 = ((1 << 24) - 3) * PAGE_SIZE as u64;
+
+/// `BPF_LOCAL_STORAGE_MAX_VALUE_SIZE`: `U16_MAX` less `sizeof(struct bpf_local_storage_elem)`
+/// (128 bytes on x86-64: its data starts on a cache line).
+const LOCAL_STORAGE_MAX_VALUE_SIZE: u32 = 0xffff - 128;
+
+/// `bpf_local_storage_map_alloc_check`: no entries (max_entries 0), BPF_F_NO_PREALLOC
+/// required (and BPF_F_CLONE allowed), an `int` key (a socket fd from user space). The
+/// kernel also requires BTF for the key and value; bpfemu's loader checks that.
+fn local_storage_checks(spec: &MapSpec) -> Result<(), Refusal> {
+    const BPF_F_CLONE: u32 = 1 << 9;
+    check(
+        spec.map_flags & !(BPF_F_NO_PREALLOC | BPF_F_CLONE) != 0
+            || spec.map_flags & BPF_F_NO_PREALLOC == 0
+            || spec.max_entries != 0
+            || spec.key_size != 4
+            || spec.value_size == 0,
+        Errno::EINVAL,
+        "a local storage map needs BPF_F_NO_PREALLOC, max_entries 0, a 4-byte key and a value",
+    )?;
+    check(
+        spec.value_size > LOCAL_STORAGE_MAX_VALUE_SIZE,
+        Errno::E2BIG,
+        "local storage value too large",
+    )
+}
 
 fn ringbuf_checks(spec: &MapSpec) -> Result<(), Refusal> {
     check(

@@ -3,7 +3,8 @@
 //! ARRAY_OF_MAPS (maps).
 //!
 //! The kernel's `bpf()` takes a file descriptor and reports an id; bpfemu has neither, so a
-//! slot holds a caller-chosen handle: a program index for PROG_ARRAY, a perf event handle,
+//! slot holds a caller-chosen handle: a program index for PROG_ARRAY, the CPU its perf event counts on for PERF_EVENT_ARRAY
+//! (`bpf_perf_event_output` into another CPU's event fails with EOPNOTSUPP, as in the kernel),
 //! or the index of the inner map in its [`Maps`](super::Maps) registry (which checks that the
 //! map exists and matches the inner map template).
 

@@ -23,6 +23,9 @@ enum Imp {
     Queue(QueueStack),
     Bloom(Bloom),
     Ringbuf(Ringbuf),
+    /// A local storage map (socket storage): no entries of its own; its values hang off
+    /// sockets, which bpfemu has none of.
+    Storage,
     Fd(FdArray),
     Dev(DevMap),
     Cpu(CpuMap),
@@ -71,6 +74,7 @@ impl Map {
             MapType::Stack => Imp::Queue(QueueStack::new(spec, true)),
             MapType::BloomFilter => Imp::Bloom(Bloom::new(spec, env)),
             MapType::Ringbuf => Imp::Ringbuf(Ringbuf::new(mem, spec)),
+            MapType::SkStorage => Imp::Storage,
             MapType::ProgArray | MapType::PerfEventArray | MapType::ArrayOfMaps => {
                 Imp::Fd(FdArray::new(t, max_entries))
             }
@@ -151,7 +155,7 @@ impl Map {
             Imp::Dev(d) => d.len(),
             Imp::Cpu(c) => c.len(),
             Imp::Xsk(x) => x.len(),
-            Imp::Bloom(_) | Imp::Ringbuf(_) => 0,
+            Imp::Bloom(_) | Imp::Ringbuf(_) | Imp::Storage => 0,
         }
     }
 
@@ -225,6 +229,8 @@ impl Map {
             Imp::Cpu(c) => c.update(env, key, value, flags),
             Imp::Xsk(x) => x.update(key, value, flags),
             Imp::Ringbuf(_) => Err(Errno::ENOTSUPP),
+            // The key is a socket fd (`bpf_fd_sk_storage_update_elem`): bpfemu has none.
+            Imp::Storage => Err(Errno::EBADF),
             Imp::Array(_) | Imp::Hash(_) => unreachable!("handled by the caller"),
         }
     }
@@ -241,6 +247,7 @@ impl Map {
             Imp::Xsk(x) => x.delete(key),
             Imp::Bloom(_) => Err(Errno::EOPNOTSUPP),
             Imp::Ringbuf(_) => Err(Errno::ENOTSUPP),
+            Imp::Storage => Err(Errno::EBADF),
         }
     }
 
@@ -448,6 +455,7 @@ impl Map {
             Imp::Cpu(c) => c.sys_lookup(key),
             Imp::Xsk(_) => Err(Errno::EOPNOTSUPP),
             Imp::Ringbuf(_) => Err(Errno::ENOTSUPP),
+            Imp::Storage => Err(Errno::EBADF),
         }
     }
 
@@ -506,7 +514,7 @@ impl Map {
             Imp::Dev(d) => d.next_key(key),
             Imp::Cpu(c) => c.next_key(key),
             Imp::Xsk(x) => x.next_key(key),
-            Imp::Ringbuf(_) => Err(Errno::ENOTSUPP),
+            Imp::Ringbuf(_) | Imp::Storage => Err(Errno::ENOTSUPP),
         }
     }
 

@@ -52,6 +52,7 @@ pub enum MapType {
     Xskmap = 17,
     Queue = 22,
     Stack = 23,
+    SkStorage = 24,
     DevmapHash = 25,
     Ringbuf = 27,
     BloomFilter = 30,
@@ -71,7 +72,7 @@ pub enum RawMapType {
 const LAST_KERNEL_MAP_TYPE: u32 = 33;
 
 impl MapType {
-    pub const ALL: [MapType; 19] = [
+    pub const ALL: [MapType; 20] = [
         MapType::Hash,
         MapType::Array,
         MapType::ProgArray,
@@ -88,6 +89,7 @@ impl MapType {
         MapType::Xskmap,
         MapType::Queue,
         MapType::Stack,
+        MapType::SkStorage,
         MapType::DevmapHash,
         MapType::Ringbuf,
         MapType::BloomFilter,
@@ -134,6 +136,7 @@ impl MapType {
             MapType::Stack => "stack",
             MapType::DevmapHash => "devmap_hash",
             MapType::Ringbuf => "ringbuf",
+            MapType::SkStorage => "sk_storage",
             MapType::BloomFilter => "bloom_filter",
         }
     }

@@ -363,6 +363,9 @@ pub struct XdpRuntime {
     /// Why a program could not be prepared (its slot in `programs` then holds a stub that is
     /// never run): one program's unsupported helper does not stop the others of the object.
     unprepared: Vec<Option<PrepareError>>,
+    /// Why BPF_PROG_TEST_RUN refuses a program whatever the packet (its expected attach
+    /// type, [`XdpRuntime::set_expected_attach_type`]).
+    test_run_refusals: Vec<Option<String>>,
     interp: Interpreter,
     /// The programs as another engine (the JIT) prepared them; `None` runs the interpreter,
     /// which also runs whenever coverage is recorded.
@@ -425,6 +428,7 @@ impl XdpRuntime {
             maps: registry,
             names: programs.into_iter().map(|p| p.name).collect(),
             prepared: prepared.iter().cloned().map(PreparedProgram::new).collect(),
+            test_run_refusals: vec![None; prepared.len()],
             programs: prepared,
             unprepared,
             interp: Interpreter::new(Options {
@@ -457,6 +461,30 @@ impl XdpRuntime {
 
     pub fn program_index(&self, name: &str) -> Option<usize> {
         self.names.iter().position(|n| n == name)
+    }
+
+    /// Gives program `prog` the expected attach type it was loaded with. BPF_PROG_TEST_RUN
+    /// refuses every packet (EINVAL, before looking at it) for a program that runs from a
+    /// devmap or cpumap entry (`BPF_XDP_DEVMAP`, `BPF_XDP_CPUMAP`: `SEC("xdp/devmap")`,
+    /// `SEC("xdp.frags/cpumap")`...), as `bpf_prog_test_run_xdp` does; so does bpfemu then.
+    pub fn set_expected_attach_type(&mut self, prog: usize, attach_type: u32) {
+        let target = match attach_type {
+            BPF_XDP_DEVMAP => "BPF_XDP_DEVMAP (it runs from a devmap entry)",
+            BPF_XDP_CPUMAP => "BPF_XDP_CPUMAP (it runs from a cpumap entry)",
+            _ => {
+                self.test_run_refusals[prog] = None;
+                return;
+            }
+        };
+        self.test_run_refusals[prog] = Some(format!(
+            "program {} has expected attach type {target}, which BPF_PROG_TEST_RUN does not run",
+            self.names[prog]
+        ));
+    }
+
+    /// Why BPF_PROG_TEST_RUN refuses program `prog` whatever the packet, if it does.
+    pub fn test_run_refusal(&self, prog: usize) -> Option<&str> {
+        self.test_run_refusals[prog].as_deref()
     }
 
     /// Whether program `prog` can run: it and every program it can reach by tail calls
@@ -692,6 +720,12 @@ impl XdpRuntime {
 
     fn check_cpu(&self, prog: usize, meta: &PacketMeta) -> Result<(), PacketError> {
         assert!(prog < self.programs.len(), "program {prog} is not loaded");
+        if let Some(reason) = &self.test_run_refusals[prog] {
+            return Err(PacketError::Refused {
+                errno: Errno::EINVAL,
+                reason: reason.clone(),
+            });
+        }
         if let Some(e) = &self.unprepared[prog] {
             return Err(PacketError::Refused {
                 errno: Errno::EINVAL,
@@ -814,6 +848,10 @@ impl XdpEnv<'_> {
 }
 
 /// The devices `bpf_check_mtu` knows: the FIB's interfaces, else the loopback device.
+/// `enum bpf_attach_type`: programs a devmap or cpumap entry runs.
+const BPF_XDP_DEVMAP: u32 = 33;
+const BPF_XDP_CPUMAP: u32 = 35;
+
 /// `call bpf_tail_call`.
 const TAIL_CALL: bpfemu_isa::Insn = bpfemu_isa::Insn::Call(bpfemu_isa::CallTarget::Helper(12));
 

@@ -60,8 +60,13 @@ pub fn perf_event_output(env: &mut XdpEnv<'_>, a: [u64; 5], mem: &mut Memory) ->
     if slot >= perf.max_entries() as u64 {
         return ret(Errno::E2BIG.as_ret());
     }
-    if perf.fd_slot(slot as u32).is_none() {
+    let Some(event_cpu) = perf.fd_slot(slot as u32) else {
         return ret(Errno::ENOENT.as_ret());
+    };
+    // A slot's handle is the CPU its event counts on; the kernel only writes into an event
+    // of the CPU the program runs on.
+    if event_cpu != env.run.cpu {
+        return ret(Errno::EOPNOTSUPP.as_ret());
     }
     let mut sample = match size {
         0 => Vec::new(),
