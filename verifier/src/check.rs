@@ -676,6 +676,7 @@ pub fn precheck(input: &ProgramInput<'_>, log: &mut Log) -> Result<Prechecked, R
         });
     }
     let starts = add_subprogs(insns).map_err(|e| fail(log, e))?;
+    crate::call::kfunc::add_kfunc_calls(input).map_err(|e| fail(log, e))?;
     if log.level2() {
         for (i, s) in starts.iter().enumerate() {
             log.verbose(&format!("func#{i} @{s}\n"));

@@ -624,8 +624,9 @@ fn do_check_insn(
             env.counters.jmps_processed += 1;
             // Static subprograms may run under the lock (their own calls are checked there);
             // helpers may not, except the unlock.
-            let helper_not_unlock =
-                matches!(target, CallTarget::Helper(id) if id != call::proto::SPIN_UNLOCK);
+            // None of the kfuncs allowed under a lock (graph and preemption ones) is modelled.
+            let helper_not_unlock = matches!(target, CallTarget::Kfunc { .. })
+                || matches!(target, CallTarget::Helper(id) if id != call::proto::SPIN_UNLOCK);
             if state.active_locks > 0 && helper_not_unlock {
                 return Err(env.reject(
                     Errno::Einval,

@@ -1,9 +1,100 @@
 //! kfunc calls (`check_kfunc_call`): the kernel functions XDP may call, by BTF id against the
-//! running kernel's vmlinux BTF.
+//! running kernel's vmlinux BTF (`/sys/kernel/btf/vmlinux`). The arguments are checked from the
+//! function's BTF prototype as `check_kfunc_args` does: scalars, the program's context
+//! (`struct xdp_md *`), and pointers to scalars as memory of the pointee's size.
+//!
+//! Before the walk every kfunc call is looked up (`add_kfunc_call`): an id that is no function
+//! is refused, and so are the XDP metadata kfuncs (`bpf_xdp_metadata_rx_timestamp`, `_rx_hash`,
+//! `_rx_vlan_tag`) unless the program is device-bound (`BPF_F_XDP_DEV_BOUND_ONLY`), as in
+//! 6.18. Their arguments are then checked as below; the kernel comparison covers only the
+//! refusal (a device-bound load needs a device). Other kfuncs XDP may call (iterators,
+//! `bpf_dynptr_from_xdp`, object allocation, RCU, task references) answer "not yet supported";
+//! the rest are refused as not allowed for XDP.
 
 use crate::env::Env;
+use crate::mem::{AccessType, check_helper_mem_access};
 use crate::state::VerifierState;
+use crate::state::reg::{RegState, RegType};
 use crate::{Errno, Reject};
+use bpfemu_isa::Reg;
+use bpfemu_loader::btf::{Btf, BtfKind, TypeId};
+use std::sync::OnceLock;
+
+/// The kfuncs bpfemu checks, all in the XDP kfunc sets of 6.18 (`xdp_metadata_kfunc_ids`).
+const SUPPORTED: &[&str] = &[
+    "bpf_xdp_metadata_rx_timestamp",
+    "bpf_xdp_metadata_rx_hash",
+    "bpf_xdp_metadata_rx_vlan_tag",
+];
+
+/// Other kfuncs 6.18 lets XDP call that bpfemu does not check yet (so it answers "not yet
+/// supported" instead of the kernel's refusal for them).
+const KNOWN_UNSUPPORTED: &[&str] = &[
+    "bpf_task_acquire",
+    "bpf_task_release",
+    "bpf_cgroup_acquire",
+    "bpf_cgroup_release",
+    "bpf_dynptr_from_xdp",
+    "bpf_iter_num_new",
+    "bpf_iter_num_next",
+    "bpf_iter_num_destroy",
+    "bpf_rcu_read_lock",
+    "bpf_rcu_read_unlock",
+    "bpf_obj_new_impl",
+    "bpf_obj_drop_impl",
+    "bpf_cast_to_kern_ctx",
+    "bpf_rdonly_cast",
+];
+
+/// `BPF_F_XDP_DEV_BOUND_ONLY`: the program is bound to one device (with its metadata kfuncs).
+const BPF_F_XDP_DEV_BOUND_ONLY: u32 = 1 << 6;
+
+/// `add_kfunc_call` for every kfunc call of the program, before the walk: the id must name a
+/// function of vmlinux BTF, and the metadata kfuncs need a device-bound program.
+pub fn add_kfunc_calls(input: &crate::ProgramInput<'_>) -> Result<(), crate::check::CheckError> {
+    const EINVAL: i32 = 22;
+    let error = |message: String| crate::check::CheckError {
+        message,
+        errno: EINVAL,
+        insn: None,
+    };
+    let mut pc = 0;
+    while pc < input.insns.len() {
+        let insn = input.insns[pc];
+        pc += if insn.code == 0x18 { 2 } else { 1 };
+        let is_kfunc_call = insn.code == 0x85 && insn.src == 2 && insn.off == 0;
+        // vmlinux BTF is read only for programs that call kfuncs.
+        let Some(btf) = is_kfunc_call.then(vmlinux_btf).flatten() else {
+            continue;
+        };
+        let func = btf
+            .get(insn.imm as TypeId)
+            .filter(|t| matches!(t.kind, BtfKind::Func { .. }));
+        let Some(func) = func else {
+            return Err(error(format!(
+                "kernel btf_id {} is not a function",
+                insn.imm
+            )));
+        };
+        let dev_bound = input.prog_flags & BPF_F_XDP_DEV_BOUND_ONLY != 0;
+        if SUPPORTED.contains(&func.name.as_str()) && !dev_bound {
+            return Err(error(
+                "metadata kfuncs require device-bound program".to_owned(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The running kernel's BTF, parsed once; `None` when it cannot be read.
+pub fn vmlinux_btf() -> Option<&'static Btf> {
+    static BTF: OnceLock<Option<Btf>> = OnceLock::new();
+    BTF.get_or_init(|| {
+        let raw = std::fs::read("/sys/kernel/btf/vmlinux").ok()?;
+        Btf::parse(&raw).ok()
+    })
+    .as_ref()
+}
 
 /// Checks a call of the kfunc `btf_id` (module BTF `off`, 0 for vmlinux) at `pc`.
 pub fn check_kfunc_call(
@@ -13,9 +104,125 @@ pub fn check_kfunc_call(
     btf_id: i32,
     off: i16,
 ) -> Result<(), Reject> {
-    let _ = (state, pc, off);
-    Err(env.reject(
-        Errno::Einval,
-        format!("not yet supported: kfunc call {btf_id}"),
-    ))
+    let _ = pc;
+    if off != 0 {
+        return Err(env.reject(
+            Errno::Enotsupp,
+            format!("not yet supported: kfunc {btf_id} in module BTF {off}"),
+        ));
+    }
+    let Some(btf) = vmlinux_btf() else {
+        return Err(env.reject(
+            Errno::Enotsupp,
+            "not yet supported: kfunc call without /sys/kernel/btf/vmlinux",
+        ));
+    };
+    let func = btf
+        .get(btf_id as TypeId)
+        .filter(|t| matches!(t.kind, BtfKind::Func { .. }));
+    let Some(func) = func else {
+        return Err(env.reject(
+            Errno::Einval,
+            format!("kernel btf_id {btf_id} is not a function"),
+        ));
+    };
+    let name = func.name.as_str();
+    if KNOWN_UNSUPPORTED.contains(&name) {
+        return Err(env.reject(Errno::Enotsupp, format!("not yet supported: kfunc {name}")));
+    }
+    if !SUPPORTED.contains(&name) {
+        return Err(env.reject(
+            Errno::Eacces,
+            format!("calling kernel function {name} is not allowed"),
+        ));
+    }
+    let BtfKind::Func { proto, .. } = func.kind else {
+        unreachable!("filtered to functions above")
+    };
+    let Some(BtfKind::FuncProto { params, .. }) = btf.get(proto).map(|t| &t.kind) else {
+        return Err(env.reject(
+            Errno::Einval,
+            format!("kernel function {name} has no prototype"),
+        ));
+    };
+    for (i, param) in params.iter().enumerate() {
+        check_kfunc_arg(env, state, btf, name, i, param.ty)?;
+    }
+    state.clobber_caller_saved();
+    *state.reg_mut(Reg::R0) = RegState::unknown_scalar();
+    Ok(())
+}
+
+/// One argument (`check_kfunc_args` for the argument kinds the supported kfuncs have).
+fn check_kfunc_arg(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    btf: &Btf,
+    func: &str,
+    i: usize,
+    ty: TypeId,
+) -> Result<(), Reject> {
+    let regno = i + 1;
+    let r = Reg::new(regno as u8).expect("argument register");
+    let reg = *state.reg(r);
+    if reg.ty == RegType::NotInit {
+        return Err(env.reject(Errno::Eacces, format!("R{regno} !read_ok")));
+    }
+    let t = btf.skip_mods_and_typedefs(ty).and_then(|id| btf.get(id));
+    let pointee = match t.map(|t| &t.kind) {
+        Some(BtfKind::Ptr { ty }) => *ty,
+        Some(BtfKind::Int { .. } | BtfKind::Enum { .. } | BtfKind::Enum64 { .. }) => {
+            if reg.ty != RegType::Scalar {
+                return Err(env.reject(Errno::Einval, format!("R{regno} is not a scalar")));
+            }
+            return Ok(());
+        }
+        _ => {
+            return Err(env.reject(
+                Errno::Enotsupp,
+                format!("not yet supported: argument {i} of kernel function {func}"),
+            ));
+        }
+    };
+    if reg.is_const_scalar(0) || reg.flags & crate::state::reg::PTR_MAYBE_NULL != 0 {
+        return Err(env.reject(
+            Errno::Eacces,
+            format!("Possibly NULL pointer passed to trusted arg{i}"),
+        ));
+    }
+    let pointee_id = btf.skip_mods_and_typedefs(pointee).unwrap_or(0);
+    let pointee_t = btf.get(pointee_id);
+    if pointee_t.is_some_and(|t| t.name == "xdp_md" && matches!(t.kind, BtfKind::Struct { .. })) {
+        if reg.ty != RegType::Ctx {
+            let ty = crate::state::reg::reg_type_str(reg.ty, reg.flags);
+            return Err(env.reject(
+                Errno::Einval,
+                format!("arg#{i} expected pointer to ctx, but got {ty}"),
+            ));
+        }
+        if reg.off != 0 || !reg.var_off.is_const() || reg.var_off.value != 0 {
+            return Err(env.reject(
+                Errno::Eacces,
+                format!(
+                    "dereference of modified ctx ptr R{regno} off={} disallowed",
+                    reg.off
+                ),
+            ));
+        }
+        return Ok(());
+    }
+    let scalar = pointee_t.is_some_and(|t| {
+        matches!(
+            t.kind,
+            BtfKind::Int { .. } | BtfKind::Enum { .. } | BtfKind::Enum64 { .. }
+        )
+    });
+    let Some(size) = btf.size_of(pointee_id).filter(|_| scalar) else {
+        return Err(env.reject(
+            Errno::Enotsupp,
+            format!("not yet supported: argument {i} of kernel function {func}"),
+        ));
+    };
+    check_helper_mem_access(env, state, r, size as i32, AccessType::Read, true)?;
+    check_helper_mem_access(env, state, r, size as i32, AccessType::Write, true)
 }

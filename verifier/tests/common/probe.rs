@@ -31,6 +31,8 @@
 //!   BPF_PSEUDO_MAP_VALUE, arrays only);
 //! - `r2 = func[LABEL]`: the subprogram at LABEL (`src_reg` 4, BPF_PSEUDO_FUNC), for callbacks.
 //!
+//! - `call kfunc[NAME]`: the kernel function NAME, by its id in the running kernel's BTF;
+//!
 //! and, for encodings no text names (bad opcodes, reserved fields), one raw slot:
 //! `.raw CODE DST SRC OFF IMM` (numbers, `0x` for hex, OFF and IMM signed).
 //!
@@ -317,6 +319,12 @@ fn assemble_probe(
             format!("r0 = {}", RAW_MARKER + raws.len() as i32 - 1)
         } else if code.contains("map[") {
             map_placeholder(code, &maps, &mut refs).map_err(at)?
+        } else if let Some(name) = code.trim().strip_prefix("call kfunc[") {
+            let name = name
+                .strip_suffix(']')
+                .ok_or("a kfunc call is `call kfunc[NAME]`");
+            raws.push(kfunc_call(name.map_err(|e| at(e.to_owned()))?).map_err(at)?);
+            format!("r0 = {}", RAW_MARKER + raws.len() as i32 - 1)
         } else if code.contains("func[") {
             btf = true;
             func_placeholder(code).map_err(at)?
@@ -401,6 +409,21 @@ fn func_placeholder(code: &str) -> Result<String, String> {
     Ok(format!(
         "if {dst} == {FUNC_MARKER} goto {label}\n{dst} = {FUNC_MARKER}"
     ))
+}
+
+/// `call kfunc[NAME]`: a call of the kernel function NAME by its id in the running kernel's
+/// BTF (`src_reg` 2, BPF_PSEUDO_KFUNC_CALL).
+fn kfunc_call(name: &str) -> Result<RawInsn, String> {
+    use bpfemu_loader::btf::{Btf, BtfKind};
+    static VMLINUX: std::sync::OnceLock<Option<Btf>> = std::sync::OnceLock::new();
+    let btf = VMLINUX
+        .get_or_init(|| Btf::parse(&std::fs::read("/sys/kernel/btf/vmlinux").ok()?).ok())
+        .as_ref()
+        .ok_or("kfunc calls need /sys/kernel/btf/vmlinux")?;
+    let id = btf
+        .find_by_name_kind(name, |k| matches!(k, BtfKind::Func { .. }))
+        .ok_or_else(|| format!("no kernel function `{name}` in vmlinux BTF"))?;
+    Ok(RawInsn::new(0x85, 0, 2, 0, id as i32))
 }
 
 /// `CODE DST SRC OFF IMM`.
