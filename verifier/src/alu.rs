@@ -726,16 +726,15 @@ fn scalar32_lsh(d: &mut RegState, s: &RegState) {
 
 fn scalar64_lsh(d: &mut RegState, s: &RegState) {
     let (umin, umax) = (s.umin_value, s.umax_value);
-    d.smax_value = if umin == 32 && umax == 32 && d.s32_max_value >= 0 {
-        (d.s32_max_value as i64) << 32
+    // `<< 32` (half of the compilers' sign extension) keeps the order of the 32-bit signed
+    // range, negative bounds included (6.18 stable): no value changes sign.
+    if umin == 32 && umax == 32 {
+        d.smax_value = (d.s32_max_value as i64) << 32;
+        d.smin_value = (d.s32_min_value as i64) << 32;
     } else {
-        i64::MAX
-    };
-    d.smin_value = if umin == 32 && umax == 32 && d.s32_min_value >= 0 {
-        (d.s32_min_value as i64) << 32
-    } else {
-        i64::MIN
-    };
+        d.smax_value = i64::MAX;
+        d.smin_value = i64::MIN;
+    }
     if d.umax_value > 1u64 << (63 - umax) {
         d.umin_value = 0;
         d.umax_value = u64::MAX;

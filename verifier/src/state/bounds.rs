@@ -106,6 +106,14 @@ impl RegState {
         if (self.s32_min_value as u32) <= (self.s32_max_value as u32) {
             self.u32_min_value = self.u32_min_value.max(self.s32_min_value as u32);
             self.u32_max_value = self.u32_max_value.min(self.s32_max_value as u32);
+        } else if self.u32_max_value < self.s32_min_value as u32 {
+            // As in 64 bits: the s32 range wraps and the u32 range lies in its negative part.
+            self.s32_min_value = self.u32_min_value as i32;
+            self.u32_max_value = self.u32_max_value.min(self.s32_max_value as u32);
+        } else if (self.s32_max_value as u32) < self.u32_min_value {
+            // ... or in its non-negative part (s32 <= 1 with u32 >= 16: negative only).
+            self.s32_max_value = self.u32_max_value as i32;
+            self.u32_min_value = self.u32_min_value.max(self.s32_min_value as u32);
         }
     }
 
