@@ -124,3 +124,23 @@ fn btf_seeds_are_real_btf_that_parses() {
         assert!(fuzzing::btf(&data), "{} does not parse", seed.display());
     }
 }
+
+/// elf_object's campaign found a 12 KB object whose `.bss` header claims 4 GiB: the loader
+/// allocated it. The kernel refuses array values over INT_MAX bytes (E2BIG), and so does the
+/// loader now, before allocating anything.
+#[test]
+fn a_huge_bss_is_refused_as_the_kernel_refuses_it() {
+    let data = std::fs::read(root().join("fuzz/corpus/elf_object/oom-bss-4gib")).unwrap();
+    assert!(data.len() < 16 * 1024);
+    let err = bpfemu_loader::load_bytes("huge-bss.o", &data, &Default::default())
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        err.contains(
+            "bytes: the kernel's array maps hold values of at most 2147483647 bytes (E2BIG)"
+        ),
+        "{err}"
+    );
+    assert!(err.starts_with("huge-bss.o"), "{err}");
+}

@@ -653,8 +653,24 @@ pub fn data_maps(
         if section.size == 0 {
             continue;
         }
+        // The kernel's array maps take a value_size up to INT_MAX and refuse a larger one with
+        // E2BIG, so libbpf cannot create the section's map; refusing it here also keeps the
+        // memory a `.bss` header can ask for bounded.
         let size = u32::try_from(section.size)
-            .map_err(|_| map_error(&elf.file, &section.name, "data section larger than 4 GiB"))?;
+            .ok()
+            .filter(|&size| size <= i32::MAX as u32)
+            .ok_or_else(|| {
+                map_error(
+                    &elf.file,
+                    &section.name,
+                    format!(
+                        "data section of {} bytes: the kernel's array maps hold values of at \
+                         most {} bytes (E2BIG)",
+                        section.size,
+                        i32::MAX
+                    ),
+                )
+            })?;
         let initial = match kind {
             DataKind::Bss => vec![0; size as usize],
             _ => section.data.to_vec(),
