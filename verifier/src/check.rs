@@ -359,7 +359,11 @@ fn resolve_one_ldimm64(
     };
     match raw.src {
         0 => return Ok(None),
-        PSEUDO_BTF_ID => return Ok(Some(LdImm64Ref::BtfId { btf_id: raw.imm })),
+        PSEUDO_BTF_ID => {
+            crate::call::ksym::check_pseudo_btf_id(raw.imm, next.imm)
+                .map_err(|e| CheckError::new(e.errno, Some(i), e.message))?;
+            return Ok(Some(LdImm64Ref::BtfId { btf_id: raw.imm }));
+        }
         PSEUDO_FUNC => {
             let target = (i as i64 + raw.imm as i64 + 1) as usize;
             let subprog = subprogs

@@ -799,12 +799,10 @@ fn check_ld_imm(
                 r
             }
         }
-        K::BtfId => {
-            return Err(env.reject(
-                Errno::Einval,
-                "not yet supported: ld_imm64 of a kernel symbol",
-            ));
-        }
+        K::BtfId => match call::ksym::check_pseudo_btf_id(imm, next_imm) {
+            Ok(ksym) => call::ksym::ksym_reg(ksym),
+            Err(e) => return Err(env.reject(Errno::Einval, e.message)),
+        },
     };
     *state.reg_mut(dst) = reg;
     Ok(())

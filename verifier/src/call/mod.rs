@@ -6,6 +6,7 @@ pub mod const_str;
 pub mod dynptr;
 pub mod helper;
 pub mod kfunc;
+pub mod ksym;
 pub mod lock;
 pub mod map_field;
 pub mod proto;

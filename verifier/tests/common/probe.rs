@@ -32,6 +32,8 @@
 //! - `r2 = func[LABEL]`: the subprogram at LABEL (`src_reg` 4, BPF_PSEUDO_FUNC), for callbacks.
 //!
 //! - `call kfunc[NAME]`: the kernel function NAME, by its id in the running kernel's BTF;
+//! - `r1 = ksym[NAME]`: the address of the kernel variable or function NAME (`src_reg` 3,
+//!   BPF_PSEUDO_BTF_ID, by its id in the running kernel's BTF);
 //!
 //! and, for encodings no text names (bad opcodes, reserved fields), one raw slot:
 //! `.raw CODE DST SRC OFF IMM` (numbers, `0x` for hex, OFF and IMM signed).
@@ -319,6 +321,29 @@ fn assemble_probe(
             format!("r0 = {}", RAW_MARKER + raws.len() as i32 - 1)
         } else if code.contains("map[") {
             map_placeholder(code, &maps, &mut refs).map_err(at)?
+        } else if let Some((dst, name)) = code
+            .split_once("= ksym[")
+            .and_then(|(d, n)| Some((d.trim(), n.trim().strip_suffix(']')?)))
+        {
+            let id = vmlinux_id(name, |k| {
+                matches!(
+                    k,
+                    bpfemu_loader::btf::BtfKind::Var { .. }
+                        | bpfemu_loader::btf::BtfKind::Func { .. }
+                )
+            })
+            .map_err(at)?;
+            let dst: u8 = dst
+                .strip_prefix('r')
+                .and_then(|n| n.parse().ok())
+                .ok_or_else(|| at(format!("`{dst}` is not a register")))?;
+            raws.push(RawInsn::new(0x18, dst, 3, 0, id as i32));
+            raws.push(RawInsn::new(0, 0, 0, 0, 0));
+            format!(
+                "r0 = {}\nr0 = {}",
+                RAW_MARKER + raws.len() as i32 - 2,
+                RAW_MARKER + raws.len() as i32 - 1
+            )
         } else if let Some(name) = code.trim().strip_prefix("call kfunc[") {
             let name = name
                 .strip_suffix(']')
@@ -414,16 +439,25 @@ fn func_placeholder(code: &str) -> Result<String, String> {
 /// `call kfunc[NAME]`: a call of the kernel function NAME by its id in the running kernel's
 /// BTF (`src_reg` 2, BPF_PSEUDO_KFUNC_CALL).
 fn kfunc_call(name: &str) -> Result<RawInsn, String> {
-    use bpfemu_loader::btf::{Btf, BtfKind};
+    let id = vmlinux_id(name, |k| {
+        matches!(k, bpfemu_loader::btf::BtfKind::Func { .. })
+    })?;
+    Ok(RawInsn::new(0x85, 0, 2, 0, id as i32))
+}
+
+/// The id of the type NAME of the kind `pred` accepts in the running kernel's BTF.
+fn vmlinux_id(
+    name: &str,
+    pred: impl Fn(&bpfemu_loader::btf::BtfKind) -> bool,
+) -> Result<u32, String> {
+    use bpfemu_loader::btf::Btf;
     static VMLINUX: std::sync::OnceLock<Option<Btf>> = std::sync::OnceLock::new();
     let btf = VMLINUX
         .get_or_init(|| Btf::parse(&std::fs::read("/sys/kernel/btf/vmlinux").ok()?).ok())
         .as_ref()
-        .ok_or("kfunc calls need /sys/kernel/btf/vmlinux")?;
-    let id = btf
-        .find_by_name_kind(name, |k| matches!(k, BtfKind::Func { .. }))
-        .ok_or_else(|| format!("no kernel function `{name}` in vmlinux BTF"))?;
-    Ok(RawInsn::new(0x85, 0, 2, 0, id as i32))
+        .ok_or("kernel symbols need /sys/kernel/btf/vmlinux")?;
+    btf.find_by_name_kind(name, pred)
+        .ok_or_else(|| format!("no `{name}` of that kind in vmlinux BTF"))
 }
 
 /// `CODE DST SRC OFF IMM`.
