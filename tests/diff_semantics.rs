@@ -202,3 +202,24 @@ fn socket_storage_maps_load_empty_and_the_xdp_program_runs() {
         all(&out)
     );
 }
+
+/// Without BTF for its key and value (a legacy `maps` section definition), the kernel refuses
+/// a socket storage map (EINVAL), and bpfemu's loader refuses the object naming the map.
+#[test]
+fn socket_storage_without_btf_is_refused_as_the_kernel_refuses_it() {
+    if !kernel_or_skip("socket_storage_without_btf_is_refused_as_the_kernel_refuses_it") {
+        return;
+    }
+    let mut spec = kernel::MapSpec::hash(4, 8, 0);
+    spec.map_type = 24;
+    spec.map_flags = 1; // BPF_F_NO_PREALLOC
+    assert_eq!(kernel::map_create(&spec).err(), Some(libc::EINVAL));
+    let out = bpfemu(&["inspect", object("sk_storage_legacy").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", all(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("map 'legacy_marks': a local storage map needs BTF for its key and value"),
+        "{err}"
+    );
+}

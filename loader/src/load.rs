@@ -57,6 +57,7 @@ pub fn load(file: &str, data: &[u8], opts: &LoadOptions) -> Result<Object, LoadE
         &opts.map_sizes,
         possible_cpus,
     )?);
+    maps::check_storage_btf(file, &table.specs)?;
 
     let mut target = TargetBtf::new(file, opts.target_btf.as_deref());
     warnings.extend(externs::resolve(

@@ -837,6 +837,27 @@ pub fn apply_map_sizes(
     Ok(warnings)
 }
 
+/// The local storage maps (socket, inode, task, cgroup) need BTF for their key and value:
+/// the kernel's `bpf_local_storage_map_alloc_check` refuses them without (EINVAL), so libbpf's
+/// load fails; so does bpfemu's, naming the map.
+pub fn check_storage_btf(file: &str, specs: &[MapSpec]) -> Result<(), LoadError> {
+    let needs_btf = |t: u32| matches!(t, 24 | 28 | 29 | 32);
+    match specs
+        .iter()
+        .find(|s| needs_btf(s.map_type) && (s.key_type.is_none() || s.value_type.is_none()))
+    {
+        Some(spec) => Err(LoadError::Map {
+            file: file.into(),
+            map: spec.name.clone(),
+            message: "a local storage map needs BTF for its key and value (declare it in \
+                      .maps with __type(key, int) and __type(value, ...)); the kernel refuses \
+                      it without"
+                .into(),
+        }),
+        None => Ok(()),
+    }
+}
+
 fn size_one(
     spec: &mut MapSpec,
     sizes: &std::collections::BTreeMap<String, u32>,
