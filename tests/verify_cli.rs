@@ -251,3 +251,34 @@ fn replay_diff_and_bench_refuse_a_rejected_program_unless_no_verify() {
     let out = bpfemu(&["replay", obj, pcap, "--prog", "xdp_ok"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
+
+/// The README's `bpfemu verify` example is the command's real output (times aside).
+#[test]
+fn the_readme_shows_real_verify_output() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let command = "$ bpfemu verify tests/data/verify/unchecked_read.o\n";
+    let start = readme
+        .find(command)
+        .expect("the README shows bpfemu verify")
+        + command.len();
+    let shown = &readme[start..start + readme[start..].find("```").expect("block end")];
+    let out = Command::new(env!("CARGO_BIN_EXE_bpfemu"))
+        .args(["verify", "tests/data/verify/unchecked_read.o"])
+        .current_dir(root())
+        .output()
+        .expect("bpfemu runs");
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(without_times(shown), without_times(&text(&out.stdout)));
+}
+
+/// Each `N.NNN ms` made `_ ms`: the verification time changes from run to run.
+fn without_times(report: &str) -> String {
+    report
+        .lines()
+        .map(|line| match line.strip_suffix(" ms") {
+            Some(rest) => format!("{} _ ms", &rest[..rest.rfind(" ").unwrap_or(0)]),
+            None => line.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
