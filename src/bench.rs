@@ -1,19 +1,24 @@
 //! `bpfemu bench`: how fast each of bpfemu's engines runs a program over a capture, beside the
 //! kernel on the same packets and map contents, in one run, on one pinned CPU.
 //!
-//! Every engine runs the same loop replay's fast path runs: load the next packet into the
-//! reused frame (test_run's frame, reset), run the program, count its verdict. The capture is
+//! The engines are the interpreter, the JIT checked (every access validated, as the
+//! interpreter does) and the JIT trusted (host memory directly: only when bpfemu's verifier
+//! accepts every program of the object, else the report says why it did not run). Each runs
+//! on a runtime of its own with the same map contents, the same loop replay's fast path runs:
+//! load the next packet into the reused frame (test_run's frame, reset), run the program,
+//! count its verdict. The JIT's compile time is reported apart. The capture is
 //! read once and cycled up to `--packets`, so memory stays bounded by the capture. bpfemu's
-//! time is the thread's CPU time (from `/proc/thread-self/schedstat`, so that other
+//! time is the thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`, so that other
 //! processes on a shared machine do not count; wall time is reported too).
 //!
 //! The kernel runs each distinct packet once through `BPF_PROG_TEST_RUN` with `repeat` set
 //! to the number of times the cycle visits it, and reports its own mean duration per run: the
-//! program's time in the kernel's JIT, measured in the kernel with preemption off. (On
+//! program's time in the kernel's JIT, measured in the kernel with preemption off. Each
+//! engine's time a packet is then given as a multiple of the kernel's. (On
 //! repeats the kernel does not rebuild the frame, so a program that rewrites its packet sees
 //! its own output again; the work per run is the same for the corpus programs.) The kernel
-//! does not count instructions: its instructions per second use bpfemu's count for the same
-//! packets.
+//! does not count instructions: every instructions/s figure uses the interpreter's count for
+//! the same packets.
 //!
 //! Without root or `bpf()`, bpfemu's figures are given alone and the report says why.
 
@@ -21,8 +26,10 @@ use crate::diff::{self, DiffOptions, Session};
 use crate::pcap::{Packet, PcapReader};
 use crate::progress::Progress;
 use crate::replay::{ReplayOptions, Replayer};
+use crate::runtime::EngineChoice;
 use anyhow::{Context, Result, bail};
 use bpfemu_conformance::kernel as kbpf;
+use bpfemu_loader::Object;
 use bpfemu_vm::xdp::PacketMeta;
 use serde_json::json;
 use std::path::PathBuf;
@@ -45,16 +52,26 @@ pub struct BenchOptions {
 /// One engine's figures.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EngineFigures {
-    /// "interp" (the JIT's modes join here as they land).
+    /// "interp", "jit" (checked) or "jit-trusted".
     pub engine: &'static str,
-    /// Time to get the program ready to run (decoding; a JIT's compile).
+    /// Time to get the program ready to run: loading, the runtime, the maps, the compile.
     pub prepare: Duration,
-    /// CPU time of the thread for every packet (wall time when the CPU time is unknown).
+    /// The JIT's compile alone (zero for the interpreter).
+    pub compile: Duration,
+    /// CPU time of the thread for every packet.
     pub cpu: Duration,
     pub wall: Duration,
+    /// Instructions the engine counted.
     pub insns: u64,
     /// Packets whose run stopped or that test_run would refuse.
     pub errors: usize,
+}
+
+/// An engine that ran, or why it did not.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EngineRun {
+    pub engine: &'static str,
+    pub figures: Result<EngineFigures, String>,
 }
 
 /// The kernel's figures.
@@ -77,10 +94,18 @@ pub struct BenchReport {
     pub packets: usize,
     /// Packets in the capture, cycled to `packets`.
     pub capture_packets: usize,
-    pub engines: Vec<EngineFigures>,
+    /// Interpreter, checked JIT, trusted JIT, in this order.
+    pub engines: Vec<EngineRun>,
     /// The kernel's figures, or why there are none.
     pub kernel: Result<KernelFigures, String>,
 }
+
+/// The engines measured, in the report's order.
+const ENGINES: [EngineChoice; 3] = [
+    EngineChoice::Interp,
+    EngineChoice::Jit,
+    EngineChoice::JitTrusted,
+];
 
 pub fn bench(opts: &BenchOptions) -> Result<BenchReport> {
     // The program and maps first, on both sides: a wrong name fails before the capture is
@@ -92,18 +117,69 @@ pub fn bench(opts: &BenchOptions) -> Result<BenchReport> {
     // As many virtual CPUs as the kernel has, as diff gives them: map files may name CPUs
     // (cpumap entries, per-CPU values) and must mean the same on both sides.
     let cpus = session.as_ref().map_or(1, Session::cpus);
-    let mut replayer = bpfemu_replayer(opts, cpus)?;
-    crate::replay::print_warnings(&opts.object, &replayer.0.object);
-    let prepare = replayer.1;
+    // The interpreter's runtime first: its errors (a bad object, map file or program name)
+    // are the command's.
+    let (interp, prepare) = bpfemu_replayer(opts, cpus, EngineChoice::Interp)?;
+    crate::replay::print_warnings(&opts.object, &interp.object);
+    let program = interp.program_name.clone();
+    let trusted = trusted_refusal(&interp.object);
     let capture = read_capture(opts)?;
-    let interp = measure_runtime("interp", prepare, &mut replayer.0, &capture, opts);
+    let mut interp = Some((interp, prepare));
+    let engines = ENGINES
+        .iter()
+        .map(|&choice| EngineRun {
+            engine: choice.name(),
+            figures: engine_figures(opts, cpus, choice, &mut interp, &trusted, &capture),
+        })
+        .collect();
     Ok(BenchReport {
-        program: replayer.0.program_name.clone(),
+        program,
         packets: opts.packets,
         capture_packets: capture.len(),
-        engines: vec![interp],
+        engines,
         kernel: session.map(|s| measure_kernel(&s, &capture, opts)),
     })
+}
+
+/// One engine over the capture, each on a runtime of its own with the maps as `--maps` sets
+/// them; or why it cannot run.
+fn engine_figures(
+    opts: &BenchOptions,
+    cpus: u32,
+    choice: EngineChoice,
+    interp: &mut Option<(Replayer, Duration)>,
+    trusted_refusal: &Option<String>,
+    capture: &[Packet],
+) -> Result<EngineFigures, String> {
+    if let (EngineChoice::JitTrusted, Some(why)) = (choice, trusted_refusal) {
+        return Err(why.clone());
+    }
+    let (mut replayer, prepare) = match (choice, interp.take()) {
+        (EngineChoice::Interp, Some(ready)) => ready,
+        _ => bpfemu_replayer(opts, cpus, choice).map_err(|e| format!("{e:#}"))?,
+    };
+    Ok(measure_runtime(
+        choice.name(),
+        prepare,
+        &mut replayer,
+        capture,
+        opts,
+    ))
+}
+
+/// Why the trusted JIT may not run the object: it reaches host memory unchecked, so every
+/// program (tail calls reach any of them) must pass bpfemu's verifier.
+fn trusted_refusal(object: &Object) -> Option<String> {
+    let verdicts = crate::verify::verify_object(object, None, 0)?;
+    let rejected = verdicts.iter().find(|v| !v.accepted())?;
+    let why = rejected
+        .verdict
+        .rejection()
+        .map_or_else(String::new, |r| format!(": {}", r.message));
+    Some(format!(
+        "bpfemu's verifier rejects {}{why}; the trusted JIT runs verified programs only",
+        rejected.program.name
+    ))
 }
 
 /// The capture's packets, once.
@@ -137,9 +213,13 @@ fn kernel_session(opts: &BenchOptions) -> Result<Session> {
     Ok(Session::open_with_maps(&diff_opts, doc.as_ref())?)
 }
 
-/// bpfemu's runtime with the maps as `--maps` sets them, and the time it took to prepare.
-/// (Each engine runs on a runtime of its own: the JIT's modes join here as they land.)
-fn bpfemu_replayer(opts: &BenchOptions, cpus: u32) -> Result<(Replayer, Duration)> {
+/// bpfemu's runtime for `engine` with the maps as `--maps` sets them, and the time it took to
+/// prepare.
+fn bpfemu_replayer(
+    opts: &BenchOptions,
+    cpus: u32,
+    engine: EngineChoice,
+) -> Result<(Replayer, Duration)> {
     let replay_opts = ReplayOptions {
         object: opts.object.clone(),
         program: opts.program.clone(),
@@ -148,6 +228,7 @@ fn bpfemu_replayer(opts: &BenchOptions, cpus: u32) -> Result<(Replayer, Duration
         load: opts.load.clone(),
         cpus,
         ifindex: 1,
+        engine,
         ..ReplayOptions::default()
     };
     let start = Instant::now();
@@ -185,6 +266,7 @@ fn measure_runtime(
     EngineFigures {
         engine,
         prepare,
+        compile: replayer.compile_time,
         cpu,
         wall,
         insns,
@@ -233,35 +315,24 @@ fn measure_kernel(session: &Session, capture: &[Packet], opts: &BenchOptions) ->
 
 /// The calling thread's CPU time and the wall clock, from one start.
 struct CpuClock {
-    cpu: Option<u64>,
+    cpu: u64,
     wall: Instant,
 }
 
 impl CpuClock {
     fn start() -> CpuClock {
         CpuClock {
-            cpu: thread_cpu_ns(),
+            cpu: kbpf::thread_cpu_ns(),
             wall: Instant::now(),
         }
     }
 
-    /// (CPU time, wall time) since the start; the CPU time is the wall time where the
-    /// kernel does not report it.
+    /// (CPU time, wall time) since the start.
     fn stop(self) -> (Duration, Duration) {
         let wall = self.wall.elapsed();
-        let cpu = match (self.cpu, thread_cpu_ns()) {
-            (Some(a), Some(b)) if b >= a => Duration::from_nanos(b - a),
-            _ => wall,
-        };
+        let cpu = Duration::from_nanos(kbpf::thread_cpu_ns().saturating_sub(self.cpu));
         (cpu, wall)
     }
-}
-
-/// Nanoseconds this thread has run on a CPU: the first field of
-/// `/proc/thread-self/schedstat`.
-fn thread_cpu_ns() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    text.split_whitespace().next()?.parse().ok()
 }
 
 fn per_sec(count: f64, time: Duration) -> f64 {
@@ -273,18 +344,26 @@ fn ns_per(time: Duration, count: usize) -> f64 {
 }
 
 impl BenchReport {
-    /// Instructions a packet, on average, as bpfemu's first engine counted them.
-    fn insns_per_packet(&self) -> f64 {
-        self.engines
-            .first()
-            .map_or(0.0, |e| e.insns as f64 / self.packets.max(1) as f64)
+    /// The interpreter's figures, when it ran.
+    fn reference(&self) -> Option<&EngineFigures> {
+        self.engines.first().and_then(|e| e.figures.as_ref().ok())
     }
 
-    /// The kernel's time a packet over the engine's: above 1 the engine is faster. None
+    /// Instructions a packet, on average, as the interpreter counted them: every engine
+    /// and the kernel run the same instructions, so their instructions/s use this count.
+    fn insns(&self) -> u64 {
+        self.reference().map_or(0, |e| e.insns)
+    }
+
+    fn insns_per_packet(&self) -> f64 {
+        self.insns() as f64 / self.packets.max(1) as f64
+    }
+
+    /// The engine's time a packet over the kernel's: below 1 the engine is faster. None
     /// without the kernel or without packets.
-    fn ratio(&self, engine: &EngineFigures) -> Option<f64> {
+    pub fn time_vs_kernel(&self, engine: &EngineFigures) -> Option<f64> {
         let kernel = self.kernel.as_ref().ok().filter(|_| self.packets > 0)?;
-        Some(kernel.program.as_secs_f64() / engine.cpu.as_secs_f64().max(1e-12))
+        Some(engine.cpu.as_secs_f64() / kernel.program.as_secs_f64().max(1e-12))
     }
 
     pub fn to_text(&self) -> String {
@@ -299,18 +378,27 @@ impl BenchReport {
             self.capture_packets,
             self.insns_per_packet()
         );
-        out += "engine          prepare ms   ns/packet   M packets/s   M insns/s   kernel time / ours\n";
-        for e in &self.engines {
+        out += "engine        prepare ms  compile ms   ns/packet  M packets/s   M insns/s  time / kernel's\n";
+        let insns = self.insns() as f64;
+        for run in &self.engines {
+            let e = match &run.figures {
+                Ok(e) => e,
+                Err(why) => {
+                    out += &format!("{:<12}  not run: {why}\n", run.engine);
+                    continue;
+                }
+            };
             let ratio = self
-                .ratio(e)
+                .time_vs_kernel(e)
                 .map_or_else(|| "-".to_string(), |r| format!("{r:.3}x"));
             out += &format!(
-                "{:<14} {:>11.3} {:>11.1} {:>13.2} {:>11.1}   {ratio}\n",
+                "{:<12} {:>11.3} {:>11.3} {:>11.1} {:>12.2} {:>11.1}  {ratio}\n",
                 e.engine,
                 e.prepare.as_secs_f64() * 1e3,
+                e.compile.as_secs_f64() * 1e3,
                 ns_per(e.cpu, self.packets),
                 per_sec(self.packets as f64, e.cpu) / 1e6,
-                per_sec(e.insns as f64, e.cpu) / 1e6,
+                per_sec(insns, e.cpu) / 1e6,
             );
             if e.errors > 0 {
                 out += &format!("  ({} packets stopped or refused)\n", e.errors);
@@ -318,10 +406,10 @@ impl BenchReport {
         }
         match &self.kernel {
             Ok(k) => {
-                let insns = self.engines.first().map_or(0, |e| e.insns) as f64;
                 out += &format!(
-                    "{:<14} {:>11} {:>11.1} {:>13.2} {:>11.1}   1.000x\n",
+                    "{:<12} {:>11} {:>11} {:>11.1} {:>12.2} {:>11.1}  1.000x\n",
                     "kernel (JIT)",
+                    "-",
                     "-",
                     ns_per(k.program, self.packets),
                     per_sec(self.packets as f64, k.program) / 1e6,
@@ -332,6 +420,9 @@ impl BenchReport {
                     k.calls,
                     k.wall.as_secs_f64()
                 );
+                if k.errors > 0 {
+                    out += &format!("  ({} packets refused by the kernel)\n", k.errors);
+                }
             }
             Err(why) => out += &format!("kernel: not measured ({why})\n"),
         }
@@ -339,30 +430,35 @@ impl BenchReport {
     }
 
     pub fn to_json(&self) -> serde_json::Value {
+        let insns = self.insns() as f64;
         let engines: Vec<serde_json::Value> = self
             .engines
             .iter()
-            .map(|e| {
+            .map(|run| {
+                let e = match &run.figures {
+                    Ok(e) => e,
+                    Err(why) => return json!({ "engine": run.engine, "not_run": why }),
+                };
                 let mut doc = json!({
                     "engine": e.engine,
                     "prepare_ms": e.prepare.as_secs_f64() * 1e3,
+                    "compile_ms": e.compile.as_secs_f64() * 1e3,
                     "cpu_seconds": e.cpu.as_secs_f64(),
                     "wall_seconds": e.wall.as_secs_f64(),
                     "ns_per_packet": ns_per(e.cpu, self.packets),
                     "packets_per_sec": per_sec(self.packets as f64, e.cpu),
                     "insns": e.insns,
-                    "insns_per_sec": per_sec(e.insns as f64, e.cpu),
+                    "insns_per_sec": per_sec(insns, e.cpu),
                     "errors": e.errors,
                 });
-                if let Some(r) = self.ratio(e) {
-                    doc["ratio_to_kernel"] = json!(r);
+                if let Some(r) = self.time_vs_kernel(e) {
+                    doc["time_vs_kernel"] = json!(r);
                 }
                 doc
             })
             .collect();
         let kernel = match &self.kernel {
             Ok(k) => {
-                let insns = self.engines.first().map_or(0, |e| e.insns) as f64;
                 json!({
                     "program_seconds": k.program.as_secs_f64(),
                     "ns_per_packet": ns_per(k.program, self.packets),

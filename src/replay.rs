@@ -389,6 +389,9 @@ pub struct Replayer {
     pub runtime: XdpRuntime,
     pub program: usize,
     pub program_name: String,
+    /// How long the engine took to prepare the programs (the JIT's compile; zero for the
+    /// interpreter, which decodes them as the runtime is built).
+    pub compile_time: Duration,
     opts: ReplayOptions,
     /// Every event record of the replay, by packet, for `--dump-maps`.
     events: Vec<(usize, Event)>,
@@ -416,9 +419,14 @@ impl Replayer {
         };
         let mut runtime = runtime::build_runtime(&object, config)
             .with_context(|| format!("{}: cannot prepare the program", path.display()))?;
+        let compile_start = Instant::now();
         opts.engine
             .apply(&mut runtime)
             .with_context(|| format!("{}: cannot compile the program", path.display()))?;
+        let compile_time = match opts.engine {
+            runtime::EngineChoice::Interp => Duration::ZERO,
+            _ => compile_start.elapsed(),
+        };
         if let Some(file) = &opts.maps {
             MapIo::new(&object, &mut runtime).load_file(file)?;
         }
@@ -442,6 +450,7 @@ impl Replayer {
             runtime,
             program,
             program_name,
+            compile_time,
             opts: opts.clone(),
             events: Vec::new(),
         })

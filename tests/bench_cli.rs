@@ -1,5 +1,6 @@
-//! `bpfemu bench`: the packet count it was asked for, bpfemu's figures, and the kernel's beside
-//! them (or the reason they are missing).
+//! `bpfemu bench`: the packet count it was asked for, the figures of each of bpfemu's engines
+//! (interpreter, JIT checked, JIT trusted), and the kernel's beside them (or the reason they are
+//! missing).
 
 use std::path::Path;
 use std::process::Command;
@@ -48,8 +49,59 @@ fn bench_reports_both_sides() {
     assert_eq!(kernel["errors"], 0);
     let program = kernel["program_seconds"].as_f64().unwrap();
     assert!(program > 0.0);
-    let ratio = interp["ratio_to_kernel"].as_f64().unwrap();
-    assert!((ratio - program / cpu).abs() < 1e-9 * ratio.max(1.0));
+    for engine in doc["engines"].as_array().unwrap() {
+        let cpu = engine["cpu_seconds"].as_f64().unwrap();
+        let ratio = engine["time_vs_kernel"].as_f64().unwrap();
+        assert!((ratio - cpu / program).abs() < 1e-9 * ratio.max(1.0));
+    }
+}
+
+#[test]
+fn bench_runs_every_engine_on_the_same_packets() {
+    let doc = bench(1000);
+    let engines = doc["engines"].as_array().unwrap();
+    let names: Vec<&str> = engines.iter().map(|e| e["engine"].as_str().unwrap()).collect();
+    assert_eq!(names, ["interp", "jit", "jit-trusted"]);
+    let interp_insns = engines[0]["insns"].as_u64().unwrap();
+    for engine in engines {
+        assert_eq!(engine["errors"], 0, "{engine}");
+        // Every engine ran the same instructions on the same packets.
+        assert_eq!(engine["insns"].as_u64().unwrap(), interp_insns, "{engine}");
+        assert!(engine["ns_per_packet"].as_f64().unwrap() > 0.0);
+    }
+    // The interpreter compiles nothing; the JIT's compile is part of its preparation.
+    assert_eq!(engines[0]["compile_ms"].as_f64().unwrap(), 0.0);
+    for jit in &engines[1..] {
+        let compile = jit["compile_ms"].as_f64().unwrap();
+        assert!(compile > 0.0 && compile <= jit["prepare_ms"].as_f64().unwrap());
+    }
+}
+
+#[test]
+fn bench_explains_why_the_trusted_jit_did_not_run() {
+    // A program bpfemu's verifier rejects runs checked only.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(env!("CARGO_BIN_EXE_bpfemu"))
+        .arg("bench")
+        .arg(root.join("tests/data/verify/unchecked_read.o"))
+        .arg(root.join("examples/pcap/normal.pcap"))
+        .args(["--prog", "xdp_ok", "--packets", "10", "--json"])
+        .output()
+        .expect("bpfemu runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let trusted = &doc["engines"][2];
+    assert_eq!(trusted["engine"], "jit-trusted");
+    let why = trusted["not_run"].as_str().expect("a reason");
+    assert!(
+        why.contains("bpfemu's verifier rejects xdp_unchecked"),
+        "{why}"
+    );
+    assert_eq!(doc["engines"][1]["errors"], 0);
 }
 
 #[test]

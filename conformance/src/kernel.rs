@@ -864,6 +864,12 @@ pub fn boottime_ns() -> u64 {
     clock_ns(libc::CLOCK_BOOTTIME)
 }
 
+/// CPU time of the calling thread in nanoseconds (`CLOCK_THREAD_CPUTIME_ID`: exact, where
+/// `/proc/thread-self/schedstat` is only brought up to date at scheduler ticks).
+pub fn thread_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
 fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# `bpfemu bench` over every corpus program (examples/xdp/build/NAME.vN.o) with the capture and
+# map setup that exercises it, then one table: ns a packet per engine and the kernel's, the
+# trusted JIT's time as a multiple of the kernel's, and the geometric mean of that multiple
+# (issue 9's target: at most 1.0x).
+#
+#   scripts/bench_corpus.sh [PACKETS] [LEVEL]      # defaults: 1000000 packets, v3 objects
+#
+# Uses the release binary (built when missing) and jq. Needs root and bpf() for the kernel's
+# column; a program whose bench fails is listed with the first line of its error.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packets=${1:-1000000}
+level=${2:-v3}
+command -v jq >/dev/null || { echo "bench_corpus.sh: needs jq (apt-get install jq)" >&2; exit 2; }
+[ -x target/release/bpfemu ] || cargo build --release --bin bpfemu
+bpfemu=target/release/bpfemu
+
+# The capture each program is benchmarked on: the one its interesting paths run on.
+capture_for() {
+    case $1 in
+        l4lb | nat_lb) echo flows.pcap ;;
+        ddos_filter | ringbuf_events) echo attack.pcap ;;
+        globals) echo vlan.pcap ;;
+        *) echo normal.pcap ;;
+    esac
+}
+
+printf '%-15s %8s %10s %10s %12s %10s %12s %8s\n' program insns/pkt interp jit jit-trusted kernel trusted/kern compile
+logsum=0
+count=0
+for obj in examples/xdp/build/*."$level".o; do
+    name=$(basename "$obj" ".$level.o")
+    args=("$obj" "examples/pcap/$(capture_for "$name")" --packets "$packets" --json)
+    [ -f "examples/maps/$name.json" ] && args+=(--maps "examples/maps/$name.json")
+    [ -f "examples/fib/$name.json" ] && args+=(--fib "examples/fib/$name.json")
+    if ! doc=$("$bpfemu" bench "${args[@]}" 2>/tmp/bench_corpus.err); then
+        printf '%-15s failed: %s\n' "$name" "$(head -1 /tmp/bench_corpus.err)"
+        continue
+    fi
+    row=$(jq -r '
+        def ns(e): if e.ns_per_packet then (e.ns_per_packet * 10 | round / 10 | tostring) else "-" end;
+        [ .program, (.insns_per_packet * 10 | round / 10 | tostring),
+          ns(.engines[0]), ns(.engines[1]), ns(.engines[2]), ns(.kernel),
+          (.engines[2].time_vs_kernel // "-" | tostring),
+          ((.engines[2].compile_ms // .engines[1].compile_ms // 0) * 1000 | round / 1000 | tostring) ]
+        | @tsv' <<<"$doc")
+    IFS=$'\t' read -r _prog ipp interp jit trusted kernel ratio compile <<<"$row"
+    if [ "$ratio" != "-" ]; then
+        logsum=$(awk -v s="$logsum" -v r="$ratio" 'BEGIN { print s + log(r) }')
+        count=$((count + 1))
+        ratio=$(awk -v r="$ratio" 'BEGIN { printf "%.3fx", r }')
+    fi
+    printf '%-15s %8s %10s %10s %12s %10s %12s %8s\n' "$name" "$ipp" "$interp" "$jit" "$trusted" "$kernel" "$ratio" "$compile"
+done
+echo "(ns a packet, the thread's CPU time; kernel: BPF_PROG_TEST_RUN's own duration; compile in ms)"
+if [ "$count" -gt 0 ]; then
+    awk -v s="$logsum" -v n="$count" \
+        'BEGIN { printf "geometric mean of jit-trusted / kernel over %d programs: %.3fx\n", n, exp(s / n) }'
+fi
