@@ -6,7 +6,7 @@
 #
 #   scripts/bench_corpus.sh [PACKETS] [LEVEL]      # defaults: 1000000 packets, v3 objects
 #
-# Uses the release binary (built when missing) and jq. Needs root and bpf() for the kernel's
+# Uses the release binary (built when missing; BPFEMU=path picks another) and jq. Needs root and bpf() for the kernel's
 # column; a program whose bench fails is listed with the first line of its error.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,8 +14,8 @@ cd "$(dirname "$0")/.."
 packets=${1:-1000000}
 level=${2:-v3}
 command -v jq >/dev/null || { echo "bench_corpus.sh: needs jq (apt-get install jq)" >&2; exit 2; }
-[ -x target/release/bpfemu ] || cargo build --release --bin bpfemu
-bpfemu=target/release/bpfemu
+bpfemu=${BPFEMU:-target/release/bpfemu}
+[ -x "$bpfemu" ] || cargo build --release --bin bpfemu
 
 # The capture each program is benchmarked on: the one its interesting paths run on.
 capture_for() {
@@ -33,7 +33,10 @@ count=0
 for obj in examples/xdp/build/*."$level".o; do
     name=$(basename "$obj" ".$level.o")
     args=("$obj" "examples/pcap/$(capture_for "$name")" --packets "$packets" --json)
-    [ -f "examples/maps/$name.json" ] && args+=(--maps "examples/maps/$name.json")
+    # xsk_dispatch's XSKMAP entry needs a bound AF_XDP socket in the kernel: run it unset.
+    [ -f "examples/maps/$name.json" ] && [ "$name" != xsk_dispatch ] &&
+        args+=(--maps "examples/maps/$name.json")
+    [ "$name" = tailcall ] && args+=(--prog xdp_entry)
     [ -f "examples/fib/$name.json" ] && args+=(--fib "examples/fib/$name.json")
     if ! doc=$("$bpfemu" bench "${args[@]}" 2>/tmp/bench_corpus.err); then
         printf '%-15s failed: %s\n' "$name" "$(head -1 /tmp/bench_corpus.err)"

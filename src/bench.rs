@@ -2,8 +2,8 @@
 //! kernel on the same packets and map contents, in one run, on one pinned CPU.
 //!
 //! The engines are the interpreter, the JIT checked (every access validated, as the
-//! interpreter does) and the JIT trusted (host memory directly: only when bpfemu's verifier
-//! accepts every program of the object, else the report says why it did not run). Each runs
+//! interpreter does) and the JIT trusted (host memory directly: only what bpfemu's verifier
+//! accepts, as for replay; else the report says why it did not run). Each runs
 //! on a runtime of its own with the same map contents, the same loop replay's fast path runs:
 //! load the next packet into the reused frame (test_run's frame, reset), run the program,
 //! count its verdict. The JIT's compile time is reported apart. The capture is
@@ -29,7 +29,6 @@ use crate::replay::{ReplayOptions, Replayer};
 use crate::runtime::EngineChoice;
 use anyhow::{Context, Result, bail};
 use bpfemu_conformance::kernel as kbpf;
-use bpfemu_loader::Object;
 use bpfemu_vm::xdp::PacketMeta;
 use serde_json::json;
 use std::path::PathBuf;
@@ -122,14 +121,13 @@ pub fn bench(opts: &BenchOptions) -> Result<BenchReport> {
     let (interp, prepare) = bpfemu_replayer(opts, cpus, EngineChoice::Interp)?;
     crate::replay::print_warnings(&opts.object, &interp.object);
     let program = interp.program_name.clone();
-    let trusted = trusted_refusal(&interp.object);
     let capture = read_capture(opts)?;
     let mut interp = Some((interp, prepare));
     let engines = ENGINES
         .iter()
         .map(|&choice| EngineRun {
             engine: choice.name(),
-            figures: engine_figures(opts, cpus, choice, &mut interp, &trusted, &capture),
+            figures: engine_figures(opts, cpus, choice, &mut interp, &capture),
         })
         .collect();
     Ok(BenchReport {
@@ -148,12 +146,9 @@ fn engine_figures(
     cpus: u32,
     choice: EngineChoice,
     interp: &mut Option<(Replayer, Duration)>,
-    trusted_refusal: &Option<String>,
     capture: &[Packet],
 ) -> Result<EngineFigures, String> {
-    if let (EngineChoice::JitTrusted, Some(why)) = (choice, trusted_refusal) {
-        return Err(why.clone());
-    }
+    // The trusted JIT's runtime is refused when bpfemu's verifier rejects what it would run.
     let (mut replayer, prepare) = match (choice, interp.take()) {
         (EngineChoice::Interp, Some(ready)) => ready,
         _ => bpfemu_replayer(opts, cpus, choice).map_err(|e| format!("{e:#}"))?,
@@ -164,21 +159,6 @@ fn engine_figures(
         &mut replayer,
         capture,
         opts,
-    ))
-}
-
-/// Why the trusted JIT may not run the object: it reaches host memory unchecked, so every
-/// program (tail calls reach any of them) must pass bpfemu's verifier.
-fn trusted_refusal(object: &Object) -> Option<String> {
-    let verdicts = crate::verify::verify_object(object, None, 0)?;
-    let rejected = verdicts.iter().find(|v| !v.accepted())?;
-    let why = rejected
-        .verdict
-        .rejection()
-        .map_or_else(String::new, |r| format!(": {}", r.message));
-    Some(format!(
-        "bpfemu's verifier rejects {}{why}; the trusted JIT runs verified programs only",
-        rejected.program.name
     ))
 }
 
