@@ -79,3 +79,14 @@ fn bench_runs_every_engine_on_the_same_packets() {
         assert!(compile > 0.0 && compile <= jit["prepare_ms"].as_f64().unwrap());
     }
 }
+
+#[test]
+fn bench_cycles_a_capture_shorter_than_the_count() {
+    // 250 packets of a 200-packet capture: the first 50 run twice.
+    let doc = bench(250);
+    assert_eq!(doc["packets"], 250);
+    let insns = doc["engines"][0]["insns"].as_u64().unwrap();
+    let once = bench(200)["engines"][0]["insns"].as_u64().unwrap();
+    let first_fifty = bench(50)["engines"][0]["insns"].as_u64().unwrap();
+    assert_eq!(insns, once + first_fifty);
+}
