@@ -47,31 +47,25 @@
 //! for helper calls, [`scan_nondeterminism`]) the comparison works as follows:
 //! 1. **Close clocks.** bpfemu's clock for a packet is the host's `CLOCK_MONOTONIC`, read just
 //!    before the kernel runs the same packet; the kernel reads its clock a few microseconds
-//!    later. Time-driven logic (timeouts, token buckets) sees nearly the same times on both
-//!    sides. The window from the first packet's reading to the end of the last run is the
+//!    later. The window from the first packet's reading to the end of the last run is the
 //!    run's *clock window*.
-//! 2. **Sensitivity.** Two *shadow* bpfemu runtimes run every packet too, each with another
-//!    random seed and another clock: in the *later* shadow, time runs ahead
-//!    (`+1 s + i * 7.919993 ms` for packet `i`: absolute times and the gaps between packets
-//!    grow), in the *frozen* shadow it stands still at the first packet's reading (no time
-//!    passes between packets). The two bracket the kernel's clock, which runs a few
-//!    microseconds off bpfemu's: logic that is monotone in elapsed time (timeouts, token
-//!    buckets) that tips one way for the kernel tips that way in one of the shadows. Whatever
-//!    differs between bpfemu and a shadow depends on the clock or the random numbers by
-//!    demonstration:
-//!    - a packet whose return value or length differs between them is *not compared* (it
-//!      is listed as such, with both sides' results); bytes of `data_out` that differ between
-//!      them are left out of that packet's byte comparison (and listed);
+//! 2. **Taint.** A second bpfemu runtime, with the same seed and clock, runs every packet in
+//!    the interpreter with taint tracking ([`bpfemu_vm::taint`]): every value that comes from
+//!    those helpers is tainted, and the taint follows what the program does with it (registers,
+//!    stack, packet and map bytes, helper arguments and results, and the branches it steers).
+//!    Exactly the results that depend on taint are left out, each with the helper call it
+//!    depends on (`verdict depends on bpf_get_prandom_u32 at insn 5`):
+//!    - a packet whose return value depends on taint has its return value *not compared*, and
+//!      one whose bounds do (a tainted `bpf_xdp_adjust_head`) its bytes; the bytes of `data_out`
+//!      that depend on taint are left out of that packet's byte comparison (and listed);
+//!      everything else is still compared;
 //!    - a map field (a BTF struct member, a global variable, or the whole value without BTF)
-//!      that differs between them in any entry is not compared in that map, nor is the key
-//!      set of a map whose keys differ between them.
-//! 3. **Clock readings.** In an object that reads the clock, an 8-byte field whose kernel value
-//!    lies inside the clock window (monotonic or boot time, with 50 ms of slack for the coarse
-//!    clock) holds a clock reading, and is not compared either.
+//!      that depends on taint in any entry is not compared in that map, nor is the key set of a
+//!      map whose keys were inserted or deleted under taint.
 //!
 //! Every field left out is reported per map with its reason ([`ExcludedField`]), whether or not
 //! the values happened to agree; nothing is left out silently. Objects that read neither the
-//! clock nor random numbers get no shadow and no exclusions: every byte is compared.
+//! clock nor random numbers get no taint runtime and no exclusions: every byte is compared.
 //!
 //! # What is not compared
 //! Maps whose contents are references to kernel objects (prog arrays, map-in-maps, devmaps,
@@ -96,9 +90,12 @@ use bpfemu_isa::RawInsn;
 use bpfemu_loader::btf::json::{self as mapjson, MapContents, MapValue};
 use bpfemu_loader::btf::{Btf, BtfKind, TypeId};
 use bpfemu_loader::{LoadOptions, Object};
-use bpfemu_vm::xdp::{PacketError, PacketMeta, XdpAction, XdpConfig, XdpOutcome, XdpRuntime};
+use bpfemu_vm::taint::TaintSource;
+use bpfemu_vm::xdp::{
+    PacketError, PacketMeta, PacketTaint, XdpAction, XdpConfig, XdpOutcome, XdpRuntime,
+};
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
@@ -248,40 +245,6 @@ pub struct ClockWindow {
     pub boottime_end_ns: u64,
 }
 
-/// Slack below and above the window (the coarse clock lags by up to a tick).
-const WINDOW_SLACK_NS: u64 = 50_000_000;
-
-impl ClockWindow {
-    fn contains(&self, v: u64) -> bool {
-        let inside = |start: u64, end: u64| {
-            start != 0 && v >= start.saturating_sub(WINDOW_SLACK_NS) && v <= end + WINDOW_SLACK_NS
-        };
-        inside(self.monotonic_start_ns, self.monotonic_end_ns)
-            || inside(self.boottime_start_ns, self.boottime_end_ns)
-    }
-}
-
-/// How a shadow runtime's clock differs from bpfemu's (see the module docs).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum ShadowClock {
-    /// Moved by 1 s plus 7.919993 ms per packet.
-    Later,
-    /// The first packet's reading, for every packet.
-    Frozen,
-}
-
-impl ShadowClock {
-    fn ts(self, ts: u64, first: u64, i: u64) -> u64 {
-        match self {
-            ShadowClock::Later => ts + 1_000_000_000 + i * 7_919_993,
-            ShadowClock::Frozen => first,
-        }
-    }
-}
-
-/// XORed into the seed of the shadow runtime.
-const SHADOW_SEED: u64 = 0x5eed_5eed_5eed_5eed;
-
 // ---------------------------------------------------------------------------------------------
 // Options and the session
 
@@ -324,14 +287,13 @@ pub struct Session {
     kernel: KernelObject,
     object: Object,
     ours: XdpRuntime,
-    /// The perturbed-clock, other-seed runtimes (only for objects that read either).
-    shadows: Vec<(ShadowClock, XdpRuntime)>,
+    /// bpfemu again, tracking taint (only for objects that read the clock or random numbers).
+    taint: Option<XdpRuntime>,
     program: usize,
     program_name: String,
     cpus: u32,
     nondeterminism: Nondeterminism,
     window: ClockWindow,
-    packets: u64,
     _pin: CpuPin,
     /// Dropped last: the thread leaves the namespace, then it is deleted.
     _namespace: Option<FibNamespace>,
@@ -457,11 +419,14 @@ impl Session {
             Ok(rt)
         };
         let ours = build(opts.seed)?;
-        let mut shadows = Vec::new();
-        if nondeterminism.any() {
-            shadows.push((ShadowClock::Later, build(opts.seed ^ SHADOW_SEED)?));
-            shadows.push((ShadowClock::Frozen, build(!opts.seed ^ SHADOW_SEED)?));
-        }
+        let taint = match nondeterminism.any() {
+            true => {
+                let mut rt = build(opts.seed)?;
+                rt.track_taint(true);
+                Some(rt)
+            }
+            false => None,
+        };
         let program = ours
             .program_index(&program_name)
             .expect("the program comes from the object");
@@ -475,13 +440,12 @@ impl Session {
             kernel,
             object,
             ours,
-            shadows,
+            taint,
             program,
             program_name,
             cpus,
             nondeterminism,
             window: ClockWindow::default(),
-            packets: 0,
             _pin: pin,
             _namespace: namespace,
         };
@@ -496,9 +460,7 @@ impl Session {
     fn fill_perf_slots(&mut self) -> Result<(), DiffError> {
         for (name, slots) in self.kernel_events.perf_slots() {
             let index = self.ours.maps().index_of(&name).expect("same object");
-            for rt in
-                std::iter::once(&mut self.ours).chain(self.shadows.iter_mut().map(|(_, rt)| rt))
-            {
+            for rt in std::iter::once(&mut self.ours).chain(self.taint.as_mut()) {
                 let (maps, mem) = rt.maps_mut();
                 for cpu in 0..slots {
                     let key = cpu.to_ne_bytes();
@@ -514,7 +476,7 @@ impl Session {
     /// Consumes what bpfemu's runs left in their ring buffers, as the kernel side's reader
     /// consumes the kernel's after every packet.
     fn consume_rings(&mut self) {
-        for rt in std::iter::once(&mut self.ours).chain(self.shadows.iter_mut().map(|(_, rt)| rt)) {
+        for rt in std::iter::once(&mut self.ours).chain(self.taint.as_mut()) {
             let (maps, mem) = rt.maps_mut();
             for index in 0..maps.len() {
                 if let Some(map) = maps.get_mut(index) {
@@ -563,7 +525,7 @@ impl Session {
         self.set_maps(&contents)
     }
 
-    /// Writes entries to both sides: the kernel's maps by fd, bpfemu's (and its shadow's) by
+    /// Writes entries to both sides: the kernel's maps by fd, bpfemu's (and its taint runtime's) by
     /// `sys_update`. A per-CPU entry given once goes to every CPU. The kernel's read-only
     /// global data is frozen once loaded: give it to [`Self::open_with_maps`] instead.
     pub fn set_maps(&mut self, contents: &[MapContents]) -> Result<(), DiffError> {
@@ -599,9 +561,7 @@ impl Session {
                         ))
                     })?;
                 }
-                for rt in
-                    std::iter::once(&mut self.ours).chain(self.shadows.iter_mut().map(|(_, rt)| rt))
-                {
+                for rt in std::iter::once(&mut self.ours).chain(self.taint.as_mut()) {
                     let (maps, mem) = rt.maps_mut();
                     maps.sys_update(mem, index, &entry.key, &value, 0)
                         .map_err(|errno| {
@@ -639,7 +599,7 @@ impl Session {
             }
         }
         let index = self.ours.maps().index_of(name).expect("same object");
-        for rt in std::iter::once(&mut self.ours).chain(self.shadows.iter_mut().map(|(_, rt)| rt)) {
+        for rt in std::iter::once(&mut self.ours).chain(self.taint.as_mut()) {
             let (maps, mem) = rt.maps_mut();
             let mut keys = Vec::new();
             let mut key: Option<Vec<u8>> = None;
@@ -662,7 +622,7 @@ impl Session {
         Ok(())
     }
 
-    /// Runs one packet through the kernel and bpfemu (and the shadow) and compares.
+    /// Runs one packet through the kernel and bpfemu (and the taint runtime) and compares.
     pub fn run_packet(&mut self, index: usize, data: &[u8]) -> PacketComparison {
         self.run_packet_ctx(index, data, None)
     }
@@ -704,28 +664,21 @@ impl Session {
             None => rt.run(program, data, meta),
         };
         let ours = run(&mut self.ours, &meta);
-        let first = self.window.monotonic_start_ns;
-        let shadows: Vec<_> = self
-            .shadows
-            .iter_mut()
-            .map(|(clock, rt)| {
-                let meta = PacketMeta {
-                    ts_ns: clock.ts(t0, first, self.packets),
-                    ..PacketMeta::default()
-                };
-                run(rt, &meta)
-            })
-            .collect();
-        self.packets += 1;
+        let taint = self.taint.as_mut().and_then(|rt| {
+            // A run that stops has no result to leave out.
+            let _ = run(rt, &meta);
+            rt.last_taint()
+        });
         self.consume_rings();
-        let records =
-            |o: &Result<XdpOutcome, PacketError>| o.as_ref().ok().map(events::bpfemu_records);
         let events = EventComparison::new(
             kernel_records,
-            records(&ours).unwrap_or_default(),
-            &shadows.iter().map(records).collect::<Vec<_>>(),
+            ours.as_ref()
+                .ok()
+                .map(events::bpfemu_records)
+                .unwrap_or_default(),
+            taint.as_ref().and_then(|t| t.events),
         );
-        let mut cmp = compare_packet(index, kernel, ours, shadows);
+        let mut cmp = compare_packet(index, kernel, ours, taint.as_ref());
         cmp.add_events(events);
         cmp
     }
@@ -738,7 +691,6 @@ impl Session {
 
     /// Compares every map's contents (see the module docs for what is left out, and why).
     pub fn compare_maps(&mut self) -> Result<Vec<MapReport>, DiffError> {
-        let reads_clock = !self.nondeterminism.clock.is_empty();
         let mut reports = Vec::new();
         for (index, spec) in self.object.maps.iter().enumerate() {
             let type_name = map_type_name(spec.map_type);
@@ -755,58 +707,48 @@ impl Session {
                 continue;
             };
             let layout = MapLayout::new(spec, self.object.btf.as_ref());
-            let mut acc = MapComparison::new(&layout, reads_clock.then_some(self.window));
+            let taint = self.taint.as_ref();
+            // Only a map that holds tainted bytes has its entries' taint looked up.
+            let tainted = taint.filter(|rt| rt.map_has_taint(index));
+            let mut acc =
+                MapComparison::new(&layout, taint.and_then(|rt| rt.map_keys_taint(index)));
             let lookup =
                 |rt: &XdpRuntime, key: &[u8]| rt.maps().sys_lookup(rt.memory(), index, key, 0).ok();
+            let value_taint = |key: &[u8]| tainted.and_then(|rt| rt.map_value_taint(index, key));
             // The kernel's entries stream in batches; each is looked up on bpfemu's side and
             // judged at once, so no side is ever held whole.
             let vlen = kbpf::sys_value_size(spec.map_type, spec.value_size, self.cpus);
             let by_index = is_index_keyed(spec.map_type);
             let mut kernel_keys: HashSet<Vec<u8>> = HashSet::new();
-            let (ours, shadows) = (&self.ours, &self.shadows);
-            let in_place = array_storage(ours, index).and_then(|o| {
-                let sh: Option<Vec<_>> = shadows
-                    .iter()
-                    .map(|(_, rt)| array_storage(rt, index))
-                    .collect();
-                sh.map(|sh| (o, sh))
-            });
+            let ours = &self.ours;
+            let in_place = array_storage(ours, index).filter(|_| tainted.is_none());
             let mut judge = |acc: &mut MapComparison, key: &[u8], value: &[u8]| {
-                // Plain arrays are read in place: an entry equal on every side costs one
-                // comparison per side and no copy.
+                // Plain arrays are read in place: an entry equal on both sides costs one
+                // comparison and no copy.
                 if let Some(stored) = in_place.as_ref()
                     && let Some(index) = key.first_chunk::<4>().map(|k| u32::from_ne_bytes(*k))
-                    && let Some(o) = stored.0.value(index as usize)
-                    && o == value
-                    && stored.1.iter().all(|s| s.value(index as usize) == Some(o))
+                    && stored.value(index as usize) == Some(value)
                 {
-                    acc.equal_in_place(value);
+                    acc.equal_block(1);
                     return;
                 }
                 let o = lookup(ours, key);
-                let sh: Vec<Option<Vec<u8>>> =
-                    shadows.iter().map(|(_, rt)| lookup(rt, key)).collect();
-                acc.entry(key, Some(value), o.as_deref(), &sh);
+                acc.entry(key, Some(value), o.as_deref(), value_taint(key).as_deref());
                 if !by_index {
                     kernel_keys.insert(key.to_vec());
                 }
             };
             if let Some(mapped) = self.kernel.map_array(&spec.name) {
                 // The kernel's array mapped into this process: no syscall at all, and blocks
-                // of elements equal on every side (slots and padding alike) in one comparison.
+                // of elements equal on both sides (slots and padding alike) in one comparison.
                 let (size, stride) = (spec.value_size as usize, mapped.stride());
                 let kernel_bytes = mapped.bytes();
-                let same_layout = in_place.as_ref().filter(|(o, sh)| {
-                    o.slot_size == stride && sh.iter().all(|s| s.slot_size == stride)
-                });
-                let clock_matters = acc.reads_clock_fields();
+                let same_layout = in_place.as_ref().filter(|o| o.slot_size == stride);
                 for (b, block) in kernel_bytes.chunks(BLOCK_ELEMENTS * stride).enumerate() {
                     let start = b * BLOCK_ELEMENTS * stride;
                     let range = start..start + block.len();
-                    if !clock_matters
-                        && let Some((o, sh)) = same_layout
+                    if let Some(o) = same_layout
                         && o.bytes.get(range.clone()) == Some(block)
-                        && sh.iter().all(|s| s.bytes.get(range.clone()) == Some(block))
                     {
                         acc.equal_block(block.len() / stride);
                         continue;
@@ -833,19 +775,11 @@ impl Session {
                 })?;
             }
             if !by_index {
-                // Keys only bpfemu (or only a shadow) has.
+                // Keys only bpfemu has.
                 for key in runtime_keys(ours, index, spec.max_entries) {
                     if !kernel_keys.contains(&key) {
                         let o = lookup(ours, &key);
-                        let sh: Vec<Option<Vec<u8>>> =
-                            shadows.iter().map(|(_, rt)| lookup(rt, &key)).collect();
-                        acc.entry(&key, None, o.as_deref(), &sh);
-                    }
-                }
-                for (_, rt) in shadows {
-                    if runtime_keys(rt, index, spec.max_entries).any(|k| lookup(ours, &k).is_none())
-                    {
-                        acc.keys_unstable = true;
+                        acc.entry(&key, None, o.as_deref(), value_taint(&key).as_deref());
                     }
                 }
             }
@@ -900,6 +834,8 @@ fn pick_program(object: &Object, wanted: Option<&str>) -> Result<String, String>
         .filter(|p| p.prog_type == BPF_PROG_TYPE_XDP)
         .map(|p| p.name.as_str())
         .collect();
+    // A section name picks the program in it, as `ip link set ... sec S` does.
+    let wanted = wanted.map(|w| object.find_program(w).map_or(w, |p| p.name.as_str()));
     match wanted {
         Some(name) if xdp.contains(&name) => Ok(name.to_owned()),
         Some(name) => Err(format!(
@@ -913,6 +849,10 @@ fn pick_program(object: &Object, wanted: Option<&str>) -> Result<String, String>
         None => match xdp.as_slice() {
             [only] => Ok((*only).to_owned()),
             [] => Err("no XDP program in this object".to_owned()),
+            several if object.iproute2_default(several).is_some() => Ok(object
+                .iproute2_default(several)
+                .unwrap_or_default()
+                .to_owned()),
             [first, ..] => Err(format!(
                 "several XDP programs ({}); choose one with --prog (the first is `{first}`)",
                 xdp.join(", ")
@@ -1056,7 +996,8 @@ pub enum PacketVerdict {
         /// Which parts differ: `retval`, `data`, `errno`, `outcome`.
         differs: Vec<String>,
     },
-    /// The result depends on the clock or random numbers: listed, not judged.
+    /// The return value (or the packet's bounds) depends on the clock or random numbers:
+    /// listed with the call it depends on, not judged; the rest of the result was equal.
     NotCompared {
         reason: String,
     },
@@ -1070,7 +1011,7 @@ pub struct PacketComparison {
     pub bpfemu: Outcome,
     #[serde(flatten)]
     pub verdict: PacketVerdict,
-    /// Offsets of `data_out` left out of the comparison because they change with the clock or
+    /// Offsets of `data_out` left out of the comparison because they depend on the clock or
     /// random numbers (see the module docs); empty for most packets.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub excluded_offsets: Vec<usize>,
@@ -1078,6 +1019,9 @@ pub struct PacketComparison {
     /// side emitted any).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub events: Option<EventComparison>,
+    /// What the excluded bytes depend on (`bpf_ktime_get_ns at insn 7`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub excluded_because: Option<String>,
 }
 
 impl PacketComparison {
@@ -1114,28 +1058,29 @@ impl PacketComparison {
     }
 }
 
-/// Compares the kernel's and bpfemu's results for one packet; `shadows` are the runs with a
-/// perturbed clock and seed (none for objects that read neither).
+/// Compares the kernel's and bpfemu's results for one packet; `taint` says what bpfemu's
+/// results depend on (`None`: the object reads neither the clock nor random numbers).
 pub fn compare_packet(
     index: usize,
     kernel: Result<TestRunOutput, i32>,
     ours: Result<XdpOutcome, PacketError>,
-    shadows: Vec<Result<XdpOutcome, PacketError>>,
+    taint: Option<&PacketTaint>,
 ) -> PacketComparison {
     let kernel = Outcome::from_kernel(kernel);
     let bpfemu = Outcome::from_bpfemu(ours);
-    let shadows: Vec<Outcome> = shadows.into_iter().map(Outcome::from_bpfemu).collect();
-    compare_outcomes(index, kernel, bpfemu, &shadows)
+    compare_outcomes(index, kernel, bpfemu, taint)
 }
 
-/// [`compare_packet`] on outcomes already converted.
+/// [`compare_packet`] on outcomes already converted: what depends on taint is left out and
+/// said so, everything else is judged.
 pub fn compare_outcomes(
     index: usize,
     kernel: Outcome,
     bpfemu: Outcome,
-    shadows: &[Outcome],
+    taint: Option<&PacketTaint>,
 ) -> PacketComparison {
     let mut excluded_offsets = Vec::new();
+    let mut excluded_because = None;
     let verdict = match (&kernel, &bpfemu) {
         (
             Outcome::Ran {
@@ -1149,41 +1094,46 @@ pub fn compare_outcomes(
                 ..
             },
         ) => {
-            let unstable = shadows.iter().any(|s| match s {
-                Outcome::Ran { retval, data, .. } => retval != br || data.len() != bd.len(),
-                _ => true,
-            });
-            if unstable && (kr != br || kd != bd) {
+            let (verdict_taint, bounds_taint) =
+                taint.map_or((None, None), |t| (t.verdict, t.bounds));
+            if bounds_taint.is_none()
+                && let Some(t) = taint
+            {
+                excluded_offsets = (0..bd.len())
+                    .filter(|&i| t.bytes.get(i).copied().flatten().is_some())
+                    .collect();
+                let mut sources: Vec<String> = excluded_offsets
+                    .iter()
+                    .filter_map(|&i| t.bytes[i].map(|s| s.to_string()))
+                    .collect();
+                sources.dedup();
+                excluded_because = (!sources.is_empty()).then(|| sources.join(", "));
+            }
+            let mut differs = Vec::new();
+            if verdict_taint.is_none() && kr != br {
+                differs.push("retval".to_owned());
+            }
+            let data_equal = kd.len() == bd.len()
+                && (0..kd.len())
+                    .all(|i| kd[i] == bd[i] || excluded_offsets.binary_search(&i).is_ok());
+            if bounds_taint.is_none() && !data_equal {
+                differs.push("data".to_owned());
+            }
+            let mut left_out = Vec::new();
+            if let Some(t) = verdict_taint {
+                left_out.push(format!("verdict depends on {t}"));
+            }
+            if let Some(t) = bounds_taint {
+                left_out.push(format!("packet bounds (and bytes) depend on {t}"));
+            }
+            if !differs.is_empty() {
+                PacketVerdict::Mismatch { differs }
+            } else if !left_out.is_empty() {
                 PacketVerdict::NotCompared {
-                    reason: "the result depends on the clock or random numbers: bpfemu's \
-                             result changes when only its clock and seed change"
-                        .into(),
+                    reason: left_out.join("; "),
                 }
             } else {
-                if !unstable {
-                    excluded_offsets = (0..bd.len())
-                        .filter(|&i| {
-                            shadows
-                                .iter()
-                                .any(|s| matches!(s, Outcome::Ran { data, .. } if data[i] != bd[i]))
-                        })
-                        .collect();
-                }
-                let mut differs = Vec::new();
-                if kr != br {
-                    differs.push("retval".to_owned());
-                }
-                let data_equal = kd.len() == bd.len()
-                    && (0..kd.len())
-                        .all(|i| kd[i] == bd[i] || excluded_offsets.binary_search(&i).is_ok());
-                if !data_equal {
-                    differs.push("data".to_owned());
-                }
-                if differs.is_empty() {
-                    PacketVerdict::Equal
-                } else {
-                    PacketVerdict::Mismatch { differs }
-                }
+                PacketVerdict::Equal
             }
         }
         (Outcome::Refused { errno: a, .. }, Outcome::Refused { errno: b, .. }) => {
@@ -1206,6 +1156,7 @@ pub fn compare_outcomes(
         verdict,
         excluded_offsets,
         events: None,
+        excluded_because,
     }
 }
 
@@ -1267,7 +1218,10 @@ pub fn format_packet(cmp: &PacketComparison) -> String {
     if !cmp.excluded_offsets.is_empty() {
         writeln!(
             out,
-            "  not compared (clock/random-dependent bytes): offsets {:?}",
+            "  not compared (bytes that depend on {}): offsets {:?}",
+            cmp.excluded_because
+                .as_deref()
+                .unwrap_or("the clock or random numbers"),
             cmp.excluded_offsets
         )
         .expect("string");
@@ -1588,11 +1542,6 @@ pub fn map_type_name(map_type: u32) -> &'static str {
     NAMES.get(map_type as usize).copied().unwrap_or("unknown")
 }
 
-const REASON_SENSITIVE: &str = "depends on the clock or random numbers: bpfemu's value changes \
-                                when only its clock and seed change";
-const REASON_CLOCK: &str = "holds clock readings: the kernel's value lies inside the run's clock \
-                            window";
-
 /// Entries that differ kept in full for the report; beyond it they are counted only.
 const MAX_LISTED_MISMATCHES: usize = 10_000;
 
@@ -1684,58 +1633,46 @@ struct Candidate {
 /// when every field that depends on the clock or random numbers is known.
 struct MapComparison<'a> {
     layout: &'a MapLayout,
-    /// The run's clock window, when the object reads the clock.
-    window: Option<ClockWindow>,
     kernel_entries: usize,
     bpfemu_entries: usize,
     /// Entries byte-for-byte equal on both sides.
     equal_entries: usize,
-    /// Fields whose value differs between bpfemu and a shadow in some entry.
-    sensitive: BTreeSet<String>,
-    /// 8-byte fields whose kernel value lies in the clock window.
-    clock: BTreeSet<String>,
-    /// Whether the key set differs between bpfemu and a shadow.
-    keys_unstable: bool,
+    /// Fields tainted in some entry of bpfemu's, with what they depend on.
+    tainted: BTreeMap<String, TaintSource>,
+    /// What the key set depends on, when keys were inserted or deleted under taint.
+    keys_tainted: Option<TaintSource>,
     candidates: Vec<Candidate>,
     /// Differing entries beyond [`MAX_LISTED_MISMATCHES`].
     unlisted: usize,
 }
 
 impl<'a> MapComparison<'a> {
-    fn new(layout: &'a MapLayout, window: Option<ClockWindow>) -> Self {
+    fn new(layout: &'a MapLayout, keys_tainted: Option<TaintSource>) -> Self {
         MapComparison {
             layout,
-            window,
             kernel_entries: 0,
             bpfemu_entries: 0,
             equal_entries: 0,
-            sensitive: BTreeSet::new(),
-            clock: BTreeSet::new(),
-            keys_unstable: false,
+            tainted: BTreeMap::new(),
+            keys_tainted,
             candidates: Vec::new(),
             unlisted: 0,
         }
     }
 
-    /// One key: the kernel's value, bpfemu's, and each shadow's (`None`: no such key).
+    /// One key: the kernel's value, bpfemu's (`None`: no such key), and the taint of each
+    /// byte of bpfemu's (`None`: nothing tainted).
     fn entry(
         &mut self,
         key: &[u8],
         kernel: Option<&[u8]>,
         ours: Option<&[u8]>,
-        shadows: &[Option<Vec<u8>>],
+        taint: Option<&[Option<TaintSource>]>,
     ) {
         self.kernel_entries += usize::from(kernel.is_some());
         self.bpfemu_entries += usize::from(ours.is_some());
-        for shadow in shadows {
-            match (ours, shadow.as_deref()) {
-                (Some(o), Some(s)) if o != s => self.note_sensitive(o, s),
-                (Some(_), None) | (None, Some(_)) => self.keys_unstable = true,
-                _ => {}
-            }
-        }
-        if let (Some(k), Some(window)) = (kernel, self.window) {
-            self.note_clock(k, window);
+        if let Some(taint) = taint {
+            self.note_taint(taint);
         }
         if kernel.is_some() && kernel == ours {
             self.equal_entries += 1;
@@ -1752,56 +1689,23 @@ impl<'a> MapComparison<'a> {
         }
     }
 
-    /// An entry whose key and value are the same on every side (bpfemu, its shadows, the
-    /// kernel): only a clock reading in it still matters.
-    fn equal_in_place(&mut self, value: &[u8]) {
-        self.kernel_entries += 1;
-        self.bpfemu_entries += 1;
-        self.equal_entries += 1;
-        if let Some(window) = self.window {
-            self.note_clock(value, window);
-        }
-    }
-
-    /// Whether kernel values are searched for clock readings (the program reads the clock and
-    /// the value has 8-byte fields).
-    fn reads_clock_fields(&self) -> bool {
-        self.window.is_some() && self.layout.leaves.iter().any(|l| l.size == 8)
-    }
-
-    /// `n` entries equal byte for byte on every side, with no clock field to look at.
+    /// `n` entries equal byte for byte on both sides, with nothing tainted in them.
     fn equal_block(&mut self, n: usize) {
         self.kernel_entries += n;
         self.bpfemu_entries += n;
         self.equal_entries += n;
     }
 
-    fn note_sensitive(&mut self, ours: &[u8], shadow: &[u8]) {
-        for ((_, co), (_, cs)) in self
-            .layout
-            .copies(ours)
-            .into_iter()
-            .zip(self.layout.copies(shadow))
-        {
+    /// Marks every field with a tainted byte in some CPU's copy.
+    fn note_taint(&mut self, taint: &[Option<TaintSource>]) {
+        let stride = self.layout.per_cpu_slot.unwrap_or(taint.len().max(1));
+        for copy in taint.chunks(stride) {
             for leaf in &self.layout.leaves {
-                if field(co, leaf) != field(cs, leaf) && !self.sensitive.contains(&leaf.path) {
-                    self.sensitive.insert(leaf.path.clone());
-                }
-            }
-        }
-    }
-
-    fn note_clock(&mut self, kernel: &[u8], window: ClockWindow) {
-        if !self.reads_clock_fields() {
-            return;
-        }
-        for (_, copy) in self.layout.copies(kernel) {
-            for leaf in self.layout.leaves.iter().filter(|l| l.size == 8) {
-                let Ok(bytes) = <[u8; 8]>::try_from(field(copy, leaf)) else {
-                    continue;
-                };
-                if window.contains(u64::from_ne_bytes(bytes)) && !self.clock.contains(&leaf.path) {
-                    self.clock.insert(leaf.path.clone());
+                let bytes = copy
+                    .get(leaf.offset..leaf.offset + leaf.size)
+                    .unwrap_or_default();
+                if let Some(source) = bytes.iter().find_map(|t| *t) {
+                    self.tainted.entry(leaf.path.clone()).or_insert(source);
                 }
             }
         }
@@ -1809,31 +1713,24 @@ impl<'a> MapComparison<'a> {
 
     /// The report: differing entries judged field by field, with the excluded fields left out.
     fn finish(self, name: &str, map_type: &str) -> MapReport {
-        let mut excluded: BTreeMap<String, ExcludedField> = BTreeMap::new();
-        for (path, reason) in self
-            .clock
+        let excluded: BTreeMap<String, ExcludedField> = self
+            .tainted
             .iter()
-            .map(|p| (p, REASON_CLOCK))
-            .chain(self.sensitive.iter().map(|p| (p, REASON_SENSITIVE)))
-        {
-            excluded
-                .entry(path.clone())
-                .and_modify(|e| {
-                    if !e.reason.contains(reason) {
-                        e.reason = format!("{}; {reason}", e.reason);
-                    }
-                })
-                .or_insert_with(|| ExcludedField {
+            .map(|(path, source)| {
+                let field = ExcludedField {
                     field: path.clone(),
-                    reason: reason.to_owned(),
+                    reason: format!("depends on {source}"),
                     entries_differing: 0,
-                });
-        }
+                };
+                (path.clone(), field)
+            })
+            .collect();
+        let mut excluded = excluded;
         let mut mismatches = Vec::new();
         let mut equal_entries = self.equal_entries;
         for c in self.candidates {
             let (Some(k), Some(o)) = (&c.kernel, &c.ours) else {
-                if !self.keys_unstable {
+                if self.keys_tainted.is_none() {
                     mismatches.push(EntryMismatch {
                         key: c.key,
                         kernel: c.kernel,
@@ -1866,10 +1763,11 @@ impl<'a> MapComparison<'a> {
             mismatches,
             unlisted_mismatches: self.unlisted,
             not_compared_fields: excluded.into_values().collect(),
-            not_compared_keys: self.keys_unstable.then(|| {
-                "keys present on one side only are not judged: the key set depends on the clock \
-                 or random numbers (bpfemu's keys change when only its clock and seed change)"
-                    .to_owned()
+            not_compared_keys: self.keys_tainted.map(|source| {
+                format!(
+                    "keys present on one side only are not judged: the key set depends on \
+                     {source} (keys inserted or deleted under its taint)"
+                )
             }),
         }
     }

@@ -63,6 +63,17 @@ fn map_json(btf: Option<&Btf>, m: &MapSpec) -> Value {
         "origin": origin(&m.origin),
         "inner": m.inner.as_deref().map(|i| map_json(btf, i)),
         "init_slots": m.init_slots.iter().map(|(i, n)| json!({ "index": i, "target": n })).collect::<Vec<_>>(),
+        "iproute2": match m.origin {
+            MapOrigin::Iproute2(f) => json!({
+                "id": f.id,
+                "pinning": f.pinning,
+                "pinning_meaning": bpfemu_loader::iproute2::pinning_name(f.pinning),
+                "inner_id": f.inner_id,
+                "inner_idx": f.inner_idx,
+                "pinned": false,
+            }),
+            _ => Value::Null,
+        },
     })
 }
 
@@ -176,6 +187,20 @@ fn origin(o: &MapOrigin) -> String {
     match o {
         MapOrigin::BtfDefined => ".maps".into(),
         MapOrigin::Legacy => "legacy maps".into(),
+        MapOrigin::Iproute2(f) => {
+            let mut text = format!("iproute2 maps, id {}", f.id);
+            if f.inner_id != 0 {
+                let _ = write!(text, ", inner_id {}", f.inner_id);
+            }
+            if f.pinning != 0 {
+                let _ = write!(
+                    text,
+                    ", pinning {}: nothing to pin in bpfemu",
+                    bpfemu_loader::iproute2::pinning_name(f.pinning)
+                );
+            }
+            text
+        }
         MapOrigin::GlobalData { section } => format!("data {section}"),
         MapOrigin::Kconfig => ".kconfig".into(),
     }

@@ -175,7 +175,8 @@ struct DiffArgs {
     /// The capture (pcap or pcapng, Ethernet).
     #[arg(required_unless_present = "verifier")]
     pcap: Option<PathBuf>,
-    /// The XDP program to compare (needed when the object has several).
+    /// The XDP program to compare (needed when the object has several): its function name,
+    /// or its section, as `ip link set dev DEV xdp obj FILE sec S` names it.
     #[arg(long)]
     prog: Option<String>,
     /// Initial map contents for both sides (JSON, as for replay --maps).
@@ -217,7 +218,8 @@ struct BenchArgs {
     obj: PathBuf,
     /// The capture whose packets are run (repeated up to --packets).
     pcap: PathBuf,
-    /// The XDP program to run (needed when the object has several).
+    /// The XDP program to run (needed when the object has several): its function name, or
+    /// its section, as `ip link set dev DEV xdp obj FILE sec S` names it.
     #[arg(long)]
     prog: Option<String>,
     /// Map contents set on both sides before the run (as for replay).
@@ -245,7 +247,8 @@ struct ReplayArgs {
     obj: PathBuf,
     /// The capture (pcap or pcapng, Ethernet).
     pcap: PathBuf,
-    /// The XDP program to run (needed when the object has several).
+    /// The XDP program to run (needed when the object has several): its function name, or
+    /// its section, as `ip link set dev DEV xdp obj FILE sec S` names it.
     #[arg(long)]
     prog: Option<String>,
     /// Engine that runs the program.
@@ -333,6 +336,9 @@ impl LoadArgs {
             target_btf: self.btf.clone(),
             map_sizes: self.map_sizes.iter().cloned().collect::<BTreeMap<_, _>>(),
             kconfig: None,
+            // bpfemu's commands run XDP programs: a section that names no type (iproute2's
+            // `prog`, its tail-call sections) is XDP, as under `ip link set dev DEV xdp obj`.
+            untyped_prog_type: Some(bpfemu_loader::kinds::BPF_PROG_TYPE_XDP),
         }
     }
 }

@@ -531,7 +531,8 @@ fn pick_program(object: &Object, wanted: Option<&str>) -> Result<String> {
     const BPF_PROG_TYPE_XDP: u32 = 6;
     let names: Vec<&str> = object.programs.iter().map(|p| p.name.as_str()).collect();
     if let Some(name) = wanted {
-        let Some(p) = object.programs.iter().find(|p| p.name == name) else {
+        // A section name picks the program in it, as `ip link set ... sec S` does.
+        let Some(p) = object.find_program(name) else {
             bail!(
                 "{}: no program `{name}`; it has {}",
                 object.name,
@@ -545,7 +546,7 @@ fn pick_program(object: &Object, wanted: Option<&str>) -> Result<String> {
                 p.section
             );
         }
-        return Ok(name.to_owned());
+        return Ok(p.name.clone());
     }
     let xdp: Vec<&str> = object
         .programs
@@ -556,6 +557,10 @@ fn pick_program(object: &Object, wanted: Option<&str>) -> Result<String> {
     match xdp.as_slice() {
         [only] => Ok((*only).to_owned()),
         [] => bail!("{}: no XDP program in this object", object.name),
+        several if object.iproute2_default(several).is_some() => Ok(object
+            .iproute2_default(several)
+            .unwrap_or_default()
+            .to_owned()),
         [first, ..] => bail!(
             "{}: several XDP programs ({}); choose one with --prog (the first is `{first}`)",
             object.name,

@@ -9,6 +9,8 @@ mod common;
 
 use bpfemu::diff::{self, Outcome, PacketVerdict};
 use bpfemu_conformance::libbpf::kernel_or_skip;
+use bpfemu_vm::taint::TaintSource;
+use bpfemu_vm::xdp::PacketTaint;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -230,7 +232,7 @@ fn mismatch_format_marks_the_first_difference() {
         action: "tx".into(),
         data: a,
     };
-    let cmp = diff::compare_outcomes(7, kernel, ours, &[]);
+    let cmp = diff::compare_outcomes(7, kernel, ours, None);
     assert_eq!(
         cmp.verdict,
         PacketVerdict::Mismatch {
@@ -251,47 +253,88 @@ fn mismatch_format_marks_the_first_difference() {
         error: String::new(),
     };
     assert_eq!(
-        diff::compare_outcomes(0, refused(22), refused(22), &[]).verdict,
+        diff::compare_outcomes(0, refused(22), refused(22), None).verdict,
         PacketVerdict::Equal
     );
-    assert!(diff::compare_outcomes(0, refused(22), refused(7), &[]).is_mismatch());
+    assert!(diff::compare_outcomes(0, refused(22), refused(7), None).is_mismatch());
     let summary = diff::summarize(10, &[cmp], &[]);
     assert_eq!(summary.to_string(), "10 packets, 1 mismatches");
 }
 
-/// A difference only in bytes that change with bpfemu's clock is reported, not judged; a
-/// result that changes with the clock is not compared.
+/// A difference only in bytes that depend on a clock reading is reported, not judged; a
+/// return value that depends on one is not compared, and said so with the call; untainted
+/// bytes are still judged.
 #[test]
-fn clock_dependent_packets_are_listed_not_judged() {
+fn taint_dependent_results_are_listed_not_judged() {
     let ran = |retval, data: &[u8]| Outcome::Ran {
         retval,
         action: String::new(),
         data: data.to_vec(),
     };
+    let clock = TaintSource {
+        helper: 5,
+        prog: 0,
+        pc: 7,
+    };
+    let bytes_tainted = PacketTaint {
+        verdict: None,
+        bounds: None,
+        bytes: vec![None, None, Some(clock), None],
+        events: None,
+    };
     let cmp = diff::compare_outcomes(
         1,
         ran(2, &[1, 2, 3, 4]),
         ran(2, &[1, 2, 9, 4]),
-        &[ran(2, &[1, 2, 8, 4])],
+        Some(&bytes_tainted),
     );
     assert_eq!(cmp.verdict, PacketVerdict::Equal);
     assert_eq!(cmp.excluded_offsets, [2]);
-    assert!(diff::format_packet(&cmp).contains("not compared (clock/random-dependent bytes)"));
+    assert!(
+        diff::format_packet(&cmp).contains(
+            "not compared (bytes that depend on bpf_ktime_get_ns at insn 7): offsets [2]"
+        ),
+        "{}",
+        diff::format_packet(&cmp)
+    );
+    let verdict_tainted = PacketTaint {
+        verdict: Some(clock),
+        bounds: None,
+        bytes: vec![None; 4],
+        events: None,
+    };
     let cmp = diff::compare_outcomes(
         2,
         ran(2, &[1, 2, 3, 4]),
         ran(1, &[1, 2, 3, 4]),
-        &[ran(2, &[1, 2, 3, 4])],
+        Some(&verdict_tainted),
     );
-    assert!(matches!(cmp.verdict, PacketVerdict::NotCompared { .. }));
-    // Bytes the shadow does not move are still judged.
+    assert_eq!(
+        cmp.verdict,
+        PacketVerdict::NotCompared {
+            reason: "verdict depends on bpf_ktime_get_ns at insn 7".into()
+        }
+    );
+    // Untainted bytes are still judged, whatever the verdict depends on.
     let cmp = diff::compare_outcomes(
         3,
         ran(2, &[1, 2, 3, 4]),
-        ran(2, &[0, 2, 9, 4]),
-        &[ran(2, &[0, 2, 8, 4])],
+        ran(1, &[0, 2, 9, 4]),
+        Some(&bytes_tainted),
     );
     assert!(cmp.is_mismatch());
+    let cmp = diff::compare_outcomes(
+        4,
+        ran(2, &[1, 2, 3, 4]),
+        ran(1, &[0, 2, 3, 4]),
+        Some(&verdict_tainted),
+    );
+    assert_eq!(
+        cmp.verdict,
+        PacketVerdict::Mismatch {
+            differs: vec!["data".into()]
+        }
+    );
 }
 
 #[test]

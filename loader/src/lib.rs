@@ -22,6 +22,7 @@ pub mod core_relo;
 mod elf;
 pub mod error;
 mod externs;
+pub mod iproute2;
 pub mod kinds;
 mod load;
 mod maps;
@@ -31,7 +32,7 @@ pub mod section;
 
 pub use error::LoadError;
 pub use maps::internal_map_name;
-pub use object::{MapOrigin, MapSpec, Object, ProgramSpec, SourceLine};
+pub use object::{ElfMapFields, MapOrigin, MapSpec, Object, ProgramSpec, SourceLine};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -47,6 +48,11 @@ pub struct LoadOptions {
     /// Kernel config for `.kconfig` `CONFIG_*` externs (plain or gzip); `None`:
     /// `/boot/config-$(uname -r)`, then `/proc/config.gz`, as libbpf.
     pub kconfig: Option<PathBuf>,
+    /// The program type of programs whose section name says none, as the loading command
+    /// gives it: iproute2 types every program of an object by its command (`ip link set dev
+    /// DEV xdp obj FILE sec S`: XDP), whatever the section (`prog`, tail calls in `ID/KEY`).
+    /// `None`: such programs keep type 0 (unspecified), as libbpf leaves them.
+    pub untyped_prog_type: Option<u32>,
 }
 
 /// Loads the object at `path`; messages name it as given.

@@ -80,7 +80,8 @@ pub fn load(file: &str, data: &[u8], opts: &LoadOptions) -> Result<Object, LoadE
         maps: &table,
         externs: &externs,
     };
-    let programs = link_programs(&ctx, &mut warnings)?;
+    let programs = link_programs(&ctx, opts.untyped_prog_type, &mut warnings)?;
+    crate::iproute2::fill_tail_calls(&mut table.specs, &programs);
     Ok(Object {
         name: file.into(),
         programs,
@@ -216,11 +217,20 @@ fn build_maps(
     let mut table = MapTable::default();
     let obj_name = maps::object_name(&elf.file);
     if let Some(idx) = layout.legacy_maps {
-        warnings.push(
-            "legacy map definitions in section 'maps': libbpf 1.x refuses them; use BTF-defined maps in '.maps'"
-                .into(),
-        );
         maps::legacy_maps(elf, &elf.sections[idx], btf, &mut table)?;
+        let iproute2 = table
+            .specs
+            .iter()
+            .any(|m| matches!(m.origin, crate::object::MapOrigin::Iproute2(_)));
+        warnings.push(if iproute2 {
+            "iproute2 map definitions (struct bpf_elf_map) in section 'maps': loaded as iproute2 \
+             loads them; libbpf 1.x refuses them"
+                .into()
+        } else {
+            "legacy map definitions in section 'maps': libbpf 1.x refuses them; use BTF-defined \
+             maps in '.maps'"
+                .into()
+        });
     }
     if let Some(idx) = layout.btf_maps {
         maps::btf_maps(elf, &elf.sections[idx], btf, &mut table)?;
@@ -323,6 +333,7 @@ fn apply_core(
 
 fn link_programs(
     ctx: &LinkContext<'_>,
+    untyped_prog_type: Option<u32>,
     warnings: &mut Vec<String>,
 ) -> Result<Vec<ProgramSpec>, LoadError> {
     let mut programs = Vec::new();
@@ -343,13 +354,32 @@ fn link_programs(
                 }
                 Some(k)
             }
-            None => {
-                warnings.push(format!(
-                    "prog '{}': unrecognized section name '{}'; program type left unspecified",
-                    func.name, func.sec_name
-                ));
-                None
-            }
+            None => match untyped_prog_type {
+                Some(prog_type) => {
+                    warnings.push(format!(
+                        "prog '{}': section '{}' names no program type; loaded as {}, the \
+                         type the command gives it (as `ip link set dev DEV xdp obj FILE sec \
+                         {}` does)",
+                        func.name,
+                        func.sec_name,
+                        crate::kinds::prog_type_name(prog_type).unwrap_or("?"),
+                        func.sec_name
+                    ));
+                    Some(section::SectionKind {
+                        prog_type,
+                        expected_attach_type: None,
+                        prog_flags: 0,
+                    })
+                }
+                None => {
+                    warnings.push(format!(
+                        "prog '{}': unrecognized section name '{}'; program type left \
+                         unspecified",
+                        func.name, func.sec_name
+                    ));
+                    None
+                }
+            },
         };
         let linked = reloc::link(ctx, i)?;
         warnings.extend(linked.warnings);

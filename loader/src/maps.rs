@@ -101,8 +101,10 @@ fn map_error(file: &str, map: &str, message: impl Into<String>) -> LoadError {
 const LEGACY_DEF_SIZE: usize = 20;
 
 /// Maps of the legacy `maps` section: one per non-section symbol, each definition the
-/// section's size divided by the number of symbols (libbpf 0.x's rule), bytes past
-/// `struct bpf_map_def` required to be zero.
+/// section's size divided by the number of symbols (libbpf 0.x's and iproute2's rule). A
+/// definition of up to 36 bytes is iproute2's `struct bpf_elf_map` (its extra fields read and
+/// acted on, see [`crate::iproute2`]); bytes past `struct bpf_map_def` in a longer one must be
+/// zero, as libbpf 0.x required.
 pub fn legacy_maps(
     elf: &ElfObject<'_>,
     section: &Section<'_>,
@@ -142,7 +144,7 @@ pub fn legacy_maps(
         };
         table.push(spec, place);
     }
-    Ok(())
+    crate::iproute2::link_map_in_maps(file, table)
 }
 
 fn legacy_map(
@@ -158,11 +160,19 @@ fn legacy_map(
         .checked_add(def_size)
         .and_then(|end| data.get(start..end))
         .ok_or_else(|| map_error(file, name, "definition lies outside the 'maps' section"))?;
-    if def.len() > LEGACY_DEF_SIZE && def[LEGACY_DEF_SIZE..].iter().any(|&b| b != 0) {
+    let elf_map = crate::iproute2::elf_map_fields(def);
+    if elf_map.is_none()
+        && def.len() > LEGACY_DEF_SIZE
+        && def[LEGACY_DEF_SIZE..].iter().any(|&b| b != 0)
+    {
         return Err(map_error(
             file,
             name,
-            "legacy definition has unknown non-zero fields past struct bpf_map_def",
+            format!(
+                "{def_size}-byte legacy definition has non-zero fields past struct \
+                 bpf_map_def, and is not iproute2's struct bpf_elf_map (at most {} bytes)",
+                crate::iproute2::BPF_ELF_MAP_SIZE
+            ),
         ));
     }
     let mut fields = [0u32; 5];
@@ -172,7 +182,8 @@ fn legacy_map(
             *field = u32::from_le_bytes(b.try_into().expect("4 bytes"));
         }
     }
-    let mut spec = blank_spec(name.into(), MapOrigin::Legacy);
+    let origin = elf_map.map_or(MapOrigin::Legacy, MapOrigin::Iproute2);
+    let mut spec = blank_spec(name.into(), origin);
     [
         spec.map_type,
         spec.key_size,

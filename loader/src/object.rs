@@ -25,6 +25,28 @@ pub struct Object {
     pub warnings: Vec<String>,
 }
 
+impl Object {
+    /// The program `wanted` names: the one with that function name, else the first in the
+    /// section of that name, as `ip link set dev DEV xdp obj FILE sec S` picks it.
+    pub fn find_program(&self, wanted: &str) -> Option<&ProgramSpec> {
+        let programs = &self.programs;
+        programs
+            .iter()
+            .find(|p| p.name == wanted)
+            .or_else(|| programs.iter().find(|p| p.section == wanted))
+    }
+
+    /// Of `candidates` (program names, several), the one `ip link set dev DEV xdp obj FILE`
+    /// loads without `sec`: the first in iproute2's default section, `prog`.
+    pub fn iproute2_default<'a>(&self, candidates: &[&'a str]) -> Option<&'a str> {
+        let default = self
+            .programs
+            .iter()
+            .find(|p| p.section == crate::iproute2::DEFAULT_SECTION)?;
+        candidates.iter().copied().find(|c| *c == default.name)
+    }
+}
+
 /// A program ready to verify: subprograms appended as libbpf appends them.
 #[derive(Clone, Debug)]
 pub struct ProgramSpec {
@@ -63,11 +85,30 @@ pub enum MapOrigin {
     BtfDefined,
     /// A `struct bpf_map_def` in the legacy `maps` section.
     Legacy,
+    /// iproute2's `struct bpf_elf_map` in the `maps` section: `struct bpf_map_def` followed by
+    /// iproute2's own fields (see [`crate::iproute2`]).
+    Iproute2(ElfMapFields),
     /// A global data section (`.data`, `.rodata`, `.bss`, `.rodata.str1.1`, `.data.*`, ...)
     /// turned into a one-element array; `initial` holds its contents.
     GlobalData { section: String },
     /// The `.kconfig` externs.
     Kconfig,
+}
+
+/// The fields iproute2's `struct bpf_elf_map` has past libbpf's `struct bpf_map_def`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ElfMapFields {
+    /// The map's id inside the object: map-in-maps name their inner map by it, tail-call
+    /// sections `ID/KEY` their prog array.
+    pub id: u32,
+    /// `PIN_NONE` (0), `PIN_OBJECT_NS` (1), `PIN_GLOBAL_NS` (2), or an id from
+    /// `/etc/iproute2/bpf_pinning`.
+    pub pinning: u32,
+    /// For a map-in-map: the id of the map that is its inner template.
+    pub inner_id: u32,
+    /// For a map with an id: the slot it takes in every map-in-map whose `inner_id` is that id
+    /// (`u32::MAX`, iproute2's -1: none).
+    pub inner_idx: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

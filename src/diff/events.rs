@@ -14,6 +14,7 @@
 
 use crate::replay::hex;
 use bpfemu_conformance::kernel_events::{KernelEvent, PerfRecord, perf_raw_len};
+use bpfemu_vm::taint::TaintSource;
 use bpfemu_vm::xdp::XdpOutcome;
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -93,26 +94,28 @@ pub struct EventComparison {
     pub bpfemu: Vec<EventRecord>,
     /// The records differ.
     pub differ: bool,
-    /// bpfemu's records change when only its clock and seed change: not judged.
+    /// bpfemu's records depend on the clock or random numbers: not judged.
     pub not_compared: bool,
+    /// What they depend on (`bpf_get_prandom_u32 at insn 4`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub depends_on: Option<String>,
 }
 
 impl EventComparison {
-    /// Compares the kernel's records with bpfemu's; `shadows` are the shadow runs' records
-    /// (`None` for a run that did not finish).
+    /// Compares the kernel's records with bpfemu's; `taint` is what bpfemu's records depend on
+    /// (taint tracking, see the module docs of [`super`]), `None`: nothing the kernel does not
+    /// reproduce.
     pub fn new(
         kernel: Vec<EventRecord>,
         bpfemu: Vec<EventRecord>,
-        shadows: &[Option<Vec<EventRecord>>],
+        taint: Option<TaintSource>,
     ) -> EventComparison {
         let equal =
             kernel.len() == bpfemu.len() && kernel.iter().zip(&bpfemu).all(|(k, b)| k.matches(b));
-        let unstable = shadows
-            .iter()
-            .any(|s| s.as_ref().is_some_and(|s| *s != bpfemu));
         EventComparison {
-            differ: !equal && !unstable,
-            not_compared: !equal && unstable,
+            differ: !equal && taint.is_none(),
+            not_compared: !equal && taint.is_some(),
+            depends_on: taint.map(|t| t.to_string()),
             kernel,
             bpfemu,
         }
@@ -127,9 +130,14 @@ impl EventComparison {
     pub fn describe(&self) -> String {
         let mut out = String::new();
         if self.not_compared {
-            out.push_str(
-                "  events not compared: bpfemu's records change when only its clock and seed change\n",
-            );
+            writeln!(
+                out,
+                "  events not compared: bpfemu's records depend on {}",
+                self.depends_on
+                    .as_deref()
+                    .unwrap_or("the clock or random numbers")
+            )
+            .expect("string");
         }
         for (side, records) in [("kernel", &self.kernel), ("bpfemu", &self.bpfemu)] {
             writeln!(out, "  {side} events: {}", records.len()).expect("string");
@@ -182,14 +190,23 @@ mod tests {
     }
 
     #[test]
-    fn records_that_follow_the_shadows_are_not_judged() {
+    fn records_that_depend_on_taint_are_not_judged() {
         let k = vec![rec(None, &[1])];
         let b = vec![rec(None, &[2])];
-        let cmp = EventComparison::new(k.clone(), b.clone(), &[]);
+        let cmp = EventComparison::new(k.clone(), b.clone(), None);
         assert!(cmp.differ && !cmp.not_compared);
-        let cmp = EventComparison::new(k.clone(), b.clone(), &[Some(vec![rec(None, &[3])])]);
+        let random = TaintSource {
+            helper: 7,
+            prog: 0,
+            pc: 3,
+        };
+        let cmp = EventComparison::new(k, b.clone(), Some(random));
         assert!(!cmp.differ && cmp.not_compared);
-        let cmp = EventComparison::new(k, b.clone(), &[Some(b)]);
-        assert!(cmp.differ);
+        assert!(
+            cmp.describe()
+                .contains("depend on bpf_get_prandom_u32 at insn 3")
+        );
+        let cmp = EventComparison::new(b.clone(), b, Some(random));
+        assert!(!cmp.differ && !cmp.not_compared);
     }
 }

@@ -27,6 +27,19 @@ pub trait Helpers {
     fn cpu(&self) -> Option<u32> {
         None
     }
+
+    /// For taint tracking ([`crate::taint`]): what a call of helper `id` with r1-r5 = `args`
+    /// reads and writes. The default knows nothing, which taints control whenever an input
+    /// is tainted.
+    fn footprint(&self, _id: i32, _args: [u64; 5], _mem: &Memory) -> crate::taint::Footprint {
+        crate::taint::Footprint::Unknown
+    }
+
+    /// For taint tracking: the address of the value at `key` in map `map` (the running CPU's
+    /// copy), found without any side effect (no LRU update).
+    fn value_addr(&self, _map: usize, _key: &[u8], _mem: &Memory) -> Option<u64> {
+        None
+    }
 }
 
 /// What a helper asks of the interpreter.

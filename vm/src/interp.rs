@@ -12,6 +12,7 @@
 //! [`HelperOutcome::Callbacks`]).
 
 mod decoded;
+mod taint_step;
 
 pub use decoded::PreparedProgram;
 
@@ -20,6 +21,7 @@ use crate::coverage::{Coverage, FELL_THROUGH, RAN, TAKEN};
 use crate::error::{MAX_CALL_FRAMES, Unsupported, VmError};
 use crate::helpers::{CallbackLoop, CallbackStep, HelperError, HelperOutcome, Helpers};
 use crate::memory::{MemFault, Memory, RegionId};
+use crate::taint::TaintState;
 use bpfemu_isa::{
     AtomicOp, CallTarget, Insn, JmpCond, LdImm64Kind, Program, Reg, Size, Source, Width,
 };
@@ -81,6 +83,8 @@ pub struct Interpreter {
     executed: u64,
     /// When set, every run adds what it reached (see [`Coverage`]).
     coverage: Option<Coverage>,
+    /// When set, every run tracks taint (see [`crate::taint`]).
+    taint: Option<TaintState>,
 }
 
 /// One active call: its stack region, its `may_goto` count, and (for callees) what to
@@ -112,7 +116,19 @@ impl Interpreter {
             frames: Vec::with_capacity(MAX_CALL_FRAMES),
             executed: 0,
             coverage: None,
+            taint: None,
         }
+    }
+
+    /// Starts (`Some`) or stops (`None`) taint tracking (see [`crate::taint`]); the state
+    /// carries map values' taint from one run to the next.
+    pub fn set_taint(&mut self, taint: Option<TaintState>) {
+        self.taint = taint;
+    }
+
+    /// The taint state after the last run (`None` when not tracking).
+    pub fn taint(&self) -> Option<&TaintState> {
+        self.taint.as_ref()
     }
 
     /// Starts (`Some`) or stops (`None`) recording coverage into `coverage`, whose shape must
@@ -181,6 +197,9 @@ impl Interpreter {
     ) -> Result<u64, VmError> {
         let mut frames = std::mem::take(&mut self.frames);
         frames.clear();
+        if let Some(taint) = self.taint.as_mut() {
+            taint.begin_run(mem);
+        }
         let mut machine = Machine {
             progs,
             cur: entry,
@@ -194,6 +213,7 @@ impl Interpreter {
             pc: 0,
             executed: 0,
             coverage: self.coverage.as_mut(),
+            taint: self.taint.as_mut(),
         };
         machine.start(args);
         let result = machine.run_loop();
@@ -224,6 +244,7 @@ struct Machine<'a> {
     pc: usize,
     executed: u64,
     coverage: Option<&'a mut Coverage>,
+    taint: Option<&'a mut TaintState>,
 }
 
 /// What an instruction leaves to the loop.
@@ -244,7 +265,7 @@ impl Machine<'_> {
         let mut executed = 0u64;
         let result = loop {
             // Coverage marks every instruction: the general path does; the fast one does not.
-            let step = if self.coverage.is_some() {
+            let step = if self.coverage.is_some() || self.taint.is_some() {
                 self.run_general(&mut executed, budget)
             } else {
                 // (Re)entered whenever the general path may have changed program or pc.
@@ -273,6 +294,9 @@ impl Machine<'_> {
         if let Some(coverage) = self.coverage.as_deref_mut() {
             coverage.mark(self.cur, self.pc, RAN);
             coverage.errors_mut().before(&insn);
+        }
+        if self.taint.is_some() {
+            self.taint_before(&insn);
         }
         Ok(match self.step(insn)? {
             Step::Continue => None,
@@ -784,10 +808,17 @@ impl Machine<'_> {
         let mut args = [0u64; 5];
         args.copy_from_slice(&self.regs[1..6]);
         let pc = self.pc;
+        let pending = self
+            .taint
+            .is_some()
+            .then(|| self.taint_before_helper(id, args));
         let outcome = self
             .helpers
             .call_outcome(id, args, self.mem)
             .map_err(|e| helper_error(pc, id, e))?;
+        if let Some(pending) = pending {
+            self.taint_after_helper(pending, &outcome);
+        }
         match outcome {
             HelperOutcome::Return(r0) => {
                 if let Some(coverage) = self.coverage.as_deref_mut() {
@@ -848,6 +879,9 @@ impl Machine<'_> {
                 self.switch_to(done.call_prog);
                 self.pc = done.call_pc;
                 self.set_next(Reg::R0, r0);
+                if let Some(taint) = self.taint.as_deref_mut() {
+                    taint.set_reg(0, None);
+                }
                 Ok(())
             }
         }
@@ -886,6 +920,10 @@ impl Machine<'_> {
         self.switch_to(prog);
         self.regs = [0; REG_SLOTS];
         self.regs[1..6].copy_from_slice(&args);
+        if let Some(taint) = self.taint.as_deref_mut() {
+            taint.push_call();
+            taint.enter([None; 5]);
+        }
         self.regs[10] = self
             .mem
             .region(frame_stack(&self.frames))
@@ -915,6 +953,11 @@ impl Machine<'_> {
         self.frames.last_mut().expect("just pushed").caller_regs = caller_regs;
         self.regs[0] = 0;
         self.regs[6..10].fill(0);
+        if let Some(taint) = self.taint.as_deref_mut() {
+            let args = std::array::from_fn(|i| taint.reg(i + 1));
+            taint.push_call();
+            taint.enter(args);
+        }
         Ok(())
     }
 
@@ -943,6 +986,14 @@ impl Machine<'_> {
         }
         let frame = self.frames.pop().expect("checked above");
         self.mem.remove_stack_frame(frame.stack);
+        if let Some(taint) = self.taint.as_deref_mut() {
+            // A callback's result steers its loop: a tainted one taints control.
+            if frame.callback {
+                let r0 = taint.reg(0);
+                taint.set_control(r0);
+            }
+            taint.pop_call(!frame.callback);
+        }
         let r0 = self.regs[0];
         self.regs = frame.caller_regs;
         self.switch_to(frame.return_prog);

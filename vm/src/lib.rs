@@ -50,6 +50,7 @@ pub mod helpers;
 pub mod interp;
 pub mod maps;
 pub mod memory;
+pub mod taint;
 pub mod xdp;
 
 pub use coverage::Coverage;

@@ -583,6 +583,11 @@ impl Memory {
         Ok(())
     }
 
+    /// The live region that holds the byte at `addr`, if one does.
+    pub fn region_at(&self, addr: u64) -> Option<&Region> {
+        self.find(addr, 1).map(|(index, _)| &self.regions[index])
+    }
+
     /// The `len` bytes at `addr`, which must lie wholly inside one region (not a converted
     /// ctx, whose bytes are not what the program sees).
     pub fn slice(&self, addr: u64, len: usize) -> Result<&[u8], MemFault> {

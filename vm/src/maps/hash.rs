@@ -113,6 +113,12 @@ impl HashMap {
         Some(self.slab.addr(self.copy(cpu), slot))
     }
 
+    /// [`Self::lookup`]'s address without touching the LRU.
+    pub(crate) fn peek_addr(&self, key: &[u8], cpu: u32) -> Option<u64> {
+        let slot = *self.index.get(key)?;
+        Some(self.slab.addr(self.copy(cpu), slot))
+    }
+
     /// The slot of `key`, without touching the LRU (the syscall side's lookup).
     pub(crate) fn slot(&self, key: &[u8]) -> Option<u32> {
         self.index.get(key).copied()

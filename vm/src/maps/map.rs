@@ -190,6 +190,17 @@ impl Map {
         }
     }
 
+    /// The address of the value at `key` (`cpu`'s copy) as [`Map::lookup`] finds it, without
+    /// its side effects (an LRU element stays as it was); `None` where a lookup gives no
+    /// address of a value in memory.
+    pub fn value_addr(&self, _mem: &Memory, key: &[u8], cpu: u32) -> Option<u64> {
+        match &self.imp {
+            Imp::Array(a) => a.lookup(key, cpu),
+            Imp::Hash(h) if self.map_type != MapType::HashOfMaps => h.peek_addr(key, cpu),
+            _ => None,
+        }
+    }
+
     /// `bpf_map_update_elem` from a program on `cpu` (one value, also for per-CPU maps).
     pub fn update(
         &mut self,

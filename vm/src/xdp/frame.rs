@@ -253,6 +253,13 @@ impl XdpFrame {
         out
     }
 
+    /// The address of `data_out`'s first byte (`data_meta`): its linear part lies at
+    /// `[data_meta, data_end)`, the fragments follow.
+    pub fn data_out_addr(&self, mem: &Memory) -> (u64, usize) {
+        let base = mem.region(self.region).expect("live frame").extent_base();
+        (base + self.meta as u64, self.end - self.meta)
+    }
+
     /// The linear packet bytes `[data, data_end)`.
     pub fn packet<'m>(&self, mem: &'m Memory) -> &'m [u8] {
         &self.extent(mem)[self.data..self.end]

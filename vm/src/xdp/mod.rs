@@ -43,7 +43,7 @@ pub mod runtime;
 pub use frame::XdpFrame;
 pub use prepare::PrepareError;
 pub use runtime::{
-    LOOPBACK, MapInit, NetDevice, PacketError, PacketMeta, PerfEvent, RedirectTarget, RingEvent,
-    RuntimeError, XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_REDIRECT, XDP_TX, XdpAction, XdpConfig,
-    XdpOutcome, XdpProgramSpec, XdpRuntime, XdpVerdict,
+    LOOPBACK, MapInit, NetDevice, PacketError, PacketMeta, PacketTaint, PerfEvent, RedirectTarget,
+    RingEvent, RuntimeError, XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_REDIRECT, XDP_TX, XdpAction,
+    XdpConfig, XdpOutcome, XdpProgramSpec, XdpRuntime, XdpVerdict,
 };

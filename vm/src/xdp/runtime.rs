@@ -12,6 +12,7 @@ use crate::fib::Fib;
 use crate::interp::{DEFAULT_INSN_BUDGET, Interpreter, Options, PreparedProgram};
 use crate::maps::{Errno, MapEnv, MapError, MapSpec, Maps};
 use crate::memory::{Memory, RegionKind};
+use crate::taint::{TaintSource, TaintState};
 use bpfemu_isa::{Program, RawInsn};
 use std::fmt;
 
@@ -287,6 +288,20 @@ pub struct RingEvent {
     pub data: Vec<u8>,
 }
 
+/// What one run's results depend on ([`XdpRuntime::last_taint`]); `None` everywhere: on
+/// nothing the kernel does not reproduce.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PacketTaint {
+    /// The return value (r0's taint, or control's).
+    pub verdict: Option<TaintSource>,
+    /// The packet's bounds (its length, where data starts).
+    pub bounds: Option<TaintSource>,
+    /// Each byte of `data_out`.
+    pub bytes: Vec<Option<TaintSource>>,
+    /// The run's event records (ring buffer, perf event output).
+    pub events: Option<TaintSource>,
+}
+
 /// What one packet's run gave.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct XdpOutcome {
@@ -542,6 +557,81 @@ impl XdpRuntime {
         self.interp.set_coverage(coverage);
     }
 
+    /// Starts (`true`, from nothing) or stops (`false`) taint tracking ([`crate::taint`]):
+    /// while it is on, runs go through the interpreter.
+    pub fn track_taint(&mut self, on: bool) {
+        self.interp.set_taint(on.then(TaintState::new));
+    }
+
+    /// What the last run's results depend on, with taint tracking on: its return value, its
+    /// packet's bounds, and each byte of `data_out` (fragments count as tainted when the
+    /// bounds are).
+    pub fn last_taint(&self) -> Option<PacketTaint> {
+        let taint = self.interp.taint()?;
+        let (addr, linear) = self.frame.data_out_addr(&self.mem);
+        let total = linear + self.frame.frags_len();
+        let bytes = (0..total)
+            .map(|i| match i < linear {
+                true => taint.mem(&self.mem, addr + i as u64, 1),
+                false => taint.bounds(),
+            })
+            .collect();
+        Some(PacketTaint {
+            verdict: taint.result(),
+            bounds: taint.bounds(),
+            bytes,
+            events: taint.events(),
+        })
+    }
+
+    /// With taint tracking on: the taint of each byte of map `map`'s value at `key`, in the
+    /// syscall layout (per-CPU maps: every CPU's copy, each padded to 8 bytes); `None`
+    /// without tracking or without such a value in memory.
+    pub fn map_value_taint(&self, map: usize, key: &[u8]) -> Option<Vec<Option<TaintSource>>> {
+        let taint = self.interp.taint()?;
+        let m = self.maps.get(map)?;
+        let (size, sys) = (m.value_size(), m.sys_value_size());
+        let copies = if sys == size {
+            1
+        } else {
+            sys / (size.div_ceil(8) * 8)
+        };
+        let stride = if copies == 1 {
+            size
+        } else {
+            size.div_ceil(8) * 8
+        };
+        let mut out = vec![None; sys];
+        for cpu in 0..copies {
+            let addr = m.value_addr(&self.mem, key, cpu as u32)?;
+            for i in 0..size {
+                out[cpu * stride + i] = taint.mem(&self.mem, addr + i as u64, 1);
+            }
+        }
+        Some(out)
+    }
+
+    /// With taint tracking on: whether any value of map `map` holds a tainted byte.
+    pub fn map_has_taint(&self, map: usize) -> bool {
+        let (Some(taint), Some(m)) = (self.interp.taint(), self.maps.get(map)) else {
+            return false;
+        };
+        let kind = match &m.spec().global_section {
+            Some(section) => RegionKind::Global {
+                section: section.clone(),
+            },
+            None => RegionKind::MapValue {
+                map: m.name().to_owned(),
+            },
+        };
+        taint.touches(&self.mem, &kind)
+    }
+
+    /// With taint tracking on: whether map `map`'s set of keys depends on taint.
+    pub fn map_keys_taint(&self, map: usize) -> Option<TaintSource> {
+        self.interp.taint()?.key_set(map)
+    }
+
     /// The coverage recorded since [`XdpRuntime::record_coverage`], program indexes as in
     /// [`XdpRuntime::program_names`].
     pub fn coverage_mut(&mut self) -> Option<&mut Coverage> {
@@ -761,7 +851,7 @@ impl XdpRuntime {
         };
         let args = [ctx, 0, 0, 0, 0];
         let (result, insns_executed) = match &mut self.compiled {
-            Some(exe) if self.interp.coverage_mut().is_none() => {
+            Some(exe) if self.interp.coverage_mut().is_none() && self.interp.taint().is_none() => {
                 let result = exe.run_entry(prog, args, &mut self.mem, &mut env);
                 (result, exe.executed())
             }

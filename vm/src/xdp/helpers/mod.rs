@@ -21,6 +21,7 @@ use crate::fib::Fib;
 use crate::helpers::{HelperError, HelperOutcome, Helpers};
 use crate::maps::Maps;
 use crate::memory::Memory;
+use crate::taint::Footprint;
 
 /// What a helper answers.
 pub type HelperResult = Result<HelperOutcome, HelperError>;
@@ -158,6 +159,94 @@ impl Helpers for XdpEnv<'_> {
 
     fn cpu(&self) -> Option<u32> {
         Some(self.run.cpu)
+    }
+
+    fn footprint(&self, id: i32, a: [u64; 5], mem: &Memory) -> Footprint {
+        let map = |handle: u64| {
+            let index = self.maps.index_of_handle(handle)?;
+            let m = self.maps.get(index)?;
+            Some((index, m.key_size(), m.value_size()))
+        };
+        let packet = || {
+            mem.packet()
+                .map(|p| vec![(p.extent_base(), p.extent_bytes().len())])
+                .unwrap_or_default()
+        };
+        match id {
+            1 | 3 => match map(a[0]) {
+                Some((map, key_size, _)) if id == 1 => Footprint::MapLookup {
+                    map,
+                    key: (a[1], key_size),
+                },
+                Some((map, key_size, _)) => Footprint::MapDelete {
+                    map,
+                    key: (a[1], key_size),
+                },
+                None => Footprint::Unknown,
+            },
+            2 => match map(a[0]) {
+                Some((map, key_size, value_size)) => Footprint::MapUpdate {
+                    map,
+                    key: (a[1], key_size),
+                    value: (a[2], value_size),
+                },
+                None => Footprint::Unknown,
+            },
+            // Clocks, random numbers, CPU, printing, redirects, locks, ring buffer records,
+            // callback loops: the result comes from the arguments (or is a source).
+            5 | 6 | 7 | 8 | 23 | 42 | 51 | 93 | 94 | 118 | 125 | 131 | 133 | 134 | 160 | 164
+            | 177 | 181 | 208 => Footprint::Args,
+            12 => Footprint::TailCall,
+            // The submitted sample: from its start to the end of its region.
+            132 => Footprint::Memory {
+                reads: mem
+                    .region_at(a[0])
+                    .map(|r| vec![(a[0], r.end().saturating_sub(a[0]) as usize)])
+                    .unwrap_or_default(),
+                writes: Vec::new(),
+            },
+            25 | 130 => Footprint::Memory {
+                reads: vec![(
+                    a[if id == 25 { 3 } else { 1 }],
+                    a[if id == 25 { 4 } else { 2 }] as usize,
+                )],
+                writes: Vec::new(),
+            },
+            28 => Footprint::Memory {
+                reads: vec![(a[0], a[1] as usize), (a[2], a[3] as usize)],
+                writes: Vec::new(),
+            },
+            44 | 54 | 65 => Footprint::PacketBounds,
+            69 => Footprint::Memory {
+                reads: vec![(a[1], a[2] as usize)],
+                writes: vec![(a[1], a[2] as usize)],
+            },
+            163 => Footprint::Memory {
+                reads: vec![(a[2], 4)],
+                writes: vec![(a[2], 4)],
+            },
+            165 => Footprint::Memory {
+                reads: vec![(a[2], 1), (a[3], a[4] as usize)],
+                writes: vec![(a[0], a[1] as usize)],
+            },
+            188 => Footprint::Memory {
+                reads: packet(),
+                writes: Vec::new(),
+            },
+            189 => Footprint::Memory {
+                reads: packet(),
+                writes: vec![(a[2], a[3] as usize)],
+            },
+            190 => Footprint::Memory {
+                reads: vec![(a[2], a[3] as usize)],
+                writes: packet(),
+            },
+            _ => Footprint::Unknown,
+        }
+    }
+
+    fn value_addr(&self, map: usize, key: &[u8], mem: &Memory) -> Option<u64> {
+        self.maps.get(map)?.value_addr(mem, key, self.run.cpu)
     }
 }
 

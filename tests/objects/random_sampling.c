@@ -1,0 +1,78 @@
+// Programs whose results depend on bpf_get_prandom_u32 and the clock, for `bpfemu diff`'s taint
+// tracking against the kernel (both sides draw different random numbers):
+// - `sample_one_in_four`: the verdict is random ("sample 1 in 4"); it also counts packets;
+// - `random_beside_verdict`: draws a random number and reads the clock, stores both in a map
+//   and writes the random number into the last byte of the source MAC address, but its verdict comes from the
+//   packet and from `config` (no taint), and its packet counter is untainted too; a value set
+//   in the kernel's `config` only is a real mismatch beside the random part.
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <bpf/bpf_helpers.h>
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, __u64);
+} counts SEC(".maps");
+
+struct last_draw {
+	__u64 random;
+	__u64 when_ns;
+	__u64 packets;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct last_draw);
+} draws SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} config SEC(".maps");
+
+static __always_inline void count(__u32 slot)
+{
+	__u64 *n = bpf_map_lookup_elem(&counts, &slot);
+	if (n)
+		__sync_fetch_and_add(n, 1);
+}
+
+SEC("xdp")
+int sample_one_in_four(struct xdp_md *ctx)
+{
+	count(0);
+	return (bpf_get_prandom_u32() & 3) == 0 ? XDP_PASS : XDP_DROP;
+}
+
+SEC("xdp")
+int random_beside_verdict(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	__u32 zero = 0;
+	__u32 r = bpf_get_prandom_u32();
+
+	count(1);
+	struct last_draw *d = bpf_map_lookup_elem(&draws, &zero);
+	if (d) {
+		d->random = r;
+		d->when_ns = bpf_ktime_get_ns();
+		d->packets++;
+	}
+	if ((void *)(eth + 1) > data_end)
+		return XDP_ABORTED;
+	eth->h_source[5] = r;
+	__u32 *drop_all = bpf_map_lookup_elem(&config, &zero);
+	if (drop_all && *drop_all)
+		return XDP_DROP;
+	return eth->h_proto == __builtin_bswap16(ETH_P_IP) ? XDP_PASS : XDP_TX;
+}
+
+char _license[] SEC("license") = "GPL";
