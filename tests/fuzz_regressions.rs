@@ -133,8 +133,7 @@ fn a_huge_bss_is_refused_as_the_kernel_refuses_it() {
     let data = std::fs::read(root().join("fuzz/corpus/elf_object/oom-bss-4gib")).unwrap();
     assert!(data.len() < 16 * 1024);
     let err = bpfemu_loader::load_bytes("huge-bss.o", &data, &Default::default())
-        .err()
-        .expect("refused")
+        .expect_err("refused")
         .to_string();
     assert!(
         err.contains(
