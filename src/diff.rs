@@ -2057,7 +2057,7 @@ pub fn diff_capture(
     Ok(DiffReport {
         object: opts.object.display().to_string(),
         program: session.program_name().to_owned(),
-        engine: "interp",
+        engine: opts.engine.name(),
         cpus: session.cpus(),
         nondeterminism: session.nondeterminism().clone(),
         clock_window: reads_clock.then(|| session.clock_window()),

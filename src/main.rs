@@ -182,8 +182,9 @@ struct DiffArgs {
     /// Initial map contents for both sides (JSON, as for replay --maps).
     #[arg(long, value_name = "FILE")]
     maps: Option<PathBuf>,
-    /// Engine that runs bpfemu's side.
-    #[arg(long, value_enum, default_value_t = Engine::Interp)]
+    /// Engine that runs bpfemu's side (the JIT by default; interp, the reference
+    /// interpreter, stays selectable).
+    #[arg(long, value_enum, default_value_t = Engine::Jit)]
     engine: Engine,
     /// Seed of bpfemu's bpf_get_prandom_u32.
     #[arg(long, default_value_t = 0)]
@@ -251,8 +252,9 @@ struct ReplayArgs {
     /// its section, as `ip link set dev DEV xdp obj FILE sec S` names it.
     #[arg(long)]
     prog: Option<String>,
-    /// Engine that runs the program.
-    #[arg(long, value_enum, default_value_t = Engine::Interp)]
+    /// Engine that runs the program (the JIT by default; interp, the reference interpreter,
+    /// stays selectable).
+    #[arg(long, value_enum, default_value_t = Engine::Jit)]
     engine: Engine,
     /// ingress_ifindex the program sees (BPF_PROG_TEST_RUN's default: 1, the loopback).
     #[arg(long, default_value_t = 1)]

@@ -119,6 +119,14 @@ fn new_module() -> Result<JITModule, VmError> {
     set(&mut flags, "opt_level", "speed")?;
     set(&mut flags, "use_colocated_libcalls", "false")?;
     set(&mut flags, "is_pic", "false")?;
+    // Cranelift's IR verifier checks our translator, not the program: it runs in debug builds
+    // (every test), and release builds skip its cost.
+    let verify_ir = if cfg!(debug_assertions) {
+        "true"
+    } else {
+        "false"
+    };
+    set(&mut flags, "enable_verifier", verify_ir)?;
     let isa = cranelift_native::builder()
         .map_err(|e| compile_error(0, e))?
         .finish(settings::Flags::new(flags))
