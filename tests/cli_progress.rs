@@ -111,8 +111,9 @@ fn bench_shows_each_engine_against_the_packets_asked() {
     let args = ["bench", &obj, &pcap, "--packets", "50000"];
     let start = std::time::Instant::now();
     let (drawn, stdout) = on_a_terminal(&args, &scratch);
-    // Steady: about ten frames a second (the spinner's and the counts'), not one a packet.
-    let most = 15.0 * start.elapsed().as_secs_f64() + 10.0;
+    // Steady: about ten frames a second (the spinner's and the counts'), not one a packet;
+    // each engine's bar (interp, jit, jit-trusted, kernel) adds its first and last frames.
+    let most = 15.0 * start.elapsed().as_secs_f64() + 10.0 * 4.0;
     let drawn_frames = frames(&drawn).len();
     assert!(
         (drawn_frames as f64) < most,
