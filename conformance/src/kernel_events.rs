@@ -12,11 +12,14 @@
 //!   into a slot whose event counts on another CPU fails with EOPNOTSUPP in the kernel.
 //!
 //! ```no_run
-//! use bpfemu_conformance::kernel_events::PerfReader;
+//! use bpfemu_conformance::kernel_events::{PerfReader, PerfRecord};
 //! let mut cpu0 = PerfReader::open(0, 8).unwrap();
 //! // store cpu0.fd() in slot 0 of a perf event array, test-run a program on CPU 0, then:
-//! for sample in cpu0.read() {
-//!     println!("{} bytes", sample.len());
+//! for record in cpu0.read() {
+//!     match record {
+//!         PerfRecord::Sample(bytes) => println!("{} bytes", bytes.len()),
+//!         PerfRecord::Lost(count) => println!("{count} lost"),
+//!     }
 //! }
 //! ```
 
