@@ -126,25 +126,17 @@ pub fn verifier_soundness(data: &[u8]) -> bool {
     true
 }
 
-/// The errno of a load whose log did not fit.
-const ENOSPC: i32 = 28;
-
 /// The kernel's verdict with a log of messages and statistics only: a level-2 trace of a
 /// program that runs to the million-instruction limit is gigabytes, slow to write, and rolls
-/// over (ENOSPC, the error line lost), which the campaign took for a disagreement.
+/// over (ENOSPC, the error line lost), which the campaign took for a disagreement. A stats log
+/// that still overflows is retried at the kernel's own size by
+/// [`bpfemu_conformance::kernel::prog_load`].
 fn kernel_verdict(insns: &[RawInsn]) -> bpfemu_conformance::kernel::LoadResult {
     use bpfemu_conformance::kernel;
     let mut opts = kernel::LoadOptions::new(BPF_PROG_TYPE_XDP, insns);
     opts.log_level = kernel::BPF_LOG_STATS;
     opts.log_size = 1 << 20;
-    loop {
-        let loaded = kernel::prog_load(&opts);
-        if loaded.fd.as_ref().err() == Some(&ENOSPC) && opts.log_size < 1 << 28 {
-            opts.log_size *= 8;
-            continue;
-        }
-        return loaded;
-    }
+    kernel::prog_load(&opts)
 }
 
 /// bpfemu's verdict and error line must equal the running kernel's. Without bpf() (not root,
