@@ -40,6 +40,12 @@ pub trait Helpers {
     fn value_addr(&self, _map: usize, _key: &[u8], _mem: &Memory) -> Option<u64> {
         None
     }
+
+    /// For taint tracking: the map a handle (`BPF_PSEUDO_MAP_FD`'s value) names, when the
+    /// program may write it (not `BPF_F_RDONLY_PROG`).
+    fn writable_map_of_handle(&self, _handle: u64) -> Option<crate::taint::MapOfHandle> {
+        None
+    }
 }
 
 /// What a helper asks of the interpreter.

@@ -12,6 +12,7 @@
 //! [`HelperOutcome::Callbacks`]).
 
 mod decoded;
+mod paths_not_taken;
 mod taint_step;
 
 pub use decoded::PreparedProgram;
@@ -986,12 +987,12 @@ impl Machine<'_> {
         }
         let frame = self.frames.pop().expect("checked above");
         self.mem.remove_stack_frame(frame.stack);
+        // A callback's result steers its loop: a tainted one taints control.
+        if frame.callback {
+            let r0 = self.taint.as_deref().and_then(|t| t.reg(0));
+            self.taint_control(r0);
+        }
         if let Some(taint) = self.taint.as_deref_mut() {
-            // A callback's result steers its loop: a tainted one taints control.
-            if frame.callback {
-                let r0 = taint.reg(0);
-                taint.set_control(r0);
-            }
             taint.pop_call(!frame.callback);
         }
         let r0 = self.regs[0];

@@ -18,7 +18,8 @@
 //!   a helper whose footprint is unknown and whose inputs are tainted taints control;
 //! - control: a conditional jump on a tainted value (or a tail call with a tainted index)
 //!   taints everything the program writes and returns after it, for the rest of the run
-//!   ([`TaintState::control`]): simple and sound for the path the run took.
+//!   ([`TaintState::control`]), and, since the kernel may have taken the other way, every
+//!   map the rest of the program could write on any path (`interp/paths_not_taken.rs`).
 //!
 //! Map values keep their taint from one run to the next (they are the same bytes); the stack,
 //! registers and control start clean each run, the packet's bytes too.
@@ -90,6 +91,13 @@ pub enum Footprint {
     TailCall,
     /// Nothing known: with a tainted input, control is tainted.
     Unknown,
+}
+
+/// A map named by a handle: its index and the kind of the regions its values live in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MapOfHandle {
+    pub index: usize,
+    pub values: RegionKind,
 }
 
 /// The taint of one run in progress, and of the map values across runs.
@@ -247,6 +255,11 @@ impl TaintState {
         for (i, t) in taints.into_iter().enumerate() {
             self.set_bytes(dst.wrapping_add(i as u64), 1, t);
         }
+    }
+
+    /// Taints every value of a map or global data section (by their regions' kind), for good.
+    pub fn taint_region(&mut self, kind: &RegionKind, source: TaintSource) {
+        self.regions.entry(region_key(kind)).or_insert(source);
     }
 
     /// The taint of map `map`'s key set.

@@ -28,7 +28,7 @@ struct PendingUpdate {
 }
 
 impl Machine<'_> {
-    fn tstate(&mut self) -> &mut TaintState {
+    pub(super) fn tstate(&mut self) -> &mut TaintState {
         self.taint.as_deref_mut().expect("tracking taint")
     }
 
@@ -110,7 +110,7 @@ impl Machine<'_> {
             },
             Insn::Jump { dst, src, .. } => {
                 let t = join(self.treg(dst), self.source_taint(src));
-                self.tstate().set_control(t);
+                self.taint_control(t);
             }
             Insn::Ja { .. } | Insn::MayGoto { .. } | Insn::Call(_) | Insn::Exit => {}
         }
@@ -210,6 +210,9 @@ impl Machine<'_> {
             }
             _ => None,
         };
+        // Set after the call's own effects, so that they are in place when the paths not
+        // taken are tainted.
+        let mut control = None;
         let taint = self.taint.as_deref_mut().expect("tracking taint");
         let input = pending.input;
         match &pending.footprint {
@@ -242,7 +245,7 @@ impl Machine<'_> {
                     taint.taint_packet(t);
                 }
             }
-            Footprint::TailCall | Footprint::Unknown => taint.set_control(input),
+            Footprint::TailCall | Footprint::Unknown => control = input,
             Footprint::Args | Footprint::MapLookup { .. } => {}
         }
         // Records of bpf_perf_event_output, bpf_ringbuf_output and bpf_ringbuf_submit.
@@ -252,7 +255,7 @@ impl Machine<'_> {
             taint.taint_events(t);
         }
         if matches!(outcome, HelperOutcome::Callbacks(_)) {
-            taint.set_control(input);
+            control = control.or(input);
         }
         let result = if is_source(pending.id) {
             Some(TaintSource {
@@ -263,8 +266,9 @@ impl Machine<'_> {
         } else {
             input
         };
+        self.taint_control(control);
         if let HelperOutcome::Return(_) = outcome {
-            taint.set_reg(0, result);
+            self.tstate().set_reg(0, result);
         }
     }
 }

@@ -248,6 +248,23 @@ impl Helpers for XdpEnv<'_> {
     fn value_addr(&self, map: usize, key: &[u8], mem: &Memory) -> Option<u64> {
         self.maps.get(map)?.value_addr(mem, key, self.run.cpu)
     }
+
+    fn writable_map_of_handle(&self, handle: u64) -> Option<crate::taint::MapOfHandle> {
+        let index = self.maps.index_of_handle(handle)?;
+        let spec = self.maps.get(index)?.spec();
+        if spec.map_flags & crate::maps::BPF_F_RDONLY_PROG != 0 {
+            return None;
+        }
+        let values = match &spec.global_section {
+            Some(section) => crate::memory::RegionKind::Global {
+                section: section.clone(),
+            },
+            None => crate::memory::RegionKind::MapValue {
+                map: spec.name.clone(),
+            },
+        };
+        Some(crate::taint::MapOfHandle { index, values })
+    }
 }
 
 /// A plain r0.
