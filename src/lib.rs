@@ -22,6 +22,7 @@ pub mod fuzzing;
 pub mod mapio;
 pub mod pcap;
 pub mod progress;
+pub mod record_types;
 pub mod replay;
 pub mod rss;
 pub mod runtime;

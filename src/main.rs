@@ -292,6 +292,10 @@ struct ReplayArgs {
     /// Run the program even if bpfemu's verifier rejects it (in checked mode, faults reported).
     #[arg(long)]
     no_verify: bool,
+    /// Show the records of ring buffer or perf event array MAP typed by TYPE, a type of the
+    /// object's BTF (`events='struct event'`), in --json and --dump-maps (repeatable).
+    #[arg(long = "record-type", value_name = "MAP=TYPE", value_parser = bpfemu::record_types::parse_record_type)]
+    record_types: Vec<(String, String)>,
     #[command(flatten)]
     load: LoadArgs,
 }
@@ -317,6 +321,7 @@ impl ReplayArgs {
             check: self.check.clone(),
             load: self.load.options(),
             progress: !self.json && std::io::stderr().is_terminal(),
+            record_types: self.record_types.clone(),
         }
     }
 }

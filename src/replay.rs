@@ -49,6 +49,8 @@ pub struct ReplayOptions {
     pub progress: bool,
     /// The engine that runs the program.
     pub engine: runtime::EngineChoice,
+    /// `--record-type MAP=TYPE`: records of MAP shown typed by TYPE of the object's BTF.
+    pub record_types: Vec<(String, String)>,
 }
 
 /// What happened to one packet.
@@ -395,6 +397,7 @@ pub struct Replayer {
     opts: ReplayOptions,
     /// Every event record of the replay, by packet, for `--dump-maps`.
     events: Vec<(usize, Event)>,
+    record_types: crate::record_types::RecordTypes,
 }
 
 impl Replayer {
@@ -403,6 +406,8 @@ impl Replayer {
         // The loader's errors name the file.
         let object = bpfemu_loader::load_file(path, &opts.load)?;
         let program_name = pick_program(&object, opts.program.as_deref())?;
+        let record_types =
+            crate::record_types::RecordTypes::resolve(&object, path, &opts.record_types)?;
         if opts.engine == runtime::EngineChoice::JitTrusted {
             runtime::require_verified(&object, &path.display().to_string(), &program_name)
                 .map_err(|e| anyhow::anyhow!(e))?;
@@ -453,6 +458,7 @@ impl Replayer {
             compile_time,
             opts: opts.clone(),
             events: Vec::new(),
+            record_types,
         })
     }
 
@@ -476,6 +482,20 @@ impl Replayer {
             cpu,
             outcome,
         }
+    }
+
+    /// The JSON object `--json` prints for a packet: [`PacketResult::to_json`], its records
+    /// typed as `--record-type` says.
+    pub fn packet_json(&self, result: &PacketResult) -> serde_json::Value {
+        let mut v = result.to_json();
+        if let (Ok(o), false) = (&result.outcome, self.record_types.is_empty())
+            && let Some(list) = v.get_mut("events").and_then(|e| e.as_array_mut())
+        {
+            for (json, e) in list.iter_mut().zip(events(o)) {
+                self.record_types.decorate(json, &e.map, &e.data);
+            }
+        }
+        v
     }
 
     /// Every map's entries as raw bytes (what expectations compare).
@@ -507,6 +527,7 @@ impl Replayer {
             if let Some(list) = doc.get_mut(&e.map).and_then(|v| v.as_array_mut()) {
                 let mut record = e.to_json();
                 record["packet"] = json!(packet);
+                self.record_types.decorate(&mut record, &e.map, &e.data);
                 list.push(record);
             }
         }
@@ -668,7 +689,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<u8> {
         let result = replayer.run_ref(&packet);
         summary.add(&result);
         if opts.json {
-            writeln!(out, "{}", result.to_json())?;
+            writeln!(out, "{}", replayer.packet_json(&result))?;
         } else if let Ok(outcome) = &result.outcome {
             // bpf_trace_printk output, as `bpftool prog tracelog` would show it, by packet.
             if !outcome.printk.is_empty() {

@@ -360,3 +360,70 @@ fn ring_buffer_records_are_shown_dumped_and_checked() {
     let check = bpfemu(&["replay", &obj, &cap, "--check", &expect]);
     assert_eq!(check.status.code(), Some(1), "{}", stderr(&check));
 }
+
+/// `--record-type MAP=TYPE` shows a ring buffer's records typed by a type of the object's BTF,
+/// as bpftool shows map values (`"formatted"`), in `--json` and in `--dump-maps`; records
+/// shorter than the type stay bytes only; a type or map the object lacks is one line, exit 2.
+#[test]
+fn ring_buffer_records_are_shown_typed_by_the_type_the_user_names() {
+    let dir = Scratch::new("record-type");
+    let obj = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/objects/record_events.o")
+        .display()
+        .to_string();
+    let cap = example("pcap/normal.pcap");
+    let dump = dir.path("maps.json");
+    let typed = "records=struct record";
+    let out = bpfemu(&[
+        "replay",
+        &obj,
+        &cap,
+        "--json",
+        "--dump-maps",
+        &dump,
+        "--record-type",
+        typed,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    let events = first["events"].as_array().unwrap();
+    // The submitted record: its length, the salt, the first 6 bytes of the frame.
+    let data = hex_bytes(events[0]["data"].as_str().unwrap());
+    let formatted = &events[0]["formatted"];
+    assert_eq!(
+        formatted["len"],
+        u32::from_le_bytes(data[0..4].try_into().unwrap()),
+        "{first}"
+    );
+    assert_eq!(formatted["salt"], 0, "{first}");
+    let head: Vec<u64> = data[8..14].iter().map(|&b| u64::from(b)).collect();
+    assert_eq!(formatted["head"], serde_json::json!(head), "{first}");
+    // The 8-byte records that follow are shorter than struct record: bytes only.
+    assert!(events[1].get("formatted").is_none(), "{first}");
+    let maps: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&dump).unwrap()).unwrap();
+    assert_eq!(maps["records"][0]["formatted"], *formatted);
+
+    for (wanted, says) in [
+        ("records=struct nothing", "BTF has no struct nothing"),
+        ("nomap=struct record", "has no map nomap"),
+        ("salt=struct record", "map salt of"),
+    ] {
+        let out = bpfemu(&["replay", &obj, &cap, "--record-type", wanted]);
+        assert_eq!(out.status.code(), Some(2), "{wanted}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains(says) && err.contains("record_events.o"),
+            "{err}"
+        );
+    }
+}
+
+fn hex_bytes(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}

@@ -32,6 +32,10 @@ struct record {
 	__u16 pad;
 };
 
+/* Keeps struct record in the object's BTF (clang emits only the types globals, maps and
+ * functions use), so that `replay --record-type records='struct record'` can show records typed. */
+struct record *unused_record __attribute__((unused));
+
 SEC("xdp")
 int emit_records(struct xdp_md *ctx)
 {
