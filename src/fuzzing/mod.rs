@@ -31,6 +31,15 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("jit_vs_interp", engines::jit_vs_interp),
 ];
 
+/// The body the committed corpus of target `name` is held to: the target's own, or where the
+/// target samples its inputs for speed, the one that skips none.
+pub fn regression_body(name: &str, target: Target) -> Target {
+    match name {
+        "verifier_vs_kernel" => engines::verifier_vs_kernel_every_program,
+        _ => target,
+    }
+}
+
 /// Load options that never reach outside the input: CO-RE and `.kconfig` against files that
 /// do not exist, so an object needing them fails to load instead of reading the host's BTF.
 fn isolated_load_options() -> LoadOptions {
