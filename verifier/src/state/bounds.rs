@@ -55,6 +55,30 @@ impl RegState {
             .min((t.value | (t.mask & i64::MAX as u64)) as i64);
         self.umin_value = self.umin_value.max(t.value);
         self.umax_value = self.umax_value.min(t.value | t.mask);
+        self.collapse_single_member();
+    }
+
+    /// 6.18: when the u64 range and the tnum share one value only, the scalar is that
+    /// constant (`r &= 8; r <<= 30; if r s< 8` leaves 8 << 30). The kernel's three cases,
+    /// in its order: the member is umin, the tnum's largest member, or one in between.
+    fn collapse_single_member(&mut self) {
+        let t = self.var_off;
+        let next = t.step(self.umin_value);
+        let umin_in_tnum = t.contains(self.umin_value);
+        let single = if umin_in_tnum && next > self.umax_value {
+            Some(self.umin_value)
+        } else if !umin_in_tnum && next == t.max_member() {
+            // Taken even when the range lies wholly above the members (the kernel then
+            // names the largest member, where the bounds alone would contradict).
+            Some(next)
+        } else if !umin_in_tnum && next <= self.umax_value && t.step(next) > self.umax_value {
+            Some(next)
+        } else {
+            None
+        };
+        if let Some(value) = single {
+            self.set_known(value);
+        }
     }
 
     /// `__update_reg_bounds`.

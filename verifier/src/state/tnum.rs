@@ -47,6 +47,51 @@ impl Tnum {
         Tnum::new(min & !delta, delta)
     }
 
+    /// The largest member: every unknown bit set.
+    pub const fn max_member(self) -> u64 {
+        self.value | self.mask
+    }
+
+    /// Whether `x` is one of the values the tnum stands for.
+    pub const fn contains(self, x: u64) -> bool {
+        x & !self.mask == self.value
+    }
+
+    /// `tnum_step`: the smallest member greater than `z`; the largest member when none is
+    /// (6.18 collapses a scalar to a constant with it, see `update_64_bounds`).
+    pub fn step(self, z: u64) -> u64 {
+        let max = self.max_member();
+        if z >= max {
+            return max;
+        }
+        self.smallest_member_at_least(z + 1).unwrap_or(max)
+    }
+
+    /// The smallest member `>= z`, if any. Walks from the highest bit where `z` breaks the
+    /// known bits: if the tnum has a 1 there, keep `z` above it and take the smallest tail;
+    /// if it has a 0, `z`'s prefix must grow at the lowest unknown bit above that is 0 in `z`.
+    fn smallest_member_at_least(self, z: u64) -> Option<u64> {
+        let wrong = (z & !self.mask) ^ self.value;
+        if wrong == 0 {
+            return Some(z);
+        }
+        let p = 63 - wrong.leading_zeros();
+        let below = |bit: u32| (1u64 << bit) - 1;
+        if self.value & (1 << p) != 0 {
+            // z has a 0 where the tnum has a known 1.
+            let above = !below(p) & !(1 << p);
+            return Some((z & above) | (1 << p) | (self.value & below(p)));
+        }
+        // z has a 1 where the tnum has a known 0: set a free bit above p that z has clear.
+        let candidates = self.mask & !z & !below(p) & !(1 << p);
+        if candidates == 0 {
+            return None;
+        }
+        let q = candidates.trailing_zeros();
+        let above = if q == 63 { 0 } else { !below(q + 1) };
+        Some((z & above) | (1 << q) | (self.value & below(q)))
+    }
+
     pub const fn is_const(self) -> bool {
         self.mask == 0
     }
@@ -264,5 +309,33 @@ mod tests {
         assert!(Tnum::new(0, 0xff).is_superset_of(Tnum::constant(0x12)));
         assert!(!Tnum::constant(0x12).is_superset_of(Tnum::new(0, 0xff)));
         assert!(!Tnum::new(0x100, 0xff).is_superset_of(Tnum::constant(0x12)));
+    }
+    #[test]
+    fn step_gives_the_next_member() {
+        let t = Tnum::new(0, 0x12); // 0, 2, 16, 18
+        assert_eq!(t.step(0), 2);
+        assert_eq!(t.step(2), 16);
+        assert_eq!(t.step(3), 16);
+        assert_eq!(t.step(16), 18);
+        assert_eq!(t.step(17), 18);
+        assert_eq!(t.step(18), 18);
+        assert_eq!(t.step(u64::MAX), 18);
+        let high = Tnum::new(0x100, 0xf0_0000_000f);
+        assert_eq!(high.step(0x10f), 0x10_0000_0100);
+        assert_eq!(Tnum::new(0, 8 << 30).step(8), 8 << 30);
+    }
+
+    #[test]
+    fn step_agrees_with_a_walk_over_the_members() {
+        // Every 6-bit tnum against every z: the next member by enumeration.
+        for mask in 0..64u64 {
+            for value in (0..64u64).filter(|v| v & mask == 0) {
+                let t = Tnum::new(value, mask);
+                for z in 0..70u64 {
+                    let next = (z + 1..=t.max_member()).find(|&x| t.contains(x));
+                    assert_eq!(t.step(z), next.unwrap_or(t.max_member()), "{t:?} {z}");
+                }
+            }
+        }
     }
 }
