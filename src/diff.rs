@@ -2166,7 +2166,12 @@ impl BpfemuVerdict {
         let v = verify(&ProgramInput::new(object, p), &Options::default());
         BpfemuVerdict {
             accepted: v.is_accepted(),
-            error: v.rejection().map(|r| r.message.clone()),
+            // Compared with the kernel's last meaningful log line: where the kernel logs no
+            // reason, bpfemu's log gives that line too.
+            error: v.rejection().map(|r| {
+                r.kernel_error_line()
+                    .map_or_else(|| verifier_error_line(&v.log), str::to_owned)
+            }),
             processed_insns: v.stats.processed_insns,
             verification_time_usec: v.stats.time.as_micros() as u64,
         }

@@ -68,7 +68,15 @@ fn bpfemu_verdict(insns: &[RawInsn], insn_limit: u64) -> (Option<String>, bool) 
     };
     let verdict = verify(&input, &opts);
     let hit_limit = verdict.stats.processed_insns > insn_limit;
-    (verdict.rejection().map(|r| r.message.clone()), hit_limit)
+    // Where the kernel logs no reason, its last meaningful line comes from the log, as for
+    // the kernel's side.
+    let line = verdict.rejection().map(|r| {
+        r.kernel_error_line().map_or_else(
+            || bpfemu_conformance::kernel_isa::verifier_error_line(&verdict.log),
+            str::to_owned,
+        )
+    });
+    (line, hit_limit)
 }
 
 /// The processed-instruction limit the fuzz targets explore programs to, short of the

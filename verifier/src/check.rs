@@ -671,12 +671,15 @@ pub fn precheck(input: &ProgramInput<'_>, log: &mut Log) -> Result<Prechecked, R
         Reject {
             errno: errno_of(e.errno),
             msg: e.message,
+            logged: true,
         }
     };
     if insns.is_empty() {
         return Err(Reject {
             errno: Errno::E2big,
             msg: String::new(),
+            // bpf() refuses an empty program before the verifier runs.
+            logged: false,
         });
     }
     let starts = add_subprogs(insns).map_err(|e| fail(log, e))?;

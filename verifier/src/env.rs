@@ -254,7 +254,11 @@ impl<'a> Env<'a> {
     pub fn reject(&mut self, errno: Errno, msg: impl Into<String>) -> Reject {
         let msg = msg.into();
         self.log.verbose(&format!("{msg}\n"));
-        Reject { errno, msg }
+        Reject {
+            errno,
+            msg,
+            logged: true,
+        }
     }
 
     /// The kernel's description of a register for messages that print it whole.

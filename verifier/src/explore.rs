@@ -40,19 +40,19 @@ pub fn run(input: &ProgramInput<'_>, opts: &Options) -> Verdict {
     let Some(ops) = crate::prog_type::ops_for(input.prog_type) else {
         let msg = format!("not yet supported: program type {}", input.prog_type);
         log.verbose(&format!("{msg}\n"));
-        return finish_early(log, msg, Errno::Einval, started);
+        return finish_early(log, msg, Errno::Einval, true, started);
     };
     // The kernel checks raw slots before it explores (check.rs); slots only the walk may
     // refuse are decoded as placeholders that carry the kernel's message.
     let pre = match check::precheck(input, &mut log) {
         Ok(pre) => pre,
-        Err(r) => return finish_early(log, r.msg, r.errno, started),
+        Err(r) => return finish_early(log, r.msg, r.errno, r.logged, started),
     };
     let prog = match Program::decode(pre.sanitized.clone()) {
         Ok(p) => p,
         Err(e) => {
             log.verbose(&format!("{e}\n"));
-            return finish_early(log, e.to_string(), Errno::Einval, started);
+            return finish_early(log, e.to_string(), Errno::Einval, true, started);
         }
     };
     let mut env = Env::new(input, prog, ops, log);
@@ -113,13 +113,20 @@ fn print_live_regs(env: &mut Env<'_>) {
     env.log.verbose(&out);
 }
 
-fn finish_early(log: Log, message: String, errno: Errno, started: Instant) -> Verdict {
+fn finish_early(
+    log: Log,
+    message: String,
+    errno: Errno,
+    logged: bool,
+    started: Instant,
+) -> Verdict {
     Verdict {
         outcome: Outcome::Rejected(Rejection {
             message,
             insn: None,
             source: None,
             errno,
+            logged,
         }),
         log: log.text,
         stats: Stats {
@@ -183,6 +190,7 @@ fn finish(mut env: Env<'_>, result: Result<(), Reject>, started: Instant) -> Ver
                 insn,
                 source,
                 errno: r.errno,
+                logged: r.logged,
             })
         }
     };
@@ -436,6 +444,7 @@ fn is_state_visited(
                 return Err(Reject {
                     errno: Errno::Einval,
                     msg: "old state:".to_string(),
+                    logged: true,
                 }
                 .with_infinite_loop(pc));
             }
@@ -516,6 +525,7 @@ impl Reject {
         Reject {
             errno: self.errno,
             msg: format!("infinite loop detected at insn {pc}"),
+            logged: true,
         }
     }
 }

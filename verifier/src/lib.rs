@@ -205,6 +205,9 @@ impl Errno {
 pub struct Reject {
     pub errno: Errno,
     pub msg: String,
+    /// Whether the kernel logs `msg`; false where it refuses without a word (`msg` is then
+    /// bpfemu's own explanation, absent from the log).
+    pub logged: bool,
 }
 
 /// Why the program was rejected.
@@ -218,6 +221,18 @@ pub struct Rejection {
     /// The source line of that instruction, from line_info.
     pub source: Option<SourceLine>,
     pub errno: Errno,
+    /// Whether `message` is the log's last line. False where the kernel refuses without a
+    /// word (`bpf_snprintf`'s data_len not a multiple of 8, an empty program): `message` is
+    /// then bpfemu's explanation, and the log ends, as the kernel's, at its statistics.
+    pub logged: bool,
+}
+
+impl Rejection {
+    /// The line a differential test compares with the kernel's last meaningful log line:
+    /// `message` when the kernel logs it, `None` when the kernel logs no reason.
+    pub fn kernel_error_line(&self) -> Option<&str> {
+        self.logged.then_some(self.message.as_str())
+    }
 }
 
 /// The program the kernel would run: instructions after its rewrites.

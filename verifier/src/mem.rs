@@ -548,6 +548,7 @@ fn check_mem_bytes(
     Err(Reject {
         errno: Errno::Eacces,
         msg,
+        logged: true,
     })
 }
 

@@ -94,3 +94,36 @@ fn name_seed(name: &str) -> u64 {
         (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
     })
 }
+
+/// Where the kernel refuses without logging a reason (bpf_snprintf's data_len not a multiple
+/// of 8), bpfemu's log (statistics level, as the kernel side asks) says nothing either,
+/// while its rejection tells the user why and is marked as not logged.
+#[test]
+fn a_refusal_the_kernel_does_not_log_is_explained_but_not_logged() {
+    let probes = probe::load_all(&probe::probe_dir()).unwrap_or_else(|e| panic!("{e}"));
+    let p = probes
+        .iter()
+        .find(|p| p.name == "const_str/snprintf_data_len_not_multiple_of_eight_bad")
+        .expect("the probe exists");
+    let opts = Options {
+        log_level: 4,
+        ..Options::default()
+    };
+    let verdict = bpfemu_side::verify_probe(p, &opts);
+    let r = verdict.rejection().expect("rejected");
+    assert!(!r.logged, "{r:?}");
+    assert_eq!(r.kernel_error_line(), None);
+    assert!(r.message.contains("data_len (R5) is 4"), "{}", r.message);
+    let reasons: Vec<&str> = verdict
+        .log
+        .lines()
+        .filter(|l| !l.starts_with("processed ") && !l.starts_with("verification time"))
+        .filter(|l| !l.starts_with("stack depth"))
+        .collect();
+    assert!(
+        reasons.is_empty(),
+        "log lines besides statistics: {reasons:?}"
+    );
+    let judged = bpfemu_side::judgement(&verdict);
+    assert_eq!(judged.message.as_deref(), Some("(empty verifier log)"));
+}

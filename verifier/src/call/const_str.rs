@@ -84,12 +84,16 @@ pub fn check_snprintf_format(
 ) -> Result<(), Reject> {
     let data_len = data_len_reg.var_off.value;
     if !data_len.is_multiple_of(8) {
-        // The kernel refuses this without a word in the log: the rejection says why, the log
-        // stays as the kernel's.
+        // check_bpf_snprintf_call returns -EINVAL here without a word in the log (which ends
+        // at its statistics): the rejection says why for the user, marked as not logged.
+        let msg = format!(
+            "bpf_snprintf's data_len (R5) is {data_len}, not a multiple of 8: the kernel refuses \
+             it with EINVAL and logs no reason"
+        );
         return Err(Reject {
             errno: Errno::Einval,
-            msg: "bpf_snprintf's data_len is not a multiple of 8 (the kernel logs nothing)"
-                .to_owned(),
+            msg,
+            logged: false,
         });
     }
     let format = fmt_reg

@@ -125,6 +125,7 @@ pub fn check_helper_call(
         return Err(Reject {
             errno: Errno::Einval,
             msg: msg.to_owned(),
+            logged: true,
         });
     }
     release_argument(env, state, proto, &meta)?;

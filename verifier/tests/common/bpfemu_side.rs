@@ -2,6 +2,7 @@
 
 use super::kernel_side::{Judgement, probe_btf};
 use super::probe::{Probe, ProbeMap, subprog_starts};
+use bpfemu_conformance::kernel_isa::verifier_error_line;
 use bpfemu_loader::btf::Btf;
 use bpfemu_loader::{MapOrigin, MapSpec};
 use bpfemu_verifier::{Options, ProgramInput, Verdict, verify};
@@ -73,7 +74,12 @@ pub fn verify_probe(probe: &Probe, opts: &Options) -> Verdict {
 pub fn judgement(verdict: &Verdict) -> Judgement {
     Judgement {
         accepted: verdict.is_accepted(),
-        message: verdict.rejection().map(|r| r.message.clone()),
+        // The kernel's side is the last meaningful line of its log; where the kernel logs no
+        // reason, bpfemu's log gives that line the same way.
+        message: verdict.rejection().map(|r| {
+            r.kernel_error_line()
+                .map_or_else(|| verifier_error_line(&verdict.log), str::to_owned)
+        }),
         processed: Some(verdict.stats.processed_insns),
     }
 }
