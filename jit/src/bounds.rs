@@ -3,8 +3,9 @@
 //!
 //! - **Checked**: an access that lies wholly inside the function's own stack frame is done
 //!   inline (the frame is a region of the vm's memory whose bounds the function knows); any
-//!   other access is first validated by the runtime against the live regions, which reports a
-//!   fault exactly as the interpreter does, or answers a converted ctx field with its value.
+//!   other load is done by the runtime, which reports a fault exactly as the interpreter does
+//!   or answers with the value (a converted ctx field's too), and any other store is first
+//!   validated by it. These slow paths are cold blocks of one call and one status test.
 //! - **Trusted**: the verifier has proven every access safe, so loads and stores go straight
 //!   to host memory. The one exception is a 4-byte load inside the converted ctx region
 //!   (`struct xdp_md`), whose value is a 64-bit field the runtime supplies, until the verifier's
@@ -12,7 +13,7 @@
 
 use crate::Mode;
 use crate::environ::RuntimeEnv;
-use crate::runtime::{STATUS_OK, STATUS_SPECIAL};
+use crate::runtime::{STATUS_OK, offsets};
 use crate::translate::FuncTranslator;
 use bpfemu_isa::Size;
 use bpfemu_vm::STACK_SIZE;
@@ -32,6 +33,9 @@ pub fn mem_type(size: Size) -> Type {
     }
 }
 
+// The checks branch on the status itself: any status but OK stops the run.
+const _: () = assert!(STATUS_OK == 0);
+
 fn host_flags() -> MemFlagsData {
     MemFlagsData::new()
 }
@@ -39,8 +43,7 @@ fn host_flags() -> MemFlagsData {
 impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
     /// True when `[addr, addr + len)` lies inside this function's stack frame.
     pub(crate) fn in_own_frame(&mut self, addr: Value, len: usize) -> Value {
-        let lo = self.b.ins().iadd_imm_s(self.fp, -(STACK_SIZE as i64));
-        let off = self.b.ins().isub(addr, lo);
+        let off = self.b.ins().isub(addr, self.frame_bottom);
         self.b.ins().icmp_imm_s(
             IntCC::UnsignedLessThanOrEqual,
             off,
@@ -52,72 +55,59 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
     /// converted ctx field). `acquire` makes it a load-acquire.
     pub(crate) fn emit_load(&mut self, addr: Value, size: Size, acquire: bool, pc: usize) -> Value {
         let len = size.bytes();
+        let fast = match self.mode {
+            // Only a 4-byte load may read a converted ctx field.
+            Mode::Trusted if size != Size::W => return self.host_load(addr, size, acquire),
+            Mode::Trusted => {
+                let ctx_base = self.env.load_field(&mut self.b, offsets::CTX_BASE);
+                let ctx_len = self.env.load_field(&mut self.b, offsets::CTX_LEN);
+                let off = self.b.ins().isub(addr, ctx_base);
+                self.b
+                    .ins()
+                    .icmp(IntCC::UnsignedGreaterThanOrEqual, off, ctx_len)
+            }
+            Mode::Checked => self.in_own_frame(addr, len),
+        };
         let host = self.b.create_block();
         let slow = self.b.create_block();
         let join = self.b.create_block();
         let value = self.b.append_block_param(join, I64);
-        match self.mode {
-            Mode::Checked => {
-                let fast = self.in_own_frame(addr, len);
-                self.b.ins().brif(fast, host, &[], slow, &[]);
-            }
-            Mode::Trusted if size == Size::W => {
-                let off = self.b.ins().isub(addr, self.ctx_base);
-                let in_ctx = self
-                    .b
-                    .ins()
-                    .icmp(IntCC::UnsignedLessThan, off, self.ctx_len);
-                self.b.ins().brif(in_ctx, slow, &[], host, &[]);
-            }
-            Mode::Trusted => {
-                self.b.ins().jump(host, &[]);
-            }
-        }
-        // The runtime's check: a fault, plain memory, or a ctx field's value.
-        self.b.switch_to_block(slow);
-        self.sync_executed();
-        let status = self
-            .env
-            .check_access(&mut self.b, addr, len as u64, false, pc);
-        let ok = self
-            .b
-            .ins()
-            .icmp_imm_s(IntCC::Equal, status, STATUS_OK as i64);
-        let not_ok = self.b.create_block();
-        self.b.ins().brif(ok, host, &[], not_ok, &[]);
-        self.b.switch_to_block(not_ok);
-        let special = self
-            .b
-            .ins()
-            .icmp_imm_s(IntCC::Equal, status, STATUS_SPECIAL as i64);
-        let ctx_value = self.b.create_block();
+        self.b.ins().brif(fast, host, &[], slow, &[]);
+        self.b.set_cold_block(slow);
+        // The runtime's read: a fault, or the value (of memory or of a ctx field). The value is
+        // taken before the status test, so that a successful read goes straight to the join.
+        self.enter(slow);
+        let status = self.env.checked_read(&mut self.b, addr, len, pc);
+        let v = self.env.scratch(&mut self.b);
         let propagate = self.propagate;
         self.b.ins().brif(
-            special,
-            ctx_value,
-            &[],
+            status,
             propagate,
             &[BlockArg::Value(status)],
+            join,
+            &[BlockArg::Value(v)],
         );
-        self.b.switch_to_block(ctx_value);
-        let v = self.env.scratch(&mut self.b);
-        self.b.ins().jump(join, &[BlockArg::Value(v)]);
         // The host access.
-        self.b.switch_to_block(host);
+        self.enter(host);
+        let v = self.host_load(addr, size, acquire);
+        self.b.ins().jump(join, &[BlockArg::Value(v)]);
+        self.enter(join);
+        value
+    }
+
+    /// The load itself, zero-extended to 64 bits.
+    fn host_load(&mut self, addr: Value, size: Size, acquire: bool) -> Value {
         let ty = mem_type(size);
         let raw = if acquire {
             self.b.ins().atomic_load(ty, host_flags(), addr)
         } else {
             self.b.ins().load(ty, host_flags(), addr, 0)
         };
-        let v = if ty == I64 {
+        if ty == I64 {
             raw
         } else {
             self.b.ins().uextend(I64, raw)
-        };
-        self.b.ins().jump(join, &[BlockArg::Value(v)]);
-        self.b.switch_to_block(join);
-        value
+        }
     }
 
     /// Makes sure `[addr, addr + len)` may be written; in checked mode a fault stops the run.
@@ -129,20 +119,14 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
         let slow = self.b.create_block();
         let fast = self.in_own_frame(addr, len);
         self.b.ins().brif(fast, ok, &[], slow, &[]);
-        self.b.switch_to_block(slow);
-        self.sync_executed();
-        let status = self
-            .env
-            .check_access(&mut self.b, addr, len as u64, true, pc);
-        let passed = self
-            .b
-            .ins()
-            .icmp_imm_s(IntCC::Equal, status, STATUS_OK as i64);
+        self.b.set_cold_block(slow);
+        self.enter(slow);
+        let status = self.env.check_write(&mut self.b, addr, len, pc);
         let propagate = self.propagate;
         self.b
             .ins()
-            .brif(passed, ok, &[], propagate, &[BlockArg::Value(status)]);
-        self.b.switch_to_block(ok);
+            .brif(status, propagate, &[BlockArg::Value(status)], ok, &[]);
+        self.enter(ok);
     }
 
     /// A store of the low `size` bytes of `value` (64-bit) at `addr`.

@@ -17,16 +17,18 @@ use crate::translate::{Flow, FuncTranslator};
 use bpfemu_isa::{CallTarget, Insn, LdImm64Kind, Program, Reg};
 use bpfemu_vm::interp::decode_code_addr;
 use bpfemu_vm::maps::InlineArray;
-use bpfemu_vm::{Options, VmError};
+use bpfemu_vm::{Options, STACK_SIZE, VmError};
 use cranelift_codegen::ir::{
     AbiParam, InstBuilder, MemFlagsData, Signature, StackSlotData, StackSlotKind, UserFuncName,
     types::I64,
 };
+use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
 use std::collections::{BTreeSet, HashMap};
+use std::sync::OnceLock;
 
 /// Compiles `progs` into native code; lookups in `arrays` (by map handle) are inlined.
 pub fn compile(
@@ -40,7 +42,7 @@ pub fn compile(
         .iter()
         .map(|(handle, array)| (*handle, cpu_tables.describe(array)))
         .collect();
-    let mut module = new_module()?;
+    let mut module = new_module(mode)?;
     let entries = find_entries(progs);
     let sig = jit_signature(&module);
     let mut ids = HashMap::new();
@@ -111,14 +113,43 @@ fn compile_error(pc: usize, e: impl std::fmt::Display) -> VmError {
     }
 }
 
-fn new_module() -> Result<JITModule, VmError> {
-    let mut flags = settings::builder();
-    let set = |flags: &mut settings::Builder, k: &str, v: &str| {
-        flags.set(k, v).map_err(|e| compile_error(0, e))
+fn new_module(mode: Mode) -> Result<JITModule, VmError> {
+    Ok(JITModule::new(JITBuilder::with_isa(
+        host_isa(mode)?,
+        default_libcall_names(),
+    )))
+}
+
+/// The host's ISA with the flags of `mode`, built once per process: detecting the CPU and
+/// building the flags costs as much as compiling a small program.
+fn host_isa(mode: Mode) -> Result<OwnedTargetIsa, VmError> {
+    static CHECKED: OnceLock<Result<OwnedTargetIsa, String>> = OnceLock::new();
+    static TRUSTED: OnceLock<Result<OwnedTargetIsa, String>> = OnceLock::new();
+    let cell = match mode {
+        Mode::Checked => &CHECKED,
+        Mode::Trusted => &TRUSTED,
     };
-    set(&mut flags, "opt_level", "speed")?;
-    set(&mut flags, "use_colocated_libcalls", "false")?;
-    set(&mut flags, "is_pic", "false")?;
+    cell.get_or_init(|| build_isa(mode).map_err(|e| e.to_string()))
+        .clone()
+        .map_err(|e| compile_error(0, e))
+}
+
+/// Cranelift's settings per mode, measured on the corpus (`cargo bench --bench jit_compile`
+/// and `bpfemu bench`): the optimiser (`speed`) makes trusted code 8-15% faster a packet and
+/// costs 1.5x the compile time, which replaying many packets repays; checked code, for
+/// programs nobody verified and for fuzzing, is dominated by its checks and gains nothing from
+/// it, so it compiles without. The single-pass register allocator would halve the compile
+/// time again but makes the code 20-50% slower: both modes keep the backtracking one.
+fn build_isa(mode: Mode) -> Result<OwnedTargetIsa, Box<dyn std::error::Error>> {
+    let mut flags = settings::builder();
+    let opt_level = match mode {
+        Mode::Checked => "none",
+        Mode::Trusted => "speed",
+    };
+    flags.set("opt_level", opt_level)?;
+    flags.set("regalloc_algorithm", "backtracking")?;
+    flags.set("use_colocated_libcalls", "false")?;
+    flags.set("is_pic", "false")?;
     // Cranelift's IR verifier checks our translator, not the program: it runs in debug builds
     // (every test), and release builds skip its cost.
     let verify_ir = if cfg!(debug_assertions) {
@@ -126,15 +157,8 @@ fn new_module() -> Result<JITModule, VmError> {
     } else {
         "false"
     };
-    set(&mut flags, "enable_verifier", verify_ir)?;
-    let isa = cranelift_native::builder()
-        .map_err(|e| compile_error(0, e))?
-        .finish(settings::Flags::new(flags))
-        .map_err(|e| compile_error(0, e))?;
-    Ok(JITModule::new(JITBuilder::with_isa(
-        isa,
-        default_libcall_names(),
-    )))
+    flags.set("enable_verifier", verify_ir)?;
+    Ok(cranelift_native::builder()?.finish(settings::Flags::new(flags))?)
 }
 
 /// `fn(ctx, regs) -> status`, all 64-bit.
@@ -203,16 +227,24 @@ fn ends_block(insn: &Insn, mode: Mode) -> bool {
     }
 }
 
-/// The instructions reachable from `entry` without calls, the block leaders among them, and
-/// the leaders some jump reaches.
-fn blocks_of(
-    prog: &Program,
-    entry: usize,
-    mode: Mode,
-) -> (BTreeSet<usize>, BTreeSet<usize>, BTreeSet<usize>) {
+/// The shape of one function.
+struct Cfg {
+    /// The instructions reachable from the entry without calls.
+    reached: BTreeSet<usize>,
+    /// The block leaders among them.
+    leaders: BTreeSet<usize>,
+    /// The leaders some jump reaches.
+    jump_targets: BTreeSet<usize>,
+    /// The leaders a jump from the same or a later instruction reaches: the only ones whose
+    /// predecessors are not all translated when translation, in pc order, reaches them.
+    loop_heads: BTreeSet<usize>,
+}
+
+fn blocks_of(prog: &Program, entry: usize, mode: Mode) -> Cfg {
     let mut reached = BTreeSet::new();
     let mut leaders = BTreeSet::from([entry]);
     let mut jump_targets = BTreeSet::new();
+    let mut loop_heads = BTreeSet::new();
     let mut work = vec![entry];
     while let Some(pc) = work.pop() {
         if !reached.insert(pc) {
@@ -225,11 +257,13 @@ fn blocks_of(
             Insn::Ja { off, .. } => {
                 let target = jump_target(prog, pc, off as i64);
                 jump_targets.extend(target);
+                loop_heads.extend(target.filter(|&t| t <= pc));
                 successors.extend(target);
             }
             Insn::Jump { off, .. } | Insn::MayGoto { off } => {
                 let target = jump_target(prog, pc, off as i64);
                 jump_targets.extend(target);
+                loop_heads.extend(target.filter(|&t| t <= pc));
                 successors.extend(target);
                 successors.push(next);
             }
@@ -249,7 +283,12 @@ fn blocks_of(
         }
     }
     leaders.retain(|pc| reached.contains(pc));
-    (reached, leaders, jump_targets)
+    Cfg {
+        reached,
+        leaders,
+        jump_targets,
+        loop_heads,
+    }
 }
 
 /// What one function is.
@@ -271,7 +310,7 @@ fn build_function(
     static_errors: &mut Vec<VmError>,
 ) {
     let prog = &target.progs[target.prog];
-    let (reached, leaders, jump_targets) = blocks_of(prog, target.entry, target.mode);
+    let cfg = blocks_of(prog, target.entry, target.mode);
     let mut b = FunctionBuilder::new(func, fctx);
     let entry_block = b.create_block();
     b.append_block_params_for_function_params(entry_block);
@@ -283,7 +322,6 @@ fn build_function(
 
     let regs: [_; Reg::COUNT] = std::array::from_fn(|_| b.declare_var(I64));
     let may_goto = b.declare_var(I64);
-    let executed = b.declare_var(I64);
     let flags = MemFlagsData::trusted();
     for (i, &var) in regs.iter().enumerate() {
         let v = b.ins().load(I64, flags, in_regs, i as i32 * 8);
@@ -292,11 +330,7 @@ fn build_function(
     let v = b.ins().load(I64, flags, in_regs, MAY_GOTO_SLOT as i32 * 8);
     b.def_var(may_goto, v);
     let fp = b.ins().load(I64, flags, in_regs, FRAME_SLOT as i32 * 8);
-    let v = b.ins().load(I64, flags, ctx, offsets::EXECUTED);
-    b.def_var(executed, v);
-    let budget = b.ins().load(I64, flags, ctx, offsets::BUDGET);
-    let ctx_base = b.ins().load(I64, flags, ctx, offsets::CTX_BASE);
-    let ctx_len = b.ins().load(I64, flags, ctx, offsets::CTX_LEN);
+    let frame_bottom = b.ins().iadd_imm_s(fp, -(STACK_SIZE as i64));
     let out_regs = b.create_sized_stack_slot(StackSlotData::new(
         StackSlotKind::ExplicitSlot,
         REG_SLOTS as u32 * 8,
@@ -310,7 +344,11 @@ fn build_function(
         }
     }
 
-    let blocks: HashMap<usize, _> = leaders.iter().map(|&pc| (pc, b.create_block())).collect();
+    let blocks: HashMap<usize, _> = cfg
+        .leaders
+        .iter()
+        .map(|&pc| (pc, b.create_block()))
+        .collect();
     let propagate = b.create_block();
     let status = b.append_block_param(propagate, I64);
     let budget_block = b.create_block();
@@ -326,14 +364,11 @@ fn build_function(
         prog,
         regs,
         may_goto,
-        executed,
         ctx,
         in_regs,
         out_regs,
-        budget,
         fp,
-        ctx_base,
-        ctx_len,
+        frame_bottom,
         blocks,
         propagate,
         budget_block,
@@ -344,19 +379,19 @@ fn build_function(
         arrays: target.arrays,
         known_r1: None,
     };
-    for &leader in &leaders {
+    for &leader in &cfg.leaders {
         // Straight-line knowledge flows into a block only from the one before it, and only
         // when nothing jumps there.
-        if leader == target.entry || jump_targets.contains(&leader) {
+        if leader == target.entry || cfg.jump_targets.contains(&leader) {
             t.known_r1 = None;
         }
-        translate_block(&mut t, &reached, &leaders, leader);
+        translate_block(&mut t, &cfg, leader);
     }
     t.emit_error_blocks();
     // The shared exits.
-    t.b.switch_to_block(t.propagate);
+    t.enter(t.propagate);
     t.b.ins().return_(&[status]);
-    t.b.switch_to_block(t.budget_block);
+    t.enter(t.budget_block);
     t.env.store_field(&mut t.b, offsets::EXECUTED, before);
     let s = t.env.budget_exhausted(&mut t.b, t.prog_index, start);
     t.b.ins().return_(&[s]);
@@ -365,12 +400,7 @@ fn build_function(
 }
 
 /// Translates the basic block that starts at `leader`.
-fn translate_block<E: RuntimeEnv>(
-    t: &mut FuncTranslator<'_, '_, E>,
-    reached: &BTreeSet<usize>,
-    leaders: &BTreeSet<usize>,
-    leader: usize,
-) {
+fn translate_block<E: RuntimeEnv>(t: &mut FuncTranslator<'_, '_, E>, cfg: &Cfg, leader: usize) {
     let prog = t.prog;
     // The block's instructions: up to one that ends it, or up to the next leader.
     let mut insns = Vec::new();
@@ -379,12 +409,18 @@ fn translate_block<E: RuntimeEnv>(
         let insn = *prog.insn(pc).expect("reached");
         insns.push((pc, insn));
         let next = pc + insn.slots();
-        if ends_block(&insn, t.mode) || leaders.contains(&next) || !reached.contains(&next) {
+        if ends_block(&insn, t.mode) || cfg.leaders.contains(&next) || !cfg.reached.contains(&next)
+        {
             break;
         }
         pc = next;
     }
-    t.b.switch_to_block(t.blocks[&leader]);
+    let block = t.blocks[&leader];
+    if cfg.loop_heads.contains(&leader) {
+        t.b.switch_to_block(block);
+    } else {
+        t.enter(block);
+    }
     t.count_block(leader, insns.len() as u64);
     for &(pc, insn) in &insns {
         if let Flow::Ended = t.translate(pc, insn) {

@@ -19,16 +19,18 @@ use cranelift_frontend::FunctionBuilder;
 /// current position; the ones that return a status leave its test to the translator
 /// ([`runtime::STATUS_OK`], [`runtime::STATUS_FAIL`], [`runtime::STATUS_SPECIAL`]).
 pub trait RuntimeEnv {
-    /// Validates an access of `len` bytes at `addr`; on a converted ctx field (a read) the
-    /// value is left for [`RuntimeEnv::scratch`] with the special status.
-    fn check_access(
+    /// Reads `len` bytes at `addr` through the runtime's checks (plain memory or a converted
+    /// ctx field's value), leaving the value for [`RuntimeEnv::scratch`].
+    fn checked_read(
         &mut self,
         b: &mut FunctionBuilder,
         addr: Value,
-        len: u64,
-        write: bool,
+        len: usize,
         pc: usize,
     ) -> Value;
+    /// Validates a write of `len` bytes at `addr`.
+    fn check_write(&mut self, b: &mut FunctionBuilder, addr: Value, len: usize, pc: usize)
+    -> Value;
     /// An atomic read-modify-write the hardware cannot do atomically (a misaligned address);
     /// the old value is left in scratch.
     fn atomic_unaligned(
@@ -115,26 +117,31 @@ impl<'a> VmEnv<'a> {
 }
 
 impl RuntimeEnv for VmEnv<'_> {
-    fn check_access(
+    fn checked_read(
         &mut self,
         b: &mut FunctionBuilder,
         addr: Value,
-        len: u64,
-        write: bool,
+        len: usize,
         pc: usize,
     ) -> Value {
-        let kind = if write {
-            runtime::CHECK_WRITE
-        } else {
-            runtime::CHECK_READ
-        };
-        let args = [
-            addr,
-            Self::konst(b, len),
-            Self::konst(b, kind),
-            Self::konst(b, pc as u64),
-        ];
-        self.call(b, runtime::jit_check as *const () as usize, &args, true)
+        let args = [addr, Self::konst(b, runtime::pack_access(pc, len))];
+        self.call(b, runtime::jit_read as *const () as usize, &args, true)
+    }
+
+    fn check_write(
+        &mut self,
+        b: &mut FunctionBuilder,
+        addr: Value,
+        len: usize,
+        pc: usize,
+    ) -> Value {
+        let args = [addr, Self::konst(b, runtime::pack_access(pc, len))];
+        self.call(
+            b,
+            runtime::jit_write_check as *const () as usize,
+            &args,
+            true,
+        )
     }
 
     fn atomic_unaligned(

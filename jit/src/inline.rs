@@ -166,13 +166,13 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
         let r0 = self.b.append_block_param(join, I64);
         self.b.ins().brif(cond, fast, &[], slow, &[]);
         self.b.set_cold_block(slow);
-        self.b.switch_to_block(fast);
+        self.enter(fast);
         let v = emit_fast(self);
         self.b.ins().jump(join, &[BlockArg::Value(v)]);
-        self.b.switch_to_block(slow);
+        self.enter(slow);
         let v = self.emit_helper_call(id, pc);
         self.b.ins().jump(join, &[BlockArg::Value(v)]);
-        self.b.switch_to_block(join);
+        self.enter(join);
         r0
     }
 }

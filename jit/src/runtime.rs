@@ -23,8 +23,8 @@ use std::collections::HashMap;
 pub const STATUS_OK: u64 = 0;
 /// The run stopped; the error is in [`RunCtx::error`].
 pub const STATUS_FAIL: u64 = 1;
-/// A memory check found a converted ctx field (its value in `scratch`), a helper asked for a
-/// tail call (the target function in `scratch`), or a legacy packet load missed the packet.
+/// A helper asked for a tail call (the target function in `scratch`), or a legacy packet load
+/// missed the packet.
 pub const STATUS_SPECIAL: u64 = 2;
 
 /// Slots of the register array compiled functions exchange: r0-r10, `may_goto`'s count, and
@@ -93,42 +93,49 @@ pub struct Shared {
     pub cpu_tables: crate::inline::CpuTables,
 }
 
-/// Encodes the access kind of a memory check for [`jit_check`].
-pub const CHECK_READ: u64 = 0;
-pub const CHECK_WRITE: u64 = 1;
+/// Packs the pc and the length of an access into the one argument [`jit_read`] and
+/// [`jit_write_check`] take (fewer constants at each of the many call sites).
+pub const fn pack_access(pc: usize, len: usize) -> u64 {
+    ((pc as u64) << 4) | len as u64
+}
 
-/// Validates `[addr, addr + len)` for a read (`kind` [`CHECK_READ`]) or write.
+fn unpack_access(pc_len: u64) -> (usize, usize) {
+    ((pc_len >> 4) as usize, (pc_len & 0xf) as usize)
+}
+
+/// Reads `len` bytes at `addr` (plain memory, or a converted ctx field's value) into
+/// `scratch`, checked against the live regions: [`STATUS_OK`] or the fault.
 ///
 /// # Safety
 /// `ctx` is the live context of the running program.
-pub unsafe extern "C" fn jit_check(
-    ctx: *mut RunCtx,
-    addr: u64,
-    len: u64,
-    kind: u64,
-    pc: u64,
-) -> u64 {
+pub unsafe extern "C" fn jit_read(ctx: *mut RunCtx, addr: u64, pc_len: u64) -> u64 {
+    // SAFETY: the caller passes the live context; `mem` outlives the run.
+    let ctx = unsafe { &mut *ctx };
+    // SAFETY: as above.
+    let mem = unsafe { &*ctx.mem };
+    let (pc, len) = unpack_access(pc_len);
+    match mem.read(addr, len) {
+        Ok(value) => {
+            ctx.scratch = value;
+            STATUS_OK
+        }
+        Err(fault) => fail_mem(ctx, pc as u64, fault),
+    }
+}
+
+/// Validates `[addr, addr + len)` for a write: [`STATUS_OK`] or the fault.
+///
+/// # Safety
+/// `ctx` is the live context of the running program.
+pub unsafe extern "C" fn jit_write_check(ctx: *mut RunCtx, addr: u64, pc_len: u64) -> u64 {
     // SAFETY: the caller passes the live context; `mem` outlives the run.
     let ctx = unsafe { &mut *ctx };
     // SAFETY: as above.
     let mem = unsafe { &mut *ctx.mem };
-    let len = len as usize;
-    let result = if kind == CHECK_WRITE {
-        mem.slice_mut(addr, len).map(|_| None)
-    } else {
-        match mem.slice(addr, len) {
-            Ok(_) => Ok(None),
-            // A converted ctx answers loads with values, not bytes.
-            Err(_) => mem.read(addr, len).map(Some),
-        }
-    };
-    match result {
-        Ok(None) => STATUS_OK,
-        Ok(Some(value)) => {
-            ctx.scratch = value;
-            STATUS_SPECIAL
-        }
-        Err(fault) => fail_mem(ctx, pc, fault),
+    let (pc, len) = unpack_access(pc_len);
+    match mem.slice_mut(addr, len) {
+        Ok(_) => STATUS_OK,
+        Err(fault) => fail_mem(ctx, pc as u64, fault),
     }
 }
 

@@ -36,17 +36,15 @@ pub struct FuncTranslator<'f, 'e, E: RuntimeEnv> {
     pub(crate) prog: &'f Program,
     pub(crate) regs: [Variable; Reg::COUNT],
     pub(crate) may_goto: Variable,
-    pub(crate) executed: Variable,
     pub(crate) ctx: Value,
     /// The register array this function was called with (r0 goes back through it).
     pub(crate) in_regs: Value,
     /// The register array for calls this function makes.
     pub(crate) out_regs: StackSlot,
-    pub(crate) budget: Value,
-    /// The top of this function's own stack frame.
+    /// The top of this function's own stack frame, and its bottom (`fp - STACK_SIZE`, which
+    /// every checked access compares with).
     pub(crate) fp: Value,
-    pub(crate) ctx_base: Value,
-    pub(crate) ctx_len: Value,
+    pub(crate) frame_bottom: Value,
     /// Blocks by the pc of their first instruction.
     pub(crate) blocks: HashMap<usize, Block>,
     /// Returns its status parameter: the run stopped.
@@ -87,26 +85,24 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
         self.b.ins().iconst(I64, v as i64)
     }
 
-    /// Stores the executed count where the runtime reads it.
-    pub(crate) fn sync_executed(&mut self) {
-        let v = self.b.use_var(self.executed);
-        self.env.store_field(&mut self.b, offsets::EXECUTED, v);
-    }
-
-    fn reload_executed(&mut self) {
-        let v = self.env.load_field(&mut self.b, offsets::EXECUTED);
-        self.b.def_var(self.executed, v);
+    /// Continues in `block`, whose predecessors are all emitted: sealing it now lets the SSA
+    /// builder read variables through its predecessors instead of adding a block parameter
+    /// for every variable used there (each of them a phi for the register allocator).
+    pub(crate) fn enter(&mut self, block: Block) {
+        self.b.seal_block(block);
+        self.b.switch_to_block(block);
     }
 
     /// Counts the `count` instructions of the block starting at `start` against the budget.
+    /// The count lives in the run context, not in a variable: a variable changed in every
+    /// block would need a block parameter at every join (the register allocator's largest
+    /// cost), while the runtime reads the context anyway.
     pub(crate) fn count_block(&mut self, start: usize, count: u64) {
-        let before = self.b.use_var(self.executed);
+        let before = self.env.load_field(&mut self.b, offsets::EXECUTED);
         let after = self.b.ins().iadd_imm_s(before, count as i64);
-        self.b.def_var(self.executed, after);
-        let over = self
-            .b
-            .ins()
-            .icmp(IntCC::UnsignedGreaterThan, after, self.budget);
+        self.env.store_field(&mut self.b, offsets::EXECUTED, after);
+        let budget = self.env.load_field(&mut self.b, offsets::BUDGET);
+        let over = self.b.ins().icmp(IntCC::UnsignedGreaterThan, after, budget);
         let body = self.b.create_block();
         let start = self.konst(start as u64);
         self.b.ins().brif(
@@ -116,12 +112,11 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
             body,
             &[],
         );
-        self.b.switch_to_block(body);
+        self.enter(body);
     }
 
     /// Stops with a compile-time error, returning its status.
     fn fail(&mut self, error: VmError) -> Flow {
-        self.sync_executed();
         let status = self.env.fail(&mut self.b, error);
         self.b.ins().return_(&[status]);
         Flow::Ended
@@ -137,7 +132,7 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
         self.b
             .ins()
             .brif(ok, next, &[], self.propagate, &[BlockArg::Value(status)]);
-        self.b.switch_to_block(next);
+        self.enter(next);
     }
 
     /// The block of instruction `target`, or an error block when no instruction starts there
@@ -169,7 +164,7 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
     /// Fills the blocks [`FuncTranslator::error_block`] handed out.
     pub(crate) fn emit_error_blocks(&mut self) {
         for (block, error) in std::mem::take(&mut self.pending_errors) {
-            self.b.switch_to_block(block);
+            self.enter(block);
             self.fail(error);
         }
     }
@@ -190,7 +185,6 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
         self.b
             .ins()
             .store(MemFlagsData::trusted(), r0, self.in_regs, 0);
-        self.sync_executed();
         let ok = self.konst(STATUS_OK);
         self.b.ins().return_(&[ok]);
         Flow::Ended
@@ -355,7 +349,7 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
                 let target = self.target_block(pc, off as i64);
                 let count_down = self.b.create_block();
                 self.b.ins().brif(left, count_down, &[], target, &[]);
-                self.b.switch_to_block(count_down);
+                self.enter(count_down);
                 let left = self.b.ins().iadd_imm_s(left, -1);
                 self.b.def_var(self.may_goto, left);
             }
@@ -374,6 +368,9 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
 
     fn address(&mut self, base: Reg, off: i16) -> Value {
         let x = self.get(base);
+        if off == 0 {
+            return x;
+        }
         self.b.ins().iadd_imm_s(x, off as i64)
     }
 
@@ -434,6 +431,13 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
             Width::W64 => I64,
             Width::W32 => I32,
         };
+        if let (AluOp::Mov, Source::Imm(imm)) = (op, src) {
+            // The constant as the register holds it: no narrowing and widening to fold.
+            return match width {
+                Width::W64 => self.konst(imm as i64 as u64),
+                Width::W32 => self.konst(imm as u32 as u64),
+            };
+        }
         let y = self.operand(width, src);
         let x = self.get(dst);
         let x = if ty == I32 {
@@ -557,8 +561,7 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
             let aligned = self.b.ins().icmp_imm_s(IntCC::Equal, low, 0);
             let software = self.b.create_block();
             self.b.ins().brif(aligned, hardware, &[], software, &[]);
-            self.b.switch_to_block(software);
-            self.sync_executed();
+            self.enter(software);
             let op_size = ((op.imm() as u32 as u64) << 8) | n as u64;
             let status =
                 self.env
@@ -569,7 +572,7 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
         } else {
             self.b.ins().jump(hardware, &[]);
         }
-        self.b.switch_to_block(hardware);
+        self.enter(hardware);
         let narrow = |t: &mut Self, v: Value| {
             if ty == I64 {
                 v
@@ -601,7 +604,7 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
             self.b.ins().uextend(I64, raw)
         };
         self.b.ins().jump(join, &[BlockArg::Value(v)]);
-        self.b.switch_to_block(join);
+        self.enter(join);
         match op {
             AtomicOp::Cmpxchg => self.set(Reg::R0, old),
             _ if op.fetches() => self.set(src, old),
@@ -610,7 +613,6 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
     }
 
     fn legacy_load(&mut self, size: Size, offset: Value, pc: usize) -> Flow {
-        self.sync_executed();
         let status = self
             .env
             .legacy_load(&mut self.b, offset, size.bytes() as u64, pc);
@@ -622,7 +624,7 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
         let other = self.b.create_block();
         self.b.ins().brif(ok, loaded, &[], other, &[]);
         // Outside the packet: r0 = 0 and the function returns.
-        self.b.switch_to_block(other);
+        self.enter(other);
         let missed = self
             .b
             .ins()
@@ -635,11 +637,11 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
             self.propagate,
             &[BlockArg::Value(status)],
         );
-        self.b.switch_to_block(miss);
+        self.enter(miss);
         let zero = self.konst(0);
         self.set(Reg::R0, zero);
         self.exit();
-        self.b.switch_to_block(loaded);
+        self.enter(loaded);
         let v = self.env.scratch(&mut self.b);
         self.set(Reg::R0, v);
         Flow::Next
@@ -672,7 +674,6 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
             let v = self.get(Reg::new(r).expect("r1-r5"));
             self.store_slot(out, r as usize, v);
         }
-        self.sync_executed();
         let status = self.env.call_helper(&mut self.b, id, out, pc);
         let ok = self
             .b
@@ -681,7 +682,7 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
         let returned = self.b.create_block();
         let other = self.b.create_block();
         self.b.ins().brif(ok, returned, &[], other, &[]);
-        self.b.switch_to_block(other);
+        self.enter(other);
         let tail = self
             .b
             .ins()
@@ -696,7 +697,7 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
         );
         // A tail call: the target continues with these registers and this frame, and returns
         // to this function's caller.
-        self.b.switch_to_block(tail_call);
+        self.enter(tail_call);
         let target = self.env.scratch(&mut self.b);
         for r in 0..Reg::COUNT {
             let v = self.b.use_var(self.regs[r]);
@@ -711,10 +712,8 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
             .call_indirect(self.jit_sig, target, &[self.ctx, self.in_regs]);
         let status = self.b.inst_results(call)[0];
         self.b.ins().return_(&[status]);
-        self.b.switch_to_block(returned);
-        let r0 = self.env.scratch(&mut self.b);
-        self.reload_executed();
-        r0
+        self.enter(returned);
+        self.env.scratch(&mut self.b)
     }
 
     /// A bpf-to-bpf call: a fresh frame, r1-r5 passed, r0 returned, r6-r9 kept (they are
@@ -729,7 +728,6 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
             self.b.ins().jump(block, &[]);
             return Flow::Ended;
         };
-        self.sync_executed();
         let status = self.env.push_frame(&mut self.b, pc, target);
         self.continue_if_ok(status);
         let top = self.env.scratch(&mut self.b);
@@ -752,7 +750,6 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
         self.env.pop_frame(&mut self.b);
         let r0 = self.b.ins().load(I64, MemFlagsData::trusted(), out, 0);
         self.set(Reg::R0, r0);
-        self.reload_executed();
         Flow::Next
     }
 }
