@@ -103,6 +103,7 @@ pub fn compile(
         trusted: mode == Mode::Trusted,
         budget: options.insn_budget,
         executed: 0,
+        run_cache: Default::default(),
     })
 }
 

@@ -59,6 +59,8 @@ pub struct RunCtx {
     error: Option<VmError>,
     frames: Vec<RegionId>,
     shared: *const Shared,
+    /// Each program's entry function, by program index (tail calls jump through it).
+    prog_entries: *const [Option<JitFn>],
 }
 
 /// Field offsets compiled code uses.
@@ -322,9 +324,9 @@ pub unsafe extern "C" fn jit_helper(ctx: *mut RunCtx, id: u64, regs: *const u64,
         Ok(HelperOutcome::TailCall(prog)) => {
             // SAFETY: as above.
             let c = unsafe { &mut *ctx };
-            let shared = unsafe { &*c.shared };
-            match shared.entries.get(&(prog, 0)) {
-                Some(&entry) => {
+            let entries = unsafe { &*c.prog_entries };
+            match entries.get(prog).copied().flatten() {
+                Some(entry) => {
                     c.scratch = entry as usize as u64;
                     return STATUS_SPECIAL;
                 }
@@ -438,6 +440,27 @@ pub struct Compiled {
     pub(crate) trusted: bool,
     pub(crate) budget: u64,
     pub(crate) executed: u64,
+    pub(crate) run_cache: RunCache,
+}
+
+/// What every run reuses, so that a run allocates nothing: the stack frame list and each
+/// program's entry function (filled at the first run, from [`Shared::entries`]).
+#[derive(Default)]
+pub(crate) struct RunCache {
+    frames: Vec<RegionId>,
+    prog_entries: Vec<Option<JitFn>>,
+}
+
+impl RunCache {
+    fn prepare(&mut self, shared: &Shared) {
+        if self.prog_entries.len() != shared.programs.len() {
+            self.prog_entries = (0..shared.programs.len())
+                .map(|prog| shared.entries.get(&(prog, 0)).copied())
+                .collect();
+        }
+        self.frames.clear();
+        self.frames.reserve(MAX_CALL_FRAMES);
+    }
 }
 
 impl Drop for Compiled {
@@ -458,10 +481,13 @@ impl Compiled {
         mem: &mut Memory,
         helpers: &mut dyn Helpers,
     ) -> Result<u64, VmError> {
-        let function = *self
-            .shared
-            .entries
-            .get(&(entry, 0))
+        self.run_cache.prepare(&self.shared);
+        let function = self
+            .run_cache
+            .prog_entries
+            .get(entry)
+            .copied()
+            .flatten()
             .ok_or(VmError::FellOffEnd { pc: 0 })?;
         let (ctx_base, ctx_len) = mem
             .regions()
@@ -485,10 +511,14 @@ impl Compiled {
                 )
             },
             error: None,
-            frames: Vec::with_capacity(MAX_CALL_FRAMES),
+            frames: std::mem::take(&mut self.run_cache.frames),
             shared: &*self.shared,
+            prog_entries: self.run_cache.prog_entries.as_slice(),
         };
-        push_frame(&mut ctx, 0, 0)?;
+        if let Err(e) = push_frame(&mut ctx, 0, 0) {
+            self.run_cache.frames = ctx.frames;
+            return Err(e);
+        }
         let mut regs = [0u64; REG_SLOTS];
         regs[1..6].copy_from_slice(&args);
         regs[Reg::R10.index()] = ctx.scratch;
@@ -501,6 +531,7 @@ impl Compiled {
             pop_frame(&mut ctx);
         }
         self.executed = ctx.executed;
+        self.run_cache.frames = std::mem::take(&mut ctx.frames);
         match status {
             STATUS_OK => Ok(regs[0]),
             _ => Err(ctx.error.take().unwrap_or(VmError::FellOffEnd { pc: 0 })),
