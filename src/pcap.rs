@@ -164,12 +164,17 @@ struct ReaderState {
     legacy_nanos: bool,
     /// Set by a classic pcap header: whether its records are big-endian.
     legacy_big_endian: Option<bool>,
+    /// A classic pcap file with 16-byte record headers (not the "modified" format's 24):
+    /// its records are read straight from the buffer ([`PcapReader::next_classic`]).
+    legacy_plain: bool,
     interfaces: Vec<Interface>,
     next_index: usize,
 }
 
 /// Room for the largest record a capture may hold (pcap-parser grows on demand).
 const READ_BUFFER: usize = 1 << 20;
+/// Bytes of a classic pcap record's header: seconds, sub-seconds, caplen, original length.
+const CLASSIC_RECORD_HEADER: usize = 16;
 /// A record larger than this is taken for corruption.
 const MAX_BUFFER: usize = 64 << 20;
 
@@ -209,6 +214,7 @@ impl PcapReader {
             path: path.into(),
             legacy_nanos: false,
             legacy_big_endian: None,
+            legacy_plain: false,
             interfaces: Vec::new(),
             next_index: 0,
         };
@@ -344,6 +350,45 @@ impl PcapReader {
         }
     }
 
+    /// The next record of a classic pcap file when it lies whole in the buffer with a
+    /// plausible caplen: its length and frame (without the bytes, at
+    /// `[CLASSIC_RECORD_HEADER, len)` of the buffer). Read from the 16 header bytes
+    /// directly, as pcap-parser reads them but without building its block; anything else
+    /// (a refill, a bogus caplen, pcapng) is left to [`PcapReader::seek_packet`], whose
+    /// errors stay the reader's.
+    #[inline]
+    fn next_classic(&self) -> Option<(usize, PacketRef<'static>)> {
+        let big_endian = self
+            .state
+            .legacy_big_endian
+            .filter(|_| self.state.legacy_plain)?;
+        let head: &[u8; CLASSIC_RECORD_HEADER] =
+            self.inner.data().first_chunk::<CLASSIC_RECORD_HEADER>()?;
+        let field = |i: usize| {
+            let bytes = [head[i], head[i + 1], head[i + 2], head[i + 3]];
+            match big_endian {
+                true => u32::from_be_bytes(bytes),
+                false => u32::from_le_bytes(bytes),
+            }
+        };
+        let (ts_sec, ts_frac, caplen, orig_len) = (field(0), field(4), field(8), field(12));
+        let len = CLASSIC_RECORD_HEADER + caplen as usize;
+        if caplen > SNAPLEN || len > self.inner.data().len() {
+            return None;
+        }
+        let frac_ns = match self.state.legacy_nanos {
+            true => u64::from(ts_frac),
+            false => u64::from(ts_frac) * 1000,
+        };
+        let frame = PacketRef {
+            index: self.state.next_index,
+            ts_ns: u64::from(ts_sec) * 1_000_000_000 + frac_ns,
+            data: &[],
+            orig_len,
+        };
+        Some((len, frame))
+    }
+
     /// How far into the capture the reader is, in bytes (for progress).
     pub fn bytes_read(&self) -> u64 {
         self.inner.consumed() as u64
@@ -356,6 +401,12 @@ impl PcapReader {
             return None;
         }
         self.inner.consume(std::mem::take(&mut self.pending));
+        if let Some((len, frame)) = self.next_classic() {
+            self.pending = len;
+            self.state.next_index += 1;
+            let data = &self.inner.data()[CLASSIC_RECORD_HEADER..len];
+            return Some(Ok(PacketRef { data, ..frame }));
+        }
         let (len, frame, data_off, data_len) = match self.seek_packet() {
             Ok(Some(found)) => found,
             Ok(None) => {
@@ -391,6 +442,7 @@ impl ReaderState {
                 self.check_linktype(header.network)?;
                 self.legacy_nanos = header.is_nanosecond_precision();
                 self.legacy_big_endian = Some(header.is_bigendian());
+                self.legacy_plain = !header.is_modified_format();
             }
             PcapBlockOwned::NG(Block::SectionHeader(_)) => self.interfaces.clear(),
             PcapBlockOwned::NG(Block::InterfaceDescription(idb)) => {
@@ -565,6 +617,61 @@ mod tests {
         assert_eq!(packets[1].index, 1);
         let micro = read_all(capture(false, &frames));
         assert_eq!(micro[0].as_ref().unwrap().ts_ns, 1_700_000_000_123_456_000);
+    }
+
+    /// A classic record by hand: 16 header bytes in the file's byte order, then the bytes.
+    fn record(big_endian: bool, fields: [u32; 4], data: &[u8]) -> Vec<u8> {
+        let mut out: Vec<u8> = fields
+            .iter()
+            .flat_map(|f| match big_endian {
+                true => f.to_be_bytes(),
+                false => f.to_le_bytes(),
+            })
+            .collect();
+        out.extend_from_slice(data);
+        out
+    }
+
+    /// Big-endian microsecond captures read as little-endian ones do: timestamps, original
+    /// lengths and bytes from the records' own byte order, through the classic fast path
+    /// (the records lie whole in the buffer) as well as the parser.
+    #[test]
+    fn big_endian_classic_records() {
+        let mut bytes = vec![0xa1, 0xb2, 0xc3, 0xd4, 0, 2, 0, 4];
+        bytes.extend([0; 8]);
+        bytes.extend(SNAPLEN.to_be_bytes());
+        bytes.extend(1u32.to_be_bytes());
+        bytes.extend(record(true, [7, 250, 3, 1500], &[9, 8, 7]));
+        bytes.extend(record(true, [8, 0, 14, 14], &[5; 14]));
+        let packets: Vec<Packet> = read_all(bytes).into_iter().map(Result::unwrap).collect();
+        assert_eq!(packets.len(), 2);
+        assert_eq!(packets[0].ts_ns, 7_000_250_000);
+        assert_eq!(
+            (packets[0].data.as_slice(), packets[0].orig_len),
+            (&[9, 8, 7][..], 1500)
+        );
+        assert_eq!((packets[1].index, packets[1].ts_ns), (1, 8_000_000_000));
+        assert_eq!(packets[1].data, vec![5; 14]);
+    }
+
+    /// A record whose caplen no capture holds, after good ones, is reported as such, by
+    /// index and offset, whatever path read the records before it.
+    #[test]
+    fn bogus_caplen_after_good_records() {
+        let mut bytes = capture(false, &[(1_000, &[1; 60]), (2_000, &[2; 60])]);
+        bytes.extend(record(false, [0, 0, SNAPLEN + 1, 64], &[3; 64]));
+        let results = read_all(bytes);
+        assert_eq!(results.len(), 3);
+        assert!(results[..2].iter().all(Result::is_ok));
+        let message = results[2].as_ref().unwrap_err().to_string();
+        assert_eq!(
+            message,
+            format!(
+                "t.pcap: packet 2: bogus caplen {} at byte {} (a record holds at most {SNAPLEN} bytes)",
+                SNAPLEN + 1,
+                24 + 2 * (16 + 60)
+            )
+        );
     }
 
     #[test]
