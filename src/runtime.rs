@@ -62,6 +62,14 @@ pub fn require_verified(obj: &Object, object: &str, program: &str) -> Result<(),
             &bpfemu_verifier::ProgramInput::new(obj, spec),
             &bpfemu_verifier::Options::default(),
         );
+        if verdict.reads_kernel_memory() {
+            return Err(format!(
+                "{object}: program {} reads kernel structures (a map's internals) that bpfemu \
+                 does not emulate: --engine jit-trusted cannot run it; run it with --engine jit \
+                 (every access checked)",
+                spec.name
+            ));
+        }
         if !verdict.is_accepted() {
             let rejected = crate::verify::ProgramVerdict {
                 program: spec,

@@ -60,13 +60,7 @@ fn loader_map() -> LoaderMapSpec {
 /// bpfemu's verdict on `insns` within `insn_limit` processed instructions: `None` when
 /// accepted, else the final error line; and whether the limit was what stopped it.
 fn bpfemu_verdict(insns: &[RawInsn], insn_limit: u64) -> (Option<String>, bool) {
-    let maps = [loader_map()];
-    let input = ProgramInput::raw(BPF_PROG_TYPE_XDP, insns, &maps);
-    let opts = VerifierOptions {
-        insn_limit,
-        ..VerifierOptions::default()
-    };
-    let verdict = verify(&input, &opts);
+    let verdict = bpfemu_verify(insns, insn_limit);
     let hit_limit = verdict.stats.processed_insns > insn_limit;
     // Where the kernel logs no reason, its last meaningful line comes from the log, as for
     // the kernel's side.
@@ -77,6 +71,17 @@ fn bpfemu_verdict(insns: &[RawInsn], insn_limit: u64) -> (Option<String>, bool) 
         )
     });
     (line, hit_limit)
+}
+
+/// bpfemu's verifier on `insns` within `insn_limit` processed instructions.
+fn bpfemu_verify(insns: &[RawInsn], insn_limit: u64) -> bpfemu_verifier::Verdict {
+    let maps = [loader_map()];
+    let input = ProgramInput::raw(BPF_PROG_TYPE_XDP, insns, &maps);
+    let opts = VerifierOptions {
+        insn_limit,
+        ..VerifierOptions::default()
+    };
+    verify(&input, &opts)
 }
 
 /// The processed-instruction limit the fuzz targets explore programs to, short of the
@@ -92,7 +97,9 @@ pub fn verifier_soundness(data: &[u8]) -> bool {
         return false;
     };
     let insns = raw(&insns);
-    if bpfemu_verdict(&insns, QUICK_INSN_LIMIT).0.is_some() {
+    // Programs reading kernel structures (map internals) cannot run here: none to read.
+    let verdict = bpfemu_verify(&insns, QUICK_INSN_LIMIT);
+    if !verdict.is_accepted() || verdict.reads_kernel_memory() {
         return false;
     }
     let vm_map = VmMapSpec {

@@ -32,6 +32,9 @@ pub struct InsnAux {
     pub bad_insn: bool,
     /// A load/store through a pointer of this type (`ptr_type`); ctx loads are converted.
     pub ptr_type: Option<crate::state::RegType>,
+    /// A load from kernel memory: a map's kernel structure, a `ptr_` or untrusted pointer
+    /// read out of one (which bpfemu's runtimes do not emulate).
+    pub reads_kernel_memory: bool,
     /// For helper calls with a map argument: the map of every path, `None` once two paths
     /// passed different maps (`map_ptr_state`, poisoned).
     pub map_index: Option<u32>,

@@ -93,7 +93,14 @@ pub fn xlate(env: &Env<'_>) -> Xlated {
     x.convert_ctx_accesses();
     x.misc_fixups();
     x.fixup_calls();
-    Xlated { insns: x.insns }
+    let kernel_reads = (env.aux.iter().enumerate())
+        .filter(|(_, a)| a.reads_kernel_memory)
+        .map(|(pc, _)| pc)
+        .collect();
+    Xlated {
+        insns: x.insns,
+        kernel_reads,
+    }
 }
 
 fn is_ld_imm64(raw: &RawInsn) -> bool {

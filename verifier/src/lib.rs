@@ -63,6 +63,7 @@
 
 pub mod alu;
 pub mod branch;
+pub mod btf_access;
 pub mod call;
 pub mod check;
 pub mod env;
@@ -239,6 +240,10 @@ impl Rejection {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Xlated {
     pub insns: Vec<RawInsn>,
+    /// Instructions (of the program as given) that read kernel memory: a map's kernel
+    /// structure or pointers found in it. The kernel runs them; bpfemu's interpreter and JIT
+    /// have no kernel structures to read, so a program with any must not run unchecked.
+    pub kernel_reads: Vec<usize>,
 }
 
 /// Accepted or rejected.
@@ -274,6 +279,11 @@ pub struct Verdict {
 impl Verdict {
     pub fn is_accepted(&self) -> bool {
         matches!(self.outcome, Outcome::Accepted(_))
+    }
+
+    /// Whether the accepted program reads kernel memory (see [`Xlated::kernel_reads`]).
+    pub fn reads_kernel_memory(&self) -> bool {
+        matches!(&self.outcome, Outcome::Accepted(x) if !x.kernel_reads.is_empty())
     }
 
     pub fn rejection(&self) -> Option<&Rejection> {

@@ -184,6 +184,11 @@ fn reg_text(env: &Env<'_>, reg: &RegState, frameno: Option<u32>) -> String {
         return out;
     }
     out.push_str(&reg_type_str(t, reg.flags));
+    if t == RegType::BtfId {
+        // print_reg_state: the struct's name follows "ptr_".
+        let btf = crate::call::kfunc::vmlinux_btf();
+        out.push_str(btf.and_then(|b| b.name_of(reg.btf_id)).unwrap_or_default());
+    }
     if t == RegType::Arena {
         return out;
     }

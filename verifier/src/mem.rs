@@ -6,6 +6,7 @@ use crate::alu::{
     assign_scalar_id_before_mov, check_reg_read, check_reg_write, coerce_reg_to_size,
     coerce_reg_to_size_sx, reg_width,
 };
+use crate::btf_access;
 use crate::env::Env;
 use crate::log::reg_type_name;
 use crate::precision::mark_chain_precision;
@@ -293,6 +294,9 @@ pub fn check_mem_access(
             }
             if !(rdonly && reg.flags & PTR_UNTRUSTED != 0) {
                 check_mem_region_access(env, &reg, r, off, size_bytes, reg.mem_size, false)?;
+            } else {
+                // Untrusted memory is read as the kernel probes it: it lies in the kernel.
+                env.aux[env.insn_idx].reads_kernel_memory = true;
             }
             if let Some(v) = value_regno
                 && (access == AccessType::Read || rdonly)
@@ -353,8 +357,20 @@ pub fn check_mem_access(
             }
         }
         RegType::ConstPtrToMap => {
-            let name = reg_type_name(env, &reg);
-            return Err(env.reject(Errno::Eacces, format!("R{r} invalid mem access '{name}'")));
+            let write = access != AccessType::Read;
+            let loaded = btf_access::check_ptr_to_map_access(env, &reg, r, off, size_bytes, write)?;
+            env.aux[env.insn_idx].reads_kernel_memory = true;
+            if let Some(v) = value_regno {
+                *state.reg_mut(v) = loaded_reg(loaded);
+            }
+        }
+        RegType::BtfId if reg.flags & PTR_MAYBE_NULL == 0 => {
+            let write = access != AccessType::Read;
+            let loaded = btf_access::check_ptr_to_btf_access(env, &reg, r, off, size_bytes, write)?;
+            env.aux[env.insn_idx].reads_kernel_memory = true;
+            if let Some(v) = value_regno {
+                *state.reg_mut(v) = loaded_reg(loaded);
+            }
         }
         RegType::Arena => {
             if access == AccessType::Read
@@ -381,6 +397,25 @@ pub fn check_mem_access(
         }
     }
     Ok(())
+}
+
+/// `mark_btf_ld_reg`: the register a load through a kernel structure gives.
+fn loaded_reg(loaded: btf_access::Loaded) -> RegState {
+    match loaded {
+        btf_access::Loaded::Scalar => RegState::unknown_scalar(),
+        btf_access::Loaded::BtfId { id, flags } => {
+            let mut r = RegState::pointer(RegType::BtfId);
+            r.btf_id = id;
+            r.flags = flags;
+            r
+        }
+        btf_access::Loaded::UntrustedMem => {
+            let mut r = RegState::pointer(RegType::Mem);
+            r.flags = MEM_RDONLY | PTR_UNTRUSTED;
+            r.mem_size = 0;
+            r
+        }
+    }
 }
 
 /// A frozen read-only map (`.rodata`): its initial contents are known constants.

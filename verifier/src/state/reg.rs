@@ -54,8 +54,10 @@ pub const MEM_PERCPU: u32 = 1 << 7;
 pub const MEM_UNINIT: u32 = 1 << 8;
 /// `MEM_FIXED_SIZE`: argument types only.
 pub const MEM_FIXED_SIZE: u32 = 1 << 9;
+/// `MEM_USER`: a `__user` pointer read out of a kernel structure.
+pub const MEM_USER: u32 = 1 << 10;
 /// `DYNPTR_TYPE_*` and other flags the core does not interpret sit above this bit.
-pub const FLAG_FIRST_UNUSED: u32 = 1 << 10;
+pub const FLAG_FIRST_UNUSED: u32 = 1 << 11;
 
 /// Liveness marks (`REG_LIVE_*`).
 pub const REG_LIVE_NONE: u8 = 0;
