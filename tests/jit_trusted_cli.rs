@@ -164,3 +164,28 @@ fn a_tail_call_into_a_rejected_program_is_refused() {
     let out = run("jit");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
+
+#[test]
+fn a_program_reading_kernel_structures_is_refused() {
+    // Accepted (as the kernel accepts it), but it reads the map's struct bpf_array, which no
+    // bpfemu runtime has: the trusted JIT would read host memory at a made-up address.
+    let obj_path = path("tests/data/verify/map_internals.o");
+    let obj = bpfemu_loader::load_file(obj_path.as_ref(), &Default::default()).expect("loads");
+    let prog = &obj.programs[0];
+    let verdict = verify(&ProgramInput::new(&obj, prog), &Options::default());
+    assert!(verdict.is_accepted(), "{:?}", verdict.rejection());
+    assert!(verdict.reads_kernel_memory());
+    let pcap = path("examples/pcap/normal.pcap");
+    let out = bpfemu(&["replay", &obj_path, &pcap, "--engine", "jit-trusted"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        out.stdout.is_empty(),
+        "no packet ran: {}",
+        text(&out.stdout)
+    );
+    assert!(
+        stderr.contains("program xdp_map_internals reads kernel structures"),
+        "{stderr}"
+    );
+}
