@@ -85,7 +85,7 @@ use bpfemu_conformance::kernel_isa::verifier_error_line;
 use bpfemu_conformance::kernel_object::{
     InitialEntries, KernelLoadOptions, KernelObject, KernelObjectError,
 };
-use bpfemu_conformance::netns::{Entered, Netns};
+use bpfemu_conformance::netns::{Entered, HeldNetns, Netns};
 use bpfemu_isa::RawInsn;
 use bpfemu_loader::btf::json::{self as mapjson, MapContents, MapValue};
 use bpfemu_loader::btf::{Btf, BtfKind, TypeId};
@@ -299,11 +299,12 @@ pub struct Session {
     _namespace: Option<FibNamespace>,
 }
 
-/// The namespace built from `--fib` (or a fresh one) and this thread inside it (fields drop in
-/// this order).
+/// The namespace built from `--fib` (or a fresh one), held without a name so that a diff killed
+/// by any signal leaves nothing in /run/netns, and this thread inside it (fields drop in this
+/// order).
 struct FibNamespace {
     _inside: Entered,
-    _netns: Netns,
+    _netns: HeldNetns,
 }
 
 impl Session {
@@ -357,8 +358,9 @@ impl Session {
                 source,
             };
             let fresh = bpfemu_vm::fib::Fib::fresh_netns();
-            let netns =
-                Netns::from_fib("bpfemu-diff", fib.as_ref().unwrap_or(&fresh)).map_err(ns_err)?;
+            let netns = Netns::from_fib("bpfemu-diff", fib.as_ref().unwrap_or(&fresh))
+                .and_then(Netns::into_held)
+                .map_err(ns_err)?;
             let inside = netns.enter().map_err(ns_err)?;
             Some(FibNamespace {
                 _inside: inside,

@@ -466,3 +466,92 @@ fn without_privileges_diff_exits_2() {
         assert!(out.stdout.is_empty());
     }
 }
+
+/// The `/run/netns` names a process made (`bpfemu-diff-PID-N`).
+fn namespaces_of(pid: u32) -> Vec<String> {
+    std::fs::read_dir("/run/netns")
+        .map(|dir| {
+            dir.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&format!("bpfemu-diff-{pid}-")))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Whether a thread of `pid` runs in another network namespace than this process.
+fn has_left_our_namespace(pid: u32) -> bool {
+    let ours = std::fs::read_link("/proc/self/ns/net").expect("our namespace");
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|tasks| {
+            tasks
+                .flatten()
+                .any(|t| std::fs::read_link(t.path().join("ns/net")).is_ok_and(|ns| ns != ours))
+        })
+        .unwrap_or(false)
+}
+
+/// `bench` and `diff` run the kernel side in a namespace of their own; killed while in it (the
+/// way tests/cli_numeric stops a bench that runs on, or a user's Ctrl-C), they must leave no
+/// name behind in /run/netns (30 `bpfemu-diff-PID-0` entries piled up so).
+#[test]
+fn a_killed_bench_leaves_no_namespace() {
+    if !kernel_or_skip("a_killed_bench_leaves_no_namespace") {
+        return;
+    }
+    let obj = root().join("examples/xdp/build/reflector.v3.o");
+    let cap = root().join("examples/pcap/normal.pcap");
+    for signal in [libc::SIGKILL, libc::SIGINT, libc::SIGTERM] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_bpfemu"))
+            .args(["bench", obj.to_str().unwrap(), cap.to_str().unwrap()])
+            .args(["--packets", "1000000000000"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("bpfemu runs");
+        let pid = child.id();
+        let start = std::time::Instant::now();
+        while !has_left_our_namespace(pid) {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(60),
+                "bench never entered its namespace"
+            );
+            assert!(child.try_wait().unwrap().is_none(), "bench ended early");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        // SAFETY: kill on the pid of a child this test spawned and has not reaped yet.
+        assert_eq!(unsafe { libc::kill(pid as i32, signal) }, 0);
+        let status = child.wait().expect("bench ends");
+        assert!(!status.success(), "signal {signal}: {status:?}");
+        assert_eq!(namespaces_of(pid), Vec::<String>::new(), "signal {signal}");
+    }
+}
+
+/// A name left by a process that is gone (killed before it could delete it, by an older
+/// bpfemu) is deleted by the next diff.
+#[test]
+fn a_diff_deletes_namespaces_whose_process_is_gone() {
+    if !kernel_or_skip("a_diff_deletes_namespaces_whose_process_is_gone") {
+        return;
+    }
+    let mut gone = Command::new("true").spawn().expect("true runs");
+    gone.wait().expect("true ends");
+    let orphan = format!("bpfemu-diff-{}-0", gone.id());
+    let added = Command::new("ip")
+        .args(["netns", "add", &orphan])
+        .status()
+        .expect("ip runs");
+    assert!(added.success());
+    let out = Command::new(env!("CARGO_BIN_EXE_bpfemu"))
+        .arg("diff")
+        .arg(root().join("examples/xdp/build/reflector.v3.o"))
+        .arg(root().join("examples/pcap/normal.pcap"))
+        .output()
+        .expect("bpfemu runs");
+    let left = namespaces_of(gone.id());
+    if !left.is_empty() {
+        let _ = Command::new("ip").args(["netns", "del", &orphan]).status();
+    }
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(left, Vec::<String>::new());
+}

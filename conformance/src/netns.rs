@@ -2,7 +2,12 @@
 //! (`bpf_fib_lookup`, devmap values, a ctx's ingress device).
 //!
 //! - [`Netns`]: a namespace created with `ip netns add` and deleted (with every interface in
-//!   it) when dropped, however the test or command ends; `ip` and sysctl commands run in it.
+//!   it) when dropped; `ip` and sysctl commands run in it. A process killed before the drop
+//!   (SIGKILL, a SIGINT the process does not handle) leaves its name in `/run/netns`: creating a
+//!   namespace deletes the names of its prefix whose process is gone.
+//! - [`Netns::into_held`] gives up the name once the setup is done: an open descriptor alone
+//!   then keeps the namespace, and the kernel frees it when the process ends, however it ends.
+//!   Commands that may be killed (`bpfemu diff`, `bench`) hold theirs so.
 //! - [`Netns::enter`] moves the calling thread into it until the returned guard drops
 //!   (`setns(2)` is per thread: BPF_PROG_TEST_RUN, devmap updates and device lookups then see
 //!   the namespace); [`Netns::run_in`] runs a closure on a thread of its own inside it.
@@ -46,6 +51,13 @@ pub struct Netns {
     name: String,
 }
 
+/// A namespace without a name, kept by an open descriptor: see [`Netns::into_held`].
+#[derive(Debug)]
+pub struct HeldNetns {
+    ns: File,
+    name: String,
+}
+
 /// The calling thread inside a namespace; it returns to its previous namespace on drop. Drop
 /// it on the thread that entered.
 #[derive(Debug)]
@@ -70,6 +82,7 @@ impl Netns {
     /// Creates an empty namespace named `PREFIX-PID-N`.
     pub fn create(prefix: &str) -> Result<Netns, NetnsError> {
         static NEXT: AtomicU32 = AtomicU32::new(0);
+        delete_orphans(prefix);
         let name = format!(
             "{prefix}-{}-{}",
             std::process::id(),
@@ -227,21 +240,23 @@ impl Netns {
 
     /// Moves the calling thread into the namespace until the guard drops.
     pub fn enter(&self) -> Result<Entered, NetnsError> {
-        let previous = File::open("/proc/thread-self/ns/net")
-            .map_err(|e| err(format!("cannot open this thread's namespace: {e}")))?;
         let target = File::open(format!("/run/netns/{}", self.name))
             .map_err(|e| err(format!("cannot open /run/netns/{}: {e}", self.name)))?;
-        // SAFETY: setns on a namespace fd that stays open for the call; it changes only the
-        // calling thread's network namespace.
-        let rc = unsafe { libc::setns(target.as_raw_fd(), libc::CLONE_NEWNET) };
-        if rc != 0 {
-            return Err(err(format!(
-                "setns into {}: {}",
-                self.name,
-                std::io::Error::last_os_error()
-            )));
+        enter(&target, &self.name)
+    }
+
+    /// Keeps the namespace by a descriptor and deletes its name (the drop's `ip netns del`),
+    /// so that nothing outlives the process: no `ip`, sysctl or name-based call works on it
+    /// afterwards, [`HeldNetns::enter`] does.
+    pub fn into_held(self) -> Result<HeldNetns, NetnsError> {
+        let path = format!("/run/netns/{}", self.name);
+        let ns = File::open(&path).map_err(|e| err(format!("cannot open {path}: {e}")))?;
+        let name = self.name.clone();
+        drop(self);
+        if std::path::Path::new(&path).exists() {
+            return Err(err(format!("`ip netns del {name}` left {path}")));
         }
-        Ok(Entered { previous })
+        Ok(HeldNetns { ns, name })
     }
 
     /// Runs `f` on a new thread inside the namespace and returns its result (a panic in `f`
@@ -255,6 +270,61 @@ impl Netns {
             .join()
             .unwrap_or_else(|p| std::panic::resume_unwind(p))
         })
+    }
+}
+
+impl HeldNetns {
+    /// Moves the calling thread into the namespace until the guard drops.
+    pub fn enter(&self) -> Result<Entered, NetnsError> {
+        enter(&self.ns, &self.name)
+    }
+
+    /// The name it had, for messages.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+fn enter(target: &File, name: &str) -> Result<Entered, NetnsError> {
+    let previous = File::open("/proc/thread-self/ns/net")
+        .map_err(|e| err(format!("cannot open this thread's namespace: {e}")))?;
+    // SAFETY: setns on a namespace fd that stays open for the call; it changes only the
+    // calling thread's network namespace.
+    let rc = unsafe { libc::setns(target.as_raw_fd(), libc::CLONE_NEWNET) };
+    if rc != 0 {
+        return Err(err(format!(
+            "setns into {name}: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    Ok(Entered { previous })
+}
+
+/// The process a `PREFIX-PID-N` name was made by, when the name has that form.
+fn creator(prefix: &str, name: &str) -> Option<u32> {
+    let rest = name.strip_prefix(prefix)?.strip_prefix('-')?;
+    let (pid, n) = rest.split_once('-')?;
+    n.parse::<u32>().ok()?;
+    pid.parse().ok()
+}
+
+/// Deletes the `PREFIX-PID-N` namespaces whose process no longer runs: a process killed
+/// before its drop could not. Best effort: a failure here is not the caller's.
+fn delete_orphans(prefix: &str) {
+    let Ok(dir) = std::fs::read_dir("/run/netns") else {
+        return;
+    };
+    for entry in dir.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = creator(prefix, &name) else {
+            continue;
+        };
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = Command::new("ip")
+                .args(["netns", "del", &name])
+                .stderr(Stdio::null())
+                .status();
+        }
     }
 }
 
