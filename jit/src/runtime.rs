@@ -61,6 +61,9 @@ pub struct RunCtx {
     shared: *const Shared,
     /// Each program's entry function, by program index (tail calls jump through it).
     prog_entries: *const [Option<JitFn>],
+    /// The converted ctx region (base, length, id), found once a run: its field loads are
+    /// answered without searching the regions.
+    ctx_region: Option<(u64, u64, RegionId)>,
 }
 
 /// Field offsets compiled code uses.
@@ -116,6 +119,10 @@ pub unsafe extern "C" fn jit_read(ctx: *mut RunCtx, addr: u64, pc_len: u64) -> u
     // SAFETY: as above.
     let mem = unsafe { &*ctx.mem };
     let (pc, len) = unpack_access(pc_len);
+    if let Some(value) = ctx_field(ctx, mem, addr, len) {
+        ctx.scratch = value;
+        return STATUS_OK;
+    }
     match mem.read(addr, len) {
         Ok(value) => {
             ctx.scratch = value;
@@ -123,6 +130,20 @@ pub unsafe extern "C" fn jit_read(ctx: *mut RunCtx, addr: u64, pc_len: u64) -> u
         }
         Err(fault) => fail_mem(ctx, pc as u64, fault),
     }
+}
+
+/// The value of the converted ctx field at `addr` when the load is one the ctx answers (an
+/// aligned 4-byte load of a field), as [`Memory::read`] would give it; `None` for anything
+/// else, which takes the full check.
+#[inline]
+fn ctx_field(ctx: &RunCtx, mem: &Memory, addr: u64, len: usize) -> Option<u64> {
+    let (base, size, id) = ctx.ctx_region?;
+    let off = addr.wrapping_sub(base);
+    if off >= size || len != 4 || !off.is_multiple_of(4) {
+        return None;
+    }
+    let fields = mem.region(id)?.ctx_fields()?;
+    fields.values.get((off / 4) as usize).copied()
 }
 
 /// Validates `[addr, addr + len)` for a write: [`STATUS_OK`] or the fault.
@@ -489,10 +510,11 @@ impl Compiled {
             .copied()
             .flatten()
             .ok_or(VmError::FellOffEnd { pc: 0 })?;
-        let (ctx_base, ctx_len) = mem
+        let ctx_region = mem
             .regions()
             .find(|r| r.ctx_fields().is_some())
-            .map_or((0, 0), |r| (r.base(), r.len() as u64));
+            .map(|r| (r.base(), r.len() as u64, r.id()));
+        let (ctx_base, ctx_len) = ctx_region.map_or((0, 0), |(base, len, _)| (base, len));
         let cpu = helpers.cpu().map_or(u64::MAX, u64::from);
         let helpers: *mut (dyn Helpers + '_) = helpers;
         let mut ctx = RunCtx {
@@ -514,6 +536,7 @@ impl Compiled {
             frames: std::mem::take(&mut self.run_cache.frames),
             shared: &*self.shared,
             prog_entries: self.run_cache.prog_entries.as_slice(),
+            ctx_region,
         };
         if let Err(e) = push_frame(&mut ctx, 0, 0) {
             self.run_cache.frames = ctx.frames;
