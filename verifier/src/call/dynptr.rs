@@ -7,7 +7,7 @@
 //! A dynptr slot's `spilled_ptr` keeps the kernel's `dynptr.type` and `dynptr.first_slot` in
 //! flag bits above [`reg::FLAG_FIRST_UNUSED`], its `id` and `ref_obj_id` as the kernel does.
 
-use super::proto::{ArgType, DYNPTR_TYPE_LOCAL, DYNPTR_TYPE_RINGBUF, MEM_UNINIT};
+use super::proto::{ArgType, DYNPTR_TYPE_LOCAL, DYNPTR_TYPE_RINGBUF, DYNPTR_TYPE_XDP, MEM_UNINIT};
 use crate::env::Env;
 use crate::mem::{AccessType, check_mem_access};
 use crate::state::reg::{self, RegState, RegType};
@@ -22,8 +22,10 @@ pub const SLOT_LOCAL: u32 = reg::FLAG_FIRST_UNUSED;
 pub const SLOT_RINGBUF: u32 = reg::FLAG_FIRST_UNUSED << 1;
 /// `dynptr.first_slot`.
 pub const SLOT_FIRST: u32 = reg::FLAG_FIRST_UNUSED << 2;
+/// `BPF_DYNPTR_TYPE_XDP` in a dynptr slot's flags.
+pub const SLOT_XDP: u32 = reg::FLAG_FIRST_UNUSED << 3;
 /// The kind bits.
-const SLOT_KINDS: u32 = SLOT_LOCAL | SLOT_RINGBUF;
+const SLOT_KINDS: u32 = SLOT_LOCAL | SLOT_RINGBUF | SLOT_XDP;
 /// Slots a dynptr takes (`BPF_DYNPTR_NR_SLOTS`).
 const NR_SLOTS: usize = 2;
 
@@ -33,6 +35,8 @@ fn kind_of_arg(arg: ArgType) -> u32 {
         SLOT_LOCAL
     } else if arg.flags & DYNPTR_TYPE_RINGBUF != 0 {
         SLOT_RINGBUF
+    } else if arg.flags & DYNPTR_TYPE_XDP != 0 {
+        SLOT_XDP
     } else {
         0
     }
@@ -43,6 +47,7 @@ fn kind_name(kind: u32) -> &'static str {
     match kind {
         SLOT_LOCAL => "local",
         SLOT_RINGBUF => "ringbuf",
+        SLOT_XDP => "xdp",
         _ => "<invalid>",
     }
 }

@@ -7,17 +7,20 @@
 //! is refused, and so are the XDP metadata kfuncs (`bpf_xdp_metadata_rx_timestamp`, `_rx_hash`,
 //! `_rx_vlan_tag`) unless the program is device-bound (`BPF_F_XDP_DEV_BOUND_ONLY`), as in
 //! 6.18. Their arguments are then checked as below; the kernel comparison covers only the
-//! refusal (a device-bound load needs a device). Other kfuncs XDP may call (iterators,
-//! `bpf_dynptr_from_xdp`, object allocation, RCU, task references) answer "not yet supported";
-//! the rest are refused as not allowed for XDP.
+//! refusal (a device-bound load needs a device). `bpf_dynptr_from_xdp` makes an XDP dynptr of
+//! its `ptr__uninit` argument. Other kfuncs XDP may call (iterators, dynptr slices, object
+//! allocation, RCU, task references) answer "not yet supported"; the rest are refused as not
+//! allowed for XDP.
 
+use super::dynptr::process_dynptr_func;
+use super::proto::{ArgBase, ArgType, DYNPTR_TYPE_XDP, MEM_UNINIT};
 use crate::env::Env;
 use crate::mem::{AccessType, check_helper_mem_access};
 use crate::state::VerifierState;
 use crate::state::reg::{RegState, RegType};
 use crate::{Errno, Reject};
 use bpfemu_isa::Reg;
-use bpfemu_loader::btf::{Btf, BtfKind, TypeId};
+use bpfemu_loader::btf::{Btf, BtfKind, Param, TypeId};
 use std::sync::OnceLock;
 
 /// The kfuncs bpfemu checks, all in the XDP kfunc sets of 6.18 (`xdp_metadata_kfunc_ids`).
@@ -25,6 +28,7 @@ const SUPPORTED: &[&str] = &[
     "bpf_xdp_metadata_rx_timestamp",
     "bpf_xdp_metadata_rx_hash",
     "bpf_xdp_metadata_rx_vlan_tag",
+    "bpf_dynptr_from_xdp",
 ];
 
 /// Other kfuncs 6.18 lets XDP call that bpfemu does not check yet (so it answers "not yet
@@ -34,7 +38,8 @@ const KNOWN_UNSUPPORTED: &[&str] = &[
     "bpf_task_release",
     "bpf_cgroup_acquire",
     "bpf_cgroup_release",
-    "bpf_dynptr_from_xdp",
+    "bpf_dynptr_slice",
+    "bpf_dynptr_slice_rdwr",
     "bpf_iter_num_new",
     "bpf_iter_num_next",
     "bpf_iter_num_destroy",
@@ -77,7 +82,7 @@ pub fn add_kfunc_calls(input: &crate::ProgramInput<'_>) -> Result<(), crate::che
             )));
         };
         let dev_bound = input.prog_flags & BPF_F_XDP_DEV_BOUND_ONLY != 0;
-        if SUPPORTED.contains(&func.name.as_str()) && !dev_bound {
+        if func.name.starts_with("bpf_xdp_metadata_") && !dev_bound {
             return Err(error(
                 "metadata kfuncs require device-bound program".to_owned(),
             ));
@@ -146,7 +151,7 @@ pub fn check_kfunc_call(
         ));
     };
     for (i, param) in params.iter().enumerate() {
-        check_kfunc_arg(env, state, btf, name, i, param.ty)?;
+        check_kfunc_arg(env, state, btf, name, i, param)?;
     }
     state.clobber_caller_saved();
     *state.reg_mut(Reg::R0) = RegState::unknown_scalar();
@@ -160,7 +165,7 @@ fn check_kfunc_arg(
     btf: &Btf,
     func: &str,
     i: usize,
-    ty: TypeId,
+    param: &Param,
 ) -> Result<(), Reject> {
     let regno = i + 1;
     let r = Reg::new(regno as u8).expect("argument register");
@@ -168,7 +173,9 @@ fn check_kfunc_arg(
     if reg.ty == RegType::NotInit {
         return Err(env.reject(Errno::Eacces, format!("R{regno} !read_ok")));
     }
-    let t = btf.skip_mods_and_typedefs(ty).and_then(|id| btf.get(id));
+    let t = btf
+        .skip_mods_and_typedefs(param.ty)
+        .and_then(|id| btf.get(id));
     let pointee = match t.map(|t| &t.kind) {
         Some(BtfKind::Ptr { ty }) => *ty,
         Some(BtfKind::Int { .. } | BtfKind::Enum { .. } | BtfKind::Enum64 { .. }) => {
@@ -189,6 +196,9 @@ fn check_kfunc_arg(
             Errno::Eacces,
             format!("Possibly NULL pointer passed to trusted arg{i}"),
         ));
+    }
+    if points_to_struct(btf, param.ty, "bpf_dynptr") {
+        return check_dynptr_arg(env, state, func, regno as u8, param);
     }
     let pointee_id = btf.skip_mods_and_typedefs(pointee).unwrap_or(0);
     let pointee_t = btf.get(pointee_id);
@@ -225,4 +235,37 @@ fn check_kfunc_arg(
     };
     check_helper_mem_access(env, state, r, size as i32, AccessType::Read, true)?;
     check_helper_mem_access(env, state, r, size as i32, AccessType::Write, true)
+}
+
+/// Whether `ty` is a pointer to the struct `name`.
+fn points_to_struct(btf: &Btf, ty: TypeId, name: &str) -> bool {
+    let t = btf.skip_mods_and_typedefs(ty).and_then(|id| btf.get(id));
+    let Some(BtfKind::Ptr { ty: pointee }) = t.map(|t| &t.kind) else {
+        return false;
+    };
+    let pointee = btf
+        .skip_mods_and_typedefs(*pointee)
+        .and_then(|id| btf.get(id));
+    pointee.is_some_and(|p| p.name == name && matches!(p.kind, BtfKind::Struct { .. }))
+}
+
+/// A `struct bpf_dynptr *` argument (`KF_ARG_PTR_TO_DYNPTR`): a parameter named `__uninit`
+/// is filled by the call, and `bpf_dynptr_from_xdp` makes an XDP dynptr of it.
+fn check_dynptr_arg(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    func: &str,
+    regno: u8,
+    param: &Param,
+) -> Result<(), Reject> {
+    let mut flags = 0;
+    if param.name.ends_with("__uninit") {
+        flags |= MEM_UNINIT;
+    }
+    if func == "bpf_dynptr_from_xdp" {
+        flags |= DYNPTR_TYPE_XDP;
+    }
+    let arg = ArgType::with(ArgBase::PtrToDynptr, flags);
+    let pc = env.insn_idx;
+    process_dynptr_func(env, state, regno, arg, pc)
 }

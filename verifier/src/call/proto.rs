@@ -55,6 +55,8 @@ pub const OBJ_RELEASE: u32 = 1 << 6;
 pub const DYNPTR_TYPE_LOCAL: u32 = 1 << 7;
 /// `DYNPTR_TYPE_RINGBUF`.
 pub const DYNPTR_TYPE_RINGBUF: u32 = 1 << 8;
+/// `DYNPTR_TYPE_XDP` (the dynptr `bpf_dynptr_from_xdp` makes over the packet).
+pub const DYNPTR_TYPE_XDP: u32 = 1 << 9;
 
 /// One argument: its base type, flags and (with [`MEM_FIXED_SIZE`]) its size in bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
