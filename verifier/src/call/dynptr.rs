@@ -277,3 +277,13 @@ pub fn slice_ref_obj_id(state: &VerifierState, reg: &RegState) -> u32 {
         .get(spi)
         .map_or(0, |s| s.spilled_ptr.ref_obj_id)
 }
+
+/// Whether the dynptr an argument points at is an XDP one (its slices point into the packet).
+pub fn is_xdp_dynptr(state: &VerifierState, reg: &RegState) -> bool {
+    let off = reg.off as i64 + reg.var_off.value as i64;
+    let spi = ((-off - 1) / SLOT_SIZE as i64) as usize;
+    let stack = &state.frames[reg.frameno as usize].stack;
+    stack
+        .get(spi)
+        .is_some_and(|s| s.spilled_ptr.flags & SLOT_XDP != 0)
+}

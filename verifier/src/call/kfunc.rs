@@ -15,9 +15,9 @@
 use super::dynptr::process_dynptr_func;
 use super::proto::{ArgBase, ArgType, DYNPTR_TYPE_XDP, MEM_UNINIT};
 use crate::env::Env;
-use crate::mem::{AccessType, check_helper_mem_access};
+use crate::mem::{AccessType, check_helper_mem_access, check_mem_size_reg};
 use crate::state::VerifierState;
-use crate::state::reg::{RegState, RegType};
+use crate::state::reg::{self, RegState, RegType};
 use crate::{Errno, Reject};
 use bpfemu_isa::Reg;
 use bpfemu_loader::btf::{Btf, BtfKind, Param, TypeId};
@@ -29,6 +29,8 @@ const SUPPORTED: &[&str] = &[
     "bpf_xdp_metadata_rx_hash",
     "bpf_xdp_metadata_rx_vlan_tag",
     "bpf_dynptr_from_xdp",
+    "bpf_dynptr_slice",
+    "bpf_dynptr_slice_rdwr",
 ];
 
 /// Other kfuncs 6.18 lets XDP call that bpfemu does not check yet (so it answers "not yet
@@ -38,8 +40,6 @@ const KNOWN_UNSUPPORTED: &[&str] = &[
     "bpf_task_release",
     "bpf_cgroup_acquire",
     "bpf_cgroup_release",
-    "bpf_dynptr_slice",
-    "bpf_dynptr_slice_rdwr",
     "bpf_iter_num_new",
     "bpf_iter_num_next",
     "bpf_iter_num_destroy",
@@ -150,6 +150,9 @@ pub fn check_kfunc_call(
             format!("kernel function {name} has no prototype"),
         ));
     };
+    if name.starts_with("bpf_dynptr_slice") {
+        return check_dynptr_slice(env, state, btf, name, params);
+    }
     for (i, param) in params.iter().enumerate() {
         check_kfunc_arg(env, state, btf, name, i, param)?;
     }
@@ -268,4 +271,64 @@ fn check_dynptr_arg(
     let arg = ArgType::with(ArgBase::PtrToDynptr, flags);
     let pc = env.insn_idx;
     process_dynptr_func(env, state, regno, arg, pc)
+}
+
+/// `bpf_dynptr_slice(p, offset, buffer__opt, buffer__szk)` and `_rdwr`: the dynptr, a scalar
+/// offset, an optional buffer whose size is the known constant that follows
+/// (`KF_ARG_PTR_TO_MEM_SIZE`); R0 is memory of that size or NULL (`KF_RET_NULL`), read-only for
+/// `bpf_dynptr_slice`, and for an XDP dynptr a slice of the packet.
+fn check_dynptr_slice(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    btf: &Btf,
+    name: &str,
+    params: &[Param],
+) -> Result<(), Reject> {
+    let [dynptr, offset, _buffer, _size] = params else {
+        return Err(env.reject(
+            Errno::Einval,
+            format!("kernel function {name} has an unexpected prototype"),
+        ));
+    };
+    check_kfunc_arg(env, state, btf, name, 0, dynptr)?;
+    check_kfunc_arg(env, state, btf, name, 1, offset)?;
+    for regno in [3u8, 4] {
+        if state.reg(Reg::new(regno).expect("argument register")).ty == RegType::NotInit {
+            return Err(env.reject(Errno::Eacces, format!("R{regno} !read_ok")));
+        }
+    }
+    let buffer_is_null = state.reg(Reg::R3).is_const_scalar(0);
+    if !buffer_is_null {
+        let checked = check_mem_size_reg(env, state, Reg::R3, Reg::R4, AccessType::Read, true)
+            .and_then(|()| {
+                check_mem_size_reg(env, state, Reg::R3, Reg::R4, AccessType::Write, true)
+            });
+        if let Err(e) = checked {
+            return Err(env.reject(
+                e.errno,
+                "arg#2 arg#3 memory, len pair leads to invalid memory access",
+            ));
+        }
+    }
+    let size_reg = *state.reg(Reg::R4);
+    if !size_reg.var_off.is_const() {
+        return Err(env.reject(Errno::Einval, "R4 must be a known constant"));
+    }
+    let dynptr_reg = *state.reg(Reg::R1);
+    let packet = super::dynptr::is_xdp_dynptr(state, &dynptr_reg);
+    let ref_obj_id = super::dynptr::slice_ref_obj_id(state, &dynptr_reg);
+    state.clobber_caller_saved();
+    let mut r0 = RegState::pointer(RegType::Mem);
+    r0.mem_size = size_reg.var_off.value as u32;
+    r0.flags = reg::PTR_MAYBE_NULL;
+    if name == "bpf_dynptr_slice" {
+        r0.flags |= reg::MEM_RDONLY;
+    }
+    if packet {
+        r0.flags |= reg::MEM_PKT_SLICE;
+    }
+    r0.ref_obj_id = ref_obj_id;
+    r0.id = env.new_id();
+    *state.reg_mut(Reg::R0) = r0;
+    Ok(())
 }

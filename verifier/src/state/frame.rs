@@ -201,17 +201,20 @@ impl VerifierState {
     /// After a helper that changes packet data: every packet pointer in every frame, register
     /// or spill, becomes an unknown scalar (`clear_all_pkt_pointers`).
     pub fn invalidate_packet_pointers(&mut self) {
+        // Packet pointers and slices of packet dynptrs (`reg_is_dynptr_slice_pkt`).
+        let into_packet = |r: &RegState| {
+            r.is_pkt_pointer()
+                || r.ty == super::RegType::PacketEnd
+                || (r.ty == super::RegType::Mem && r.flags & super::reg::MEM_PKT_SLICE != 0)
+        };
         for frame in &mut self.frames {
             for reg in frame.regs.iter_mut() {
-                if reg.is_pkt_pointer() || reg.ty == super::RegType::PacketEnd {
+                if into_packet(reg) {
                     *reg = RegState::unknown_scalar();
                 }
             }
             for slot in frame.stack.iter_mut() {
-                let r = &slot.spilled_ptr;
-                if slot.is_spilled_reg()
-                    && (r.is_pkt_pointer() || r.ty == super::RegType::PacketEnd)
-                {
+                if slot.is_spilled_reg() && into_packet(&slot.spilled_ptr) {
                     slot.spilled_ptr = RegState::unknown_scalar();
                 }
             }

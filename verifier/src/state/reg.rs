@@ -56,8 +56,11 @@ pub const MEM_UNINIT: u32 = 1 << 8;
 pub const MEM_FIXED_SIZE: u32 = 1 << 9;
 /// `MEM_USER`: a `__user` pointer read out of a kernel structure.
 pub const MEM_USER: u32 = 1 << 10;
+/// A slice of a packet dynptr (`DYNPTR_TYPE_XDP` on a `PTR_TO_MEM`): a helper that changes
+/// packet data invalidates it as it does packet pointers.
+pub const MEM_PKT_SLICE: u32 = 1 << 11;
 /// `DYNPTR_TYPE_*` and other flags the core does not interpret sit above this bit.
-pub const FLAG_FIRST_UNUSED: u32 = 1 << 11;
+pub const FLAG_FIRST_UNUSED: u32 = 1 << 12;
 
 /// Liveness marks (`REG_LIVE_*`).
 pub const REG_LIVE_NONE: u8 = 0;
