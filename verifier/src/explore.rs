@@ -102,10 +102,10 @@ fn print_live_regs(env: &mut Env<'_>) {
                 }
             })
             .collect();
-        let code = env.prog.raw()[pc].code;
+        let raw = env.prog.raw()[pc];
         out.push_str(&format!(
             "    {pc:3}: {regs} {}\n",
-            bpfemu_isa::disasm::log_line(pc, code, insn)
+            kfunc_named(&raw, bpfemu_isa::disasm::log_line(pc, raw.code, insn))
                 .split_once(": ")
                 .map_or(String::new(), |(_, t)| t.to_string())
         ));
@@ -320,13 +320,31 @@ fn log_insn(env: &mut Env<'_>, state: &VerifierState, pc: usize) {
     let code = env.prog.raw()[pc].code;
     let start = env.log.text.len();
     env.log.prev_log_pos = start;
-    let line = bpfemu_isa::disasm::log_line(pc, code, &insn);
+    let line = kfunc_named(
+        &env.prog.raw()[pc],
+        bpfemu_isa::disasm::log_line(pc, code, &insn),
+    );
     env.log.verbose(&line);
     if !line.ends_with('\n') {
         env.log.verbose("\n");
     }
     env.log.prev_insn_print_pos = env.log.text.len() - start;
     env.log.prev_log_pos = env.log.text.len();
+}
+
+/// The kernel names a vmlinux kfunc in its log (`call bpf_dynptr_from_xdp#63892`) where the
+/// disassembler, knowing no BTF, says `kernel-function#63892`.
+fn kfunc_named(raw: &bpfemu_isa::RawInsn, line: String) -> String {
+    if raw.code != 0x85 || raw.src != 2 || raw.off != 0 {
+        return line;
+    }
+    let name = crate::call::kfunc::vmlinux_btf()
+        .and_then(|btf| btf.name_of(raw.imm as u32))
+        .filter(|n| !n.is_empty());
+    match name {
+        Some(name) => line.replace("call kernel-function#", &format!("call {name}#")),
+        None => line,
+    }
 }
 
 /// `push_jmp_history`: records the instruction (and how it touched the stack) for precision

@@ -281,15 +281,19 @@ pub fn frame_state_text(
         }
         let _ = write!(out, " R{i}={}", reg_text(env, reg, Some(frame.frameno)));
     }
-    for (i, slot) in frame.stack.iter().enumerate() {
-        if !print_all && (i >= 64 || log.scratched_stack & (1 << i) == 0) {
+    let mut i = 0;
+    while i < frame.stack.len() {
+        let slot = &frame.stack[i];
+        let index = i;
+        i += 1;
+        if !print_all && (index >= 64 || log.scratched_stack & (1 << index) == 0) {
             continue;
         }
         if slot.slot_type.iter().all(|t| *t == SlotType::Invalid) {
             continue;
         }
         let mut types = slot.types_text();
-        let off = -(i as i64 + 1) * SLOT_SIZE as i64;
+        let off = -(index as i64 + 1) * SLOT_SIZE as i64;
         match slot.slot_type[SLOT_SIZE - 1] {
             SlotType::Spill => {
                 let first_spill = slot
@@ -303,6 +307,16 @@ pub fn frame_state_text(
                     " fp{off}={types}{}",
                     reg_text(env, &slot.spilled_ptr, Some(frame.frameno))
                 );
+            }
+            SlotType::Dynptr => {
+                // As the kernel's loop (`i += BPF_DYNPTR_NR_SLOTS - 1`): the dynptr is printed
+                // once, from the next slot (its first, when this is its second).
+                let Some(main) = frame.stack.get(i) else {
+                    break;
+                };
+                let off = -(i as i64 + 1) * SLOT_SIZE as i64;
+                let _ = write!(out, " fp{off}={}", dynptr_text(&main.spilled_ptr));
+                i += 1;
             }
             _ => {
                 let _ = write!(out, " fp{off}={types}");
@@ -390,4 +404,21 @@ pub fn print_source_line(env: &mut Env<'_>, insn: usize) {
         line.line
     );
     env.log.verbose(&text);
+}
+
+/// A dynptr's stack state as the kernel prints it: `dynptr_xdp(id=1,dynptr_id=1)`.
+fn dynptr_text(reg: &RegState) -> String {
+    let kind = crate::call::dynptr::slot_kind_name(reg.flags);
+    let mut fields = Vec::new();
+    if reg.id != 0 {
+        fields.push(format!("id={}", reg.id));
+    }
+    if reg.ref_obj_id != 0 {
+        fields.push(format!("ref_id={}", reg.ref_obj_id));
+    }
+    if reg.id != 0 {
+        // The slots' dynptr_id is the dynptr's id.
+        fields.push(format!("dynptr_id={}", reg.id));
+    }
+    format!("dynptr_{kind}({})", fields.join(","))
 }

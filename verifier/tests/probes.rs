@@ -129,3 +129,39 @@ fn a_refusal_the_kernel_does_not_log_is_explained_but_not_logged() {
     let judged = bpfemu_side::judgement(&verdict);
     assert_eq!(judged.message.as_deref(), Some("(empty verifier log)"));
 }
+
+/// The level-2 log names kfuncs as the kernel does (`call bpf_dynptr_from_xdp#ID`), counts
+/// their arguments in the live registers, and prints an XDP dynptr's stack slots as one
+/// `fp-16=dynptr_xdp(id=1,dynptr_id=1)`: those lines equal the kernel's.
+#[test]
+fn kfunc_and_dynptr_lines_of_the_log_equal_the_kernels() {
+    if !bpfemu_conformance::libbpf::kernel_or_skip("kfunc_and_dynptr_lines_of_the_log") {
+        return;
+    }
+    let probes = probe::load_all(&probe::probe_dir()).unwrap_or_else(|e| panic!("{e}"));
+    let p = probes
+        .iter()
+        .find(|p| p.name == "dynptr_xdp/slice_without_buffer_ok")
+        .expect("the probe exists");
+    let fds = kernel_side::create_maps(&p.maps).expect("maps");
+    let insns = kernel_side::with_fds(&p.insns, &fds);
+    let mut opts = bpfemu_conformance::kernel::LoadOptions::new(
+        bpfemu_conformance::kernel::BPF_PROG_TYPE_XDP,
+        &insns,
+    );
+    opts.log_level = 2;
+    opts.log_size = 1 << 20;
+    let kernel_log = bpfemu_conformance::kernel::prog_load(&opts).log;
+    let ours = bpfemu_side::verify_probe(
+        p,
+        &Options {
+            log_level: 2,
+            ..Options::default()
+        },
+    );
+    let wanted = |l: &&str| l.contains("call bpf_dynptr") || l.contains("dynptr_xdp(");
+    let kernel_lines: Vec<&str> = kernel_log.lines().filter(wanted).collect();
+    let our_lines: Vec<&str> = ours.log.lines().filter(wanted).collect();
+    assert!(kernel_lines.len() >= 4, "{kernel_log}");
+    assert_eq!(our_lines, kernel_lines, "\nbpfemu's log:\n{}", ours.log);
+}

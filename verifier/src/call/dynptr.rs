@@ -42,6 +42,11 @@ fn kind_of_arg(arg: ArgType) -> u32 {
     }
 }
 
+/// `dynptr_type_str` of a dynptr slot's flags.
+pub fn slot_kind_name(flags: u32) -> &'static str {
+    kind_name(flags & SLOT_KINDS)
+}
+
 /// `dynptr_type_str`.
 fn kind_name(kind: u32) -> &'static str {
     match kind {
@@ -125,6 +130,9 @@ pub fn process_dynptr_func(
             ));
         }
     };
+    // Reading the dynptr marks its slots for the log (the kernel prints it after the call).
+    env.log.scratch_stack(spi);
+    env.log.scratch_stack(spi - 1);
     let expected = kind_of_arg(arg);
     let frame = &state.frames[reg.frameno as usize];
     if expected != 0 && frame.stack[spi].spilled_ptr.flags & SLOT_KINDS != expected {

@@ -332,3 +332,16 @@ fn check_dynptr_slice(
     *state.reg_mut(Reg::R0) = r0;
     Ok(())
 }
+
+/// How many parameters the vmlinux kfunc `btf_id` takes (for the liveness of its argument
+/// registers, as `get_call_summary` counts them); `None` when vmlinux BTF does not say.
+pub fn kfunc_param_count(btf_id: TypeId) -> Option<usize> {
+    let btf = vmlinux_btf()?;
+    let BtfKind::Func { proto, .. } = btf.get(btf_id)?.kind else {
+        return None;
+    };
+    match &btf.get(proto)?.kind {
+        BtfKind::FuncProto { params, .. } => Some(params.len()),
+        _ => None,
+    }
+}
