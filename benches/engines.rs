@@ -5,9 +5,10 @@
 //!   the running kernel's JIT (`kernel`: `BPF_PROG_TEST_RUN` with `repeat`, its own duration;
 //!   needs root, left out otherwise);
 //! - `raw/PROGRAM`: helper-free programs over a plain buffer (r1 its address), the form rbpf
-//!   runs, through bpfemu's interpreter and checked JIT and rbpf 0.4's interpreter and x86-64
-//!   JIT. rbpf has no XDP context, maps or helpers, so the corpus is out of its reach; these
-//!   programs (a packet parser, a checksum loop, an ALU chain) are written for the comparison.
+//!   runs, through bpfemu's interpreter, checked JIT and trusted JIT (the programs read only
+//!   their buffer: the interpreter's checked run shows it) and rbpf 0.4's interpreter and
+//!   x86-64 JIT. rbpf has no XDP context, maps or helpers, so the corpus is out of its reach;
+//!   these programs (a packet parser, a checksum loop, an ALU chain) are written for the comparison.
 //!
 //! `cargo bench --bench engines [-- FILTER]`. Ratios between lines of a group are what to read:
 //! every line of a group runs the same instructions on the same bytes.
@@ -219,11 +220,18 @@ fn raw(c: &mut Criterion) {
         let jit = Jit::with_options(Mode::Checked, options);
         let mut ours_interp = OnBuffer::new(&interp, &prog, &packet);
         let mut ours_jit = OnBuffer::new(&jit, &prog, &packet);
+        let trusted = Jit::with_options(Mode::Trusted, options);
+        let mut ours_trusted = OnBuffer::new(&trusted, &prog, &packet);
         let expected = ours_interp.run();
         assert_eq!(
             ours_jit.run(),
             expected,
             "{name}: bpfemu's engines disagree"
+        );
+        assert_eq!(
+            ours_trusted.run(),
+            expected,
+            "{name}: the trusted JIT disagrees"
         );
 
         // rbpf's raw VM takes the buffer for the VM's whole lifetime on every call; the bench
@@ -248,6 +256,9 @@ fn raw(c: &mut Criterion) {
         let mut group = c.benchmark_group(format!("raw/{name}"));
         group.bench_function("bpfemu-interp", |b| b.iter(|| black_box(ours_interp.run())));
         group.bench_function("bpfemu-jit", |b| b.iter(|| black_box(ours_jit.run())));
+        group.bench_function("bpfemu-jit-trusted", |b| {
+            b.iter(|| black_box(ours_trusted.run()))
+        });
         group.bench_function("rbpf-interp", |b| {
             b.iter(|| black_box(rbpf_vm.execute_program(view())))
         });
