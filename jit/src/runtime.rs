@@ -511,8 +511,7 @@ impl Compiled {
             .flatten()
             .ok_or(VmError::FellOffEnd { pc: 0 })?;
         let ctx_region = mem
-            .regions()
-            .find(|r| r.ctx_fields().is_some())
+            .converted_ctx()
             .map(|r| (r.base(), r.len() as u64, r.id()));
         let (ctx_base, ctx_len) = ctx_region.map_or((0, 0), |(base, len, _)| (base, len));
         let cpu = helpers.cpu().map_or(u64::MAX, u64::from);

@@ -313,6 +313,8 @@ pub struct Memory {
     packet: Option<RegionId>,
     /// By call depth: the stack frame region kept for calls at that depth.
     stacks: Vec<RegionId>,
+    /// The converted ctx region added last, which [`Memory::converted_ctx`] tries first.
+    last_ctx: Option<RegionId>,
 }
 
 /// [`Memory::index_of`] of a removed region.
@@ -457,6 +459,9 @@ impl Memory {
     pub fn add_converted_ctx(&mut self, fields: CtxFields) -> RegionId {
         let id = self.add_zeroed(RegionKind::Ctx, 4 * fields.values.len(), false);
         self.regions.last_mut().expect("just added").ctx = Some(fields);
+        if self.converted_ctx().is_none() {
+            self.last_ctx = Some(id);
+        }
         id
     }
 
@@ -506,6 +511,15 @@ impl Memory {
 
     pub fn region_mut(&mut self, id: RegionId) -> Option<&mut Region> {
         self.live_index(id).map(|i| &mut self.regions[i])
+    }
+
+    /// The first live converted ctx region (the one a run's r1 points at), found without a
+    /// search while the one noted is live.
+    pub fn converted_ctx(&self) -> Option<&Region> {
+        if let Some(region) = self.last_ctx.and_then(|id| self.region(id)) {
+            return Some(region);
+        }
+        self.regions().find(|r| r.ctx.is_some())
     }
 
     /// The live regions (parked stack frames are not).
@@ -844,6 +858,24 @@ mod tests {
         assert_eq!(mem.read(base + 16, 8).unwrap(), 7);
         assert!(mem.read(base + 8, 1).is_ok());
         assert_eq!(mem.region(id).unwrap().extent_bytes().len(), 64);
+    }
+
+    #[test]
+    fn converted_ctx_is_the_first_live_one() {
+        let mut mem = Memory::new();
+        assert!(mem.converted_ctx().is_none());
+        let fields = || CtxFields { values: vec![0; 2] };
+        mem.add_zeroed(RegionKind::Input, 8, true);
+        let first = mem.add_converted_ctx(fields());
+        let second = mem.add_converted_ctx(fields());
+        assert_eq!(mem.converted_ctx().map(Region::id), Some(first));
+        mem.remove(first);
+        assert_eq!(mem.converted_ctx().map(Region::id), Some(second));
+        let third = mem.add_converted_ctx(fields());
+        mem.remove(second);
+        assert_eq!(mem.converted_ctx().map(Region::id), Some(third));
+        mem.remove(third);
+        assert!(mem.converted_ctx().is_none());
     }
 
     #[test]

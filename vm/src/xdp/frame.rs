@@ -72,6 +72,8 @@ pub struct XdpFrame {
     /// moves.
     base: u64,
     ctx: RegionId,
+    /// The ctx region's address, which never moves either (the program's r1).
+    ctx_base: u64,
     meta: usize,
     data: usize,
     end: usize,
@@ -133,10 +135,12 @@ impl XdpFrame {
         let ctx = mem.add_converted_ctx(CtxFields {
             values: vec![0; ctx::FIELDS],
         });
+        let ctx_base = mem.region(ctx).expect("just added").base();
         XdpFrame {
             region,
             base,
             ctx,
+            ctx_base,
             meta: XDP_PACKET_HEADROOM,
             data: XDP_PACKET_HEADROOM,
             end: XDP_PACKET_HEADROOM,
@@ -202,8 +206,8 @@ impl XdpFrame {
     }
 
     /// The ctx address the program gets in r1.
-    pub fn ctx_addr(&self, mem: &Memory) -> u64 {
-        mem.region(self.ctx).expect("live ctx").base()
+    pub fn ctx_addr(&self) -> u64 {
+        self.ctx_base
     }
 
     pub fn ingress_ifindex(&self) -> u32 {
@@ -540,8 +544,8 @@ mod tests {
         assert_eq!((f.meta_len(), f.len()), (8, 64));
         assert_eq!(f.data_out(&mem), input);
         assert_eq!(f.packet(&mem), &input[8..]);
-        let data = mem.read(f.ctx_addr(&mem), 4).unwrap();
-        let meta = mem.read(f.ctx_addr(&mem) + 8, 4).unwrap();
+        let data = mem.read(f.ctx_addr(), 4).unwrap();
+        let meta = mem.read(f.ctx_addr() + 8, 4).unwrap();
         assert_eq!(data - meta, 8);
         // The size limits apply to the packet after the metadata (Linux 6.18).
         assert_eq!(check_size(4 + 13, 4).unwrap_err().errno, Errno::EINVAL);
@@ -576,8 +580,8 @@ mod tests {
         assert_eq!(f3.frags().len(), MAX_FRAGS);
         assert!(f3.frags().iter().all(|fr| fr.len() == FRAG_SIZE));
         // The window (what the program addresses) is the linear part only.
-        let data = mem2.read(f2.ctx_addr(&mem2), 4).unwrap();
-        let end = mem2.read(f2.ctx_addr(&mem2) + 4, 4).unwrap();
+        let data = mem2.read(f2.ctx_addr(), 4).unwrap();
+        let end = mem2.read(f2.ctx_addr() + 4, 4).unwrap();
         assert_eq!(end - data, MAX_LINEAR_SIZE as u64);
         assert!(mem2.read(end, 1).is_err());
         drop(mem);
@@ -645,7 +649,7 @@ mod tests {
         assert_eq!(f.adjust_tail(&mut mem, -4090 - 20), Ok(()));
         assert!(!f.has_frags());
         assert_eq!(f.len(), MAX_LINEAR_SIZE - 20);
-        let end = mem.read(f.ctx_addr(&mem) + 4, 4).unwrap();
+        let end = mem.read(f.ctx_addr() + 4, 4).unwrap();
         assert!(mem.read(end, 1).is_err());
         // Now a linear frame again: it may grow back to the linear limit.
         assert_eq!(f.adjust_tail(&mut mem, 21), Err(Errno::EINVAL));
@@ -751,15 +755,15 @@ mod tests {
     #[test]
     fn window_follows_the_bounds() {
         let (mut mem, mut f) = frame(20);
-        let data = mem.read(f.ctx_addr(&mem), 4).unwrap();
-        let end = mem.read(f.ctx_addr(&mem) + 4, 4).unwrap();
+        let data = mem.read(f.ctx_addr(), 4).unwrap();
+        let end = mem.read(f.ctx_addr() + 4, 4).unwrap();
         assert_eq!(end - data, 20);
         assert!(mem.read(end, 1).is_err());
         assert!(mem.read(data - 1, 1).is_err());
         f.adjust_tail(&mut mem, 4).unwrap();
         assert_eq!(mem.read(end, 4).unwrap(), 0);
         f.adjust_meta(&mut mem, -4).unwrap();
-        assert_eq!(mem.read(f.ctx_addr(&mem) + 8, 4).unwrap(), data - 4);
+        assert_eq!(mem.read(f.ctx_addr() + 8, 4).unwrap(), data - 4);
         assert_eq!(mem.read(data - 4, 4).unwrap(), 0);
     }
 

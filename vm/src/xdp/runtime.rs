@@ -839,7 +839,7 @@ impl XdpRuntime {
         self.mark_ring_positions();
         let run = &mut self.last_run;
         run.reset(meta.cpu, Clock { ts_ns: meta.ts_ns });
-        let ctx = self.frame.ctx_addr(&self.mem);
+        let ctx = self.frame.ctx_addr();
         let mut env = XdpEnv {
             maps: &mut self.maps,
             frame: &mut self.frame,
