@@ -502,13 +502,25 @@ fn a_killed_bench_leaves_no_namespace() {
     let obj = root().join("examples/xdp/build/reflector.v3.o");
     let cap = root().join("examples/pcap/normal.pcap");
     for signal in [libc::SIGKILL, libc::SIGINT, libc::SIGTERM] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_bpfemu"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_bpfemu"));
+        command
             .args(["bench", obj.to_str().unwrap(), cap.to_str().unwrap()])
             .args(["--packets", "1000000000000"])
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("bpfemu runs");
+            .stderr(std::process::Stdio::null());
+        // A test run from a background shell inherits SIGINT ignored, and a bench that
+        // ignores it would never end: the child starts with the default dispositions, as one
+        // started from a terminal does.
+        // SAFETY: only async-signal-safe calls (signal) between fork and exec.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            command.pre_exec(|| {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                libc::signal(libc::SIGTERM, libc::SIG_DFL);
+                Ok(())
+            });
+        }
+        let mut child = command.spawn().expect("bpfemu runs");
         let pid = child.id();
         let start = std::time::Instant::now();
         while !has_left_our_namespace(pid) {
@@ -521,10 +533,28 @@ fn a_killed_bench_leaves_no_namespace() {
         }
         // SAFETY: kill on the pid of a child this test spawned and has not reaped yet.
         assert_eq!(unsafe { libc::kill(pid as i32, signal) }, 0);
-        let status = child.wait().expect("bench ends");
+        let status = wait_at_most(&mut child, std::time::Duration::from_secs(30))
+            .unwrap_or_else(|| panic!("signal {signal}: bench still runs 30 s later"));
         assert!(!status.success(), "signal {signal}: {status:?}");
         assert_eq!(namespaces_of(pid), Vec::<String>::new(), "signal {signal}");
     }
+}
+
+/// The child's exit status, or `None` (and the child killed) when it runs past `limit`.
+fn wait_at_most(
+    child: &mut std::process::Child,
+    limit: std::time::Duration,
+) -> Option<std::process::ExitStatus> {
+    let start = std::time::Instant::now();
+    while start.elapsed() < limit {
+        if let Some(status) = child.try_wait().expect("waitpid") {
+            return Some(status);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
 }
 
 /// A name left by a process that is gone (killed before it could delete it, by an older
