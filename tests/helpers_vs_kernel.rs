@@ -9,6 +9,7 @@
 //! cases, from a seed (`BPFEMU_HELPER_SEED`, default fixed) printed on failure.
 //!
 //! Skipped with a message when bpf() is out of reach, unless `BPFEMU_REQUIRE_KERNEL=1`.
+//! `DEBUG_HELPERS=1` prints both sides' r0 and output bytes for each case that differs.
 
 use bpfemu::replay::hex;
 use bpfemu_conformance::kernel::{self, BPF_PROG_TYPE_XDP};
@@ -20,7 +21,7 @@ use bpfemu_isa::RawInsn;
 use bpfemu_isa::asm::assemble_kernel;
 use bpfemu_vm::xdp::{MapInit, PacketMeta, XdpConfig, XdpProgramSpec, XdpRuntime};
 use bpfemu_vm::{MapSpec, MapType};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 /// Bytes of the stack buffer every program fills before the call and copies out after it:
 /// `[r10 - 512, r10 - 8)`; `r10 - 8` holds the result map's key.
@@ -31,6 +32,10 @@ const RESULT_VALUE: u32 = 8 + BUF as u32;
 const BPF_F_XDP_HAS_FRAGS: u32 = 1 << 5;
 /// The immediate that stands for map N in a program's text until it is bound.
 const MAP_MARK: i32 = 0x5eed_0000;
+/// The immediate that stands for callback N (`CB<N>`) until it becomes a `BPF_PSEUDO_FUNC`.
+const CALLBACK_MARK: i32 = 0x5eed_1000;
+/// The line that starts a callback's text after the main program's.
+const CALLBACK_START: &str = "\nCALLBACK\n";
 
 /// A map of a case: created on both sides, filled with `entries`, compared after the run.
 #[derive(Clone, Debug)]
@@ -40,7 +45,12 @@ struct MapDef {
     value_size: u32,
     max_entries: u32,
     flags: u32,
+    /// For a prog array, each entry's value is the index (u32) of a [`Case::targets`] program.
     entries: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Frozen after its entries are written (constant strings must live in such a map).
+    frozen: bool,
+    /// The value is `struct { struct bpf_spin_lock lock; u32 data; }`, described by BTF.
+    spin_lock: bool,
 }
 
 impl MapDef {
@@ -52,6 +62,8 @@ impl MapDef {
             max_entries,
             flags: 0,
             entries: Vec::new(),
+            frozen: false,
+            spin_lock: false,
         }
     }
 
@@ -83,6 +95,10 @@ struct Case {
     body: String,
     packet: Vec<u8>,
     prog_flags: u32,
+    /// Callbacks the body names as `CB<N>` (each a function of its own after the program).
+    callbacks: Vec<String>,
+    /// Whole programs a prog array's entries name (tail call targets).
+    targets: Vec<String>,
 }
 
 impl Case {
@@ -93,7 +109,19 @@ impl Case {
             body: body.into(),
             packet,
             prog_flags: 0,
+            callbacks: Vec::new(),
+            targets: Vec::new(),
         }
+    }
+
+    fn with_target(mut self, text: impl Into<String>) -> Case {
+        self.targets.push(text.into());
+        self
+    }
+
+    fn with_callback(mut self, text: impl Into<String>) -> Case {
+        self.callbacks.push(text.into());
+        self
     }
 
     fn with_map(mut self, map: MapDef) -> Case {
@@ -130,35 +158,146 @@ impl Case {
             );
         }
         src += "done:\nr0 = 2\nexit\n";
+        for callback in &self.callbacks {
+            src += CALLBACK_START;
+            src += callback;
+        }
         src
     }
 }
 
-/// Assembles `src`, binding `MAP<N>` to `bind(N)` as a `BPF_PSEUDO_MAP_FD` reference.
+/// Assembles `src`, binding `MAP<N>` to `bind(N)` as a `BPF_PSEUDO_MAP_FD` reference and
+/// `CB<N>` to the N-th function after the main program as a `BPF_PSEUDO_FUNC` one.
 fn assemble(src: &str, bind: impl Fn(usize) -> i32) -> Vec<RawInsn> {
+    assemble_functions(src, bind).0
+}
+
+/// [`assemble`], and where each function starts (the main program at 0, then the callbacks).
+fn assemble_functions(src: &str, bind: impl Fn(usize) -> i32) -> (Vec<RawInsn>, Vec<i32>) {
     let mut text = src.to_string();
     for n in (0..16).rev() {
         text = text.replace(
             &format!("MAP{n}"),
             &format!("{:#x} ll", MAP_MARK as i64 + n as i64),
         );
+        text = text.replace(
+            &format!("CB{n}"),
+            &format!("{:#x} ll", CALLBACK_MARK as i64 + n as i64),
+        );
     }
-    let mut insns = assemble_kernel(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    // Each function is assembled on its own (labels stay local); callback N starts where the
+    // functions before it end.
+    let mut insns = Vec::new();
+    let mut starts = Vec::new();
+    for function in text.split(CALLBACK_START) {
+        starts.push(insns.len() as i32);
+        insns.extend(assemble_kernel(function).unwrap_or_else(|e| panic!("{e}\n{function}")));
+    }
     let mut pc = 0;
     while pc + 1 < insns.len() {
         let i = insns[pc];
         if i.code == 0x18 && i.src == 0 && insns[pc + 1].imm == 0 {
             let n = i.imm.wrapping_sub(MAP_MARK);
+            let f = i.imm.wrapping_sub(CALLBACK_MARK);
             if (0..16).contains(&n) {
                 insns[pc].src = 1;
                 insns[pc].imm = bind(n as usize);
+            } else if (0..15).contains(&f) && (f as usize) + 1 < starts.len() {
+                insns[pc].src = 4;
+                insns[pc].imm = starts[f as usize + 1] - pc as i32 - 1;
             }
             pc += 2;
         } else {
             pc += 1;
         }
     }
-    insns
+    (insns, starts)
+}
+
+/// A BTF blob with `int` and a static `int fN(void)` for each function, and the func_info
+/// records that place them at `starts`: what the kernel asks of a program with callbacks.
+fn functions_btf(starts: &[i32]) -> (Vec<u8>, Vec<kernel::FuncInfo>) {
+    const KIND_INT: u32 = 1;
+    const KIND_FUNC: u32 = 12;
+    const KIND_FUNC_PROTO: u32 = 13;
+    let mut strings = b"\0int\0".to_vec();
+    // [1] int (signed, 32 bits); [2] int (void); [3..] the functions.
+    let mut words = vec![
+        1,
+        KIND_INT << 24,
+        4,
+        0x0100_0020,
+        0,
+        KIND_FUNC_PROTO << 24,
+        1,
+    ];
+    let mut info = Vec::new();
+    for (n, &start) in starts.iter().enumerate() {
+        words.extend([strings.len() as u32, KIND_FUNC << 24, 2]);
+        strings.extend_from_slice(format!("f{n}\0").as_bytes());
+        info.push(kernel::FuncInfo {
+            insn_off: start as u32,
+            type_id: 3 + n as u32,
+        });
+    }
+    (btf_blob(&words, &strings), info)
+}
+
+/// A BTF blob of `[1] u32`, `[2] struct bpf_spin_lock { u32 val; }` and
+/// `[3] struct locked { struct bpf_spin_lock lock; u32 data; }`: what a map value holding a
+/// spin lock must be described by.
+fn spin_lock_btf() -> Vec<u8> {
+    const KIND_INT: u32 = 1;
+    const KIND_STRUCT: u32 = 4;
+    let strings = b"\0u32\0bpf_spin_lock\0val\0locked\0lock\0data\0";
+    let at = |name: &str| {
+        strings
+            .windows(name.len() + 2)
+            .position(|w| {
+                w[0] == 0 && &w[1..=name.len()] == name.as_bytes() && w[name.len() + 1] == 0
+            })
+            .expect("a name in the table") as u32
+            + 1
+    };
+    let words = [
+        at("u32"),
+        KIND_INT << 24,
+        4,
+        32,
+        at("bpf_spin_lock"),
+        KIND_STRUCT << 24 | 1,
+        4,
+        at("val"),
+        1,
+        0,
+        at("locked"),
+        KIND_STRUCT << 24 | 2,
+        8,
+        at("lock"),
+        2,
+        0,
+        at("data"),
+        1,
+        32,
+    ];
+    btf_blob(&words, strings)
+}
+
+/// A BTF blob from its type section (as words) and its string section.
+fn btf_blob(words: &[u32], strings: &[u8]) -> Vec<u8> {
+    let types: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    let mut blob = vec![0x9f, 0xeb, 1, 0];
+    let header = [
+        24,
+        0,
+        types.len() as u32,
+        types.len() as u32,
+        strings.len() as u32,
+    ];
+    blob.extend(header.iter().flat_map(|w| w.to_le_bytes()));
+    blob.extend(types);
+    blob.extend(strings);
+    blob
 }
 
 /// The maps' contents after a run: (map number, key, syscall-side value), sorted.
@@ -174,6 +313,8 @@ struct Seen {
 
 fn run_kernel(case: &Case, src: &str, cpus: u32) -> Result<Seen, String> {
     let defs = case.all_maps();
+    let lock_btf = kernel::btf_load(&spin_lock_btf())
+        .map_err(|(e, log)| format!("spin lock BTF load: errno {e}: {log}"))?;
     let mut fds: Vec<OwnedFd> = Vec::new();
     for (n, d) in defs.iter().enumerate() {
         let fd = kernel::map_create(&kernel::MapSpec {
@@ -182,19 +323,60 @@ fn run_kernel(case: &Case, src: &str, cpus: u32) -> Result<Seen, String> {
             value_size: d.value_size,
             max_entries: d.max_entries,
             map_flags: d.flags,
+            btf: d.spin_lock.then(|| kernel::MapBtf {
+                fd: lock_btf.as_raw_fd(),
+                key_type_id: 1,
+                value_type_id: 3,
+            }),
             ..Default::default()
         })
         .map_err(|e| format!("map {n}: create: errno {e}"))?;
-        for (k, v) in &d.entries {
-            let value = per_cpu_value(d, v, cpus);
-            bpfemu_conformance::libbpf::map_update_fd(fd.as_fd(), k, &value, 0)
-                .map_err(|e| format!("map {n}: update: errno {e}"))?;
+        if d.map_type != MapType::ProgArray {
+            for (k, v) in &d.entries {
+                let value = per_cpu_value(d, v, cpus);
+                bpfemu_conformance::libbpf::map_update_fd(fd.as_fd(), k, &value, 0)
+                    .map_err(|e| format!("map {n}: update: errno {e}"))?;
+            }
+        }
+        if d.frozen {
+            kernel::map_freeze(fd.as_fd()).map_err(|e| format!("map {n}: freeze: errno {e}"))?;
         }
         fds.push(fd);
     }
-    let insns = assemble(src, |n| kernel::fd_imm(&fds[n]));
+    let mut targets = Vec::new();
+    for (t, text) in case.targets.iter().enumerate() {
+        let insns = assemble(text, |n| kernel::fd_imm(&fds[n]));
+        let opts = kernel::LoadOptions::new(BPF_PROG_TYPE_XDP, &insns);
+        let fd = kernel::prog_load(&opts)
+            .fd
+            .map_err(|e| format!("target {t}: load: errno {e}"))?;
+        targets.push(fd);
+    }
+    for (n, d) in defs.iter().enumerate() {
+        if d.map_type != MapType::ProgArray {
+            continue;
+        }
+        for (k, v) in &d.entries {
+            let target = u32::from_le_bytes(v[..4].try_into().expect("a u32"));
+            let value = (targets[target as usize].as_raw_fd() as u32).to_ne_bytes();
+            bpfemu_conformance::libbpf::map_update_fd(fds[n].as_fd(), k, &value, 0)
+                .map_err(|e| format!("map {n}: slot: errno {e}"))?;
+        }
+    }
+    let (insns, starts) = assemble_functions(src, |n| kernel::fd_imm(&fds[n]));
     let mut opts = kernel::LoadOptions::new(BPF_PROG_TYPE_XDP, &insns);
     opts.prog_flags = case.prog_flags;
+    // Callbacks need BTF describing each function.
+    let (btf, func_info) = functions_btf(&starts);
+    let btf_fd = if starts.len() > 1 {
+        Some(kernel::btf_load(&btf).map_err(|(e, log)| format!("BTF load: errno {e}: {log}"))?)
+    } else {
+        None
+    };
+    if let Some(fd) = &btf_fd {
+        opts.prog_btf_fd = Some(fd.as_raw_fd());
+        opts.func_info = &func_info;
+    }
     opts.log_level = 0;
     let load = kernel::prog_load(&opts);
     let prog = match load.fd {
@@ -258,22 +440,45 @@ fn run_bpfemu(case: &Case, src: &str, cpus: u32) -> Result<Seen, String> {
                 d.max_entries,
             );
             spec.map_flags = d.flags;
-            (spec, MapInit::default())
+            let mut init = MapInit::default();
+            if d.map_type == MapType::ProgArray {
+                init.prog_slots = d
+                    .entries
+                    .iter()
+                    .map(|(k, v)| {
+                        let slot = u32::from_le_bytes(k[..4].try_into().expect("a u32"));
+                        let target = u32::from_le_bytes(v[..4].try_into().expect("a u32"));
+                        (slot, 1 + target as usize)
+                    })
+                    .collect();
+            }
+            (spec, init)
         })
         .collect();
     let insns = assemble(src, |n| n as i32);
     let cfg = XdpConfig {
         cpus,
+        // The kernel has no budget: a bpf_loop of 1 << 23 calls must run to its end.
+        insn_budget: 1 << 30,
         ..XdpConfig::default()
     };
-    let prog = XdpProgramSpec {
+    let mut progs = vec![XdpProgramSpec {
         name: "helper".into(),
         insns,
-    };
-    let mut rt = XdpRuntime::new(vec![prog], specs, cfg).map_err(|e| format!("runtime: {e}"))?;
+    }];
+    for (t, text) in case.targets.iter().enumerate() {
+        progs.push(XdpProgramSpec {
+            name: format!("target{t}"),
+            insns: assemble(text, |n| n as i32),
+        });
+    }
+    let mut rt = XdpRuntime::new(progs, specs, cfg).map_err(|e| format!("runtime: {e}"))?;
     {
         let (maps, mem) = rt.maps_mut();
         for (n, d) in defs.iter().enumerate() {
+            if d.map_type == MapType::ProgArray {
+                continue;
+            }
             for (k, v) in &d.entries {
                 maps.sys_update(mem, n, k, &per_cpu_value(d, v, cpus), 0)
                     .map_err(|e| format!("map {n}: update: {e}"))?;
@@ -349,6 +554,17 @@ fn check_all(family: &str, cases: &[Case]) {
 }
 
 fn describe_difference(k: &Seen, o: &Seen) -> String {
+    if std::env::var_os("DEBUG_HELPERS").is_some() {
+        for (side, seen) in [("kernel", k), ("bpfemu", o)] {
+            if let Some((_, _, v)) = seen.maps.iter().find(|(n, _, _)| *n == 0) {
+                eprintln!(
+                    "{side}: r0 {:x?} stack {:?}",
+                    &v[..8],
+                    String::from_utf8_lossy(&v[8..])
+                );
+            }
+        }
+    }
     if k.retval != o.retval {
         return format!("retval: kernel {:#x}, bpfemu {:#x}", k.retval, o.retval);
     }
@@ -1094,4 +1310,521 @@ fn fresh_netns_fib_is_a_new_namespaces_state() {
         .unwrap_or_else(|e| panic!("{e}"));
     let seen = bpfemu_vm::fib::Fib::from_system(Some(netns.name())).unwrap();
     assert_eq!(seen, bpfemu_vm::fib::Fib::fresh_netns());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Callbacks: bpf_loop, bpf_for_each_map_elem
+//
+// The kernel verifies a callback as a loop body until its states converge. Counters kept on the
+// stack are exact constants that never converge (the load fails at 1M instructions): callbacks
+// that may run more than a few times keep theirs in a map value, which the verifier sees as
+// unknown scalars. The ctx argument must point to the stack: it points to a slot holding the
+// map value's address, cleared after the call (no address reaches the compared buffer).
+
+/// The accumulator map: sum, last index, count.
+fn accumulator() -> MapDef {
+    let mut acc = MapDef::new(MapType::Array, 4, 24, 1);
+    acc.entries.push((vec![0; 4], vec![0; 24]));
+    acc
+}
+
+/// The stack slot holding the accumulator's address.
+const ACC_SLOT: i32 = 200;
+
+/// Runs `call` with r3 pointing to the slot that holds map `n`'s value address; r0 is the
+/// call's, or 0 when the lookup fails.
+fn with_accumulator(n: usize, call: &str) -> String {
+    format!(
+        "r1 = MAP{n}\n{}call bpf_map_lookup_elem#1\nif r0 == 0x0 goto no_acc\n\
+         *(u64 *)(r10 -{ACC_SLOT}) = r0\n{}{call}r8 = r0\nr1 = 0\n*(u64 *)(r10 -{ACC_SLOT}) = r1\n\
+         r0 = r8\nno_acc:\n",
+        stack_ptr(2, 8),
+        stack_ptr(3, ACC_SLOT)
+    )
+}
+
+/// A callback's tail: r0 = 1 (stop) when `r{count}`'s low 32 bits equal `stop`, else 0.
+/// `stop` u32::MAX never stops: its immediate sign-extends past 32 bits.
+fn stop_at(count: u8, stop: u32) -> String {
+    format!(
+        "r{count} &= 0xffffffff\nr0 = 0\nif r{count} != {stop:#x} goto go_on\nr0 = 1\ngo_on:\nexit\n"
+    )
+}
+
+/// Adds `index + 1` to ctx[0], keeps the index in ctx[8] and counts in ctx[16] (ctx in
+/// `r{ctx}`, the index in r1), so that every call shows.
+fn count_calls(ctx: u8) -> String {
+    format!(
+        "r5 = *(u64 *)(r{ctx} +0)\nr5 += r1\nr5 += 1\n*(u64 *)(r{ctx} +0) = r5\n\
+         *(u64 *)(r{ctx} +8) = r1\nr6 = *(u64 *)(r{ctx} +16)\nr6 += 1\n*(u64 *)(r{ctx} +16) = r6\n"
+    )
+}
+
+/// Where a `bpf_loop` callback keeps its counts.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum LoopCtx {
+    /// None: the callback stops on its index.
+    Null,
+    /// The caller's stack: exact values the verifier unrolls, for a few loops only.
+    Stack,
+    /// A map value.
+    Map,
+}
+
+fn loop_case(r: &mut Rng, nr: u64, stop: u32, flags: u64, ctx: LoopCtx) -> Case {
+    let call = format!("r1 = {nr:#x} ll\nr2 = CB0\nr4 = {flags:#x} ll\ncall bpf_loop#181\n");
+    let (body, callback) = match ctx {
+        LoopCtx::Null => (
+            format!("r3 = 0\n{call}"),
+            "r6 = r1\nr6 += 1\n".to_string() + &stop_at(6, stop),
+        ),
+        LoopCtx::Stack => (
+            format!("{}{call}", stack_ptr(3, 200)),
+            count_calls(2) + &stop_at(6, stop),
+        ),
+        LoopCtx::Map => (
+            with_accumulator(1, &call),
+            "r2 = *(u64 *)(r2 +0)\n".to_string() + &count_calls(2) + &stop_at(6, stop),
+        ),
+    };
+    let label = format!("bpf_loop({nr:#x}, stop after {stop}, ctx {ctx:?}, flags {flags:#x})");
+    let case = Case::new(label, body, packet(r, 64)).with_callback(callback);
+    if ctx == LoopCtx::Map {
+        case.with_map(accumulator())
+    } else {
+        case
+    }
+}
+
+#[test]
+fn bpf_loop_equals_the_kernels() {
+    const MAX_LOOPS: u64 = 1 << 23;
+    let mut r = rng("loop");
+    // nr_loops: none, one, a few, BPF_MAX_LOOPS and past it, the upper 32 bits set (a constant
+    // flags 0 makes the kernel inline the loop, and its inlined bound check is 64-bit).
+    let fixed: &[(u64, u32, u64, LoopCtx)] = &[
+        (0, u32::MAX, 0, LoopCtx::Stack),
+        (1, u32::MAX, 0, LoopCtx::Stack),
+        (1, 0, 0, LoopCtx::Stack),
+        (5, 2, 0, LoopCtx::Stack),
+        (7, u32::MAX, 0, LoopCtx::Stack),
+        (MAX_LOOPS, 3, 0, LoopCtx::Map),
+        (MAX_LOOPS, u32::MAX, 0, LoopCtx::Null),
+        (MAX_LOOPS + 1, 0, 0, LoopCtx::Map),
+        (0xffff_ffff, 0, 0, LoopCtx::Null),
+        (0x1_0000_0003, u32::MAX, 0, LoopCtx::Map),
+        (0x1_0000_0003, u32::MAX, 0, LoopCtx::Null),
+        (4, u32::MAX, 1, LoopCtx::Map),
+        (MAX_LOOPS + 1, u32::MAX, 2, LoopCtx::Null),
+        (4, u32::MAX, 0x8000_0000_0000_0000, LoopCtx::Stack),
+        (1000, u32::MAX, 0, LoopCtx::Map),
+    ];
+    let mut cases: Vec<Case> = fixed
+        .iter()
+        .map(|&(nr, stop, flags, ctx)| loop_case(&mut r, nr, stop, flags, ctx))
+        .collect();
+    for _ in 0..random_cases() {
+        let nr = r.pick(&[0u64, 1, 2, 3, 9, 64, 300, MAX_LOOPS, MAX_LOOPS + 1]);
+        // Long loops stop early: a full 1 << 23 run is one fixed case, not a random one.
+        let stop = if nr > 1000 {
+            r.pick(&[1u32, 2, 5])
+        } else {
+            r.pick(&[0u32, 1, 2, 5, 63, u32::MAX])
+        };
+        let flags = r.pick(&[0u64, 0, 0, 1, 2]);
+        let ctx = r.pick(&[LoopCtx::Null, LoopCtx::Map]);
+        cases.push(loop_case(&mut r, nr, stop, flags, ctx));
+    }
+    check_all("bpf_loop", &cases);
+}
+
+#[test]
+fn for_each_map_elem_equals_the_kernels() {
+    let mut r = rng("for_each");
+    let mut cases = Vec::new();
+    for map in element_maps() {
+        // Arrays visit in index order in both; hash maps in an order of their own (the
+        // kernel's buckets, bpfemu's key order), so their callbacks keep only what does not
+        // depend on it.
+        let ordered = matches!(map.map_type, MapType::Array | MapType::PercpuArray);
+        for _ in 0..random_cases() {
+            let mut m = map.clone();
+            let keys: Vec<u32> = if ordered {
+                (0..m.max_entries).filter(|_| r.below(2) == 0).collect()
+            } else {
+                let n = r.below(m.max_entries as u64 + 1);
+                (0..n)
+                    .map(|_| r.pick(&[0u32, 1, 2, 3, 7, 100, 0xffff_ffff]))
+                    .collect()
+            };
+            for k in keys {
+                if !m.entries.iter().any(|(e, _)| e[..] == k.to_le_bytes()) {
+                    m.entries.push((k.to_le_bytes().to_vec(), r.bytes(12)));
+                }
+            }
+            let stop = if ordered {
+                r.pick(&[0u32, 1, 2, 3, u32::MAX])
+            } else {
+                u32::MAX
+            };
+            let flags = r.pick(&[0u64, 0, 0, 1, 0x1_0000_0000]);
+            let body = with_accumulator(
+                2,
+                &format!(
+                    "r1 = MAP1\nr2 = CB0\nr4 = {flags:#x} ll\ncall bpf_for_each_map_elem#164\n"
+                ),
+            );
+            // ctx[0]: the keys' sum, or an order-sensitive hash of them; ctx[8]: the count;
+            // ctx[16]: the values' xor; each value's last word grows by one (a map write).
+            let mix = if ordered { "r0 *= 31\n" } else { "" };
+            let callback = format!(
+                "r4 = *(u64 *)(r4 +0)\nr5 = *(u32 *)(r2 +0)\nr0 = *(u64 *)(r4 +0)\n{mix}r0 += r5\n*(u64 *)(r4 +0) = r0\n\
+                 r6 = *(u64 *)(r4 +8)\nr6 += 1\n*(u64 *)(r4 +8) = r6\n\
+                 r5 = *(u64 *)(r3 +0)\nr0 = *(u64 *)(r4 +16)\nr0 ^= r5\n*(u64 *)(r4 +16) = r0\n\
+                 r5 = *(u32 *)(r3 +8)\nr5 += 1\n*(u32 *)(r3 +8) = r5\n{}",
+                stop_at(6, stop)
+            );
+            let label = format!(
+                "{:?} flags {:#x} with {} entries: for_each(stop after {stop}, flags {flags:#x})",
+                map.map_type,
+                map.flags,
+                m.entries.len()
+            );
+            cases.push(
+                Case::new(label, body, packet(&mut r, 64))
+                    .with_map(m)
+                    .with_map(accumulator())
+                    .with_callback(callback),
+            );
+        }
+    }
+    check_all("for_each_map_elem", &cases);
+}
+
+// ---------------------------------------------------------------------------------------------
+// bpf_tail_call
+
+/// Tail call target 0: adds 1,000 to the counter (map 2) and drops.
+const TARGET_COUNTS_THOUSAND: &str = "r6 = r1\nr1 = 0\n*(u32 *)(r10 -4) = r1\nr1 = MAP2\n\
+     r2 = r10\nr2 += -4\ncall bpf_map_lookup_elem#1\nif r0 == 0x0 goto out\n\
+     r1 = *(u64 *)(r0 +0)\nr1 += 1000\n*(u64 *)(r0 +0) = r1\nout:\nr0 = 1\nexit\n";
+
+/// Tail call target 1: adds 1 to the counter and tail-calls slot 1 (itself) until the
+/// kernel's limit stops it; then answers XDP_TX.
+const TARGET_CALLS_ITSELF: &str = "r6 = r1\nr1 = 0\n*(u32 *)(r10 -4) = r1\nr1 = MAP2\n\
+     r2 = r10\nr2 += -4\ncall bpf_map_lookup_elem#1\nif r0 == 0x0 goto out\n\
+     r1 = *(u64 *)(r0 +0)\nr1 += 1\n*(u64 *)(r0 +0) = r1\nr1 = r6\nr2 = MAP1\nr3 = 1\n\
+     call bpf_tail_call#12\nout:\nr0 = 3\nexit\n";
+
+#[test]
+fn tail_call_equals_the_kernels() {
+    let mut r = rng("tail_call");
+    let mut cases = Vec::new();
+    // Slots: 0 and 3 the counting target, 1 the self-calling one, 2 empty; index 4 is past the
+    // end, and only an index's low 32 bits count.
+    let indexes = [0u64, 1, 2, 3, 4, 0xffff_ffff, 0x1_0000_0001, 0x1_0000_0002];
+    let mut sequences: Vec<Vec<u64>> = vec![vec![2], vec![4], vec![0], vec![1], vec![2, 2, 1]];
+    sequences.push(vec![2; 40]);
+    sequences.push([vec![2; 30], vec![1]].concat());
+    sequences.push([vec![4; 40], vec![1]].concat());
+    for _ in 0..random_cases() {
+        let n = 1 + r.below(4) as usize;
+        sequences.push((0..n).map(|_| r.pick(&indexes)).collect());
+    }
+    for (c, sequence) in sequences.into_iter().enumerate() {
+        let mut body = String::new();
+        for (step, &index) in sequence.iter().enumerate() {
+            // Every other case takes the index from the packet, where the verifier cannot
+            // see it (no direct jump).
+            if c % 2 == 1 && index <= u32::MAX as u64 {
+                body += &format!(
+                    "r1 = {index:#x}\n*(u32 *)(r10 -{at}) = r1\nr3 = *(u32 *)(r10 -{at})\n",
+                    at = 16 + 8 * (step % 8)
+                );
+            } else {
+                body += &format!("r3 = {index:#x} ll\n");
+            }
+            body += "r1 = r6\nr2 = MAP1\ncall bpf_tail_call#12\n";
+        }
+        body += "r0 = 0x77\n";
+        let mut slots = MapDef::new(MapType::ProgArray, 4, 4, 4);
+        for (slot, target) in [(0u32, 0u32), (1, 1), (3, 0)] {
+            slots
+                .entries
+                .push((slot.to_le_bytes().to_vec(), target.to_le_bytes().to_vec()));
+        }
+        let label = format!("tail calls to {sequence:x?}");
+        cases.push(
+            Case::new(label, body, packet(&mut r, 64))
+                .with_map(slots)
+                .with_map(accumulator())
+                .with_target(TARGET_COUNTS_THOUSAND)
+                .with_target(TARGET_CALLS_ITSELF),
+        );
+    }
+    check_all("tail_call", &cases);
+}
+
+// ---------------------------------------------------------------------------------------------
+// bpf_spin_lock, bpf_spin_unlock (both void to the verifier: their effect is the data)
+
+#[test]
+fn spin_lock_helpers_equal_the_kernels() {
+    let mut r = rng("spin_lock");
+    let mut cases = Vec::new();
+    for map_type in [MapType::Array, MapType::Hash] {
+        for _ in 0..random_cases() {
+            let mut map = MapDef::new(map_type, 4, 8, 2);
+            map.spin_lock = true;
+            for k in 0..2u32 {
+                let mut value = vec![0u8; 4];
+                value.extend(r.bytes(4));
+                map.entries.push((k.to_le_bytes().to_vec(), value));
+            }
+            let rounds = 1 + r.below(3);
+            let mut body = String::new();
+            for round in 0..rounds {
+                let key = r.below(3) as u32; // key 2 is absent
+                let add = r.below(1 << 31);
+                body += &format!(
+                    "r1 = {key}\n*(u32 *)(r10 -16) = r1\nr1 = MAP1\n{}call bpf_map_lookup_elem#1\n\
+                     if r0 == 0x0 goto skip{round}\nr7 = r0\nr1 = r0\ncall bpf_spin_lock#93\n\
+                     r1 = *(u32 *)(r7 +4)\nr1 += {add}\n*(u32 *)(r7 +4) = r1\nr1 = r7\n\
+                     call bpf_spin_unlock#94\nskip{round}:\n",
+                    stack_ptr(2, 16),
+                );
+            }
+            body += "r0 = 0\n";
+            let label = format!("{map_type:?}: {rounds} lock/unlock rounds");
+            cases.push(Case::new(label, body, packet(&mut r, 64)).with_map(map));
+        }
+    }
+    check_all("spin_lock", &cases);
+}
+
+// ---------------------------------------------------------------------------------------------
+// bpf_snprintf, bpf_strncmp: constant strings in a frozen read-only map
+
+/// `BPF_F_RDONLY_PROG`.
+const BPF_F_RDONLY_PROG: u32 = 1 << 7;
+/// Bytes a constant string may take in the strings map.
+const STRING_SLOT: usize = 64;
+
+/// A frozen, program-read-only array whose value holds `strings`, one per 64-byte slot.
+fn strings_map(strings: &[&[u8]]) -> MapDef {
+    let mut value = vec![0u8; STRING_SLOT * strings.len()];
+    for (i, s) in strings.iter().enumerate() {
+        assert!(s.len() < STRING_SLOT, "{s:?} fits a slot with its NUL");
+        value[i * STRING_SLOT..i * STRING_SLOT + s.len()].copy_from_slice(s);
+    }
+    let mut map = MapDef::new(MapType::Array, 4, value.len() as u32, 1);
+    map.flags = BPF_F_RDONLY_PROG;
+    map.frozen = true;
+    map.entries.push((vec![0; 4], value));
+    map
+}
+
+/// `r{reg}` = the address of constant string `slot` of the strings map (map 1); the body
+/// jumps to `no_strings` when the lookup fails.
+fn const_string(reg: u8, slot: usize) -> String {
+    format!(
+        "r1 = 0\n*(u32 *)(r10 -16) = r1\nr1 = MAP1\n{}call bpf_map_lookup_elem#1\n\
+         if r0 == 0x0 goto no_strings\nr{reg} = r0\nr{reg} += {}\n",
+        stack_ptr(2, 16),
+        slot * STRING_SLOT
+    )
+}
+
+/// Formats every kind of conversion `bpf_bprintf_prepare` takes (a `%p` of an address aside:
+/// the kernel hashes it).
+const FORMATS: &[&[u8]] = &[
+    b"%d %u %x %X|%ld %lu %lx|%lld %llu %llx %llX",
+    b"%c%c%c|%5d|%-5d|%05u|%+d|% d|%i|%lli|%%",
+    b"[%s] [%s] %d",
+    b"%pI4 %pi4 %pI6 %pi6",
+    b"%px %pks %pus",
+    b"no conversion at all",
+    b"%llu%llu%llu%llu%llu%llu%llu%llu%llu%llu%llu%llu",
+    b"",
+];
+
+#[test]
+fn snprintf_equals_the_kernels() {
+    let mut r = rng("snprintf");
+    let mut cases = Vec::new();
+    for (slot, format) in FORMATS.iter().enumerate() {
+        for size in [0u32, 1, 7, 64, 200] {
+            // The arguments: u64s at r10 -120 .. -24; strings and addresses point into the
+            // filled buffer at r10 -400 (its bytes end in a NUL the body writes).
+            let mut body = String::new();
+            for i in 0..12 {
+                let any = r.next();
+                let value = r.pick(&[0u64, 1, 0xffff_ffff, 0x8000_0000, 0x7f, any]);
+                body += &format!("r1 = {value:#x} ll\n*(u64 *)(r10 -{}) = r1\n", 120 - 8 * i);
+            }
+            let string_len = r.below(40) as i32;
+            body += &format!("r1 = 0\n*(u8 *)(r10 -{}) = r1\n", 400 - string_len);
+            let pointers: &[usize] = match *format {
+                b"[%s] [%s] %d" => &[0, 1],
+                b"%pI4 %pi4 %pI6 %pi6" => &[0, 1, 2, 3],
+                b"%px %pks %pus" => &[1, 2],
+                _ => &[],
+            };
+            for &p in pointers {
+                body += &format!("{}*(u64 *)(r10 -{}) = r1\n", stack_ptr(1, 400), 120 - 8 * p);
+            }
+            // The verifier checks the format at load: at least one u64 per conversion.
+            let needed = format.split(|&b| b == b'%').count() as u32
+                - 1
+                - 2 * format.windows(2).filter(|w| w == b"%%").count() as u32;
+            let data_len = 8 * r.pick(&[needed, needed, 12]).max(needed);
+            body += &const_string(3, slot);
+            body += &format!(
+                "{}r2 = {size}\n{}r5 = {data_len}\ncall bpf_snprintf#165\nno_strings:\n",
+                stack_ptr(1, 500),
+                stack_ptr(4, 120)
+            );
+            // No address stays in the compared buffer.
+            for &p in pointers {
+                body += &format!("r1 = 0\n*(u64 *)(r10 -{}) = r1\n", 120 - 8 * p);
+            }
+            let label = format!(
+                "snprintf(size {size}, {:?}, data_len {data_len})",
+                String::from_utf8_lossy(format)
+            );
+            cases.push(Case::new(label, body, packet(&mut r, 64)).with_map(strings_map(FORMATS)));
+        }
+    }
+    check_all("snprintf", &cases);
+}
+
+#[test]
+fn strncmp_equals_the_kernels() {
+    let mut r = rng("strncmp");
+    let constants: &[&[u8]] = &[b"", b"a", b"abc", b"abcdef", b"\x7f\x80\xff", b"xdp"];
+    let mut cases = Vec::new();
+    let mut s1s: Vec<Vec<u8>> = vec![
+        b"abc\0".to_vec(),
+        b"abd\0".to_vec(),
+        b"ab\0".to_vec(),
+        b"abcdefgh".to_vec(),
+        b"\0".to_vec(),
+        b"\x7f\x80\xfe\0".to_vec(),
+        b"\x7f\x80\xff\0".to_vec(),
+        b"xdp\0xyz".to_vec(),
+    ];
+    for _ in 0..random_cases() {
+        let len = 1 + r.below(8) as usize;
+        s1s.push(r.bytes(len));
+    }
+    for (i, s1) in s1s.iter().enumerate() {
+        for slot in 0..constants.len() {
+            if (i + slot) % 2 == 1 && i >= 8 {
+                continue;
+            }
+            let size = 1 + r.below(s1.len() as u64 + 2) as usize;
+            let mut body = String::new();
+            for (k, b) in s1.iter().enumerate() {
+                body += &format!("r1 = {b}\n*(u8 *)(r10 -{}) = r1\n", 300 - k as i32);
+            }
+            body += &const_string(3, slot);
+            body += &format!(
+                "{}r2 = {size}\ncall bpf_strncmp#182\nno_strings:\n",
+                stack_ptr(1, 300)
+            );
+            let label = format!(
+                "strncmp({}, {size}, {:?})",
+                hex(s1),
+                String::from_utf8_lossy(constants[slot])
+            );
+            cases.push(Case::new(label, body, packet(&mut r, 64)).with_map(strings_map(constants)));
+        }
+    }
+    check_all("strncmp", &cases);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Clocks and random numbers: bpfemu's are deterministic by design (the packet's timestamp, a
+// seeded generator; see vm/src/xdp/determinism.rs), so what is held to the kernel is what a
+// program may rely on: each clock never goes back, the coarse clock is not ahead of the fine
+// one nor the monotonic one of boot time, jiffies never go back, random numbers are 32-bit.
+
+#[test]
+fn clock_and_random_helpers_keep_the_kernels_promises() {
+    let mut r = rng("clocks");
+    // (fact number, instructions leaving r8 = first value, r0 = second, the comparison that
+    // must hold)
+    let pairs: &[(&str, &str, &str)] = &[
+        ("call bpf_ktime_get_ns#5", "call bpf_ktime_get_ns#5", ">="),
+        (
+            "call bpf_ktime_get_boot_ns#125",
+            "call bpf_ktime_get_boot_ns#125",
+            ">=",
+        ),
+        (
+            "call bpf_ktime_get_coarse_ns#160",
+            "call bpf_ktime_get_coarse_ns#160",
+            ">=",
+        ),
+        ("call bpf_jiffies64#118", "call bpf_jiffies64#118", ">="),
+        (
+            "call bpf_ktime_get_coarse_ns#160",
+            "call bpf_ktime_get_ns#5",
+            ">=",
+        ),
+        (
+            "call bpf_ktime_get_ns#5",
+            "call bpf_ktime_get_boot_ns#125",
+            ">=",
+        ),
+        (
+            "call bpf_get_prandom_u32#7",
+            "call bpf_get_prandom_u32#7",
+            "!=",
+        ),
+    ];
+    let mut body = String::new();
+    for (n, (first, second, holds)) in pairs.iter().enumerate() {
+        body += &format!(
+            "{first}\nr8 = r0\n{second}\nr7 = 1\nif r0 {holds} r8 goto fact{n}\nr7 = 0\nfact{n}:\n\
+             *(u64 *)(r10 -{}) = r7\nr0 >>= 32\n*(u64 *)(r10 -{}) = r0\n",
+            304 + 16 * n,
+            312 + 16 * n
+        );
+    }
+    // The 32-bit random number's upper half is zero; the clocks' are not compared.
+    for n in 0..pairs.len() - 1 {
+        body += &format!("r1 = 0\n*(u64 *)(r10 -{}) = r1\n", 312 + 16 * n);
+    }
+    body += "r0 = 0\n";
+    let cases = vec![Case::new(
+        "clocks and random numbers",
+        body,
+        packet(&mut r, 64),
+    )];
+    check_all("clocks", &cases);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Coverage of the families above
+
+/// Every helper bpfemu implements is called by one of the families above (by its id in a
+/// `call name#ID` line, or in an `(ID, "name")` table).
+#[test]
+fn every_helper_has_a_family() {
+    let source = include_str!("helpers_vs_kernel.rs");
+    let missing: Vec<String> = bpfemu_vm::xdp::helpers::HELPERS
+        .iter()
+        .filter(|h| {
+            ![
+                format!("#{}\\n", h.id),
+                format!("#{}\"", h.id),
+                format!("({}, \"", h.id),
+            ]
+            .iter()
+            .any(|p| source.contains(p.as_str()))
+        })
+        .map(|h| format!("{} ({})", h.name, h.id))
+        .collect();
+    assert!(missing.is_empty(), "helpers without a family: {missing:?}");
 }

@@ -91,16 +91,22 @@ fn c_strncmp(a: &[u8], b: &[u8]) -> i32 {
 pub const BPF_LOOP_MAX: u64 = 1 << 23;
 
 /// `bpf_loop(nr_loops, callback, ctx, flags)`: calls `callback(i, ctx)` for i = 0, 1, ...
-/// until `nr_loops` calls or a nonzero return; answers the number of calls. Flags must be 0
-/// (EINVAL), and at most [`BPF_LOOP_MAX`] loops are allowed (E2BIG).
+/// until `nr_loops` calls or a nonzero return; answers the number of calls.
+///
+/// Two kernels' worth of semantics: when the flags are zero the verifier (6.18's
+/// `inline_bpf_loop`) replaces the call with a loop of its own, which compares all 64 bits of
+/// `nr_loops` with [`BPF_LOOP_MAX`] and answers E2BIG with a 32-bit move (0x00000000fffffff9).
+/// Otherwise the helper runs: it refuses the flags (EINVAL, sign-extended). The kernel inlines
+/// only where the verifier proved the flags zero at every visit; bpfemu decides on the flags'
+/// value at run time, which differs only for flags that are zero but unknown to the verifier
+/// (the helper then takes `nr_loops` as a u32).
 pub fn bpf_loop(_env: &mut XdpEnv<'_>, a: [u64; 5], _mem: &mut Memory) -> HelperResult {
     let [nr, callback, ctx, flags, _] = a;
-    let nr = nr as u32 as u64;
     if flags != 0 {
         return ret(Errno::EINVAL.as_ret());
     }
     if nr > BPF_LOOP_MAX {
-        return ret(Errno::E2BIG.as_ret());
+        return ret(Errno::E2BIG.as_ret() as u32 as u64);
     }
     Ok(HelperOutcome::Callbacks(Box::new(Loop {
         nr,

@@ -5,8 +5,9 @@
 //! One file per family: [`maps`] (map operations and `bpf_for_each_map_elem`), [`packet`]
 //! (frame bounds, packet bytes, checksums, MTU, FIB), [`redirect`] (redirects and tail
 //! calls), [`events`] (ring buffers, perf events), [`printk`] (`bpf_trace_printk`,
-//! `bpf_snprintf`), [`misc`] (clocks, random numbers, CPU, locks, strings, `bpf_loop`).
+//! `bpf_snprintf`; their formatting in [`bprintf`]), [`misc`] (clocks, random numbers, CPU, locks, strings, `bpf_loop`).
 
+pub mod bprintf;
 pub mod events;
 pub mod maps;
 pub mod misc;

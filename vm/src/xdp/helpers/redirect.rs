@@ -79,9 +79,10 @@ pub fn redirect_map(env: &mut XdpEnv<'_>, a: [u64; 5], _mem: &mut Memory) -> Hel
     }
 }
 
-/// `bpf_tail_call(ctx, prog_array, index)`: falls through (the call returns) when the index is
-/// past the array, when [`MAX_TAIL_CALL_CNT`] tail calls were taken, or when the slot is
-/// empty (the count goes up even then, as in the kernel).
+/// `bpf_tail_call(ctx, prog_array, index)`: falls through (the call returns) when the index's
+/// low 32 bits are past the array, when [`MAX_TAIL_CALL_CNT`] tail calls were taken, or when
+/// the slot is empty. Only a call that goes somewhere counts toward the limit (6.18's JIT and
+/// interpreter both count after finding the program).
 pub fn tail_call(env: &mut XdpEnv<'_>, a: [u64; 5], _mem: &mut Memory) -> HelperResult {
     let index = map_index(env.maps, a[1])?;
     let map = env.maps.get(index).expect("checked");
@@ -95,12 +96,12 @@ pub fn tail_call(env: &mut XdpEnv<'_>, a: [u64; 5], _mem: &mut Memory) -> Helper
     if slot >= map.max_entries() || env.run.tail_calls >= MAX_TAIL_CALL_CNT {
         return ret(0);
     }
+    let Some(prog) = map.prog_array_get(slot) else {
+        return ret(0);
+    };
     env.run.tail_calls += 1;
-    match map.prog_array_get(slot) {
-        Some(prog) => match env.unprepared.get(prog as usize).and_then(Option::as_ref) {
-            Some(e) => Err(HelperError::Failed(format!("tail call into {e}"))),
-            None => Ok(HelperOutcome::TailCall(prog as usize)),
-        },
-        None => ret(0),
+    match env.unprepared.get(prog as usize).and_then(Option::as_ref) {
+        Some(e) => Err(HelperError::Failed(format!("tail call into {e}"))),
+        None => Ok(HelperOutcome::TailCall(prog as usize)),
     }
 }
