@@ -1012,6 +1012,118 @@ fn map_element_helpers_equal_the_kernels() {
     check_all("map elements", &cases);
 }
 
+/// `BPF_F_NO_PREALLOC`, which an LPM trie must have.
+const BPF_F_NO_PREALLOC: u32 = 1;
+
+/// An LPM trie key: prefix length, then an IPv4 address.
+fn lpm_key(prefix_len: u32, addr: [u8; 4]) -> Vec<u8> {
+    [prefix_len.to_le_bytes(), addr].concat()
+}
+
+#[test]
+fn lpm_trie_element_helpers_equal_the_kernels() {
+    let mut r = rng("lpm");
+    let addrs = [
+        [10, 0, 0, 1],
+        [10, 1, 2, 3],
+        [10, 1, 255, 1],
+        [192, 168, 1, 1],
+        [0, 0, 0, 0],
+        [255, 255, 255, 255],
+    ];
+    let lens = [0u32, 1, 8, 16, 24, 31, 32, 33];
+    let mut cases = Vec::new();
+    for _ in 0..random_cases() * 2 {
+        let mut trie = MapDef::new(MapType::LpmTrie, 8, 8, 6);
+        trie.flags = BPF_F_NO_PREALLOC;
+        for _ in 0..r.below(6) {
+            let key = lpm_key(r.pick(&lens[..7]), r.pick(&addrs));
+            if !trie.entries.iter().any(|(k, _)| *k == key) {
+                trie.entries.push((key, r.bytes(8)));
+            }
+        }
+        let mut body = String::new();
+        let mut what = Vec::new();
+        for step in 0..4 {
+            let (len, addr) = (r.pick(&lens), r.pick(&addrs));
+            let key = u64::from_le_bytes(lpm_key(len, addr).try_into().expect("8 bytes"));
+            body += &format!("r1 = {key:#x} ll\n*(u64 *)(r10 -16) = r1\n");
+            let op = match r.below(3) {
+                0 => {
+                    let flags = r.pick(&[0u64, 1, 2, 3]);
+                    body += &format!(
+                        "r1 = MAP1\n{}{}r4 = {flags}\ncall bpf_map_update_elem#2\n",
+                        stack_ptr(2, 16),
+                        stack_ptr(3, 100 + 16 * step)
+                    );
+                    format!("update({flags})")
+                }
+                1 => {
+                    body += &format!(
+                        "r1 = MAP1\n{}call bpf_map_delete_elem#3\n",
+                        stack_ptr(2, 16)
+                    );
+                    "delete".to_string()
+                }
+                _ => {
+                    // The value found (or zeros) goes into the buffer.
+                    body += &format!(
+                        "r1 = MAP1\n{}call bpf_map_lookup_elem#1\nr1 = 0\n*(u64 *)(r10 -{o}) = r1\n\
+                         if r0 == 0x0 goto miss{step}\nr1 = *(u64 *)(r0 +0)\n\
+                         *(u64 *)(r10 -{o}) = r1\nr0 = 1\nmiss{step}:\n",
+                        stack_ptr(2, 16),
+                        o = 304 + 16 * step,
+                    );
+                    "lookup".to_string()
+                }
+            };
+            what.push(format!(
+                "{op} {}/{len}",
+                addr.map(|b| b.to_string()).join(".")
+            ));
+            body += &format!("*(u64 *)(r10 -{}) = r0\n", 400 + 8 * step);
+        }
+        let label = format!("{} prefixes: {}", trie.entries.len(), what.join(", "));
+        cases.push(Case::new(label, body, packet(&mut r, 64)).with_map(trie));
+    }
+    check_all("lpm trie", &cases);
+}
+
+/// `BPF_F_ZERO_SEED`: a bloom filter's hashes as the kernel's, not seeded at random.
+const BPF_F_ZERO_SEED: u32 = 1 << 6;
+
+#[test]
+fn bloom_filter_helpers_equal_the_kernels() {
+    let mut r = rng("bloom");
+    let values = [0u32, 1, 2, 0xdead_beef, 0xffff_ffff, 77, 78, 79];
+    let mut cases = Vec::new();
+    for _ in 0..random_cases() * 2 {
+        let mut bloom = MapDef::new(MapType::BloomFilter, 0, 4, r.pick(&[1u32, 4, 16]));
+        bloom.flags = BPF_F_ZERO_SEED;
+        let mut body = String::new();
+        let mut what = Vec::new();
+        for step in 0..6 {
+            let value = r.pick(&values);
+            body += &format!("r1 = {value:#x}\n*(u32 *)(r10 -16) = r1\n");
+            if r.below(2) == 0 {
+                let flags = r.pick(&[0u64, 0, 0, 1, 2]);
+                body += &format!(
+                    "r1 = MAP1\n{}r3 = {flags}\ncall bpf_map_push_elem#87\n",
+                    stack_ptr(2, 16)
+                );
+                what.push(format!("push({value:#x}, {flags})"));
+            } else {
+                body += &format!("r1 = MAP1\n{}call bpf_map_peek_elem#89\n", stack_ptr(2, 16));
+                what.push(format!("peek({value:#x})"));
+            }
+            body += &format!("*(u64 *)(r10 -{}) = r0\n", 400 + 8 * step);
+        }
+        let label = format!("bloom of {}: {}", bloom.max_entries, what.join(", "));
+        cases.push(Case::new(label, body, packet(&mut r, 64)).with_map(bloom));
+    }
+    check_all("bloom filter", &cases);
+}
+
 #[test]
 fn queue_and_stack_helpers_equal_the_kernels() {
     let mut r = rng("queue");
