@@ -51,6 +51,9 @@ struct MapDef {
     frozen: bool,
     /// The value is `struct { struct bpf_spin_lock lock; u32 data; }`, described by BTF.
     spin_lock: bool,
+    /// For a map of maps: the map (number) its inner maps are like; its entries' values are
+    /// map numbers (u32).
+    inner: Option<usize>,
 }
 
 impl MapDef {
@@ -64,6 +67,7 @@ impl MapDef {
             entries: Vec::new(),
             frozen: false,
             spin_lock: false,
+            inner: None,
         }
     }
 
@@ -323,6 +327,7 @@ fn run_kernel(case: &Case, src: &str, cpus: u32) -> Result<Seen, String> {
             value_size: d.value_size,
             max_entries: d.max_entries,
             map_flags: d.flags,
+            inner_map_fd: d.inner.map(|n| fds[n].as_raw_fd()),
             btf: d.spin_lock.then(|| kernel::MapBtf {
                 fd: lock_btf.as_raw_fd(),
                 key_type_id: 1,
@@ -331,7 +336,7 @@ fn run_kernel(case: &Case, src: &str, cpus: u32) -> Result<Seen, String> {
             ..Default::default()
         })
         .map_err(|e| format!("map {n}: create: errno {e}"))?;
-        if d.map_type != MapType::ProgArray {
+        if d.map_type != MapType::ProgArray && d.inner.is_none() {
             for (k, v) in &d.entries {
                 let value = per_cpu_value(d, v, cpus);
                 bpfemu_conformance::libbpf::map_update_fd(fd.as_fd(), k, &value, 0)
@@ -353,12 +358,17 @@ fn run_kernel(case: &Case, src: &str, cpus: u32) -> Result<Seen, String> {
         targets.push(fd);
     }
     for (n, d) in defs.iter().enumerate() {
-        if d.map_type != MapType::ProgArray {
+        if d.map_type != MapType::ProgArray && d.inner.is_none() {
             continue;
         }
         for (k, v) in &d.entries {
-            let target = u32::from_le_bytes(v[..4].try_into().expect("a u32"));
-            let value = (targets[target as usize].as_raw_fd() as u32).to_ne_bytes();
+            let target = u32::from_le_bytes(v[..4].try_into().expect("a u32")) as usize;
+            let fd = if d.inner.is_some() {
+                fds[target].as_raw_fd()
+            } else {
+                targets[target].as_raw_fd()
+            };
+            let value = (fd as u32).to_ne_bytes();
             bpfemu_conformance::libbpf::map_update_fd(fds[n].as_fd(), k, &value, 0)
                 .map_err(|e| format!("map {n}: slot: errno {e}"))?;
         }
@@ -440,7 +450,29 @@ fn run_bpfemu(case: &Case, src: &str, cpus: u32) -> Result<Seen, String> {
                 d.max_entries,
             );
             spec.map_flags = d.flags;
+            spec.spin_lock_off = d.spin_lock.then_some(0);
+            if let Some(template) = d.inner {
+                let t = &defs[template];
+                spec = spec.with_inner(MapSpec::new(
+                    &format!("map{template}"),
+                    t.map_type,
+                    t.key_size,
+                    t.value_size,
+                    t.max_entries,
+                ));
+            }
             let mut init = MapInit::default();
+            if d.inner.is_some() {
+                init.map_slots = d
+                    .entries
+                    .iter()
+                    .map(|(k, v)| {
+                        let slot = u32::from_le_bytes(k[..4].try_into().expect("a u32"));
+                        let map = u32::from_le_bytes(v[..4].try_into().expect("a u32"));
+                        (slot, map as usize)
+                    })
+                    .collect();
+            }
             if d.map_type == MapType::ProgArray {
                 init.prog_slots = d
                     .entries
@@ -476,7 +508,7 @@ fn run_bpfemu(case: &Case, src: &str, cpus: u32) -> Result<Seen, String> {
     {
         let (maps, mem) = rt.maps_mut();
         for (n, d) in defs.iter().enumerate() {
-            if d.map_type == MapType::ProgArray {
+            if d.map_type == MapType::ProgArray || d.inner.is_some() {
                 continue;
             }
             for (k, v) in &d.entries {
@@ -1122,6 +1154,68 @@ fn bloom_filter_helpers_equal_the_kernels() {
         cases.push(Case::new(label, body, packet(&mut r, 64)).with_map(bloom));
     }
     check_all("bloom filter", &cases);
+}
+
+#[test]
+fn map_in_map_lookups_equal_the_kernels() {
+    let mut r = rng("map_in_map");
+    let mut cases = Vec::new();
+    for outer_type in [MapType::ArrayOfMaps, MapType::HashOfMaps] {
+        for _ in 0..random_cases() {
+            // Maps 1 and 2 are the inner arrays; map 3 holds them at keys 0 and 5 (an array
+            // of maps has 3 slots: 5 is past its end, slot 2 is empty).
+            let inner = |r: &mut Rng| {
+                let mut m = MapDef::new(MapType::Array, 4, 8, 4);
+                for k in 0..4u32 {
+                    m.entries.push((k.to_le_bytes().to_vec(), r.bytes(8)));
+                }
+                m
+            };
+            let (first, second) = (inner(&mut r), inner(&mut r));
+            let mut outer = MapDef::new(outer_type, 4, 4, 3);
+            outer.inner = Some(1);
+            outer.entries = vec![
+                (0u32.to_le_bytes().to_vec(), 1u32.to_le_bytes().to_vec()),
+                (1u32.to_le_bytes().to_vec(), 2u32.to_le_bytes().to_vec()),
+            ];
+            let mut body = String::new();
+            let mut what = Vec::new();
+            for step in 0..3 {
+                let (outer_key, inner_key) = (r.pick(&[0u32, 1, 2, 5]), r.pick(&[0u32, 3, 4]));
+                let update = r.below(2) == 0;
+                body += &format!(
+                    "r1 = {outer_key}\n*(u32 *)(r10 -16) = r1\nr1 = MAP3\n{}\
+                     call bpf_map_lookup_elem#1\nif r0 == 0x0 goto none{step}\nr7 = r0\n\
+                     r1 = {inner_key}\n*(u32 *)(r10 -24) = r1\nr1 = r7\n{}",
+                    stack_ptr(2, 16),
+                    stack_ptr(2, 24),
+                );
+                if update {
+                    body += &format!(
+                        "{}r4 = 0\ncall bpf_map_update_elem#2\n",
+                        stack_ptr(3, 100 + 16 * step)
+                    );
+                } else {
+                    body += &format!(
+                        "call bpf_map_lookup_elem#1\nif r0 == 0x0 goto none{step}\n\
+                         r1 = *(u64 *)(r0 +0)\n*(u64 *)(r10 -{}) = r1\nr0 = 1\n",
+                        304 + 16 * step
+                    );
+                }
+                body += &format!("none{step}:\n*(u64 *)(r10 -{}) = r0\n", 400 + 8 * step);
+                let op = if update { "update" } else { "lookup" };
+                what.push(format!("{op} [{outer_key}][{inner_key}]"));
+            }
+            let label = format!("{outer_type:?}: {}", what.join(", "));
+            cases.push(
+                Case::new(label, body, packet(&mut r, 64))
+                    .with_map(first)
+                    .with_map(second)
+                    .with_map(outer),
+            );
+        }
+    }
+    check_all("map in map", &cases);
 }
 
 #[test]
