@@ -3,7 +3,8 @@
 //! buffer it may have written into a result map, and return; the same program runs in the
 //! kernel (BPF_PROG_TEST_RUN) and in bpfemu's XDP runtime, and everything is compared: the
 //! program's return value, `data_out` (every packet byte), and every entry of every map
-//! (the result map included, so every byte the helper wrote to the stack).
+//! (the result map included, so every byte the helper wrote to the stack). bpfemu runs each
+//! case twice, in its interpreter and in its (checked) JIT.
 //!
 //! Each family draws `BPFEMU_HELPER_CASES` random cases (default 8) besides its fixed edge
 //! cases, from a seed (`BPFEMU_HELPER_SEED`, default fixed) printed on failure.
@@ -436,7 +437,8 @@ fn per_cpu_value(d: &MapDef, v: &[u8], cpus: u32) -> Vec<u8> {
     out
 }
 
-fn run_bpfemu(case: &Case, src: &str, cpus: u32) -> Result<Seen, String> {
+/// Runs `case` in bpfemu, with the interpreter or the (checked) JIT.
+fn run_bpfemu(case: &Case, src: &str, cpus: u32, jit: bool) -> Result<Seen, String> {
     let defs = case.all_maps();
     let specs = defs
         .iter()
@@ -505,6 +507,10 @@ fn run_bpfemu(case: &Case, src: &str, cpus: u32) -> Result<Seen, String> {
         });
     }
     let mut rt = XdpRuntime::new(progs, specs, cfg).map_err(|e| format!("runtime: {e}"))?;
+    if jit {
+        rt.set_engine(&bpfemu_jit::Jit::new(bpfemu_jit::Mode::Checked))
+            .map_err(|e| format!("JIT: {e}"))?;
+    }
     {
         let (maps, mem) = rt.maps_mut();
         for (n, d) in defs.iter().enumerate() {
@@ -569,16 +575,24 @@ fn check_all(family: &str, cases: &[Case]) {
     });
     let mut failures = Vec::new();
     for ((case, src), kernel) in cases.iter().zip(&sources).zip(kernel_seen) {
-        let ours = run_bpfemu(case, src, cpus);
-        match (&kernel, &ours) {
-            (Ok(k), Ok(o)) if k == o => {}
-            (Ok(k), Ok(o)) => failures.push(format!(
-                "{family}: {}: {}",
-                case.label,
-                describe_difference(k, o)
-            )),
-            (Err(k), _) => failures.push(format!("{family}: {}: kernel: {k}", case.label)),
-            (Ok(_), Err(o)) => failures.push(format!("{family}: {}: bpfemu: {o}", case.label)),
+        if let Err(k) = &kernel {
+            failures.push(format!("{family}: {}: kernel: {k}", case.label));
+            continue;
+        }
+        for (engine, jit) in [("interp", false), ("jit", true)] {
+            let ours = run_bpfemu(case, src, cpus, jit);
+            match (&kernel, &ours) {
+                (Ok(k), Ok(o)) if k == o => {}
+                (Ok(k), Ok(o)) => failures.push(format!(
+                    "{family}: {} ({engine}): {}",
+                    case.label,
+                    describe_difference(k, o)
+                )),
+                (_, Err(o)) => {
+                    failures.push(format!("{family}: {} ({engine}): bpfemu: {o}", case.label))
+                }
+                (Err(_), Ok(_)) => unreachable!("kernel failures are taken above"),
+            }
         }
     }
     eprintln!("{family}: {} cases, {} differ", cases.len(), failures.len());
