@@ -915,6 +915,22 @@ fn packet_byte_helpers_equal_the_kernels() {
             cases.push(case);
         }
     }
+    // Growing and shrinking a multi-buffer frame's tail: within the last fragment, across
+    // fragments, into the linear part.
+    for _ in 0..random_cases() {
+        let len = r.pick(&[3521usize, 5000, 7617, 9000]);
+        let d = r.pick(&[-1i64, -97, -1500, -4097, -5000, 1, 100, 3000, 4096, 0]);
+        let mut case = Case::new(
+            format!("adjust_tail({d}) then get_buff_len on {len} bytes, frags"),
+            format!(
+                "r1 = r6\nr2 = {d}\ncall bpf_xdp_adjust_tail#65\n*(u64 *)(r10 -400) = r0\n\
+                 r1 = r6\ncall bpf_xdp_get_buff_len#188\n"
+            ),
+            packet(&mut r, len),
+        );
+        case.prog_flags = BPF_F_XDP_HAS_FRAGS;
+        cases.push(case);
+    }
     for _ in 0..random_cases() {
         let d = delta(&mut r);
         let body = format!(
