@@ -2154,6 +2154,9 @@ pub struct ProgramVerdict {
 /// bpfemu's verdict on one program.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct BpfemuVerdict {
+    /// False for programs bpfemu's verifier does not judge (not XDP): then nothing else
+    /// counts, and the program is left out of the agreement.
+    pub verified: bool,
     pub accepted: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -2165,8 +2168,18 @@ impl BpfemuVerdict {
     /// bpfemu's verifier on program `p` of `object`.
     pub fn of(object: &bpfemu_loader::Object, p: &bpfemu_loader::ProgramSpec) -> BpfemuVerdict {
         use bpfemu_verifier::{Options, ProgramInput, verify};
+        if !crate::verify::is_verified_type(p) {
+            return BpfemuVerdict {
+                verified: false,
+                accepted: false,
+                error: Some(crate::verify::not_verified_reason(p)),
+                processed_insns: 0,
+                verification_time_usec: 0,
+            };
+        }
         let v = verify(&ProgramInput::new(object, p), &Options::default());
         BpfemuVerdict {
+            verified: true,
             accepted: v.is_accepted(),
             // Compared with the kernel's last meaningful log line: where the kernel logs no
             // reason, bpfemu's log gives that line too.
@@ -2181,7 +2194,8 @@ impl BpfemuVerdict {
 
     /// Whether the kernel said the same: verdict, and error line for a rejection.
     pub fn agrees_with(&self, kernel: &KernelVerdict) -> bool {
-        self.accepted == kernel.accepted && (self.accepted || self.error == kernel.error)
+        !self.verified
+            || self.accepted == kernel.accepted && (self.accepted || self.error == kernel.error)
     }
 }
 
@@ -2274,6 +2288,13 @@ pub fn format_verdicts(object: &str, verdicts: &[ProgramVerdict]) -> String {
     let verdict = |accepted: bool| if accepted { "accepted" } else { "rejected" };
     for v in verdicts {
         let num = |n: Option<u64>| n.map_or("-".to_owned(), |n| n.to_string());
+        let ours = |n: u64| {
+            if v.bpfemu.verified {
+                n.to_string()
+            } else {
+                "-".into()
+            }
+        };
         writeln!(
             out,
             "{:<width$}  {:<8}  {:>10}  {:>10}  {:<8}  {:>10}  {:>10}  {:<5}  {}",
@@ -2281,14 +2302,30 @@ pub fn format_verdicts(object: &str, verdicts: &[ProgramVerdict]) -> String {
             verdict(v.kernel.accepted),
             num(v.kernel.processed_insns),
             num(v.kernel.verification_time_usec),
-            verdict(v.bpfemu.accepted),
-            v.bpfemu.processed_insns,
-            v.bpfemu.verification_time_usec,
-            if v.agree { "yes" } else { "NO" },
+            if v.bpfemu.verified {
+                verdict(v.bpfemu.accepted)
+            } else {
+                "-"
+            },
+            ours(v.bpfemu.processed_insns),
+            ours(v.bpfemu.verification_time_usec),
+            match (v.bpfemu.verified, v.agree) {
+                (false, _) => "-",
+                (true, true) => "yes",
+                (true, false) => "NO",
+            },
             v.kernel.error.as_deref().unwrap_or("")
         )
         .expect("string");
-        if !v.agree && v.bpfemu.error.is_some() {
+        if !v.bpfemu.verified {
+            writeln!(
+                out,
+                "{:<width$}  bpfemu: {}",
+                "",
+                v.bpfemu.error.as_deref().unwrap_or("")
+            )
+            .expect("string");
+        } else if !v.agree && v.bpfemu.error.is_some() {
             writeln!(
                 out,
                 "{:<width$}  bpfemu error: {}",
@@ -2299,13 +2336,19 @@ pub fn format_verdicts(object: &str, verdicts: &[ProgramVerdict]) -> String {
         }
     }
     let accepted = verdicts.iter().filter(|v| v.kernel.accepted).count();
-    writeln!(
+    let verified = verdicts.iter().filter(|v| v.bpfemu.verified);
+    write!(
         out,
         "{} programs: {accepted} accepted, {} rejected by the kernel; bpfemu agrees on {}",
         verdicts.len(),
         verdicts.len() - accepted,
-        verdicts.iter().filter(|v| v.agree).count()
+        verified.clone().filter(|v| v.agree).count()
     )
     .expect("string");
+    let others = verdicts.len() - verified.count();
+    if others > 0 {
+        write!(out, " ({others} not verified: not XDP)").expect("string");
+    }
+    out.push('\n');
     out
 }

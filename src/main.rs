@@ -575,7 +575,11 @@ fn diff(args: &DiffArgs) -> anyhow::Result<ExitCode> {
         }
         // A program the kernel rejects fails the run, as it would fail the deploy; so does a
         // verdict or message of bpfemu's verifier that differs from the kernel's.
-        let rejected = verdicts.iter().any(|v| !v.kernel.accepted);
+        // Programs bpfemu does not verify (not XDP) are shown, not judged: the kernel may
+        // refuse them only for want of what a loader gives them (an attach target).
+        let rejected = verdicts
+            .iter()
+            .any(|v| v.bpfemu.verified && !v.kernel.accepted);
         let disagree = verdicts.iter().any(|v| !v.agree);
         return Ok(ExitCode::from(u8::from(rejected || disagree)));
     }
@@ -628,18 +632,25 @@ fn verify(
     use bpfemu::verify;
     let object = load_object(obj, load)?;
     let name = obj.display().to_string();
-    let verdicts = verify::verify_object(&object, prog, log_level)
+    let report = verify::verify_object(&object, prog, log_level)
         .with_context(|| format!("{name}: no program named '{}'", prog.unwrap_or_default()))?;
-    if verdicts.is_empty() {
+    if report.verdicts.is_empty() && report.not_verified.is_empty() {
         anyhow::bail!("{name}: the object holds no program");
     }
     if json {
-        let doc = verify::to_json(&name, &verdicts, log_level > 0);
+        let doc = verify::to_json(&name, &report, log_level > 0);
         writeln!(stdout(), "{}", serde_json::to_string_pretty(&doc)?)?;
     } else {
-        write!(stdout(), "{}", verify::to_text(&name, &verdicts))?;
+        write!(stdout(), "{}", verify::to_text(&name, &report))?;
     }
-    Ok(if verdicts.iter().all(|v| v.accepted()) {
+    if report.verdicts.is_empty() {
+        // Nothing judged: saying "accepted" would pass a CI job that checked nothing.
+        eprintln!(
+            "bpfemu: {name}: no XDP program to verify (bpfemu's verifier judges XDP programs)"
+        );
+        return Ok(ExitCode::from(2));
+    }
+    Ok(if report.verdicts.iter().all(|v| v.accepted()) {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

@@ -4,6 +4,7 @@
 
 use bpfemu_isa::disasm::log_line;
 use bpfemu_isa::{Insn, RawInsn};
+use bpfemu_loader::kinds::{BPF_PROG_TYPE_XDP, prog_type_short_name};
 use bpfemu_loader::{Object, ProgramSpec, SourceLine};
 use bpfemu_verifier::{Options, ProgramInput, Verdict, verify};
 use serde_json::{Value, json};
@@ -21,12 +22,32 @@ impl ProgramVerdict<'_> {
     }
 }
 
+/// What `bpfemu verify` found in an object.
+pub struct Report<'a> {
+    pub verdicts: Vec<ProgramVerdict<'a>>,
+    /// Programs of other types than XDP, which bpfemu's verifier does not judge (a tracepoint
+    /// or tc program beside the XDP one is common): named, neither accepted nor rejected.
+    pub not_verified: Vec<&'a ProgramSpec>,
+}
+
+/// Whether bpfemu's verifier judges programs of `program`'s type.
+pub fn is_verified_type(program: &ProgramSpec) -> bool {
+    program.prog_type == BPF_PROG_TYPE_XDP
+}
+
+/// Why `program` is not verified, for the reports.
+pub fn not_verified_reason(program: &ProgramSpec) -> String {
+    let kind = prog_type_short_name(program.prog_type)
+        .unwrap_or_else(|| format!("type {}", program.prog_type));
+    format!("not verified: bpfemu's verifier judges XDP programs, and this is a {kind} program")
+}
+
 /// Verifies the programs of `obj` (only `only` when given; `None` from an unknown name).
 pub fn verify_object<'a>(
     obj: &'a Object,
     only: Option<&str>,
     log_level: u32,
-) -> Option<Vec<ProgramVerdict<'a>>> {
+) -> Option<Report<'a>> {
     let selected: Vec<&ProgramSpec> = obj
         .programs
         .iter()
@@ -39,15 +60,18 @@ pub fn verify_object<'a>(
         log_level,
         ..Options::default()
     };
-    Some(
-        selected
+    let (xdp, other): (Vec<&ProgramSpec>, Vec<&ProgramSpec>) =
+        selected.into_iter().partition(|p| is_verified_type(p));
+    Some(Report {
+        verdicts: xdp
             .into_iter()
             .map(|program| ProgramVerdict {
                 program,
                 verdict: verify(&ProgramInput::new(obj, program), &opts),
             })
             .collect(),
-    )
+        not_verified: other,
+    })
 }
 
 /// Verifies one program; `Err` with the verifier's message, placed, when it is rejected. What
@@ -117,7 +141,8 @@ fn place(src: &SourceLine) -> String {
 }
 
 /// The text report: per program the log (at the level asked), the error, and one summary line.
-pub fn to_text(object: &str, verdicts: &[ProgramVerdict<'_>]) -> String {
+pub fn to_text(object: &str, report: &Report<'_>) -> String {
+    let verdicts = &report.verdicts;
     let mut out = String::new();
     for v in verdicts {
         if !v.verdict.log.is_empty() {
@@ -141,20 +166,36 @@ pub fn to_text(object: &str, verdicts: &[ProgramVerdict<'_>]) -> String {
         )
         .expect("string");
     }
+    for p in &report.not_verified {
+        writeln!(
+            out,
+            "{object}: {} ({}): {}",
+            p.name,
+            p.section,
+            not_verified_reason(p)
+        )
+        .expect("string");
+    }
     let rejected = verdicts.iter().filter(|v| !v.accepted()).count();
-    writeln!(
+    let others = report.not_verified.len();
+    write!(
         out,
         "{} programs: {} accepted, {rejected} rejected",
-        verdicts.len(),
+        verdicts.len() + others,
         verdicts.len() - rejected
     )
     .expect("string");
+    if others > 0 {
+        write!(out, ", {others} not verified (not XDP)").expect("string");
+    }
+    out.push('\n');
     out
 }
 
-/// The JSON report.
-pub fn to_json(object: &str, verdicts: &[ProgramVerdict<'_>], with_log: bool) -> Value {
-    let programs: Vec<Value> = verdicts
+/// The JSON report: `programs` verified, `not_verified` the others.
+pub fn to_json(object: &str, report: &Report<'_>, with_log: bool) -> Value {
+    let programs: Vec<Value> = report
+        .verdicts
         .iter()
         .map(|v| {
             let s = &v.verdict.stats;
@@ -188,5 +229,10 @@ pub fn to_json(object: &str, verdicts: &[ProgramVerdict<'_>], with_log: bool) ->
             p
         })
         .collect();
-    json!({ "object": object, "programs": programs })
+    let not_verified: Vec<Value> = report
+        .not_verified
+        .iter()
+        .map(|p| json!({"name": p.name, "section": p.section, "reason": not_verified_reason(p)}))
+        .collect();
+    json!({ "object": object, "programs": programs, "not_verified": not_verified })
 }

@@ -140,6 +140,32 @@ fn legacy_map_definitions_are_compared() {
     assert!(text(&out.stdout).ends_with("200 packets, 0 mismatches\n"));
 }
 
+/// `--verifier` shows programs of other types than XDP with the kernel's verdict and no
+/// bpfemu verdict, and leaves them out of the agreement and the exit code.
+#[test]
+fn verifier_comparison_leaves_programs_of_other_types_out() {
+    if !kernel_or_skip("verifier_comparison_leaves_programs_of_other_types_out") {
+        return;
+    }
+    let out = bpfemu(&["diff", "--verifier", "tests/objects/beside_xdp.o"]);
+    assert_eq!(out.status.code(), Some(0), "{}", all(&out));
+    let stdout = text(&out.stdout);
+    let tc = stdout
+        .lines()
+        .find(|l| l.starts_with("tc_pass "))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        tc.contains(" accepted ") && tc.trim_end().ends_with('-'),
+        "{stdout}"
+    );
+    assert!(
+        stdout.ends_with(
+            "3 programs: 3 accepted, 0 rejected by the kernel; bpfemu agrees on 1 (2 not verified: not XDP)\n"
+        ),
+        "{stdout}"
+    );
+}
+
 /// `--verifier` exits 1 when the kernel rejects a program, and names the kernel's error, not
 /// the register states printed after it.
 #[test]

@@ -282,3 +282,49 @@ fn without_times(report: &str) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+/// Programs of other types beside an XDP one (a tracepoint, a tc program) are named as not
+/// verified, neither accepted nor rejected: the XDP verdict decides the exit code, and an
+/// object or selection with nothing bpfemu verifies exits 2 rather than pass a CI job that
+/// checked nothing.
+#[test]
+fn programs_of_other_types_are_named_not_verified() {
+    let obj = "tests/objects/beside_xdp.o";
+    let out = bpfemu(&["verify", obj]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    for (prog, kind) in [("count_exceptions", "tracepoint"), ("tc_pass", "sched_cls")] {
+        assert!(
+            stdout.lines().any(|l| l.contains(&format!(": {prog} ("))
+                && l.ends_with(&format!("not verified: bpfemu's verifier judges XDP programs, and this is a {kind} program"))),
+            "{prog}: {stdout}"
+        );
+    }
+    assert!(
+        stdout.contains(": short_frames (xdp): accepted, "),
+        "{stdout}"
+    );
+    assert!(
+        stdout.ends_with("3 programs: 1 accepted, 0 rejected, 2 not verified (not XDP)\n"),
+        "{stdout}"
+    );
+
+    let out = bpfemu(&["verify", "--json", obj]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(doc["programs"].as_array().map(Vec::len), Some(1), "{doc:#}");
+    let others: Vec<&str> = doc["not_verified"]
+        .as_array()
+        .expect("not_verified")
+        .iter()
+        .map(|p| p["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(others, ["count_exceptions", "tc_pass"], "{doc:#}");
+
+    let out = bpfemu(&["verify", obj, "--prog", "tc_pass"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stderr).contains("no XDP program to verify"),
+        "{}",
+        text(&out.stderr)
+    );
+}
