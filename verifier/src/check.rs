@@ -987,12 +987,26 @@ pub fn check_program(env: &mut Env<'_>, pre: &Prechecked) -> Result<(), Reject> 
         .checked
         .subprogs
         .iter()
-        .map(|s| SubprogInfo {
-            start: s.start,
-            name: function_name(env, s.start),
-            has_tail_call: s.has_tail_call,
-            has_ld_abs: s.has_ld_abs,
-            ..SubprogInfo::default()
+        .enumerate()
+        .map(|(i, s)| {
+            let func_type = (i > 0)
+                .then(|| {
+                    crate::call::global::global_func_type(
+                        env.input.btf,
+                        env.input.func_info,
+                        s.start,
+                    )
+                })
+                .flatten();
+            SubprogInfo {
+                start: s.start,
+                name: function_name(env, s.start),
+                has_tail_call: s.has_tail_call,
+                has_ld_abs: s.has_ld_abs,
+                is_global: func_type.is_some(),
+                func_type,
+                ..SubprogInfo::default()
+            }
         })
         .collect();
     for &pc in &pre.deferred {

@@ -66,6 +66,14 @@ pub struct SubprogInfo {
     pub has_ld_abs: bool,
     /// A global function (BTF linkage global): verified once against its prototype.
     pub is_global: bool,
+    /// Its BTF FUNC type (global functions).
+    pub func_type: Option<bpfemu_loader::btf::TypeId>,
+    /// Its arguments once `btf_prepare_func_args` read them (global functions).
+    pub global_args: Option<Vec<crate::call::global::GlobalArg>>,
+    /// A call to it was seen (`called`): a global function is verified only then.
+    pub called: bool,
+    /// Verified on its own already (global functions).
+    pub verified: bool,
     /// Used as a callback (its address taken with `ld_imm64` BPF_PSEUDO_FUNC).
     pub is_cb: bool,
     /// Verified as an async callback (timer).

@@ -137,10 +137,6 @@ fn finish_early(
 }
 
 fn finish(mut env: Env<'_>, result: Result<(), Reject>, started: Instant) -> Verdict {
-    let accepted = result.is_ok();
-    if accepted && env.log.level & crate::log::LEVEL1 != 0 && !env.log.level2() {
-        env.log.reset(0);
-    }
     let time = started.elapsed();
     let c = env.counters.clone();
     let stack_depth: Vec<u32> = env.subprogs.iter().map(|s| s.stack_depth).collect();
@@ -212,16 +208,85 @@ fn entry_state() -> VerifierState {
 fn do_check_main(env: &mut Env<'_>, opts: &Options) -> Result<(), Reject> {
     let state = entry_state();
     env.log.scratch_all();
-    do_check(env, state, opts)?;
+    do_check(env, state, 0, opts)?;
+    pop_log(env);
+    do_check_subprogs(env, opts)?;
     check::check_stack_depths(env)
 }
 
-/// `do_check`: the walk from `state` until every pushed branch is done.
-fn do_check(env: &mut Env<'_>, mut state: VerifierState, opts: &Options) -> Result<(), Reject> {
+/// A walk that succeeded leaves nothing in the log below level 2 (`pop_log` of
+/// `do_check_common`).
+fn pop_log(env: &mut Env<'_>) {
+    if !env.log.level2() {
+        env.log.reset(0);
+    }
+}
+
+/// `do_check_subprogs`: every global function a verified walk called, each on its own for
+/// any arguments its prototype allows, until no new one was called.
+fn do_check_subprogs(env: &mut Env<'_>, opts: &Options) -> Result<(), Reject> {
+    loop {
+        let mut verified_now = 0;
+        for subprog in 1..env.subprogs.len() {
+            let s = &env.subprogs[subprog];
+            if !s.is_global || !s.called || s.verified {
+                continue;
+            }
+            do_check_global(env, subprog, opts)?;
+            if env.log.enabled() {
+                let name = env.subprogs[subprog].name.clone();
+                env.verbose(&format!(
+                    "Func#{subprog} ('{name}') is safe for any args that match its prototype\n"
+                ));
+            }
+            env.subprogs[subprog].verified = true;
+            verified_now += 1;
+        }
+        if verified_now == 0 {
+            return Ok(());
+        }
+    }
+}
+
+/// `do_check_common` for global function `subprog`: a walk of its own, from the entry state
+/// its prototype gives, with no checkpoint of earlier walks.
+fn do_check_global(env: &mut Env<'_>, subprog: usize, opts: &Options) -> Result<(), Reject> {
+    let name = env.subprogs[subprog].name.clone();
+    if env.log.enabled() {
+        env.verbose(&format!("Validating {name}() func#{subprog}...\n"));
+    }
+    let args =
+        call::global::prepare_func_args(env, subprog).map_err(|call::global::ArgsMismatch| {
+            env.reject(
+                Errno::Einval,
+                format!("Caller passes invalid args into func#{subprog} ('{name}')"),
+            )
+        })?;
+    env.explored.clear();
+    env.buckets.iter_mut().for_each(Vec::clear);
+    env.last_linfo = None;
+    let mut state = VerifierState::new();
+    state.cur_mut().subprogno = subprog as u32;
+    state.cur_mut().regs[Reg::R10.index()] = RegState::pointer(RegType::Stack);
+    call::global::entry_regs(env, &mut state, &args);
+    env.log.scratch_all();
+    let start = env.subprogs[subprog].start;
+    do_check(env, state, start, opts)?;
+    pop_log(env);
+    Ok(())
+}
+
+/// `do_check`: the walk from `state` at `start` until every pushed branch is done.
+fn do_check(
+    env: &mut Env<'_>,
+    mut state: VerifierState,
+    start: usize,
+    opts: &Options,
+) -> Result<(), Reject> {
     let mut stack: Vec<Pending> = Vec::new();
     let mut do_print_state = false;
-    let mut prev_insn_idx = 0usize;
-    env.insn_idx = 0;
+    let mut prev_insn_idx = start;
+    env.insn_idx = start;
     loop {
         env.cur_hist_ent = false;
         env.prev_insn_idx = prev_insn_idx;
@@ -741,6 +806,17 @@ fn check_return_code(env: &mut Env<'_>, state: &mut VerifierState) -> Result<(),
     let r0 = *state.reg(Reg::R0);
     if state.cur().in_async_callback_fn {
         return check_async_callback_return(env, state);
+    }
+    if state.cur().subprogno != 0 {
+        // A global function verified on its own returns a scalar, nothing else.
+        if r0.ty != RegType::Scalar {
+            let name = crate::log::reg_type_name(env, &r0);
+            return Err(env.reject(
+                Errno::Einval,
+                format!("At subprogram exit the register R0 is not a scalar value ({name})"),
+            ));
+        }
+        return Ok(());
     }
     let Some(range) = env.prog_type.return_range(env.input.expected_attach_type) else {
         return Ok(());

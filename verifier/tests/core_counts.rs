@@ -52,18 +52,6 @@ const COUNTS_DIFFER: &[(&str, &str)] = &[
         "p4_parser.v4/xdp_p4_pipeline",
         "6.18 prunes more in the parser loop",
     ),
-    (
-        "subprogs.v2/xdp_subprogs",
-        "6.18's stack liveness follows pointers into callers' frames",
-    ),
-    (
-        "subprogs.v3/xdp_subprogs",
-        "6.18's stack liveness follows pointers into callers' frames",
-    ),
-    (
-        "subprogs.v4/xdp_subprogs",
-        "6.18's stack liveness follows pointers into callers' frames",
-    ),
 ];
 
 fn corpus() -> Vec<PathBuf> {

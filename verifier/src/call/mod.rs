@@ -4,6 +4,7 @@
 pub mod callback;
 pub mod const_str;
 pub mod dynptr;
+pub mod global;
 pub mod helper;
 pub mod kfunc;
 pub mod ksym;

@@ -26,10 +26,19 @@ pub fn check_func_call(
     };
     if env.subprogs[subprog].is_global {
         let name = env.subprogs[subprog].name.clone();
+        // `btf_check_subprog_call` comes first: its reasons are logged before the lock's.
+        let args_fit = crate::call::global::check_call_args(env, state, subprog);
         if state.active_locks > 0 {
             env.verbose("global function calls are not allowed while holding a lock,\n");
             return Err(env.reject(Errno::Einval, "use static function instead"));
         }
+        if args_fit.is_err() {
+            return Err(env.reject(
+                Errno::Einval,
+                format!("Caller passes invalid args into func#{subprog} ('{name}')"),
+            ));
+        }
+        env.subprogs[subprog].called = true;
         if env.log.enabled() {
             env.verbose(&format!(
                 "Func#{subprog} ('{name}') is global and assumed valid.\n"
