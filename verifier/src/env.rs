@@ -42,6 +42,9 @@ pub struct InsnAux {
     /// For `bpf_tail_call`: the key's constant value on every path (`map_key_state`).
     pub map_key: Option<u64>,
     pub map_key_poisoned: bool,
+    /// For `bpf_loop` calls (`loop_inline_state`): whether every visit so far passed zero
+    /// flags and the same callback (the kernel inlines the loop then), and that callback.
+    pub loop_inline: Option<(bool, usize)>,
     /// Whether the 32-bit result of this ALU instruction must be zero-extended explicitly
     /// (`zext_dst`); x86 JITs do not need it, but the xlated dump shows no difference.
     pub zext_dst: bool,

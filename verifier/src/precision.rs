@@ -23,6 +23,22 @@ struct Backtrack {
 }
 
 impl Backtrack {
+    /// The registers looked for in frame `fr`, as the kernel's log names them: `r0,r3`.
+    fn regs_text(&self, fr: usize) -> String {
+        (0..16)
+            .filter(|r| self.regs[fr] & (1 << r) != 0)
+            .map(|r| format!("r{r}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+    /// The stack slots looked for in frame `fr`: `-8,-16`.
+    fn stack_text(&self, fr: usize) -> String {
+        (0..64)
+            .filter(|s| self.stack[fr] & (1 << s) != 0)
+            .map(|s| (-(s + 1) * 8).to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
     fn empty(&self) -> bool {
         self.regs.iter().all(|r| *r == 0) && self.stack.iter().all(|s| *s == 0)
     }
@@ -58,6 +74,26 @@ pub fn mark_chain_precision(
     Ok(())
 }
 
+/// Marks the scalar spilled in stack slot `spi` of frame `frameno` precise, and everything its
+/// value came from (`bt_set_frame_slot` + `mark_chain_precision_batch`).
+pub fn mark_stack_slot_precision(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    frameno: usize,
+    spi: usize,
+) -> Result<(), Reject> {
+    if spi >= 64 || frameno >= MAX_CALL_FRAMES {
+        return Ok(());
+    }
+    let mut bt = Backtrack {
+        frame: state.curframe(),
+        ..Backtrack::default()
+    };
+    bt.stack[frameno] |= 1 << spi;
+    run(env, state, bt);
+    Ok(())
+}
+
 /// `propagate_precision`: after pruning against `old`, what `old` needed precise is needed on
 /// the current path too.
 pub fn propagate_precision(env: &mut Env<'_>, old: &VerifierState, state: &mut VerifierState) {
@@ -65,15 +101,17 @@ pub fn propagate_precision(env: &mut Env<'_>, old: &VerifierState, state: &mut V
         frame: state.curframe(),
         ..Backtrack::default()
     };
-    for (fi, frame) in old.frames.iter().enumerate() {
+    for (fi, frame) in old.frames.iter().enumerate().rev() {
         let live = env
             .live_regs
             .get(crate::prune::frame_insn_idx(old, fi))
             .copied()
             .unwrap_or(u16::MAX);
+        let mut named = Vec::new();
         for (r, reg) in frame.regs.iter().enumerate().take(10) {
             if reg.ty == RegType::Scalar && reg.precise && live & (1 << r) != 0 {
                 bt.regs[fi] |= 1 << r;
+                named.push(format!("r{r}"));
             }
         }
         for (spi, slot) in frame.stack.iter().enumerate().take(64) {
@@ -82,7 +120,11 @@ pub fn propagate_precision(env: &mut Env<'_>, old: &VerifierState, state: &mut V
                 && slot.spilled_ptr.precise
             {
                 bt.stack[fi] |= 1 << spi;
+                named.push(format!("fp{}", -(spi as i64 + 1) * 8));
             }
+        }
+        if env.log.level2() && !named.is_empty() {
+            env.verbose(&format!("frame {fi}: propagating {}\n", named.join(",")));
         }
     }
     if bt.empty() {
@@ -98,7 +140,38 @@ fn run(env: &mut Env<'_>, state: &mut VerifierState, mut bt: Backtrack) {
     let mut skip_first = true;
     let mut history: Vec<JmpHistoryEntry> = state.jmp_history.clone();
     let mut parent = state.parent;
+    // The state the walk is in: the live one, then the checkpoints it descends from.
+    let mut at: Option<usize> = None;
     loop {
+        if env.log.level2() {
+            env.verbose(&format!(
+                "mark_precise: frame{}: last_idx {last_idx} first_idx {first_idx} subseq_idx {subseq_idx} \n",
+                bt.frame
+            ));
+        }
+        if last_idx < 0 {
+            // The entry of a global function: only its arguments may be looked for, and
+            // they become precise there.
+            let st = match at {
+                None => &mut *state,
+                Some(p) => &mut env.explored[p].state,
+            };
+            if st.frames.len() == 1
+                && st.frames[0].subprogno > 0
+                && bt.stack[0] == 0
+                && bt.regs[0] & !ARGS == 0
+            {
+                for r in 1..=5 {
+                    let reg = &mut st.frames[0].regs[r];
+                    if bt.regs[0] & (1 << r) != 0 && reg.ty == RegType::Scalar {
+                        reg.precise = true;
+                    }
+                }
+                return;
+            }
+            mark_all_precise(env, state);
+            return;
+        }
         if backtrack_state(
             env,
             &mut bt,
@@ -120,6 +193,7 @@ fn run(env: &mut Env<'_>, state: &mut VerifierState, mut bt: Backtrack) {
             break;
         };
         mark_in_checkpoint(env, p, &mut bt);
+        at = Some(p);
         if bt.empty() {
             return;
         }
@@ -155,6 +229,9 @@ fn backtrack_state(
             *skip_first = false;
         } else {
             let hist = history.last().filter(|h| h.idx == i).copied();
+            if env.log.level2() {
+                log_before(env, bt, i);
+            }
             backtrack_insn(env, i, *subseq_idx, hist, bt)?;
         }
         if bt.empty() {
@@ -188,12 +265,49 @@ fn prev_insn_idx(first_idx: usize, history: &mut Vec<JmpHistoryEntry>, i: usize)
     i.checked_sub(1)
 }
 
+/// `mark_precise: frame0: regs=r2 stack= before 3: (b7) r2 = 0`.
+fn log_before(env: &mut Env<'_>, bt: &Backtrack, idx: usize) {
+    let Some(insn) = env.insn(idx).copied() else {
+        return;
+    };
+    let raw = env.prog.raw()[idx];
+    let line =
+        crate::explore::kfunc_named(&raw, bpfemu_isa::disasm::log_line(idx, raw.code, &insn));
+    let mut text = format!(
+        "mark_precise: frame{}: regs={} stack={} before {line}",
+        bt.frame,
+        bt.regs_text(bt.frame),
+        bt.stack_text(bt.frame)
+    );
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    env.verbose(&text);
+}
+
 /// Marks what is still looked for in checkpoint `p`; what is already precise there, or not a
 /// scalar, needs no further walk.
 fn mark_in_checkpoint(env: &mut Env<'_>, p: usize, bt: &mut Backtrack) {
-    let st = &mut env.explored[p].state;
-    for fr in (0..=bt.frame.min(st.frames.len() - 1)).rev() {
-        let frame = &mut st.frames[fr];
+    let frames = bt.frame.min(env.explored[p].state.frames.len() - 1);
+    for fr in (0..=frames).rev() {
+        mark_frame_in_checkpoint(env, p, fr, bt);
+        if env.log.level2() {
+            let st = &env.explored[p].state;
+            let text = crate::log::frame_state_text(env, st, &st.frames[fr], true);
+            let line = format!(
+                "mark_precise: frame{fr}: parent state regs={} stack={}: {text}\n",
+                bt.regs_text(fr),
+                bt.stack_text(fr)
+            );
+            env.verbose(&line);
+        }
+    }
+}
+
+/// [`mark_in_checkpoint`] for one frame.
+fn mark_frame_in_checkpoint(env: &mut Env<'_>, p: usize, fr: usize, bt: &mut Backtrack) {
+    {
+        let frame = &mut env.explored[p].state.frames[fr];
         for r in 0..16 {
             if bt.regs[fr] & (1 << r) == 0 {
                 continue;
@@ -224,6 +338,12 @@ fn mark_in_checkpoint(env: &mut Env<'_>, p: usize, bt: &mut Backtrack) {
 
 /// `mark_all_scalars_precise`: the fallback when backtracking cannot follow the value.
 fn mark_all_precise(env: &mut Env<'_>, state: &VerifierState) {
+    if env.log.level2() {
+        env.verbose(&format!(
+            "mark_precise: frame{}: falling back to forcing all scalars precise\n",
+            state.curframe()
+        ));
+    }
     let mut parent = state.parent;
     while let Some(p) = parent {
         let st = &mut env.explored[p].state;

@@ -1,7 +1,8 @@
 //! The verifier log at level 2, line for line against the running kernel's, for small
 //! programs that exercise the core: packet range checks (accepted and rejected), stack spills
 //! of scalars of several widths, branch refinement of scalar ranges, register-register
-//! comparisons, uninitialised registers.
+//! comparisons, uninitialised registers, precision backtracking (`mark_precise:` lines), a
+//! helper's write clobbering the stack it was given.
 //!
 //! 6.18 also prints the debug trace of its stack liveness analysis (`(0) frame 0 insn 6
 //! +written -8`, `(0) live stack update done in 2 iterations`); bpfemu computes liveness
@@ -62,6 +63,49 @@ const PROGRAMS: &[(&str, &str)] = &[
          r0 = r2
          exit
          r0 = r3
+         exit",
+    ),
+    (
+        "partial_zero_spill_makes_its_register_precise",
+        "r2 = 0
+         *(u32 *)(r10 -4) = r2
+         r0 = *(u32 *)(r10 -4)
+         exit",
+    ),
+    (
+        "constant_size_argument_is_backtracked",
+        "r1 = 0
+         *(u64 *)(r10 -8) = r1
+         r1 = r10
+         r1 += -8
+         r2 = 8
+         r3 = 0
+         r4 = 0
+         r5 = 0
+         call bpf_csum_diff#28
+         r0 = 2
+         exit",
+    ),
+    (
+        "helper_writes_clobber_stack_zeros",
+        "r6 = r1
+         r1 = 0
+         *(u64 *)(r10 -8) = r1
+         *(u64 *)(r10 -16) = r1
+         *(u64 *)(r10 -24) = r1
+         *(u64 *)(r10 -32) = r1
+         *(u64 *)(r10 -40) = r1
+         *(u64 *)(r10 -48) = r1
+         *(u64 *)(r10 -56) = r1
+         *(u64 *)(r10 -64) = r1
+         r1 = r6
+         r2 = r10
+         r2 += -64
+         r3 = 64
+         r4 = 0
+         call bpf_fib_lookup#69
+         r0 = *(u8 *)(r10 -10)
+         r0 &= 1
          exit",
     ),
     (

@@ -495,6 +495,29 @@ fn kernel_type_str(reg: &RegState) -> String {
     reg::reg_type_str(reg.ty, reg.flags & !reg::MEM_ALLOC)
 }
 
+/// `update_loop_inline_state`: a `bpf_loop` call site stays fit for inlining while every visit
+/// passes flags known to be zero (which then become precise) and the same callback.
+fn update_loop_inline_state(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    pc: usize,
+    subprog: usize,
+) -> Result<(), Reject> {
+    let fit = match env.aux[pc].loop_inline {
+        Some((false, _)) => return Ok(()),
+        Some((true, callback)) => callback == subprog,
+        None => true,
+    };
+    let flags = state.reg(Reg::R4);
+    let flags_zero =
+        flags.ty == RegType::Scalar && flags.var_off.is_const() && flags.var_off.value == 0;
+    if flags_zero {
+        mark_chain_precision(env, state, Reg::R4)?;
+    }
+    env.aux[pc].loop_inline = Some((fit && flags_zero, subprog));
+    Ok(())
+}
+
 /// `check_func_arg_reg_off`: which pointers may carry an offset into a helper.
 fn check_func_arg_reg_off(
     env: &mut Env<'_>,
@@ -626,7 +649,8 @@ fn constant_map_key(
     if spilled != key_size as usize || !stack_slot.spilled_ptr.var_off.is_const() {
         return Ok(None);
     }
-    let _ = env;
+    // The lookup relies on the constant: it must not be pruned away.
+    crate::precision::mark_stack_slot_precision(env, state, key.frameno as usize, spi)?;
     Ok(Some(stack_slot.spilled_ptr.var_off.value))
 }
 
@@ -734,10 +758,11 @@ fn special_cases(
             }
         }
         proto::LOOP => {
+            let subprog = callback_subprog(env, meta)?;
+            update_loop_inline_state(env, state, pc, subprog)?;
             mark_chain_precision(env, state, Reg::R1)?;
             let limit = state.reg(Reg::R1).umax_value;
             if (state.cur().callback_depth as u64) < limit {
-                let subprog = callback_subprog(env, meta)?;
                 push_callback_call(env, state, pc, subprog, CallbackKind::Loop)?;
             } else {
                 state.cur_mut().callback_depth = 0;

@@ -117,7 +117,6 @@ const CTX: ArgType = ArgType::new(ArgBase::PtrToCtx);
 const SIZE: ArgType = ArgType::new(ArgBase::ConstSize);
 const SIZE_OR_ZERO: ArgType = ArgType::new(ArgBase::ConstSizeOrZero);
 const ALLOC_SIZE_OR_ZERO: ArgType = ArgType::new(ArgBase::ConstAllocSizeOrZero);
-const MEM: ArgType = ArgType::new(ArgBase::PtrToMem);
 const MEM_RD: ArgType = ArgType::with(ArgBase::PtrToMem, MEM_RDONLY);
 const MEM_RD_OR_NULL: ArgType = ArgType::with(ArgBase::PtrToMem, MEM_RDONLY | PTR_MAYBE_NULL);
 const MEM_WR: ArgType = ArgType::with(ArgBase::PtrToMem, MEM_WRITE);
@@ -323,7 +322,7 @@ pub const XDP_PROTOS: &[FuncProto] = &[
     p(54, Integer, &[CTX, ANY]),
     gpl(p(55, Integer, &[MAP, ANY, UNINIT_MEM, SIZE])),
     p(65, Integer, &[CTX, ANY]),
-    p(69, Integer, &[CTX, MEM, SIZE, ANY]),
+    p(69, Integer, &[CTX, MEM_WR, SIZE, ANY]),
     p(80, Integer, &[]),
     pkt(p(84, SocketOrNull, &[CTX, MEM_RD, SIZE, ANY, ANY])),
     pkt(p(85, SocketOrNull, &[CTX, MEM_RD, SIZE, ANY, ANY])),
