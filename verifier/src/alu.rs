@@ -5,7 +5,7 @@
 use crate::env::Env;
 use crate::precision::mark_chain_precision;
 use crate::ptr_alu::adjust_ptr_min_max_vals;
-use crate::state::reg::{BPF_ADD_CONST, RegState, RegType};
+use crate::state::reg::{BPF_ADD_CONST, BPF_ADD_CONST32, BPF_ADD_CONST64, RegState, RegType};
 use crate::state::{Tnum, VerifierState};
 use crate::{Errno, Reject};
 use bpfemu_isa::{AluOp, Insn, Reg, Source, Width};
@@ -287,8 +287,9 @@ fn adjust_reg_min_max_vals(
         maybe_fork_scalars(env, state, dst);
     }
     let mut d = *state.reg(dst);
+    let wide_before = d.umax_value > u32::MAX as u64;
     adjust_scalar_min_max_vals(&mut d, &src_reg, op, width);
-    link_add_const(&mut d, &src_reg, op, width);
+    link_add_const(&mut d, &src_reg, op, width, wide_before);
     *state.reg_mut(dst) = d;
     Ok(())
 }
@@ -323,21 +324,51 @@ fn maybe_fork_scalars(env: &mut Env<'_>, state: &mut VerifierState, dst: Reg) {
     env.pending.push((zero, env.insn_idx, env.insn_idx));
 }
 
-/// After `rX += const` on a linked scalar, remember the constant so that branch refinement
-/// can update the copy (`BPF_ADD_CONST`).
-fn link_add_const(d: &mut RegState, src: &RegState, op: AluOp, width: Width) {
-    if op == AluOp::Add && width == Width::W64 && d.id != 0 && src.var_off.is_const() {
-        let val = src.var_off.value as i64;
-        if val < i32::MIN as i64 || val > i32::MAX as i64 || d.id & BPF_ADD_CONST != 0 {
-            d.off = 0;
-            d.id = 0;
-        } else {
-            d.id |= BPF_ADD_CONST;
-            d.off = val as i32;
-        }
+/// After `rX += const` or `rX -= const` (64- or 32-bit) on a linked scalar, remember the
+/// constant so that branch refinement can update the copy (`BPF_ADD_CONST64`/`32`); any other
+/// operation, or a second constant, breaks the link.
+///
+/// A 32-bit link only ties values that fit 32 bits: once the operation zero-extends a copy of
+/// a wider value (`wide_before`), what bounds one says nothing of the other.
+fn link_add_const(d: &mut RegState, src: &RegState, op: AluOp, width: Width, wide_before: bool) {
+    let alu32 = width == Width::W32;
+    let src_const = if alu32 {
+        src.var_off.subreg().is_const()
     } else {
+        src.var_off.is_const()
+    };
+    if !matches!(op, AluOp::Add | AluOp::Sub) || d.id == 0 || !src_const {
         d.id = 0;
+        return;
     }
+    let unlink = |d: &mut RegState| {
+        d.off = 0;
+        d.id = 0;
+    };
+    let val = if alu32 {
+        src.var_off.value as u32 as u64
+    } else {
+        src.var_off.value
+    };
+    if (!alu32 && i32::try_from(val as i64).is_err()) || (alu32 && wide_before) {
+        return unlink(d);
+    }
+    let mut off = val as i32;
+    if op == AluOp::Sub {
+        if off == i32::MIN {
+            return unlink(d);
+        }
+        off = -off;
+    }
+    if d.id & BPF_ADD_CONST != 0 {
+        return unlink(d);
+    }
+    d.id |= if alu32 {
+        BPF_ADD_CONST32
+    } else {
+        BPF_ADD_CONST64
+    };
+    d.off = off;
 }
 
 /// The kernel's name of an ALU operation in messages (`bpf_alu_string`).

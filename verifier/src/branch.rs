@@ -7,8 +7,8 @@ use crate::alu::{add_const, check_reg_read};
 use crate::env::Env;
 use crate::precision::mark_chain_precision;
 use crate::state::reg::{
-    AT_PKT_END, BEYOND_PKT_END, BPF_ADD_CONST, MAX_PACKET_OFF, PTR_MAYBE_NULL, PTR_TRUSTED,
-    PTR_UNTRUSTED, RegState, RegType,
+    AT_PKT_END, BEYOND_PKT_END, BPF_ADD_CONST, BPF_ADD_CONST32, MAX_PACKET_OFF, PTR_MAYBE_NULL,
+    PTR_TRUSTED, PTR_UNTRUSTED, RegState, RegType,
 };
 use crate::state::{Tnum, VerifierState};
 use bpfemu_isa::{JmpCond, Reg, Source, Width};
@@ -403,6 +403,10 @@ fn sync_linked_regs(state: &mut VerifierState, known: &RegState, skip: Option<(u
         if reg.ty != RegType::Scalar || (reg.id & !BPF_ADD_CONST) != id {
             return;
         }
+        // A 32-bit link and a 64-bit one say nothing about each other.
+        if (reg.id ^ known.id) & BPF_ADD_CONST == BPF_ADD_CONST {
+            return;
+        }
         let both_plain = reg.id & BPF_ADD_CONST == 0 && known.id & BPF_ADD_CONST == 0;
         if both_plain || reg.off == known.off {
             let subreg_def = reg.subreg_def;
@@ -416,6 +420,10 @@ fn sync_linked_regs(state: &mut VerifierState, known: &RegState, skip: Option<(u
             reg.id = own_id;
             reg.subreg_def = subreg_def;
             add_const(reg, delta);
+            if (reg.id | known.id) & BPF_ADD_CONST32 != 0 {
+                reg.zext_32_to_64();
+            }
+            reg.bounds_sync();
         }
     };
     for (fi, frame) in state.frames.iter_mut().enumerate() {

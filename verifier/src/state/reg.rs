@@ -70,8 +70,14 @@ pub const REG_LIVE_READ: u8 = REG_LIVE_READ32 | REG_LIVE_READ64;
 pub const REG_LIVE_WRITTEN: u8 = 4;
 pub const REG_LIVE_DONE: u8 = 8;
 
-/// The `id` bit of a scalar linked to another by `rX = rY + const` (the constant is in `off`).
-pub const BPF_ADD_CONST: u32 = 1 << 31;
+/// The `id` bit of a scalar linked to another by `rX = rY + const` in 64-bit arithmetic (the
+/// constant is in `off`).
+pub const BPF_ADD_CONST64: u32 = 1 << 31;
+/// The same link made by a 32-bit `wX += const` (or `-=`): it holds for the low halves, and the
+/// linked value is zero-extended.
+pub const BPF_ADD_CONST32: u32 = 1 << 30;
+/// Either link.
+pub const BPF_ADD_CONST: u32 = BPF_ADD_CONST64 | BPF_ADD_CONST32;
 
 /// `BEYOND_PKT_END`: a packet pointer known to be past `pkt_end`.
 pub const BEYOND_PKT_END: i32 = -2;
