@@ -117,7 +117,7 @@ pub fn check_helper_call(
     for arg in 0..5 {
         check_func_arg(env, state, proto, arg, &mut meta)?;
     }
-    record_func_map(env, state, pc, func_id, &meta);
+    record_func_map(env, state, pc, func_id, &meta)?;
     if func_id == proto::TAIL_CALL && !is_prog_array(env, meta.map) {
         // The kernel's message has no newline: the log runs on into its closing line.
         let msg = "expected prog array map for tail call";
@@ -658,12 +658,12 @@ fn constant_map_key(
 /// poisoned when paths differ, for the fixups.
 fn record_func_map(
     env: &mut Env<'_>,
-    state: &VerifierState,
+    state: &mut VerifierState,
     pc: usize,
     func_id: i32,
     meta: &CallMeta,
-) {
-    let Some(map) = meta.map else { return };
+) -> Result<(), Reject> {
+    let Some(map) = meta.map else { return Ok(()) };
     let aux = &mut env.aux[pc];
     match aux.map_index {
         None if !aux.map_poisoned => aux.map_index = Some(map),
@@ -673,19 +673,29 @@ fn record_func_map(
         }
         _ => {}
     }
-    if func_id == proto::TAIL_CALL {
-        let key = state.reg(Reg::R3);
-        let value = key.var_off.is_const().then_some(key.var_off.value);
-        match (aux.map_key, value) {
-            _ if aux.map_key_poisoned => {}
-            (None, Some(v)) => aux.map_key = Some(v),
-            (Some(k), Some(v)) if k == v => {}
-            _ => {
-                aux.map_key = None;
-                aux.map_key_poisoned = true;
-            }
+    if func_id != proto::TAIL_CALL {
+        return Ok(());
+    }
+    // `record_func_key`: a constant index inside the array is the direct jump the kernel
+    // patches in, so it must not be pruned away (precise); anything else poisons the site.
+    let key = *state.reg(Reg::R3);
+    let max_entries = env.map(map).map_or(0, |m| m.max_entries) as u64;
+    let value =
+        (key.var_off.is_const() && key.var_off.value < max_entries).then_some(key.var_off.value);
+    if value.is_some() {
+        mark_chain_precision(env, state, Reg::R3)?;
+    }
+    let aux = &mut env.aux[pc];
+    match (aux.map_key, value) {
+        _ if aux.map_key_poisoned => {}
+        (None, Some(v)) => aux.map_key = Some(v),
+        (Some(k), Some(v)) if k == v => {}
+        _ => {
+            aux.map_key = None;
+            aux.map_key_poisoned = true;
         }
     }
+    Ok(())
 }
 
 /// Drops the reference an `OBJ_RELEASE` argument carried, and every register that held it.
