@@ -77,6 +77,8 @@ pub struct SubprogInfo {
     pub called: bool,
     /// Verified on its own already (global functions).
     pub verified: bool,
+    /// Its stack grew by the slots of an inlined `bpf_loop` already.
+    pub loop_stack_added: bool,
     /// Used as a callback (its address taken with `ld_imm64` BPF_PSEUDO_FUNC).
     pub is_cb: bool,
     /// Verified as an async callback (timer).

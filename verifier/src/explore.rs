@@ -137,6 +137,9 @@ fn finish_early(
 }
 
 fn finish(mut env: Env<'_>, result: Result<(), Reject>, started: Instant) -> Verdict {
+    if result.is_ok() {
+        add_bpf_loop_inline_stack(&mut env);
+    }
     let time = started.elapsed();
     let c = env.counters.clone();
     let stack_depth: Vec<u32> = env.subprogs.iter().map(|s| s.stack_depth).collect();
@@ -972,6 +975,27 @@ fn widen_imprecise_scalars(env: &Env<'_>, old: &VerifierState, cur: &mut Verifie
             if so.is_spilled_reg() && sc.is_spilled_reg() {
                 widen(&so.spilled_ptr, &mut sc.spilled_ptr, &mut idmap);
             }
+        }
+    }
+}
+
+/// `optimize_bpf_loop`'s stack: a subprogram with a `bpf_loop` call the kernel inlines (flags
+/// known zero and one callback on every visit) gets 3 more stack slots, where the inlined
+/// loop keeps R6-R8; the closing `stack depth` line counts them.
+fn add_bpf_loop_inline_stack(env: &mut Env<'_>) {
+    const SPILLED_LOOP_REGS: u32 = 3 * 8;
+    let inlined: Vec<usize> = (0..env.len())
+        .filter(|&pc| matches!(env.aux[pc].loop_inline, Some((true, _))))
+        .collect();
+    for pc in inlined {
+        let subprog = env
+            .subprogs
+            .partition_point(|s| s.start <= pc)
+            .saturating_sub(1);
+        let s = &mut env.subprogs[subprog];
+        if !s.loop_stack_added {
+            s.stack_depth = s.stack_depth.next_multiple_of(8) + SPILLED_LOOP_REGS;
+            s.loop_stack_added = true;
         }
     }
 }

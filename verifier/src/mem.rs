@@ -1242,6 +1242,29 @@ pub fn check_helper_mem_access(
     }
 }
 
+/// Marks the stack slots `size` bytes at the stack pointer `reg` cover as scratched for the
+/// log: the kernel writes a raw-mode (`MEM_UNINIT`) helper argument byte by byte after the
+/// call's checks, and each write scratches its slot.
+pub fn scratch_stack_bytes(env: &mut Env<'_>, reg: &RegState, size: u64) {
+    if reg.ty != RegType::Stack || size == 0 || !env.log.enabled() {
+        return;
+    }
+    let (min, max) = if reg.var_off.is_const() {
+        let m = reg.var_off.value as i64 + reg.off as i64;
+        (m, m)
+    } else {
+        (
+            reg.smin_value + reg.off as i64,
+            reg.smax_value + reg.off as i64,
+        )
+    };
+    let mut i = min;
+    while i < max.saturating_add(size as i64) && i < 0 {
+        env.log.scratch_stack(spi_of(i).0);
+        i += 1;
+    }
+}
+
 /// A helper's memory argument whose size is in a register (`ARG_CONST_SIZE[_OR_ZERO]`):
 /// checks the size's bounds and the memory at `mem_regno` (`check_mem_size_reg`).
 pub fn check_mem_size_reg(

@@ -25,18 +25,6 @@ const LOGS_DIFFER: &[(&str, &str)] = &[
         "a pushed branch: 6.18 keeps R0's lower bound at 0",
     ),
     (
-        "bpf_loop.v2/xdp_ipv6_exthdr",
-        "the callback's first state names fp-8 of the caller",
-    ),
-    (
-        "bpf_loop.v3/xdp_ipv6_exthdr",
-        "the callback's first state names fp-8 of the caller",
-    ),
-    (
-        "bpf_loop.v4/xdp_ipv6_exthdr",
-        "the callback's first state names fp-8 of the caller",
-    ),
-    (
         "globals.v2/xdp_trusted_macs",
         "6.18 numbers loops (SCCs) in the live-registers listing",
     ),
@@ -81,18 +69,6 @@ const LOGS_DIFFER: &[(&str, &str)] = &[
     (
         "spin_lock.v4/xdp_ratelimit",
         "6.18 does not give linked R3 R1's new bound",
-    ),
-    (
-        "subprogs.v2/xdp_subprogs",
-        "bpfemu prints R0 in a state the kernel prints without it",
-    ),
-    (
-        "subprogs.v3/xdp_subprogs",
-        "bpfemu prints R0 in a state the kernel prints without it",
-    ),
-    (
-        "subprogs.v4/xdp_subprogs",
-        "bpfemu prints R0 in a state the kernel prints without it",
     ),
 ];
 

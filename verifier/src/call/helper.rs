@@ -286,6 +286,10 @@ fn check_arg_by_type(
             };
             meta.msize_max_value = reg.umax_value;
             check_mem_size_reg(env, state, reg_of(arg - 1), r, access, zero_ok)?;
+            if prev.flags & MEM_UNINIT != 0 && reg.var_off.is_const() {
+                let mem = *state.reg(reg_of(arg - 1));
+                crate::mem::scratch_stack_bytes(env, &mem, reg.var_off.value);
+            }
         }
         ArgBase::ConstAllocSizeOrZero => {
             if !reg.var_off.is_const() {

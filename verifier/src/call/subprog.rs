@@ -52,7 +52,8 @@ pub fn check_func_call(
         return Ok(pc + 1);
     }
     setup_func_entry(env, state, subprog, pc)?;
-    for r in 1..=5 {
+    // `clear_caller_saved_regs`: R0-R5 of the caller mean nothing until the call returns.
+    for r in 0..=5 {
         let caller = state.curframe() - 1;
         state.frames[caller].regs[r] = RegState::not_init();
     }
@@ -131,7 +132,6 @@ pub fn prepare_func_exit(env: &mut Env<'_>, state: &mut VerifierState) -> Result
         ));
     }
     state.frames.pop();
-    env.log.scratch_all();
     if callee.in_callback_fn {
         crate::explore::widen_after_callback(env, state, next);
     }
