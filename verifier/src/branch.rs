@@ -6,6 +6,7 @@ use crate::Reject;
 use crate::alu::{add_const, check_reg_read};
 use crate::env::Env;
 use crate::precision::mark_chain_precision;
+use crate::state::frame::{LINKED_REGS_MAX, LinkedReg, LinkedRegs};
 use crate::state::reg::{
     AT_PKT_END, BEYOND_PKT_END, BPF_ADD_CONST, BPF_ADD_CONST32, MAX_PACKET_OFF, PTR_MAYBE_NULL,
     PTR_TRUSTED, PTR_UNTRUSTED, RegState, RegType,
@@ -392,20 +393,83 @@ fn set_min_max(dst: &mut RegState, src: &mut RegState, cond: Cond, jmp32: bool) 
     src.bounds_sync();
 }
 
-/// `sync_linked_regs`: scalars sharing `known`'s id get its refined range (plus their delta).
-fn sync_linked_regs(state: &mut VerifierState, known: &RegState, skip: Option<(usize, Reg)>) {
-    let id = known.id & !BPF_ADD_CONST;
-    if id == 0 {
+/// `collect_linked_regs`: the scalars sharing `id` that may still be read (registers live
+/// before the jump in each frame, and spilled slots), at most [`LINKED_REGS_MAX`]; past that, a
+/// scalar loses its id (it is no longer tied to the others).
+fn collect_linked_regs(env: &Env<'_>, state: &mut VerifierState, id: u32, set: &mut LinkedRegs) {
+    let id = id & !BPF_ADD_CONST;
+    for fi in (0..state.frames.len()).rev() {
+        let live = env
+            .live_regs
+            .get(crate::prune::frame_insn_idx(state, fi))
+            .copied()
+            .unwrap_or(u16::MAX);
+        let frame = &mut state.frames[fi];
+        for (r, reg) in frame.regs.iter_mut().enumerate().take(10) {
+            if live & (1 << r) != 0 {
+                add_linked_reg(set, reg, id, fi, true, r);
+            }
+        }
+        for (spi, slot) in frame.stack.iter_mut().enumerate() {
+            if slot.is_spilled_reg() {
+                add_linked_reg(set, &mut slot.spilled_ptr, id, fi, false, spi);
+            }
+        }
+    }
+}
+
+fn add_linked_reg(
+    set: &mut LinkedRegs,
+    reg: &mut RegState,
+    id: u32,
+    frameno: usize,
+    is_reg: bool,
+    index: usize,
+) {
+    if reg.ty != RegType::Scalar || (reg.id & !BPF_ADD_CONST) != id {
         return;
     }
-    let cur = state.curframe();
-    let sync = |reg: &mut RegState| {
+    if set.entries.len() < LINKED_REGS_MAX {
+        set.entries.push(LinkedReg {
+            frameno,
+            is_reg,
+            index,
+        });
+    } else {
+        reg.id = 0;
+    }
+}
+
+/// `sync_linked_regs`: the scalars of `set` sharing `known`'s id get its refined range (plus
+/// their delta); `known` sits at register `at` of its frame.
+fn sync_linked_regs(
+    state: &mut VerifierState,
+    known: &RegState,
+    set: &LinkedRegs,
+    at: (usize, Reg),
+) {
+    let id = known.id & !BPF_ADD_CONST;
+    for e in &set.entries {
+        if e.is_reg && e.frameno == at.0 && e.index == at.1.index() {
+            continue;
+        }
+        let Some(frame) = state.frames.get_mut(e.frameno) else {
+            continue;
+        };
+        let reg = if e.is_reg {
+            &mut frame.regs[e.index]
+        } else {
+            match frame.stack.get_mut(e.index) {
+                Some(slot) => &mut slot.spilled_ptr,
+                None => continue,
+            }
+        };
         if reg.ty != RegType::Scalar || (reg.id & !BPF_ADD_CONST) != id {
-            return;
+            continue;
         }
         // A 32-bit link and a 64-bit one say nothing about each other.
         if (reg.id ^ known.id) & BPF_ADD_CONST == BPF_ADD_CONST {
-            return;
+            continue;
         }
         let both_plain = reg.id & BPF_ADD_CONST == 0 && known.id & BPF_ADD_CONST == 0;
         if both_plain || reg.off == known.off {
@@ -425,21 +489,7 @@ fn sync_linked_regs(state: &mut VerifierState, known: &RegState, skip: Option<(u
             }
             reg.bounds_sync();
         }
-    };
-    for (fi, frame) in state.frames.iter_mut().enumerate() {
-        for (ri, reg) in frame.regs.iter_mut().enumerate() {
-            if skip.is_some_and(|(f, r)| f == fi && r.index() == ri) {
-                continue;
-            }
-            sync(reg);
-        }
-        for slot in frame.stack.iter_mut() {
-            if slot.is_spilled_reg() {
-                sync(&mut slot.spilled_ptr);
-            }
-        }
     }
-    let _ = cur;
 }
 
 /// `find_good_pkt_pointers`: every packet pointer with `dst`'s id may now access `range` bytes.
@@ -621,6 +671,20 @@ pub fn check_cond_jmp(
             Branch::NotTaken
         });
     }
+    // Collected before the branch is copied, so that both edges share the history entry.
+    let mut linked = LinkedRegs::default();
+    if let Source::Reg(_) = src
+        && src_reg.ty == RegType::Scalar
+        && src_reg.id != 0
+    {
+        collect_linked_regs(env, state, src_reg.id, &mut linked);
+    }
+    if dst_reg.ty == RegType::Scalar && dst_reg.id != 0 {
+        collect_linked_regs(env, state, dst_reg.id, &mut linked);
+    }
+    if linked.entries.len() > 1 {
+        crate::explore::push_jmp_history_linked(env, state, 0, linked.pack());
+    }
     let mut other = Box::new(state.clone());
     match src {
         Source::Reg(s) if s != dst => {
@@ -651,16 +715,16 @@ pub fn check_cond_jmp(
     if let Source::Reg(s) = src {
         let sr = *state.reg(s);
         if sr.ty == RegType::Scalar && sr.id != 0 {
-            sync_linked_regs(state, &sr, Some((frame, s)));
+            sync_linked_regs(state, &sr, &linked, (frame, s));
             let osr = *other.reg(s);
-            sync_linked_regs(&mut other, &osr, Some((frame, s)));
+            sync_linked_regs(&mut other, &osr, &linked, (frame, s));
         }
     }
     let dr = *state.reg(dst);
     if dr.ty == RegType::Scalar && dr.id != 0 {
-        sync_linked_regs(state, &dr, Some((frame, dst)));
+        sync_linked_regs(state, &dr, &linked, (frame, dst));
         let odr = *other.reg(dst);
-        sync_linked_regs(&mut other, &odr, Some((frame, dst)));
+        sync_linked_regs(&mut other, &odr, &linked, (frame, dst));
     }
     if let Source::Reg(s) = src
         && !jmp32

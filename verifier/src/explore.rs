@@ -418,16 +418,30 @@ pub(crate) fn kfunc_named(raw: &bpfemu_isa::RawInsn, line: String) -> String {
 /// `push_jmp_history`: records the instruction (and how it touched the stack) for precision
 /// backtracking; one entry per instruction, flags merged.
 pub fn push_jmp_history(env: &mut Env<'_>, state: &mut VerifierState, flags: u32) {
+    push_jmp_history_linked(env, state, flags, 0);
+}
+
+/// [`push_jmp_history`] recording the scalars a jump refines together (packed).
+pub fn push_jmp_history_linked(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    flags: u32,
+    linked_regs: u64,
+) {
     if env.cur_hist_ent
         && let Some(last) = state.jmp_history.last_mut()
     {
         last.flags |= flags;
+        if linked_regs != 0 {
+            last.linked_regs = linked_regs;
+        }
         return;
     }
     state.jmp_history.push(JmpHistoryEntry {
         idx: env.insn_idx,
         prev_idx: env.prev_insn_idx,
         flags,
+        linked_regs,
     });
     env.cur_hist_ent = true;
 }

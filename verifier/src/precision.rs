@@ -7,7 +7,7 @@ use crate::env::Env;
 use crate::state::VerifierState;
 use crate::state::frame::{
     INSN_F_DST_REG_STACK, INSN_F_FRAMENO_MASK, INSN_F_SPI_MASK, INSN_F_SPI_SHIFT,
-    INSN_F_SRC_REG_STACK, INSN_F_STACK_ACCESS, JmpHistoryEntry, MAX_CALL_FRAMES,
+    INSN_F_SRC_REG_STACK, INSN_F_STACK_ACCESS, JmpHistoryEntry, LinkedRegs, MAX_CALL_FRAMES,
 };
 use crate::state::reg::RegType;
 use bpfemu_isa::{AtomicOp, CallTarget, Insn, Reg, Source};
@@ -363,6 +363,32 @@ fn mark_all_precise(env: &mut Env<'_>, state: &VerifierState) {
     }
 }
 
+/// `bt_sync_linked_regs`: when one scalar of the set a jump refined together is looked for,
+/// all of them are.
+fn bt_sync_linked_regs(bt: &mut Backtrack, hist: Option<JmpHistoryEntry>) {
+    let Some(h) = hist.filter(|h| h.linked_regs != 0) else {
+        return;
+    };
+    let set = LinkedRegs::unpack(h.linked_regs);
+    let tracked = |bt: &Backtrack, e: &crate::state::frame::LinkedReg| {
+        if e.is_reg {
+            bt.regs[e.frameno] & (1 << e.index) != 0
+        } else {
+            bt.stack[e.frameno] & (1 << e.index) != 0
+        }
+    };
+    if !set.entries.iter().any(|e| tracked(bt, e)) {
+        return;
+    }
+    for e in &set.entries {
+        if e.is_reg {
+            bt.regs[e.frameno] |= 1 << e.index;
+        } else {
+            bt.stack[e.frameno] |= 1 << e.index;
+        }
+    }
+}
+
 fn stack_slot(flags: u32) -> (usize, usize) {
     (
         (flags & INSN_F_FRAMENO_MASK) as usize,
@@ -382,6 +408,8 @@ fn backtrack_insn(
         return Ok(());
     };
     let flags = hist.map_or(0, |h| h.flags);
+    // Scalars a jump refined together are precise together.
+    bt_sync_linked_regs(bt, hist);
     match insn {
         Insn::Alu { op, dst, src, .. } => {
             if !bt.is_set(dst) {
@@ -522,6 +550,7 @@ fn backtrack_insn(
                 if flags & INSN_F_DST_REG_STACK == 0 {
                     bt.set(dst);
                 }
+                bt_sync_linked_regs(bt, hist);
             }
         }
         Insn::LdImm64 { dst, .. } => {

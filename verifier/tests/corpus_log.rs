@@ -17,14 +17,6 @@ use std::path::Path;
 /// Programs (`OBJECT/PROGRAM`) whose level-2 log differs from the kernel's, and why.
 const LOGS_DIFFER: &[(&str, &str)] = &[
     (
-        "adjust_meta.v3/xdp_set_meta",
-        "a pushed branch: 6.18 keeps R0's lower bound at 0",
-    ),
-    (
-        "adjust_meta.v4/xdp_set_meta",
-        "a pushed branch: 6.18 keeps R0's lower bound at 0",
-    ),
-    (
         "globals.v2/xdp_trusted_macs",
         "6.18 numbers loops (SCCs) in the live-registers listing",
     ),
@@ -53,22 +45,6 @@ const LOGS_DIFFER: &[(&str, &str)] = &[
     (
         "p4_parser.v4/xdp_p4_pipeline",
         "6.18 prunes more (see core_counts)",
-    ),
-    (
-        "router.v2/xdp_router",
-        "6.18 leaves a linked R1 unrefined on one path",
-    ),
-    (
-        "spin_lock.v2/xdp_ratelimit",
-        "6.18 does not give linked R3 R1's new bound",
-    ),
-    (
-        "spin_lock.v3/xdp_ratelimit",
-        "6.18 does not give linked R3 R1's new bound",
-    ),
-    (
-        "spin_lock.v4/xdp_ratelimit",
-        "6.18 does not give linked R3 R1's new bound",
     ),
 ];
 

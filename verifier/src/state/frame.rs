@@ -139,6 +139,57 @@ pub struct JmpHistoryEntry {
     pub prev_idx: usize,
     /// `INSN_F_*` flags: stack access frame/slot, which operands of a jump were stack pointers.
     pub flags: u32,
+    /// The scalars a conditional jump refined together (`linked_regs`, packed by
+    /// [`LinkedRegs::pack`]); 0 when none.
+    pub linked_regs: u64,
+}
+
+/// `LINKED_REGS_MAX`: how many registers and stack slots one jump may refine together.
+pub const LINKED_REGS_MAX: usize = 6;
+
+/// One scalar of a linked set: a register or a spilled stack slot of a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LinkedReg {
+    pub frameno: usize,
+    pub is_reg: bool,
+    /// The register number, or the stack slot index.
+    pub index: usize,
+}
+
+/// The scalars sharing an id at a conditional jump (`struct linked_regs`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LinkedRegs {
+    pub entries: Vec<LinkedReg>,
+}
+
+impl LinkedRegs {
+    /// `linked_regs_pack`: the count in 3 bits, then 10 bits an entry (frame 3, is_reg 1,
+    /// index 6).
+    pub fn pack(&self) -> u64 {
+        let mut v = self.entries.len() as u64;
+        for (i, e) in self.entries.iter().enumerate() {
+            let bits =
+                (e.frameno as u64 & 7) | ((e.is_reg as u64) << 3) | ((e.index as u64 & 63) << 4);
+            v |= bits << (3 + 10 * i);
+        }
+        v
+    }
+
+    /// `linked_regs_unpack`.
+    pub fn unpack(v: u64) -> LinkedRegs {
+        let cnt = (v & 7) as usize;
+        let entries = (0..cnt)
+            .map(|i| {
+                let bits = v >> (3 + 10 * i);
+                LinkedReg {
+                    frameno: (bits & 7) as usize,
+                    is_reg: bits & 8 != 0,
+                    index: ((bits >> 4) & 63) as usize,
+                }
+            })
+            .collect();
+        LinkedRegs { entries }
+    }
 }
 
 impl VerifierState {
