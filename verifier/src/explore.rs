@@ -90,6 +90,7 @@ fn print_live_regs(env: &mut Env<'_>) {
     if !env.log.level2() {
         return;
     }
+    let scc = crate::scc::compute_scc(env);
     let mut out = String::from("Live regs before insn:\n");
     for (pc, insn) in env.prog.iter() {
         let live = env.live_regs[pc];
@@ -103,8 +104,12 @@ fn print_live_regs(env: &mut Env<'_>) {
             })
             .collect();
         let raw = env.prog.raw()[pc];
+        let loop_no = match scc[pc] {
+            0 => "    ".to_owned(),
+            n => format!("{n:3} "),
+        };
         out.push_str(&format!(
-            "    {pc:3}: {regs} {}\n",
+            "{loop_no}{pc:3}: {regs} {}\n",
             kfunc_named(&raw, bpfemu_isa::disasm::log_line(pc, raw.code, insn))
                 .split_once(": ")
                 .map_or(String::new(), |(_, t)| t.to_string())

@@ -33,6 +33,7 @@
 //! | [`prog_type`] | what depends on the program type: ctx layout, return range | `xdp_is_valid_access`, `check_return_code` |
 //! | [`explore`] | the depth-first walk, checkpoints, limits | `do_check`, `is_state_visited` |
 //! | [`prune`], [`precision`], [`liveness`] | state equivalence, precision backtracking, read marks | `states_equal`, `mark_chain_precision` |
+//! | [`scc`] | loops of the control-flow graph (numbered in the level-2 listing) | `compute_scc` |
 //! | [`fixup`] | the xlated program | `convert_ctx_accesses`, `do_misc_fixups` |
 //! | [`log`] | the kernel's log text | `print_verifier_state`, `log.c` |
 //!
@@ -76,6 +77,7 @@ pub mod precision;
 pub mod prog_type;
 pub mod prune;
 pub mod ptr_alu;
+pub mod scc;
 pub mod state;
 
 use bpfemu_isa::RawInsn;

@@ -18,15 +18,15 @@ use std::path::Path;
 const LOGS_DIFFER: &[(&str, &str)] = &[
     (
         "globals.v2/xdp_trusted_macs",
-        "6.18 numbers loops (SCCs) in the live-registers listing",
+        "6.18 tracks loop visits (SCC enter/exit lines and marks)",
     ),
     (
         "globals.v3/xdp_trusted_macs",
-        "6.18 numbers loops (SCCs) in the live-registers listing",
+        "6.18 tracks loop visits (SCC enter/exit lines and marks)",
     ),
     (
         "globals.v4/xdp_trusted_macs",
-        "6.18 numbers loops (SCCs) in the live-registers listing",
+        "6.18 tracks loop visits (SCC enter/exit lines and marks)",
     ),
     ("l4lb.v2/xdp_l4lb", "6.18 prunes more (see core_counts)"),
     ("l4lb.v3/xdp_l4lb", "6.18 prunes more (see core_counts)"),
