@@ -989,22 +989,14 @@ pub fn check_program(env: &mut Env<'_>, pre: &Prechecked) -> Result<(), Reject> 
         .iter()
         .enumerate()
         .map(|(i, s)| {
-            let func_type = (i > 0)
-                .then(|| {
-                    crate::call::global::global_func_type(
-                        env.input.btf,
-                        env.input.func_info,
-                        s.start,
-                    )
-                })
-                .flatten();
+            let func = crate::call::global::func_type(env.input.btf, env.input.func_info, s.start);
             SubprogInfo {
                 start: s.start,
                 name: function_name(env, s.start),
                 has_tail_call: s.has_tail_call,
                 has_ld_abs: s.has_ld_abs,
-                is_global: func_type.is_some(),
-                func_type,
+                is_global: i > 0 && func.is_some_and(|(_, global)| global),
+                func_type: func.map(|(id, _)| id),
                 ..SubprogInfo::default()
             }
         })

@@ -79,6 +79,8 @@ pub struct SubprogInfo {
     pub verified: bool,
     /// Its stack grew by the slots of an inlined `bpf_loop` already.
     pub loop_stack_added: bool,
+    /// Its BTF prototype did not fit a call (`func_info_aux.unreliable`): no more checks.
+    pub unreliable: bool,
     /// Used as a callback (its address taken with `ld_imm64` BPF_PSEUDO_FUNC).
     pub is_cb: bool,
     /// Verified as an async callback (timer).

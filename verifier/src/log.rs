@@ -221,7 +221,9 @@ fn reg_text(env: &Env<'_>, reg: &RegState, frameno: Option<u32>) -> String {
         RegType::ConstPtrToMap | RegType::MapValue | RegType::MapKey
     ) && let Some(map) = reg.map.and_then(|m| env.map(m))
     {
-        if !map.name.is_empty() {
+        // An inner map is the kernel's copy of the template's attributes, which has no name.
+        let inner = reg.map.is_some_and(|m| m as usize >= env.input.maps.len());
+        if !map.name.is_empty() && !inner {
             let _ = write!(out, "{sep}map={}", kernel_map_name(&map.name));
             sep = ",";
         }

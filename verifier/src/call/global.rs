@@ -35,19 +35,16 @@ pub enum GlobalArg {
     Mem { size: u32, nullable: bool },
 }
 
-/// Whether func_info gives subprogram `start` global linkage, and its FUNC type.
-pub fn global_func_type(
+/// The FUNC type func_info gives subprogram `start`, and whether its linkage is global.
+pub fn func_type(
     btf: Option<&Btf>,
     func_info: &[(usize, TypeId)],
     start: usize,
-) -> Option<TypeId> {
+) -> Option<(TypeId, bool)> {
     let btf = btf?;
     let &(_, id) = func_info.iter().find(|(insn, _)| *insn == start)?;
     match btf.get(id)?.kind {
-        BtfKind::Func {
-            linkage: Linkage::Global,
-            ..
-        } => Some(id),
+        BtfKind::Func { linkage, .. } => Some((id, linkage == Linkage::Global)),
         _ => None,
     }
 }
@@ -136,8 +133,9 @@ fn ctx_type_names(prog_type: u32) -> &'static [&'static str] {
     }
 }
 
-/// `btf_prepare_func_args` for global subprogram `subprog`: its arguments, or the kernel's
-/// reason (already logged) why the prototype is not supported.
+/// `btf_prepare_func_args` for subprogram `subprog`: its arguments, or the kernel's reason
+/// why the prototype is not supported, logged for a global function; a static one is refused
+/// without a word, and of pointers takes only the context.
 pub fn prepare_func_args(
     env: &mut Env<'_>,
     subprog: usize,
@@ -145,10 +143,10 @@ pub fn prepare_func_args(
     if let Some(args) = &env.subprogs[subprog].global_args {
         return Ok(args.clone());
     }
-    let func = env.subprogs[subprog]
-        .func_type
-        .expect("global functions have BTF");
-    let btf = env.input.btf.expect("global functions have BTF");
+    let is_global = env.subprogs[subprog].is_global;
+    let (Some(func), Some(btf)) = (env.subprogs[subprog].func_type, env.input.btf) else {
+        return Err(ArgsMismatch);
+    };
     let name = btf.name_of(func).unwrap_or_default().to_owned();
     let Some(BtfKind::Func { proto, .. }) = btf.get(func).map(|t| &t.kind) else {
         env.verbose(&format!(
@@ -160,19 +158,27 @@ pub fn prepare_func_args(
         env.verbose(&format!("Invalid type of function {name}()\n"));
         return Err(ArgsMismatch);
     };
+    let refuse = |env: &mut Env<'_>, reason: String| {
+        if is_global {
+            env.verbose(&reason);
+        }
+        Err(ArgsMismatch)
+    };
     if params.len() > MAX_ARGS {
-        env.verbose(&format!(
-            "Global function {name}() with {} > {MAX_ARGS} args. Buggy compiler.\n",
-            params.len()
-        ));
-        return Err(ArgsMismatch);
+        return refuse(
+            env,
+            format!(
+                "Global function {name}() with {} > {MAX_ARGS} args. Buggy compiler.\n",
+                params.len()
+            ),
+        );
     }
     let ret_kind = btf.get(skip_modifiers(btf, *ret)).map(|t| &t.kind);
     if !ret_kind.is_some_and(is_scalar) {
-        env.verbose(&format!(
-            "Global function {name}() doesn't return scalar. Only those are supported.\n"
-        ));
-        return Err(ArgsMismatch);
+        return refuse(
+            env,
+            format!("Global function {name}() doesn't return scalar. Only those are supported.\n"),
+        );
     }
     let mut args = Vec::new();
     for (i, param) in params.iter().enumerate() {
@@ -185,7 +191,7 @@ pub fn prepare_func_args(
             args.push(GlobalArg::Ctx);
             continue;
         }
-        if let BtfKind::Ptr { ty } = kind {
+        if let (BtfKind::Ptr { ty }, true) = (kind, is_global) {
             let pointee = skip_modifiers(btf, *ty);
             let Some(size) = btf.size_of(pointee).filter(|_| pointee != 0) else {
                 let pk = btf.get(pointee).map_or(&BtfKind::Void, |t| &t.kind);
@@ -206,11 +212,13 @@ pub fn prepare_func_args(
             args.push(GlobalArg::Scalar);
             continue;
         }
-        env.verbose(&format!(
-            "Arg#{i} type {} in {name}() is not supported yet.\n",
-            kind_str(kind)
-        ));
-        return Err(ArgsMismatch);
+        return refuse(
+            env,
+            format!(
+                "Arg#{i} type {} in {name}() is not supported yet.\n",
+                kind_str(kind)
+            ),
+        );
     }
     env.subprogs[subprog].global_args = Some(args.clone());
     Ok(args)
@@ -219,6 +227,23 @@ pub fn prepare_func_args(
 /// `btf_check_func_arg_match` at a call of global subprogram `subprog`: the caller's R1-R5
 /// against the prototype. `Err` when they do not fit (the reason is logged).
 pub fn check_call_args(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    subprog: usize,
+) -> Result<(), ArgsMismatch> {
+    // `btf_check_subprog_call`: a function whose BTF did not fit a call once is not checked
+    // again (compilers drop unused arguments of static functions).
+    if env.subprogs[subprog].unreliable {
+        return Err(ArgsMismatch);
+    }
+    let checked = match_call_args(env, state, subprog);
+    if checked.is_err() {
+        env.subprogs[subprog].unreliable = true;
+    }
+    checked
+}
+
+fn match_call_args(
     env: &mut Env<'_>,
     state: &mut VerifierState,
     subprog: usize,

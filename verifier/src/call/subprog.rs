@@ -24,10 +24,15 @@ pub fn check_func_call(
             format!("target of func call at insn {target} is not a program"),
         ));
     };
+    // `btf_check_subprog_call` comes first for every subprogram with BTF: its reasons are
+    // logged before anything else, and only matter for a global function.
+    let args_fit = if env.subprogs[subprog].func_type.is_some() {
+        crate::call::global::check_call_args(env, state, subprog)
+    } else {
+        Ok(())
+    };
     if env.subprogs[subprog].is_global {
         let name = env.subprogs[subprog].name.clone();
-        // `btf_check_subprog_call` comes first: its reasons are logged before the lock's.
-        let args_fit = crate::call::global::check_call_args(env, state, subprog);
         if state.active_locks > 0 {
             env.verbose("global function calls are not allowed while holding a lock,\n");
             return Err(env.reject(Errno::Einval, "use static function instead"));
