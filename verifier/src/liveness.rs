@@ -3,7 +3,7 @@
 //! 6.18's static stack liveness: fewer prunes, never a wrong one).
 
 use crate::env::Env;
-use bpfemu_isa::{AtomicOp, CallTarget, Insn, Source};
+use bpfemu_isa::{AtomicOp, CallTarget, Insn, LdImm64Kind, Source};
 
 const CALLER_SAVED: u16 = 0b11_1111;
 
@@ -105,22 +105,36 @@ pub fn compute_live_registers(env: &mut Env<'_>) {
     env.live_regs = live;
 }
 
-/// What the forward pass knows of a register: whether it points into its own frame's stack.
+/// What the forward pass knows of a register: whether it points into its own frame's stack,
+/// and, when it does not, a constant or a map it surely holds (what sizes a helper's memory
+/// arguments).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Fp {
     /// Not a pointer to this frame's stack.
     No,
+    /// A known constant (not a stack pointer).
+    Const(u64),
+    /// Map number N of the program (`ld_imm64` of a map).
+    Map(u32),
     /// `r10 + off`.
     At(i64),
     /// Somewhere in this frame's stack.
     Any,
 }
 
+impl Fp {
+    fn is_stack(self) -> bool {
+        matches!(self, Fp::At(_) | Fp::Any)
+    }
+}
+
 fn join(a: Fp, b: Fp) -> Fp {
-    match (a, b) {
-        (Fp::No, Fp::No) => Fp::No,
-        (Fp::At(x), Fp::At(y)) if x == y => Fp::At(x),
-        _ => Fp::Any,
+    if a == b {
+        a
+    } else if !a.is_stack() && !b.is_stack() {
+        Fp::No
+    } else {
+        Fp::Any
     }
 }
 
@@ -203,7 +217,7 @@ pub fn compute_live_stack(env: &mut Env<'_>) {
             Insn::StoreReg { src, .. } | Insn::Atomic { src, .. } => Some(*src),
             _ => None,
         };
-        if src.is_some_and(|s| r[s.index()] != Fp::No) {
+        if src.is_some_and(|s| r[s.index()].is_stack()) {
             return;
         }
     }
@@ -214,9 +228,9 @@ pub fn compute_live_stack(env: &mut Env<'_>) {
             continue;
         };
         let at = |reg: bpfemu_isa::Reg, off: i16, size: usize| match r[reg.index()] {
-            Fp::No => 0,
             Fp::At(c) => slots(c + off as i64, size as i64),
             Fp::Any => ALL_SLOTS,
+            _ => 0,
         };
         use_kill[*pc] = match *insn {
             Insn::Load { src, off, size, .. } => (at(src, off, size.bytes()), 0),
@@ -229,8 +243,9 @@ pub fn compute_live_stack(env: &mut Env<'_>) {
                     _ => (0, 0),
                 }
             }
+            Insn::Call(CallTarget::Helper(id)) => (helper_stack_reads(env, id, &r), 0),
             Insn::Call(_) => {
-                let any = (1..=5).any(|i| r[i] != Fp::No);
+                let any = (1..=5).any(|i| r[i].is_stack());
                 (if any { ALL_SLOTS } else { 0 }, 0)
             }
             Insn::LdAbs { .. } | Insn::LdInd { .. } => (ALL_SLOTS, 0),
@@ -257,6 +272,52 @@ pub fn compute_live_stack(env: &mut Env<'_>) {
     env.live_stack = live;
 }
 
+/// The slots a helper call reads through its stack-pointer arguments: what its prototype's
+/// memory arguments cover (a map's key or value, a fixed size, a constant size in the next
+/// register), as the kernel's checks read them; every slot when a size is not known here.
+fn helper_stack_reads(env: &Env<'_>, id: i32, r: &[Fp; 11]) -> u64 {
+    use crate::call::proto::{ArgBase, MEM_FIXED_SIZE, MEM_UNINIT, xdp_proto};
+    if !(1..=5).any(|i| r[i].is_stack()) {
+        return 0;
+    }
+    let Some(proto) = xdp_proto(id) else {
+        return ALL_SLOTS;
+    };
+    let map = match r[1] {
+        Fp::Map(m) => env.map(m),
+        _ => None,
+    };
+    let mut reads = 0;
+    for (i, arg) in proto.args.iter().enumerate() {
+        let Fp::At(off) = r[i + 1] else {
+            if r[i + 1].is_stack() {
+                return ALL_SLOTS;
+            }
+            continue;
+        };
+        let next_const = match r.get(i + 2) {
+            Some(Fp::Const(c)) => Some(*c as i64),
+            _ => None,
+        };
+        let size = match arg.base {
+            // Written, not read (raw mode).
+            _ if arg.flags & MEM_UNINIT != 0 => Some(0),
+            ArgBase::PtrToMapKey => map.map(|m| m.key_size as i64),
+            ArgBase::PtrToMapValue => map.map(|m| m.value_size as i64),
+            ArgBase::PtrToMem if arg.flags & MEM_FIXED_SIZE != 0 => Some(arg.size as i64),
+            ArgBase::PtrToMem if proto.args.get(i + 1).is_some_and(|a| a.is_mem_size()) => {
+                next_const
+            }
+            _ => None,
+        };
+        match size {
+            Some(size) => reads |= slots(off, size.max(0)),
+            None => return ALL_SLOTS,
+        }
+    }
+    reads
+}
+
 fn transfer(insn: &Insn, r: &mut [Fp; 11]) {
     use bpfemu_isa::{AluOp, Width};
     match *insn {
@@ -268,7 +329,25 @@ fn transfer(insn: &Insn, r: &mut [Fp; 11]) {
         } => {
             r[dst.index()] = match src {
                 Source::Reg(s) => r[s.index()],
-                Source::Imm(_) => Fp::No,
+                Source::Imm(k) => Fp::Const(k as i64 as u64),
+            }
+        }
+        Insn::Alu {
+            width: Width::W32,
+            op: AluOp::Mov,
+            dst,
+            src: Source::Imm(k),
+        } => r[dst.index()] = Fp::Const(k as u32 as u64),
+        Insn::LdImm64 {
+            dst,
+            kind,
+            imm,
+            next_imm,
+        } => {
+            r[dst.index()] = match kind {
+                LdImm64Kind::Imm => Fp::Const(Insn::imm64(imm, next_imm)),
+                LdImm64Kind::MapFd | LdImm64Kind::MapIdx => Fp::Map(imm as u32),
+                _ => Fp::No,
             }
         }
         Insn::Alu {
@@ -284,8 +363,12 @@ fn transfer(insn: &Insn, r: &mut [Fp; 11]) {
                 } else {
                     c - k as i64
                 }),
-                (Fp::No, Source::Reg(s)) if op == AluOp::Add && r[s.index()] != Fp::No => Fp::Any,
-                (Fp::No, _) => Fp::No,
+                (d, Source::Reg(s))
+                    if !d.is_stack() && op == AluOp::Add && r[s.index()].is_stack() =>
+                {
+                    Fp::Any
+                }
+                (d, _) if !d.is_stack() => Fp::No,
                 _ => Fp::Any,
             }
         }
@@ -294,7 +377,6 @@ fn transfer(insn: &Insn, r: &mut [Fp; 11]) {
         | Insn::MovSx { dst, .. }
         | Insn::AddrSpaceCast { dst, .. }
         | Insn::Endian { dst, .. }
-        | Insn::LdImm64 { dst, .. }
         | Insn::Load { dst, .. } => r[dst.index()] = Fp::No,
         Insn::Atomic { op, src, .. } => {
             if op == AtomicOp::Cmpxchg {

@@ -28,30 +28,6 @@ const COUNTS_DIFFER: &[(&str, &str)] = &[
         "l4lb.v4/xdp_l4lb",
         "6.18 prunes more: its liveness of spilled registers is finer",
     ),
-    (
-        "nat_lb.v2/xdp_nat_lb",
-        "6.18 prunes more: its liveness of spilled registers is finer",
-    ),
-    (
-        "nat_lb.v3/xdp_nat_lb",
-        "6.18 prunes more: its liveness of spilled registers is finer",
-    ),
-    (
-        "nat_lb.v4/xdp_nat_lb",
-        "6.18 prunes more: its liveness of spilled registers is finer",
-    ),
-    (
-        "p4_parser.v2/xdp_p4_pipeline",
-        "6.18 prunes more in the parser loop",
-    ),
-    (
-        "p4_parser.v3/xdp_p4_pipeline",
-        "6.18 prunes more in the parser loop",
-    ),
-    (
-        "p4_parser.v4/xdp_p4_pipeline",
-        "6.18 prunes more in the parser loop",
-    ),
 ];
 
 fn corpus() -> Vec<PathBuf> {

@@ -31,21 +31,6 @@ const LOGS_DIFFER: &[(&str, &str)] = &[
     ("l4lb.v2/xdp_l4lb", "6.18 prunes more (see core_counts)"),
     ("l4lb.v3/xdp_l4lb", "6.18 prunes more (see core_counts)"),
     ("l4lb.v4/xdp_l4lb", "6.18 prunes more (see core_counts)"),
-    ("nat_lb.v2/xdp_nat_lb", "6.18 prunes more (see core_counts)"),
-    ("nat_lb.v3/xdp_nat_lb", "6.18 prunes more (see core_counts)"),
-    ("nat_lb.v4/xdp_nat_lb", "6.18 prunes more (see core_counts)"),
-    (
-        "p4_parser.v2/xdp_p4_pipeline",
-        "6.18 prunes more (see core_counts)",
-    ),
-    (
-        "p4_parser.v3/xdp_p4_pipeline",
-        "6.18 prunes more (see core_counts)",
-    ),
-    (
-        "p4_parser.v4/xdp_p4_pipeline",
-        "6.18 prunes more (see core_counts)",
-    ),
 ];
 
 /// A log's lines as compared.

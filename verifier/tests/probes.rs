@@ -1,7 +1,8 @@
 //! The probe corpus (`verifier/probes/*.probes`) against the running kernel: each probe is
 //! loaded into the kernel (raw bpf(), as root) and verified by bpfemu; the verdict and the final
 //! error line must be equal, except for the probes listed in `verifier/probes/KNOWN_DIFFERENCES`,
-//! which must still differ. Prints both processed-instruction counts per probe and the shares.
+//! which must still differ. Prints both processed-instruction counts per probe and the shares;
+//! the counts must be equal too.
 //!
 //! `BPFEMU_PROBE=SUBSTRING` runs only the probes whose name contains it (the list is then
 //! checked only for those). Skipped with a message when bpf() is out of reach, unless
@@ -54,6 +55,12 @@ fn probes_match_the_kernel() {
         faults.len()
     );
     assert!(faults.is_empty(), "verifier bugs:\n{}", faults.join("\n"));
+    // Every probe explores what the kernel explores: pruning, precision and liveness as 6.18.
+    assert!(
+        tally.count_differing.is_empty(),
+        "processed-instruction counts differ from the kernel's:\n{}",
+        tally.count_differing.join("\n")
+    );
     let mut listed = known::load("", Some("corpus/"));
     if !filter.is_empty() {
         listed.retain(|name, _| name.contains(&filter));

@@ -17,6 +17,8 @@ pub struct Tally {
     pub differing: BTreeMap<String, String>,
     /// Lines of the table (name, kernel, bpfemu).
     pub rows: Vec<String>,
+    /// Programs whose processed-instruction counts differ: `name (kernel N, bpfemu M)`.
+    pub count_differing: Vec<String>,
 }
 
 impl Tally {
@@ -41,6 +43,9 @@ impl Tally {
             self.processed_compared += 1;
             if k == o {
                 self.processed_equal += 1;
+            } else {
+                self.count_differing
+                    .push(format!("{name} (kernel {k}, bpfemu {o})"));
             }
         }
         let count = |n: Option<u64>| n.map_or("-".to_owned(), |n| n.to_string());
