@@ -116,6 +116,9 @@ enum Fp {
     Const(u64),
     /// Map number N of the program (`ld_imm64` of a map).
     Map(u32),
+    /// May point into a caller's stack: a subprogram's argument, or what was loaded through
+    /// one or computed from one.
+    Arg,
     /// `r10 + off`.
     At(i64),
     /// Somewhere in this frame's stack.
@@ -131,10 +134,12 @@ impl Fp {
 fn join(a: Fp, b: Fp) -> Fp {
     if a == b {
         a
-    } else if !a.is_stack() && !b.is_stack() {
-        Fp::No
-    } else {
+    } else if a.is_stack() || b.is_stack() {
         Fp::Any
+    } else if a == Fp::Arg || b == Fp::Arg {
+        Fp::Arg
+    } else {
+        Fp::No
     }
 }
 
@@ -175,12 +180,20 @@ pub fn compute_live_stack(env: &mut Env<'_>) {
             _ => [fall, None],
         };
     }
-    // Forward: which registers point into the frame's own stack.
-    let mut regs: Vec<Option<[Fp; 11]>> = vec![None; len];
+    // Forward: which registers, and which spilled slots, point into the frame's own stack.
+    let mut regs: Vec<Option<Frame>> = vec![None; len];
     let mut work: Vec<usize> = Vec::new();
-    for s in &env.subprogs {
-        let mut entry = [Fp::No; 11];
-        entry[10] = Fp::At(0);
+    for (i, s) in env.subprogs.iter().enumerate() {
+        let mut entry = Frame {
+            r: [Fp::No; 11],
+            s: [Fp::No; 64],
+        };
+        entry.r[10] = Fp::At(0);
+        if i > 0 {
+            for r in 1..=5 {
+                entry.r[r] = Fp::Arg;
+            }
+        }
         if s.start < len {
             regs[s.start] = Some(entry);
             work.push(s.start);
@@ -188,21 +201,19 @@ pub fn compute_live_stack(env: &mut Env<'_>) {
     }
     let insn_at: std::collections::HashMap<usize, Insn> = insns.iter().copied().collect();
     while let Some(pc) = work.pop() {
-        let Some(mut r) = regs[pc] else { continue };
+        let Some(mut f) = regs[pc] else { continue };
         let Some(insn) = insn_at.get(&pc) else {
             continue;
         };
-        transfer(insn, &mut r);
+        // A stack pointer that leaves the stack may come back through any load: give up.
+        if !spill_transfer(insn, &mut f) {
+            return;
+        }
+        transfer(insn, &mut f.r);
         for s in succ[pc].iter().flatten() {
             let merged = match regs[*s] {
-                None => r,
-                Some(old) => {
-                    let mut m = old;
-                    for i in 0..11 {
-                        m[i] = join(old[i], r[i]);
-                    }
-                    m
-                }
+                None => f,
+                Some(old) => old.join(&f),
             };
             if regs[*s] != Some(merged) {
                 regs[*s] = Some(merged);
@@ -210,17 +221,7 @@ pub fn compute_live_stack(env: &mut Env<'_>) {
             }
         }
     }
-    // A stack pointer stored to memory may come back through any load: give up.
-    for (pc, insn) in &insns {
-        let Some(r) = regs[*pc] else { continue };
-        let src = match insn {
-            Insn::StoreReg { src, .. } | Insn::Atomic { src, .. } => Some(*src),
-            _ => None,
-        };
-        if src.is_some_and(|s| r[s.index()].is_stack()) {
-            return;
-        }
-    }
+    let regs: Vec<Option<[Fp; 11]>> = regs.iter().map(|f| f.map(|f| f.r)).collect();
     let mut use_kill = vec![(ALL_SLOTS, 0u64); len];
     for (pc, insn) in &insns {
         let Some(r) = regs[*pc] else {
@@ -272,6 +273,125 @@ pub fn compute_live_stack(env: &mut Env<'_>) {
     env.live_stack = live;
 }
 
+/// The forward pass's knowledge at one instruction: registers and the frame's 64 slots.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Frame {
+    r: [Fp; 11],
+    /// What an aligned 8-byte spill left in slot `i` (`fp-8*(i+1)`).
+    s: [Fp; 64],
+}
+
+impl Frame {
+    fn join(&self, other: &Frame) -> Frame {
+        let mut out = *self;
+        for i in 0..11 {
+            out.r[i] = join(self.r[i], other.r[i]);
+        }
+        for i in 0..64 {
+            out.s[i] = join(self.s[i], other.s[i]);
+        }
+        out
+    }
+
+    /// The slot an aligned 8-byte access at `reg + off` names, when it names one.
+    fn slot(&self, reg: bpfemu_isa::Reg, off: i16) -> Option<usize> {
+        match self.r[reg.index()] {
+            Fp::At(c) => {
+                let o = c + off as i64;
+                ((-512..0).contains(&o) && o % 8 == 0).then(|| ((-o - 1) / 8) as usize)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Spills and fills of stack pointers through the frame's own stack; `false` when a stack
+/// pointer goes anywhere the pass cannot follow (other memory, a partial or unknown slot).
+fn spill_transfer(insn: &Insn, f: &mut Frame) -> bool {
+    match *insn {
+        Insn::StoreReg {
+            dst,
+            src,
+            off,
+            size,
+            ..
+        } => {
+            let value = f.r[src.index()];
+            match (f.slot(dst, off), size.bytes()) {
+                (Some(i), 8) => f.s[i] = value,
+                _ if value.is_stack() || value == Fp::Arg => return false,
+                _ => clobber(f, dst, off, size.bytes()),
+            }
+        }
+        Insn::Store { dst, off, size, .. } => clobber(f, dst, off, size.bytes()),
+        Insn::Atomic {
+            dst,
+            src,
+            off,
+            size,
+            ..
+        } => {
+            if f.r[src.index()].is_stack() || f.r[src.index()] == Fp::Arg {
+                return false;
+            }
+            clobber(f, dst, off, size.bytes());
+        }
+        Insn::Load {
+            dst,
+            src,
+            off,
+            size,
+            ..
+        } => {
+            let from = f.r[src.index()];
+            let value = match (f.slot(src, off), size.bytes()) {
+                (Some(i), 8) => f.s[i],
+                (Some(i), _) if f.s[i].is_stack() => return false,
+                _ if from == Fp::Any && f.s.iter().any(|v| v.is_stack()) => return false,
+                _ if from == Fp::Arg => Fp::Arg,
+                _ => Fp::No,
+            };
+            // `transfer` sets the destination to `No`; what the slot held comes back after.
+            transfer(insn, &mut f.r);
+            f.r[dst.index()] = value;
+        }
+        Insn::Call(target) if (1..=5).any(|i| f.r[i].is_stack()) && writes_through(target) => {
+            // The callee may write anything into the frame it was given, pointers included.
+            f.s = [Fp::Any; 64];
+        }
+        _ => {}
+    }
+    true
+}
+
+/// Calls whose code may store a pointer into the memory a stack-pointer argument names, out
+/// of this pass's sight: kfuncs. (A subprogram or callback that stores a pointer through its
+/// arguments makes the whole pass give up, see [`Fp::Arg`].)
+fn writes_through(target: CallTarget) -> bool {
+    matches!(target, CallTarget::Kfunc { .. })
+}
+
+/// A store of a non-pointer at `dst + off`: the slots it touches hold no stack pointer any
+/// more where the offset is known; where it is not, any slot may have changed.
+fn clobber(f: &mut Frame, dst: bpfemu_isa::Reg, off: i16, size: usize) {
+    match f.r[dst.index()] {
+        Fp::At(c) => {
+            let start = c + off as i64;
+            for o in start..start + size as i64 {
+                if (-512..0).contains(&o) {
+                    f.s[((-o - 1) / 8) as usize] = Fp::No;
+                }
+            }
+        }
+        Fp::Any => {
+            for v in f.s.iter_mut() {
+                *v = join(*v, Fp::No);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// The slots a helper call reads through its stack-pointer arguments: what its prototype's
 /// memory arguments cover (a map's key or value, a fixed size, a constant size in the next
 /// register), as the kernel's checks read them; every slot when a size is not known here.
@@ -288,7 +408,8 @@ fn helper_stack_reads(env: &Env<'_>, id: i32, r: &[Fp; 11]) -> u64 {
         _ => None,
     };
     let mut reads = 0;
-    for (i, arg) in proto.args.iter().enumerate() {
+    // Registers past the prototype's arguments are not read by the helper.
+    for (i, arg) in proto.args.iter().enumerate().take(proto.arg_count()) {
         let Fp::At(off) = r[i + 1] else {
             if r[i + 1].is_stack() {
                 return ALL_SLOTS;
@@ -368,6 +489,8 @@ fn transfer(insn: &Insn, r: &mut [Fp; 11]) {
                 {
                     Fp::Any
                 }
+                (Fp::Arg, _) => Fp::Arg,
+                (_, Source::Reg(s)) if r[s.index()] == Fp::Arg => Fp::Arg,
                 (d, _) if !d.is_stack() => Fp::No,
                 _ => Fp::Any,
             }
