@@ -1047,6 +1047,14 @@ fn mark_prune_points(env: &mut Env<'_>) {
                 if pc + 1 < len {
                     mark(env, pc + 1, true);
                 }
+                // An iterator's `next` is where its loop converges: always a checkpoint.
+                if let CallTarget::Kfunc { btf_id, off: 0 } = target
+                    && crate::call::iter::iter_op_of_call(btf_id)
+                        == Some(crate::call::iter::IterOp::Next)
+                {
+                    env.aux[pc].prune_point = true;
+                    env.aux[pc].force_checkpoint = true;
+                }
                 if let CallTarget::Local(rel) = target {
                     env.aux[pc].prune_point = true;
                     if let Some(t) = jump_target(rel as i64) {

@@ -132,6 +132,12 @@ pub struct Env<'a> {
     /// helper call: callbacks), as (state, instruction, previous instruction); the walk
     /// moves them onto its stack after the instruction.
     pub pending: Vec<(crate::state::VerifierState, usize, usize)>,
+    /// The loop (strongly connected component) of each instruction, 0 for none (`scc`).
+    pub scc: Vec<u32>,
+    /// Loops being explored on some path, per call chain (`struct bpf_scc_info`).
+    pub scc_visits: Vec<crate::loops::SccVisit>,
+    /// Back-edges recorded and not yet propagated (`num_backedges`), for `peak_states`.
+    pub num_backedges: u64,
 }
 
 /// A checkpoint.
@@ -187,7 +193,16 @@ impl<'a> Env<'a> {
             states_alive: 0,
             cur_hist_ent: false,
             pending: Vec::new(),
+            scc: vec![0; len],
+            scc_visits: Vec::new(),
+            num_backedges: 0,
         }
+    }
+
+    /// `update_peak_states`: checkpoints and back-edges held at once.
+    pub fn update_peak_states(&mut self) {
+        let held = self.states_alive + self.num_backedges;
+        self.counters.peak_states = self.counters.peak_states.max(held);
     }
 
     /// A fresh id for null checks, packet ranges and references (`++env->id_gen`).

@@ -60,6 +60,7 @@ pub fn run(input: &ProgramInput<'_>, opts: &Options) -> Verdict {
         mark_callback_calls(&mut env);
         liveness::compute_live_registers(&mut env);
         liveness::compute_live_stack(&mut env);
+        env.scc = crate::scc::compute_scc(&env);
         print_live_regs(&mut env);
         do_check_main(&mut env, opts)
     });
@@ -90,7 +91,7 @@ fn print_live_regs(env: &mut Env<'_>) {
     if !env.log.level2() {
         return;
     }
-    let scc = crate::scc::compute_scc(env);
+    let scc = env.scc.clone();
     let mut out = String::from("Live regs before insn:\n");
     for (pc, insn) in env.prog.iter() {
         let live = env.live_regs[pc];
@@ -477,6 +478,8 @@ fn update_branch_counts(env: &mut Env<'_>, mut parent: Option<usize>) {
         if e.branches > 0 {
             break;
         }
+        crate::loops::maybe_exit_scc(env, p);
+        let e = &env.explored[p];
         if e.evicted {
             env.states_alive -= 1;
         }
@@ -512,28 +515,37 @@ fn is_state_visited(
             continue;
         }
         let mut hit = false;
+        // A hit that closes a loop whose exploration is not finished (`loop`).
+        let mut closes_loop = false;
         let may_goto = matches!(env.insn(pc), Some(Insn::MayGoto { .. }));
-        if e.branches > 0
+        if e.branches > 0 && env.aux[pc].force_checkpoint && is_iter_next(env, pc) {
+            // An iterator's loop converges when the state with the iterator still active is
+            // within one of an earlier iteration; no infinite-loop check here.
+            if states_equal(env, &e.state, state, Exact::RangeWithin)
+                && crate::call::iter::next_arg_is_active(state)
+            {
+                hit = true;
+                closes_loop = true;
+            } else {
+                skip_new_state_heuristic(env, force_new, &mut add_new_state);
+            }
+        } else if e.branches > 0
             && may_goto
             && e.state.may_goto_depth != state.may_goto_depth
             && states_equal(env, &e.state, state, Exact::RangeWithin)
         {
             hit = true;
+            closes_loop = true;
         } else if e.branches > 0 && env.aux[pc].calls_callback {
             if states_equal(env, &e.state, state, Exact::RangeWithin) {
                 hit = true;
             } else {
-                let c = &env.counters;
-                if !force_new
-                    && c.jmps_processed - c.prev_jmps_processed < 20
-                    && c.insn_processed - c.prev_insn_processed < 100
-                {
-                    add_new_state = false;
-                }
+                skip_new_state_heuristic(env, force_new, &mut add_new_state);
             }
         } else if e.branches > 0 {
             if states_maybe_looping(&e.state, state)
                 && states_equal(env, &e.state, state, Exact::Exact)
+                && !crate::call::iter::active_depths_differ(&e.state, state)
                 && e.state.may_goto_depth == state.may_goto_depth
                 && e.state.callback_unroll_depth == state.callback_unroll_depth
             {
@@ -553,15 +565,17 @@ fn is_state_visited(
                 }
                 .with_infinite_loop(pc));
             }
-            let c = &env.counters;
-            if !force_new
-                && c.jmps_processed - c.prev_jmps_processed < 20
-                && c.insn_processed - c.prev_insn_processed < 100
-            {
-                add_new_state = false;
-            }
-        } else if states_equal(env, &e.state, state, Exact::NotExact) {
-            hit = true;
+            skip_new_state_heuristic(env, force_new, &mut add_new_state);
+        } else {
+            // Inside a loop still being explored the checkpoint lacks the marks of the paths
+            // to come: imprecise scalars are compared too.
+            closes_loop = crate::loops::incomplete_read_marks(env, &e.state);
+            let exact = if closes_loop {
+                Exact::RangeWithin
+            } else {
+                Exact::NotExact
+            };
+            hit = states_equal(env, &e.state, state, exact);
         }
         if hit {
             env.explored[idx].hit_cnt += 1;
@@ -570,6 +584,9 @@ fn is_state_visited(
             }
             let old = env.explored[idx].state.clone();
             propagate_precision(env, &old, state);
+            if closes_loop {
+                crate::loops::add_backedge(env, idx, state);
+            }
             return Ok(true);
         }
         let e = &mut env.explored[idx];
@@ -601,7 +618,7 @@ fn is_state_visited(
     }
     env.counters.total_states += 1;
     env.states_alive += 1;
-    env.counters.peak_states = env.counters.peak_states.max(env.states_alive);
+    env.update_peak_states();
     env.counters.prev_jmps_processed = env.counters.jmps_processed;
     env.counters.prev_insn_processed = env.counters.insn_processed;
     mark_all_scalars_imprecise(state);
@@ -616,6 +633,7 @@ fn is_state_visited(
         evicted: false,
     });
     env.buckets[bucket].push(idx);
+    crate::loops::maybe_enter_scc(env, idx);
     state.parent = Some(idx);
     state.dfs_depth = env.explored[idx].state.dfs_depth + 1;
     state.first_insn_idx = pc;
@@ -633,6 +651,27 @@ impl Reject {
             logged: true,
         }
     }
+}
+
+/// `skip_inf_loop_check`: right after a checkpoint, another is not worth its memory unless
+/// forced.
+fn skip_new_state_heuristic(env: &Env<'_>, force_new: bool, add_new_state: &mut bool) {
+    let c = &env.counters;
+    if !force_new
+        && c.jmps_processed - c.prev_jmps_processed < 20
+        && c.insn_processed - c.prev_insn_processed < 100
+    {
+        *add_new_state = false;
+    }
+}
+
+/// Whether the call at `pc` is an iterator's `next` (`is_iter_next_insn`).
+fn is_iter_next(env: &Env<'_>, pc: usize) -> bool {
+    matches!(
+        env.insn(pc),
+        Some(Insn::Call(CallTarget::Kfunc { btf_id, off: 0 }))
+            if crate::call::iter::iter_op_of_call(*btf_id) == Some(crate::call::iter::IterOp::Next)
+    )
 }
 
 fn mark_all_scalars_imprecise(state: &mut VerifierState) {
@@ -953,7 +992,7 @@ pub fn widen_after_callback(env: &Env<'_>, state: &mut VerifierState, callsite: 
 }
 
 /// `find_prev_entry`: a checkpoint at `pc` on the current path, older than checkpoint `cur`.
-fn find_prev_entry(env: &Env<'_>, cur: usize, pc: usize) -> Option<usize> {
+pub(crate) fn find_prev_entry(env: &Env<'_>, cur: usize, pc: usize) -> Option<usize> {
     find_prev_in(env, &env.explored[cur].state, pc)
 }
 
@@ -975,7 +1014,7 @@ fn find_prev_in(env: &Env<'_>, cur_state: &VerifierState, pc: usize) -> Option<u
 
 /// `widen_imprecise_scalars`: loop iterations of `may_goto` forget imprecise scalars that
 /// changed, so that the loop converges.
-fn widen_imprecise_scalars(env: &Env<'_>, old: &VerifierState, cur: &mut VerifierState) {
+pub(crate) fn widen_imprecise_scalars(env: &Env<'_>, old: &VerifierState, cur: &mut VerifierState) {
     let mut idmap = crate::prune::IdMap::new(env.id_gen);
     let widen = |o: &RegState, c: &mut RegState, idmap: &mut crate::prune::IdMap| {
         if o.ty != RegType::Scalar || c.ty != RegType::Scalar || o.precise || c.precise {

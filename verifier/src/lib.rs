@@ -72,6 +72,7 @@ pub mod explore;
 pub mod fixup;
 pub mod liveness;
 pub mod log;
+pub mod loops;
 pub mod mem;
 pub mod precision;
 pub mod prog_type;

@@ -245,6 +245,11 @@ pub fn compute_live_stack(env: &mut Env<'_>) {
                 }
             }
             Insn::Call(CallTarget::Helper(id)) => (helper_stack_reads(env, id, &r), 0),
+            Insn::Call(CallTarget::Kfunc { btf_id, off: 0 })
+                if crate::call::iter::iter_op_of_call(btf_id).is_some() =>
+            {
+                iter_stack_use_kill(btf_id, &r)
+            }
             Insn::Call(_) => {
                 let any = (1..=5).any(|i| r[i].is_stack());
                 (if any { ALL_SLOTS } else { 0 }, 0)
@@ -437,6 +442,29 @@ fn helper_stack_reads(env: &Env<'_>, id: i32, r: &[Fp; 11]) -> u64 {
         }
     }
     reads
+}
+
+/// What an iterator kfunc does to the iterator's slots R1 names: `new` writes them, `next`
+/// and `destroy` read them (as the kernel's `mark_iter_read`); every slot when R1 is not a
+/// known place on this frame's stack.
+fn iter_stack_use_kill(btf_id: i32, r: &[Fp; 11]) -> (u64, u64) {
+    use crate::call::iter::{IterOp, iter_op_of_call, iter_struct};
+    let size = crate::call::kfunc::vmlinux_btf().and_then(|btf| {
+        let params = crate::call::kfunc::func_params(btf, btf_id as u32)?;
+        iter_struct(btf, params).map(|(_, nr_slots)| (nr_slots * 8) as i64)
+    });
+    let (Fp::At(off), Some(size)) = (r[1], size) else {
+        return if r[1].is_stack() {
+            (ALL_SLOTS, 0)
+        } else {
+            (0, 0)
+        };
+    };
+    match iter_op_of_call(btf_id) {
+        Some(IterOp::New) if off % 8 == 0 => (0, slots(off, size)),
+        Some(IterOp::New) => (0, 0),
+        _ => (slots(off, size), 0),
+    }
 }
 
 fn transfer(insn: &Insn, r: &mut [Fp; 11]) {

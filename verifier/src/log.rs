@@ -320,6 +320,20 @@ pub fn frame_state_text(
                 let _ = write!(out, " fp{off}={}", dynptr_text(&main.spilled_ptr));
                 i += 1;
             }
+            SlotType::Iter => {
+                // Only the iterator's first slot carries its reference; the others are skipped.
+                let reg = &slot.spilled_ptr;
+                if reg.ref_obj_id != 0 {
+                    let _ = write!(
+                        out,
+                        " fp{off}=iter_{}(ref_id={},state={},depth={})",
+                        crate::call::iter::type_name(reg.btf_id),
+                        reg.ref_obj_id,
+                        reg.iter_state.name(),
+                        reg.iter_depth
+                    );
+                }
+            }
             _ => {
                 let _ = write!(out, " fp{off}={types}");
             }

@@ -95,8 +95,12 @@ pub fn mark_stack_slot_precision(
 }
 
 /// `propagate_precision`: after pruning against `old`, what `old` needed precise is needed on
-/// the current path too.
-pub fn propagate_precision(env: &mut Env<'_>, old: &VerifierState, state: &mut VerifierState) {
+/// the current path too. Returns whether a checkpoint got a new precision mark (`changed`).
+pub fn propagate_precision(
+    env: &mut Env<'_>,
+    old: &VerifierState,
+    state: &mut VerifierState,
+) -> bool {
     let mut bt = Backtrack {
         frame: state.curframe(),
         ..Backtrack::default()
@@ -128,12 +132,15 @@ pub fn propagate_precision(env: &mut Env<'_>, old: &VerifierState, state: &mut V
         }
     }
     if bt.empty() {
-        return;
+        return false;
     }
-    run(env, state, bt);
+    run(env, state, bt)
 }
 
-fn run(env: &mut Env<'_>, state: &mut VerifierState, mut bt: Backtrack) {
+/// Backtracks what `bt` looks for from the current instruction of `state` through its
+/// checkpoints; returns whether a checkpoint got a new precision mark.
+fn run(env: &mut Env<'_>, state: &mut VerifierState, mut bt: Backtrack) -> bool {
+    let mut changed = false;
     let mut last_idx = state.insn_idx as i64;
     let mut first_idx = state.first_insn_idx;
     let mut subseq_idx: i64 = -1;
@@ -167,10 +174,10 @@ fn run(env: &mut Env<'_>, state: &mut VerifierState, mut bt: Backtrack) {
                         reg.precise = true;
                     }
                 }
-                return;
+                return changed;
             }
-            mark_all_precise(env, state);
-            return;
+            mark_all_scalars_precise(env, state);
+            return changed;
         }
         if backtrack_state(
             env,
@@ -183,19 +190,19 @@ fn run(env: &mut Env<'_>, state: &mut VerifierState, mut bt: Backtrack) {
         )
         .is_err()
         {
-            mark_all_precise(env, state);
-            return;
+            mark_all_scalars_precise(env, state);
+            return changed;
         }
         if bt.empty() {
-            return;
+            return changed;
         }
         let Some(p) = parent else {
             break;
         };
-        mark_in_checkpoint(env, p, &mut bt);
+        changed |= mark_in_checkpoint(env, p, &mut bt);
         at = Some(p);
         if bt.empty() {
-            return;
+            return changed;
         }
         let st = &env.explored[p].state;
         subseq_idx = first_idx as i64;
@@ -205,8 +212,9 @@ fn run(env: &mut Env<'_>, state: &mut VerifierState, mut bt: Backtrack) {
         parent = st.parent;
     }
     if !bt.empty() {
-        mark_all_precise(env, state);
+        mark_all_scalars_precise(env, state);
     }
+    changed
 }
 
 /// Walks one state's stretch backwards from `last_idx` to `first_idx`.
@@ -287,10 +295,11 @@ fn log_before(env: &mut Env<'_>, bt: &Backtrack, idx: usize) {
 
 /// Marks what is still looked for in checkpoint `p`; what is already precise there, or not a
 /// scalar, needs no further walk.
-fn mark_in_checkpoint(env: &mut Env<'_>, p: usize, bt: &mut Backtrack) {
+fn mark_in_checkpoint(env: &mut Env<'_>, p: usize, bt: &mut Backtrack) -> bool {
+    let mut changed = false;
     let frames = bt.frame.min(env.explored[p].state.frames.len() - 1);
     for fr in (0..=frames).rev() {
-        mark_frame_in_checkpoint(env, p, fr, bt);
+        changed |= mark_frame_in_checkpoint(env, p, fr, bt);
         if env.log.level2() {
             let st = &env.explored[p].state;
             let text = crate::log::frame_state_text(env, st, &st.frames[fr], true);
@@ -302,42 +311,45 @@ fn mark_in_checkpoint(env: &mut Env<'_>, p: usize, bt: &mut Backtrack) {
             env.verbose(&line);
         }
     }
+    changed
 }
 
 /// [`mark_in_checkpoint`] for one frame.
-fn mark_frame_in_checkpoint(env: &mut Env<'_>, p: usize, fr: usize, bt: &mut Backtrack) {
-    {
-        let frame = &mut env.explored[p].state.frames[fr];
-        for r in 0..16 {
-            if bt.regs[fr] & (1 << r) == 0 {
-                continue;
-            }
-            let reg = &mut frame.regs[r];
-            if reg.ty != RegType::Scalar || reg.precise {
-                bt.regs[fr] &= !(1 << r);
-            } else {
-                reg.precise = true;
-            }
+fn mark_frame_in_checkpoint(env: &mut Env<'_>, p: usize, fr: usize, bt: &mut Backtrack) -> bool {
+    let mut changed = false;
+    let frame = &mut env.explored[p].state.frames[fr];
+    for r in 0..16 {
+        if bt.regs[fr] & (1 << r) == 0 {
+            continue;
         }
-        for spi in 0..64 {
-            if bt.stack[fr] & (1 << spi) == 0 {
-                continue;
-            }
-            let Some(slot) = frame.stack.get_mut(spi) else {
-                bt.stack[fr] &= !(1 << spi);
-                continue;
-            };
-            if !slot.is_spilled_scalar() || slot.spilled_ptr.precise {
-                bt.stack[fr] &= !(1 << spi);
-            } else {
-                slot.spilled_ptr.precise = true;
-            }
+        let reg = &mut frame.regs[r];
+        if reg.ty != RegType::Scalar || reg.precise {
+            bt.regs[fr] &= !(1 << r);
+        } else {
+            reg.precise = true;
+            changed = true;
         }
     }
+    for spi in 0..64 {
+        if bt.stack[fr] & (1 << spi) == 0 {
+            continue;
+        }
+        let Some(slot) = frame.stack.get_mut(spi) else {
+            bt.stack[fr] &= !(1 << spi);
+            continue;
+        };
+        if !slot.is_spilled_scalar() || slot.spilled_ptr.precise {
+            bt.stack[fr] &= !(1 << spi);
+        } else {
+            slot.spilled_ptr.precise = true;
+            changed = true;
+        }
+    }
+    changed
 }
 
 /// `mark_all_scalars_precise`: the fallback when backtracking cannot follow the value.
-fn mark_all_precise(env: &mut Env<'_>, state: &VerifierState) {
+pub(crate) fn mark_all_scalars_precise(env: &mut Env<'_>, state: &VerifierState) {
     if env.log.level2() {
         env.verbose(&format!(
             "mark_precise: frame{}: falling back to forcing all scalars precise\n",

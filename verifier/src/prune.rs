@@ -234,6 +234,17 @@ fn stacksafe(old: &FuncState, cur: &FuncState, idmap: &mut IdMap, exact: Exact, 
                     return false;
                 }
             }
+            // The depth is left out: it grows every iteration and would keep the loop from
+            // converging.
+            SlotType::Iter => {
+                let (o, c) = (&os.spilled_ptr, &cs.spilled_ptr);
+                if o.btf_id != c.btf_id
+                    || o.iter_state != c.iter_state
+                    || !idmap.check(o.ref_obj_id, c.ref_obj_id)
+                {
+                    return false;
+                }
+            }
             _ => return false,
         }
         i += 1;

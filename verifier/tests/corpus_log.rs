@@ -16,18 +16,6 @@ use std::path::Path;
 
 /// Programs (`OBJECT/PROGRAM`) whose level-2 log differs from the kernel's, and why.
 const LOGS_DIFFER: &[(&str, &str)] = &[
-    (
-        "globals.v2/xdp_trusted_macs",
-        "6.18 tracks loop visits (SCC enter/exit lines and marks)",
-    ),
-    (
-        "globals.v3/xdp_trusted_macs",
-        "6.18 tracks loop visits (SCC enter/exit lines and marks)",
-    ),
-    (
-        "globals.v4/xdp_trusted_macs",
-        "6.18 tracks loop visits (SCC enter/exit lines and marks)",
-    ),
     ("l4lb.v2/xdp_l4lb", "6.18 prunes more (see core_counts)"),
     ("l4lb.v3/xdp_l4lb", "6.18 prunes more (see core_counts)"),
     ("l4lb.v4/xdp_l4lb", "6.18 prunes more (see core_counts)"),

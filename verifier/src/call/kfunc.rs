@@ -8,9 +8,11 @@
 //! `_rx_vlan_tag`) unless the program is device-bound (`BPF_F_XDP_DEV_BOUND_ONLY`), as in
 //! 6.18. Their arguments are then checked as below; the kernel comparison covers only the
 //! refusal (a device-bound load needs a device). `bpf_dynptr_from_xdp` makes an XDP dynptr of
-//! its `ptr__uninit` argument. Other kfuncs XDP may call (iterators, dynptr slices, object
-//! allocation, RCU, task references) answer "not yet supported"; the rest are refused as not
-//! allowed for XDP.
+//! its `ptr__uninit` argument; the numeric iterator is checked in [`super::iter`]. Other kfuncs
+//! XDP may call (object allocation, RCU, task references) answer "not yet supported"; the rest
+//! are refused as not allowed for XDP. Pointer arguments are not checked for NULL before their
+//! type: none of these kfuncs has `KF_TRUSTED_ARGS` in the running 6.18 kernel, which names the
+//! type it expected.
 
 use super::dynptr::process_dynptr_func;
 use super::proto::{ArgBase, ArgType, DYNPTR_TYPE_XDP, MEM_UNINIT};
@@ -31,6 +33,9 @@ const SUPPORTED: &[&str] = &[
     "bpf_dynptr_from_xdp",
     "bpf_dynptr_slice",
     "bpf_dynptr_slice_rdwr",
+    "bpf_iter_num_new",
+    "bpf_iter_num_next",
+    "bpf_iter_num_destroy",
 ];
 
 /// Other kfuncs 6.18 lets XDP call that bpfemu does not check yet (so it answers "not yet
@@ -40,9 +45,6 @@ const KNOWN_UNSUPPORTED: &[&str] = &[
     "bpf_task_release",
     "bpf_cgroup_acquire",
     "bpf_cgroup_release",
-    "bpf_iter_num_new",
-    "bpf_iter_num_next",
-    "bpf_iter_num_destroy",
     "bpf_rcu_read_lock",
     "bpf_rcu_read_unlock",
     "bpf_obj_new_impl",
@@ -109,7 +111,6 @@ pub fn check_kfunc_call(
     btf_id: i32,
     off: i16,
 ) -> Result<(), Reject> {
-    let _ = pc;
     if off != 0 {
         return Err(env.reject(
             Errno::Enotsupp,
@@ -150,6 +151,9 @@ pub fn check_kfunc_call(
             format!("kernel function {name} has no prototype"),
         ));
     };
+    if let Some(op) = super::iter::iter_op(name) {
+        return super::iter::check_iter_call(env, state, btf, name, op, params, pc);
+    }
     if name.starts_with("bpf_dynptr_slice") {
         return check_dynptr_slice(env, state, btf, name, params);
     }
@@ -162,7 +166,7 @@ pub fn check_kfunc_call(
 }
 
 /// One argument (`check_kfunc_args` for the argument kinds the supported kfuncs have).
-fn check_kfunc_arg(
+pub(super) fn check_kfunc_arg(
     env: &mut Env<'_>,
     state: &mut VerifierState,
     btf: &Btf,
@@ -194,12 +198,6 @@ fn check_kfunc_arg(
             ));
         }
     };
-    if reg.is_const_scalar(0) || reg.flags & crate::state::reg::PTR_MAYBE_NULL != 0 {
-        return Err(env.reject(
-            Errno::Eacces,
-            format!("Possibly NULL pointer passed to trusted arg{i}"),
-        ));
-    }
     if points_to_struct(btf, param.ty, "bpf_dynptr") {
         return check_dynptr_arg(env, state, func, regno as u8, param);
     }
@@ -336,12 +334,16 @@ fn check_dynptr_slice(
 /// How many parameters the vmlinux kfunc `btf_id` takes (for the liveness of its argument
 /// registers, as `get_call_summary` counts them); `None` when vmlinux BTF does not say.
 pub fn kfunc_param_count(btf_id: TypeId) -> Option<usize> {
-    let btf = vmlinux_btf()?;
+    func_params(vmlinux_btf()?, btf_id).map(<[Param]>::len)
+}
+
+/// The parameters of the function `btf_id` of `btf`.
+pub fn func_params(btf: &Btf, btf_id: TypeId) -> Option<&[Param]> {
     let BtfKind::Func { proto, .. } = btf.get(btf_id)?.kind else {
         return None;
     };
     match &btf.get(proto)?.kind {
-        BtfKind::FuncProto { params, .. } => Some(params.len()),
+        BtfKind::FuncProto { params, .. } => Some(params),
         _ => None,
     }
 }

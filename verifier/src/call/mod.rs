@@ -6,6 +6,7 @@ pub mod const_str;
 pub mod dynptr;
 pub mod global;
 pub mod helper;
+pub mod iter;
 pub mod kfunc;
 pub mod ksym;
 pub mod lock;

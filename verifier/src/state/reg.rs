@@ -142,6 +142,33 @@ pub struct RegState {
     pub live: u8,
     /// Whether the exact value matters for safety (precision tracking).
     pub precise: bool,
+    /// An iterator's first stack slot (`STACK_ITER`): whether it may still yield.
+    pub iter_state: IterState,
+    /// How many `next` calls deep the path into the iterator's loop is (`iter.depth`): not
+    /// compared for pruning, only kept so that the infinite-loop check sees progress.
+    pub iter_depth: u32,
+}
+
+/// The state of an open-coded iterator (`enum bpf_iter_state`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum IterState {
+    #[default]
+    Invalid,
+    /// `next` may still return an element.
+    Active,
+    /// `next` returned NULL and will again.
+    Drained,
+}
+
+impl IterState {
+    /// The log's word for it (`iter_state_str`).
+    pub fn name(self) -> &'static str {
+        match self {
+            IterState::Invalid => "<invalid>",
+            IterState::Active => "active",
+            IterState::Drained => "drained",
+        }
+    }
 }
 
 impl RegState {
