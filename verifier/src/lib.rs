@@ -29,11 +29,12 @@
 //! | [`alu`], [`ptr_alu`] | scalar transfer functions; pointer arithmetic and its refusals | `adjust_scalar_min_max_vals`, `adjust_ptr_min_max_vals` |
 //! | [`branch`] | conditional jumps: dead edges, refinement, packet ranges, null checks | `check_cond_jmp_op` |
 //! | [`mem`] | loads, stores, atomics; helper memory arguments | `check_mem_access`, `check_helper_mem_access` |
-//! | [`call`] | helpers ([`call::helper`]), kfuncs, bpf-to-bpf calls, callbacks | `check_helper_call`, `check_func_call` |
+//! | [`call`] | helpers ([`call::helper`]), kfuncs, open-coded iterators ([`call::iter`]), bpf-to-bpf calls, callbacks | `check_helper_call`, `check_kfunc_call`, `check_func_call` |
 //! | [`prog_type`] | what depends on the program type: ctx layout, return range | `xdp_is_valid_access`, `check_return_code` |
 //! | [`explore`] | the depth-first walk, checkpoints, limits | `do_check`, `is_state_visited` |
 //! | [`prune`], [`precision`], [`liveness`] | state equivalence, precision backtracking, read marks | `states_equal`, `mark_chain_precision` |
-//! | [`scc`] | loops of the control-flow graph (numbered in the level-2 listing) | `compute_scc` |
+//! | [`scc`] | loops of the control-flow graph (numbered in the level-2 listing, named in loop visits) | `compute_scc` |
+//! | [`loops`] | loops being explored: checkpoints compared strictly, back-edges and their precision | `maybe_enter_scc`, `propagate_backedges` |
 //! | [`fixup`] | the xlated program | `convert_ctx_accesses`, `do_misc_fixups` |
 //! | [`log`] | the kernel's log text | `print_verifier_state`, `log.c` |
 //!
