@@ -1,6 +1,7 @@
 //! Random structured programs judged by the running kernel: packet parsing with bounds checks
 //! right and wrong, map lookups with and without null checks, arithmetic on scalars feeding
-//! memory offsets, branches on derived values, loops, spills, helper and bpf-to-bpf calls. Each
+//! memory offsets, branches on derived values, loops (bounded, `may_goto`, open-coded
+//! iterators), spills, helper and bpf-to-bpf calls. Each
 //! program goes to the kernel and to bpfemu's verifier; verdict and final error line must be
 //! equal. Every program bpfemu accepts also runs in the checked interpreter on random packets
 //! and map contents without a fault.
@@ -191,6 +192,9 @@ impl Generator {
     fn bounded_loop(&mut self, k: usize) -> String {
         let bound = 1 + self.rng.below(24);
         if self.rng.chance(25) {
+            return self.iterator_loop(k, bound);
+        }
+        if self.rng.chance(25) {
             return format!(
                 "r1 = 0\nloop{k}:\nmay_goto skip{k}\nr1 += 1\nr9 += r1\nif r1 < {bound} goto loop{k}\n\
                  skip{k}:\n"
@@ -201,6 +205,31 @@ impl Generator {
             "r3 = 0\n*(u64 *)(r10 -24) = r3\n*(u64 *)(r10 -16) = r3\nr1 = 0\nloop{k}:\n\
              r2 = r10\nr2 += -24\nr2 += r1\nr3 = *(u8 *)(r2 +0)\nr1 += {step}\n\
              if r1 < {bound} goto loop{k}\n"
+        )
+    }
+
+    /// A loop over an open-coded numeric iterator at fp-48 whose element feeds a sum or a
+    /// stack index (checked or not); sometimes the iterator is not destroyed (a leak).
+    fn iterator_loop(&mut self, k: usize, bound: u64) -> String {
+        let body = match self.rng.below(4) {
+            0 => "r9 += r1\n".to_owned(),
+            1 => format!(
+                "if r1 > {} goto loop{k}\nr2 = r10\nr2 += -24\nr2 += r1\nr3 = *(u8 *)(r2 +0)\n",
+                self.near(7)
+            ),
+            2 => "r2 = r10\nr2 += -24\nr2 += r1\nr3 = *(u8 *)(r2 +0)\n".to_owned(),
+            _ => "r9 = r1\n".to_owned(),
+        };
+        let destroy = if self.rng.chance(90) {
+            "r1 = r10\nr1 += -48\ncall kfunc[bpf_iter_num_destroy]\n"
+        } else {
+            ""
+        };
+        format!(
+            "r3 = 0\n*(u64 *)(r10 -24) = r3\nr1 = r10\nr1 += -48\nr2 = 0\nr3 = {bound}\n\
+             call kfunc[bpf_iter_num_new]\nloop{k}:\nr1 = r10\nr1 += -48\n\
+             call kfunc[bpf_iter_num_next]\nif r0 == 0 goto done{k}\nr1 = *(u32 *)(r0 +0)\n\
+             {body}goto loop{k}\ndone{k}:\n{destroy}"
         )
     }
 

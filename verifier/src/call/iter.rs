@@ -125,9 +125,6 @@ fn process_iter_arg(
     pc: usize,
 ) -> Result<IterRef, Reject> {
     let reg = *state.reg(Reg::R1);
-    if reg.ty == RegType::NotInit {
-        return Err(env.reject(Errno::Eacces, "R1 !read_ok"));
-    }
     if reg.ty != RegType::Stack {
         return Err(env.reject(
             Errno::Einval,

@@ -9,12 +9,13 @@
 //! 6.18. Their arguments are then checked as below; the kernel comparison covers only the
 //! refusal (a device-bound load needs a device). `bpf_dynptr_from_xdp` makes an XDP dynptr of
 //! its `ptr__uninit` argument; the numeric iterator is checked in [`super::iter`]. Other kfuncs
-//! XDP may call (object allocation, RCU, task references) answer "not yet supported"; the rest
-//! are refused as not allowed for XDP. Pointer arguments are not checked for NULL before their
+//! XDP may call ([`super::kfunc_sets`]) answer "not yet supported"; other kernel functions are
+//! refused as the kernel refuses them. Pointer arguments are not checked for NULL before their
 //! type: none of these kfuncs has `KF_TRUSTED_ARGS` in the running 6.18 kernel, which names the
 //! type it expected.
 
 use super::dynptr::process_dynptr_func;
+use super::kfunc_sets;
 use super::proto::{ArgBase, ArgType, DYNPTR_TYPE_XDP, MEM_UNINIT};
 use crate::env::Env;
 use crate::mem::{AccessType, check_helper_mem_access, check_mem_size_reg};
@@ -36,21 +37,6 @@ const SUPPORTED: &[&str] = &[
     "bpf_iter_num_new",
     "bpf_iter_num_next",
     "bpf_iter_num_destroy",
-];
-
-/// Other kfuncs 6.18 lets XDP call that bpfemu does not check yet (so it answers "not yet
-/// supported" instead of the kernel's refusal for them).
-const KNOWN_UNSUPPORTED: &[&str] = &[
-    "bpf_task_acquire",
-    "bpf_task_release",
-    "bpf_cgroup_acquire",
-    "bpf_cgroup_release",
-    "bpf_rcu_read_lock",
-    "bpf_rcu_read_unlock",
-    "bpf_obj_new_impl",
-    "bpf_obj_drop_impl",
-    "bpf_cast_to_kern_ctx",
-    "bpf_rdonly_cast",
 ];
 
 /// `BPF_F_XDP_DEV_BOUND_ONLY`: the program is bound to one device (with its metadata kfuncs).
@@ -133,14 +119,20 @@ pub fn check_kfunc_call(
         ));
     };
     let name = func.name.as_str();
-    if KNOWN_UNSUPPORTED.contains(&name) {
-        return Err(env.reject(Errno::Enotsupp, format!("not yet supported: kfunc {name}")));
-    }
-    if !SUPPORTED.contains(&name) {
+    if !kfunc_sets::in_xdp_sets(name) {
         return Err(env.reject(
             Errno::Eacces,
             format!("calling kernel function {name} is not allowed"),
         ));
+    }
+    if kfunc_sets::is_sleepable(name) {
+        return Err(env.reject(
+            Errno::Eacces,
+            format!("program must be sleepable to call sleepable kfunc {name}"),
+        ));
+    }
+    if !SUPPORTED.contains(&name) {
+        return Err(env.reject(Errno::Enotsupp, format!("not yet supported: kfunc {name}")));
     }
     let BtfKind::Func { proto, .. } = func.kind else {
         unreachable!("filtered to functions above")
@@ -176,10 +168,9 @@ pub(super) fn check_kfunc_arg(
 ) -> Result<(), Reject> {
     let regno = i + 1;
     let r = Reg::new(regno as u8).expect("argument register");
+    // No `!read_ok` first: the kernel checks each argument's type, and an uninitialised
+    // register is just of the wrong one ("R2 is not a scalar").
     let reg = *state.reg(r);
-    if reg.ty == RegType::NotInit {
-        return Err(env.reject(Errno::Eacces, format!("R{regno} !read_ok")));
-    }
     let t = btf
         .skip_mods_and_typedefs(param.ty)
         .and_then(|id| btf.get(id));

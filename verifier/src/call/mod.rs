@@ -8,6 +8,7 @@ pub mod global;
 pub mod helper;
 pub mod iter;
 pub mod kfunc;
+pub mod kfunc_sets;
 pub mod ksym;
 pub mod lock;
 pub mod map_field;
