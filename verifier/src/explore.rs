@@ -858,6 +858,12 @@ fn check_resource_leak(env: &mut Env<'_>, state: &VerifierState) -> Result<(), R
             format!("{PREFIX} cannot be used inside bpf_rcu_read_lock-ed region"),
         ));
     }
+    if main && state.active_preempt_locks > 0 {
+        return Err(env.reject(
+            Errno::Einval,
+            format!("{PREFIX} cannot be used inside bpf_preempt_disable-ed region"),
+        ));
+    }
     Ok(())
 }
 

@@ -274,6 +274,7 @@ pub fn states_equal(env: &Env<'_>, old: &VerifierState, cur: &VerifierState, exa
     if old.refs.len() != cur.refs.len()
         || old.active_locks != cur.active_locks
         || old.active_rcu_lock != cur.active_rcu_lock
+        || old.active_preempt_locks != cur.active_preempt_locks
     {
         return false;
     }

@@ -26,7 +26,7 @@ use bpfemu_isa::Reg;
 use bpfemu_loader::btf::{Btf, BtfKind, Param, TypeId};
 use std::sync::OnceLock;
 
-/// The kfuncs bpfemu checks, all in the XDP kfunc sets of 6.18 (`xdp_metadata_kfunc_ids`).
+/// The kfuncs bpfemu checks, all in the kfunc sets 6.18 gives XDP ([`kfunc_sets`]).
 const SUPPORTED: &[&str] = &[
     "bpf_xdp_metadata_rx_timestamp",
     "bpf_xdp_metadata_rx_hash",
@@ -37,6 +37,20 @@ const SUPPORTED: &[&str] = &[
     "bpf_iter_num_new",
     "bpf_iter_num_next",
     "bpf_iter_num_destroy",
+    "bpf_task_from_pid",
+    "bpf_task_from_vpid",
+    "bpf_task_acquire",
+    "bpf_task_release",
+    "bpf_cgroup_from_id",
+    "bpf_cgroup_acquire",
+    "bpf_cgroup_ancestor",
+    "bpf_cgroup_release",
+    "bpf_cast_to_kern_ctx",
+    "bpf_rdonly_cast",
+    "bpf_rcu_read_lock",
+    "bpf_rcu_read_unlock",
+    "bpf_preempt_disable",
+    "bpf_preempt_enable",
 ];
 
 /// `BPF_F_XDP_DEV_BOUND_ONLY`: the program is bound to one device (with its metadata kfuncs).
@@ -137,12 +151,15 @@ pub fn check_kfunc_call(
     let BtfKind::Func { proto, .. } = func.kind else {
         unreachable!("filtered to functions above")
     };
-    let Some(BtfKind::FuncProto { params, .. }) = btf.get(proto).map(|t| &t.kind) else {
+    let Some(BtfKind::FuncProto { params, ret }) = btf.get(proto).map(|t| &t.kind) else {
         return Err(env.reject(
             Errno::Einval,
             format!("kernel function {name} has no prototype"),
         ));
     };
+    if super::kernel_objects::handles(name) {
+        return super::kernel_objects::check_call(env, state, btf, name, params, *ret, pc);
+    }
     if let Some(op) = super::iter::iter_op(name) {
         return super::iter::check_iter_call(env, state, btf, name, op, params, pc);
     }

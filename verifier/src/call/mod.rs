@@ -7,6 +7,7 @@ pub mod dynptr;
 pub mod global;
 pub mod helper;
 pub mod iter;
+pub mod kernel_objects;
 pub mod kfunc;
 pub mod kfunc_sets;
 pub mod ksym;

@@ -105,6 +105,8 @@ pub struct VerifierState {
     pub active_locks: u32,
     /// In an RCU read section (`active_rcu_lock`).
     pub active_rcu_lock: u32,
+    /// Nested `bpf_preempt_disable` sections (`active_preempt_locks`).
+    pub active_preempt_locks: u32,
     /// Instructions with jumps taken on this path since the last checkpoint, with the registers
     /// and stack slots they touched, for precision backtracking (`jmp_history`).
     pub jmp_history: Vec<JmpHistoryEntry>,
@@ -204,6 +206,7 @@ impl VerifierState {
             prev_insn_idx: 0,
             active_locks: 0,
             active_rcu_lock: 0,
+            active_preempt_locks: 0,
             jmp_history: Vec::new(),
             parent: None,
             first_insn_idx: 0,
@@ -243,6 +246,19 @@ impl Default for VerifierState {
 
 impl VerifierState {
     /// After a call: R1-R5 are not readable any more (`caller_saved` marked not init).
+    /// Calls `f` on every register and spilled register of every frame
+    /// (`bpf_for_each_reg_in_vstate`).
+    pub fn for_each_reg_mut(&mut self, mut f: impl FnMut(&mut RegState)) {
+        for frame in &mut self.frames {
+            frame.regs.iter_mut().for_each(&mut f);
+            for slot in frame.stack.iter_mut() {
+                if slot.is_spilled_reg() {
+                    f(&mut slot.spilled_ptr);
+                }
+            }
+        }
+    }
+
     pub fn clobber_caller_saved(&mut self) {
         for r in 1..=5 {
             self.cur_mut().regs[r] = RegState::not_init();

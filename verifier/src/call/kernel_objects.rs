@@ -1,0 +1,365 @@
+//! kfuncs that hand out or take kernel objects, and the sections they may need: task and cgroup
+//! references (`bpf_task_from_pid`, `bpf_task_acquire`, `bpf_task_release`, the cgroup
+//! counterparts), the kernel's own view of the context (`bpf_cast_to_kern_ctx`), read-only
+//! casts (`bpf_rdonly_cast`), and RCU read and non-preemptible sections
+//! (`bpf_rcu_read_lock/unlock`, `bpf_preempt_disable/enable`).
+//!
+//! Their pointer arguments are checked as `check_kfunc_args` checks `KF_ARG_PTR_TO_BTF_ID`:
+//! a NULL or maybe-NULL pointer is refused to a trusted or RCU kfunc, only a `PTR_TO_BTF_ID`
+//! of the struct the prototype names is taken, a referenced or trusted one (or an RCU one
+//! where the kfunc allows it); a release kfunc drops the reference its argument holds. What
+//! they return is a `PTR_TO_BTF_ID` of the prototype's struct, acquired (a reference to release)
+//! and maybe NULL where the kfunc says so. Loads through those pointers are
+//! [`crate::btf_access`]'s.
+
+use super::kfunc::check_kfunc_arg;
+use crate::env::Env;
+use crate::state::VerifierState;
+use crate::state::frame::RefKind;
+use crate::state::reg::{self, RegState, RegType, reg_type_str};
+use crate::{Errno, Reject};
+use bpfemu_isa::Reg;
+use bpfemu_loader::btf::{Btf, BtfKind, Param, TypeId};
+
+/// `KF_ACQUIRE`: the returned object holds a reference the program must release.
+const ACQUIRE: u32 = 1 << 0;
+/// `KF_RELEASE`: the call drops the reference its argument holds.
+const RELEASE: u32 = 1 << 1;
+/// `KF_RET_NULL`: the result may be NULL.
+const RET_NULL: u32 = 1 << 2;
+/// `KF_RCU`: pointer arguments may be RCU-protected rather than trusted.
+const RCU: u32 = 1 << 4;
+
+/// The object kfuncs bpfemu checks, with their 6.18 flags (`BTF_ID_FLAGS` in
+/// `kernel/bpf/helpers.c`).
+const OBJECT_KFUNCS: &[(&str, u32)] = &[
+    ("bpf_task_from_pid", ACQUIRE | RET_NULL),
+    ("bpf_task_from_vpid", ACQUIRE | RET_NULL),
+    ("bpf_task_acquire", ACQUIRE | RCU | RET_NULL),
+    ("bpf_task_release", RELEASE),
+    ("bpf_cgroup_from_id", ACQUIRE | RET_NULL),
+    ("bpf_cgroup_acquire", ACQUIRE | RCU | RET_NULL),
+    ("bpf_cgroup_ancestor", ACQUIRE | RCU | RET_NULL),
+    ("bpf_cgroup_release", RELEASE),
+];
+
+/// The kfuncs this module checks.
+pub fn handles(name: &str) -> bool {
+    OBJECT_KFUNCS.iter().any(|(n, _)| *n == name)
+        || matches!(
+            name,
+            "bpf_cast_to_kern_ctx"
+                | "bpf_rdonly_cast"
+                | "bpf_rcu_read_lock"
+                | "bpf_rcu_read_unlock"
+                | "bpf_preempt_disable"
+                | "bpf_preempt_enable"
+        )
+}
+
+/// Checks a call of the kfunc `name` ([`handles`]) with prototype `params`, returning `ret`.
+pub fn check_call(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    btf: &Btf,
+    name: &str,
+    params: &[Param],
+    ret: TypeId,
+    pc: usize,
+) -> Result<(), Reject> {
+    match name {
+        "bpf_rcu_read_lock"
+        | "bpf_rcu_read_unlock"
+        | "bpf_preempt_disable"
+        | "bpf_preempt_enable" => {
+            enter_or_leave_section(env, state, name)?;
+            state.clobber_caller_saved();
+            *state.reg_mut(Reg::R0) = RegState::not_init();
+            Ok(())
+        }
+        "bpf_cast_to_kern_ctx" => cast_to_kern_ctx(env, state, btf),
+        "bpf_rdonly_cast" => rdonly_cast(env, state, btf, name, params),
+        _ => {
+            let flags = OBJECT_KFUNCS
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map_or(0, |&(_, f)| f);
+            object_call(env, state, btf, name, flags, params, ret, pc)
+        }
+    }
+}
+
+/// The RCU and preemption bookkeeping of `check_kfunc_call`.
+fn enter_or_leave_section(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    name: &str,
+) -> Result<(), Reject> {
+    match name {
+        "bpf_rcu_read_lock" if state.active_rcu_lock > 0 => Err(env.reject(
+            Errno::Einval,
+            format!("nested rcu read lock (kernel function {name})"),
+        )),
+        "bpf_rcu_read_lock" => {
+            state.active_rcu_lock = 1;
+            Ok(())
+        }
+        "bpf_rcu_read_unlock" if state.active_rcu_lock == 0 => Err(env.reject(
+            Errno::Einval,
+            format!("unmatched rcu read unlock (kernel function {name})"),
+        )),
+        "bpf_rcu_read_unlock" => {
+            // RCU-protected pointers outlive the section only as untrusted ones.
+            state.for_each_reg_mut(|r| {
+                if r.flags & reg::MEM_RCU != 0 {
+                    r.flags &= !(reg::MEM_RCU | reg::PTR_MAYBE_NULL);
+                    r.flags |= reg::PTR_UNTRUSTED;
+                }
+            });
+            state.active_rcu_lock = 0;
+            Ok(())
+        }
+        "bpf_preempt_disable" => {
+            state.active_preempt_locks += 1;
+            Ok(())
+        }
+        _ if state.active_preempt_locks == 0 => Err(env.reject(
+            Errno::Einval,
+            format!("unmatched attempt to enable preemption (kernel function {name})"),
+        )),
+        _ => {
+            state.active_preempt_locks -= 1;
+            Ok(())
+        }
+    }
+}
+
+/// `bpf_cast_to_kern_ctx(ctx)`: the unmodified context becomes a trusted `struct xdp_buff *`.
+fn cast_to_kern_ctx(env: &mut Env<'_>, state: &mut VerifierState, btf: &Btf) -> Result<(), Reject> {
+    let r1 = *state.reg(Reg::R1);
+    if r1.ty != RegType::Ctx {
+        let ty = reg_type_str(r1.ty, r1.flags);
+        return Err(env.reject(
+            Errno::Einval,
+            format!("arg#0 expected pointer to ctx, but got {ty}"),
+        ));
+    }
+    if r1.off != 0 || !r1.var_off.is_const() || r1.var_off.value != 0 {
+        return Err(env.reject(
+            Errno::Eacces,
+            format!(
+                "dereference of modified ctx ptr R1 off={} disallowed",
+                r1.off
+            ),
+        ));
+    }
+    let Some(xdp_buff) = btf.find_by_name_kind("xdp_buff", |k| matches!(k, BtfKind::Struct { .. }))
+    else {
+        return Err(env.reject(Errno::Einval, "vmlinux BTF has no struct xdp_buff"));
+    };
+    state.clobber_caller_saved();
+    let mut r0 = RegState::pointer(RegType::BtfId);
+    r0.btf_id = xdp_buff;
+    r0.flags = reg::PTR_TRUSTED;
+    *state.reg_mut(Reg::R0) = r0;
+    Ok(())
+}
+
+/// `bpf_rdonly_cast(obj, btf_id__k)`: any value becomes an untrusted pointer to the struct
+/// `btf_id` names (read with probe-read semantics), or to untrusted read-only memory for `void`.
+fn rdonly_cast(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    btf: &Btf,
+    name: &str,
+    params: &[Param],
+) -> Result<(), Reject> {
+    // The object (`obj__ign`) may be anything.
+    if let Some(p) = params.get(1) {
+        check_kfunc_arg(env, state, btf, name, 1, p)?;
+    }
+    let r2 = *state.reg(Reg::R2);
+    if !r2.var_off.is_const() {
+        return Err(env.reject(Errno::Einval, "R2 must be a known constant"));
+    }
+    // A constant argument (`__k`) is made precise: the kfunc's result depends on its value.
+    crate::precision::mark_chain_precision(env, state, Reg::R2)?;
+    let id = r2.var_off.value;
+    let target = u32::try_from(id).ok().and_then(|id| {
+        if id == 0 {
+            return Some((0, true));
+        }
+        btf.get(id)
+            .map(|t| (id, matches!(t.kind, BtfKind::Struct { .. })))
+    });
+    let mut r0 = match target {
+        None => {
+            return Err(env.reject(
+                Errno::Einval,
+                format!("Unknown type ID {} passed to kfunc {name}", id as i64),
+            ));
+        }
+        Some((0, _)) => {
+            let mut r = RegState::pointer(RegType::Mem);
+            r.flags = reg::MEM_RDONLY | reg::PTR_UNTRUSTED;
+            r
+        }
+        Some((id, true)) => {
+            let mut r = RegState::pointer(RegType::BtfId);
+            r.btf_id = id;
+            r.flags = reg::PTR_UNTRUSTED;
+            r
+        }
+        Some(_) => {
+            return Err(env.reject(
+                Errno::Einval,
+                format!("kfunc {name} type ID argument must be of a struct or void"),
+            ));
+        }
+    };
+    r0.id = 0;
+    state.clobber_caller_saved();
+    *state.reg_mut(Reg::R0) = r0;
+    Ok(())
+}
+
+/// A task or cgroup kfunc: its arguments, the release, the returned object.
+#[allow(clippy::too_many_arguments)]
+fn object_call(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    btf: &Btf,
+    name: &str,
+    flags: u32,
+    params: &[Param],
+    ret: TypeId,
+    pc: usize,
+) -> Result<(), Reject> {
+    let mut release_ref = 0;
+    for (i, param) in params.iter().enumerate() {
+        match struct_pointee(btf, param.ty) {
+            Some(pointee) => {
+                if let Some(r) = check_object_arg(env, state, btf, name, flags, i, pointee)? {
+                    release_ref = r;
+                }
+            }
+            None => check_kfunc_arg(env, state, btf, name, i, param)?,
+        }
+    }
+    if flags & RELEASE != 0 {
+        if release_ref == 0 {
+            return Err(env.reject(
+                Errno::Einval,
+                format!("release kernel function {name} expects refcounted PTR_TO_BTF_ID"),
+            ));
+        }
+        if !super::helper::release_reference(state, release_ref) {
+            return Err(env.reject(
+                Errno::Einval,
+                format!(
+                    "kfunc {name}#{} reference has not been acquired before",
+                    env.insn_idx
+                ),
+            ));
+        }
+    }
+    state.clobber_caller_saved();
+    let Some(pointee) = struct_pointee(btf, ret) else {
+        // void or a scalar (`bpf_task_under_cgroup`'s long).
+        *state.reg_mut(Reg::R0) = match btf.skip_mods_and_typedefs(ret) {
+            Some(0) | None => RegState::not_init(),
+            Some(_) => RegState::unknown_scalar(),
+        };
+        return Ok(());
+    };
+    let mut r0 = RegState::pointer(RegType::BtfId);
+    r0.btf_id = pointee;
+    if flags & RET_NULL != 0 {
+        r0.flags |= reg::PTR_MAYBE_NULL;
+        r0.id = env.new_id();
+    }
+    if flags & ACQUIRE != 0 {
+        let id = env.new_id();
+        state.acquire_reference(RefKind::Ptr, id, pc);
+        if flags & RET_NULL != 0 {
+            r0.id = id;
+        }
+        r0.ref_obj_id = id;
+    }
+    *state.reg_mut(Reg::R0) = r0;
+    Ok(())
+}
+
+/// The struct a pointer type points to, when it does.
+fn struct_pointee(btf: &Btf, ty: TypeId) -> Option<TypeId> {
+    let ptr = btf.skip_mods_and_typedefs(ty)?;
+    let BtfKind::Ptr { ty: pointee } = btf.get(ptr)?.kind else {
+        return None;
+    };
+    let id = btf.skip_mods_and_typedefs(pointee)?;
+    matches!(btf.get(id)?.kind, BtfKind::Struct { .. }).then_some(id)
+}
+
+/// A `KF_ARG_PTR_TO_BTF_ID` argument `i` of a struct `pointee`; returns the reference a release
+/// kfunc drops with it.
+fn check_object_arg(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    btf: &Btf,
+    name: &str,
+    flags: u32,
+    i: usize,
+    pointee: TypeId,
+) -> Result<Option<u32>, Reject> {
+    let regno = i + 1;
+    let reg = *state.reg(Reg::new(regno as u8).expect("argument register"));
+    // Release kfuncs take trusted arguments.
+    let trusted_or_rcu = flags & (RELEASE | RCU) != 0;
+    if trusted_or_rcu && (reg.is_const_scalar(0) || reg.flags & reg::PTR_MAYBE_NULL != 0) {
+        return Err(env.reject(
+            Errno::Eacces,
+            format!("Possibly NULL pointer passed to trusted arg{i}"),
+        ));
+    }
+    let struct_name = btf.get(pointee).map_or("", |t| t.name.as_str()).to_owned();
+    if reg.ty != RegType::BtfId {
+        return Err(env.reject(
+            Errno::Einval,
+            format!("arg#{i} pointer type STRUCT {struct_name} must point to scalar, or struct with scalar"),
+        ));
+    }
+    let trusted = reg.ref_obj_id != 0
+        || (reg.flags & (reg::PTR_TRUSTED | reg::MEM_ALLOC) != 0
+            && reg.flags & !(reg::PTR_TRUSTED | reg::MEM_ALLOC) == 0);
+    if trusted_or_rcu && !trusted {
+        if flags & RCU == 0 {
+            return Err(env.reject(
+                Errno::Einval,
+                format!("R{regno} must be referenced or trusted"),
+            ));
+        }
+        if reg.flags & reg::MEM_RCU == 0 {
+            return Err(env.reject(Errno::Einval, format!("R{regno} must be a rcu pointer")));
+        }
+    }
+    if reg.off != 0 || !reg.var_off.is_const() || reg.var_off.value != 0 {
+        let what = if flags & RELEASE != 0 && reg.ref_obj_id != 0 {
+            format!(
+                "R{regno} must have zero offset when passed to release func or trusted arg to kfunc"
+            )
+        } else {
+            format!("R{regno} has non-zero offset")
+        };
+        return Err(env.reject(Errno::Einval, what));
+    }
+    if reg.btf_id != pointee {
+        let got = btf.get(reg.btf_id).map_or("", |t| t.name.as_str());
+        return Err(env.reject(
+            Errno::Einval,
+            format!(
+                "kernel function {name} args#{i} expected pointer to STRUCT {struct_name} but R{regno} has a pointer to STRUCT {got}"
+            ),
+        ));
+    }
+    Ok((flags & RELEASE != 0 && reg.ref_obj_id != 0).then_some(reg.ref_obj_id))
+}
