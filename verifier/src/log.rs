@@ -432,9 +432,8 @@ fn dynptr_text(reg: &RegState) -> String {
     if reg.ref_obj_id != 0 {
         fields.push(format!("ref_id={}", reg.ref_obj_id));
     }
-    if reg.id != 0 {
-        // The slots' dynptr_id is the dynptr's id.
-        fields.push(format!("dynptr_id={}", reg.id));
-    }
+    // The kernel prints the union member `dynptr_id`, which on a dynptr's stack slot overlays
+    // its `first_slot` flag: 1 for the slot printed.
+    fields.push("dynptr_id=1".to_owned());
     format!("dynptr_{kind}({})", fields.join(","))
 }

@@ -286,6 +286,25 @@ pub fn slice_ref_obj_id(state: &VerifierState, reg: &RegState) -> u32 {
         .map_or(0, |s| s.spilled_ptr.ref_obj_id)
 }
 
+/// The `DYNPTR_TYPE_*` argument flag of the dynptr `reg` points at, for a clone of it; `None`
+/// for a ring buffer dynptr (a clone shares its reference, which bpfemu does not model).
+pub fn arg_kind_of(state: &VerifierState, reg: &RegState) -> Option<u32> {
+    let off = reg.off as i64 + reg.var_off.value as i64;
+    let spi = usize::try_from((-off - 1) / SLOT_SIZE as i64).ok()?;
+    let flags = state
+        .frames
+        .get(reg.frameno as usize)?
+        .stack
+        .get(spi)?
+        .spilled_ptr
+        .flags;
+    match flags & SLOT_KINDS {
+        SLOT_LOCAL => Some(DYNPTR_TYPE_LOCAL),
+        SLOT_XDP => Some(DYNPTR_TYPE_XDP),
+        _ => None,
+    }
+}
+
 /// Whether the dynptr an argument points at is an XDP one (its slices point into the packet).
 pub fn is_xdp_dynptr(state: &VerifierState, reg: &RegState) -> bool {
     let off = reg.off as i64 + reg.var_off.value as i64;

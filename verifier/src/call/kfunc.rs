@@ -37,6 +37,26 @@ const SUPPORTED: &[&str] = &[
     "bpf_iter_num_new",
     "bpf_iter_num_next",
     "bpf_iter_num_destroy",
+    "bpf_dynptr_size",
+    "bpf_dynptr_is_null",
+    "bpf_dynptr_is_rdonly",
+    "bpf_dynptr_adjust",
+    "bpf_dynptr_clone",
+    "bpf_dynptr_copy",
+    "bpf_dynptr_memset",
+    "bpf_xdp_pull_data",
+    "bpf_strcasecmp",
+    "bpf_strchr",
+    "bpf_strchrnul",
+    "bpf_strcmp",
+    "bpf_strcspn",
+    "bpf_strlen",
+    "bpf_strnchr",
+    "bpf_strnlen",
+    "bpf_strnstr",
+    "bpf_strrchr",
+    "bpf_strspn",
+    "bpf_strstr",
     "bpf_task_from_pid",
     "bpf_task_from_vpid",
     "bpf_task_acquire",
@@ -171,6 +191,11 @@ pub fn check_kfunc_call(
     }
     state.clobber_caller_saved();
     *state.reg_mut(Reg::R0) = RegState::unknown_scalar();
+    // bpf_xdp_pull_data moves the packet: pointers into it are gone (`is_kfunc_pkt_changing`).
+    if name == "bpf_xdp_pull_data" {
+        state.invalidate_packet_pointers();
+        env.seen_direct_write = true;
+    }
     Ok(())
 }
 
@@ -185,6 +210,11 @@ pub(super) fn check_kfunc_arg(
 ) -> Result<(), Reject> {
     let regno = i + 1;
     let r = Reg::new(regno as u8).expect("argument register");
+    // Arguments named `__ign` are not checked at all (the string kfuncs read them as unsafe
+    // pointers themselves).
+    if param.name.ends_with("__ign") {
+        return Ok(());
+    }
     // No `!read_ok` first: the kernel checks each argument's type, and an uninitialised
     // register is just of the wrong one ("R2 is not a scalar").
     let reg = *state.reg(r);
@@ -274,6 +304,19 @@ fn check_dynptr_arg(
     if func == "bpf_dynptr_from_xdp" {
         flags |= DYNPTR_TYPE_XDP;
     }
+    // A clone is a dynptr of the kind of the one it clones (R1, checked before it).
+    if func == "bpf_dynptr_clone" && flags & MEM_UNINIT != 0 {
+        let source = *state.reg(Reg::R1);
+        match super::dynptr::arg_kind_of(state, &source) {
+            Some(kind) => flags |= kind,
+            None => {
+                return Err(env.reject(
+                    Errno::Enotsupp,
+                    "not yet supported: bpf_dynptr_clone of a referenced dynptr",
+                ));
+            }
+        }
+    }
     let arg = ArgType::with(ArgBase::PtrToDynptr, flags);
     let pc = env.insn_idx;
     process_dynptr_func(env, state, regno, arg, pc)
@@ -342,7 +385,12 @@ fn check_dynptr_slice(
 /// How many parameters the vmlinux kfunc `btf_id` takes (for the liveness of its argument
 /// registers, as `get_call_summary` counts them); `None` when vmlinux BTF does not say.
 pub fn kfunc_param_count(btf_id: TypeId) -> Option<usize> {
-    func_params(vmlinux_btf()?, btf_id).map(<[Param]>::len)
+    let btf = vmlinux_btf()?;
+    // A kfunc the program type may not call is not looked up: all five argument registers.
+    if !kfunc_sets::in_xdp_sets(&btf.get(btf_id)?.name) {
+        return None;
+    }
+    func_params(btf, btf_id).map(<[Param]>::len)
 }
 
 /// The parameters of the function `btf_id` of `btf`.
