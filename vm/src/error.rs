@@ -30,6 +30,12 @@ pub enum VmError {
         id: i32,
         source: HelperError,
     },
+    #[error("insn {pc}: kfunc call (btf id {btf_id}) failed: {source}")]
+    Kfunc {
+        pc: usize,
+        btf_id: i32,
+        source: HelperError,
+    },
     #[error("insn {pc}: unsupported instruction: {what}")]
     Unsupported { pc: usize, what: Unsupported },
     #[error("insn {pc}: jump to {target} is outside the program (insns 0..{len})")]
@@ -54,6 +60,7 @@ impl VmError {
             | VmError::BudgetExceeded { pc, .. }
             | VmError::UnknownHelper { pc, .. }
             | VmError::Helper { pc, .. }
+            | VmError::Kfunc { pc, .. }
             | VmError::Unsupported { pc, .. }
             | VmError::JumpOutOfProgram { pc, .. }
             | VmError::JumpIntoLdImm64 { pc, .. }
@@ -75,6 +82,18 @@ pub enum Unsupported {
     PseudoLdImm64(LdImm64Kind),
     #[error("addr_space_cast to the arena address space: arenas are not supported")]
     ArenaCast,
+}
+
+/// The error of a kfunc call at `pc`: an environment without the kfunc makes the call an
+/// unsupported instruction.
+pub fn kfunc_error(pc: usize, btf_id: i32, off: i16, e: HelperError) -> VmError {
+    match e {
+        HelperError::Unknown(_) => VmError::Unsupported {
+            pc,
+            what: Unsupported::Kfunc { btf_id, off },
+        },
+        source => VmError::Kfunc { pc, btf_id, source },
+    }
 }
 
 /// Formats a helper id with its name when the id is a known helper.
