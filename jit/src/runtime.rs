@@ -408,7 +408,7 @@ pub unsafe extern "C" fn jit_kfunc(ctx: *mut RunCtx, kfunc: u64, regs: *const u6
             STATUS_OK
         }
         Err(e) => {
-            c.error = Some(kfunc_error(pc as usize, btf_id, off, e));
+            c.error = Some(kfunc_error(pc as usize, btf_id, off, helpers, e));
             STATUS_FAIL
         }
     }

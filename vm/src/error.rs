@@ -1,6 +1,6 @@
 //! Why a run stops early. Every variant names the instruction index (`pc`, in slots).
 
-use crate::helpers::HelperError;
+use crate::helpers::{HelperError, Helpers};
 use crate::memory::MemFault;
 use bpfemu_isa::LdImm64Kind;
 use std::fmt;
@@ -30,10 +30,12 @@ pub enum VmError {
         id: i32,
         source: HelperError,
     },
-    #[error("insn {pc}: kfunc call (btf id {btf_id}) failed: {source}")]
+    #[error("insn {pc}: kfunc {}(btf id {btf_id}) failed: {source}", .name.map(|n| format!("{n} ")).unwrap_or_default())]
     Kfunc {
         pc: usize,
         btf_id: i32,
+        /// Its name, when the environment knows it.
+        name: Option<&'static str>,
         source: HelperError,
     },
     #[error("insn {pc}: unsupported instruction: {what}")]
@@ -84,15 +86,26 @@ pub enum Unsupported {
     ArenaCast,
 }
 
-/// The error of a kfunc call at `pc`: an environment without the kfunc makes the call an
-/// unsupported instruction.
-pub fn kfunc_error(pc: usize, btf_id: i32, off: i16, e: HelperError) -> VmError {
+/// The error of a call at `pc` of the kfunc `btf_id` (module BTF `off`) that `helpers` runs:
+/// an environment without the kfunc makes the call an unsupported instruction.
+pub fn kfunc_error(
+    pc: usize,
+    btf_id: i32,
+    off: i16,
+    helpers: &dyn Helpers,
+    e: HelperError,
+) -> VmError {
     match e {
         HelperError::Unknown(_) => VmError::Unsupported {
             pc,
             what: Unsupported::Kfunc { btf_id, off },
         },
-        source => VmError::Kfunc { pc, btf_id, source },
+        source => VmError::Kfunc {
+            pc,
+            btf_id,
+            name: helpers.kfunc_name(btf_id, off),
+            source,
+        },
     }
 }
 

@@ -36,6 +36,11 @@ pub trait Helpers {
         Err(HelperError::Unknown(btf_id))
     }
 
+    /// The name of the kfunc `btf_id` of module BTF `off`, when the environment has it.
+    fn kfunc_name(&self, _btf_id: i32, _off: i16) -> Option<&'static str> {
+        None
+    }
+
     /// For taint tracking: what a call of the kfunc `btf_id` with r1-r5 = `args` reads and
     /// writes (see [`Helpers::footprint`]).
     fn kfunc_footprint(

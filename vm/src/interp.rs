@@ -811,10 +811,10 @@ impl Machine<'_> {
             .taint
             .is_some()
             .then(|| self.taint_before_kfunc(btf_id, off, args));
-        let r0 = self
-            .helpers
-            .call_kfunc(btf_id, off, args, self.mem)
-            .map_err(|e| kfunc_error(pc, btf_id, off, e))?;
+        let r0 = match self.helpers.call_kfunc(btf_id, off, args, self.mem) {
+            Ok(r0) => r0,
+            Err(e) => return Err(kfunc_error(pc, btf_id, off, &*self.helpers, e)),
+        };
         if let Some(pending) = pending {
             self.taint_after_helper(pending, &HelperOutcome::Return(r0));
         }

@@ -140,6 +140,14 @@ impl KfuncResolver {
         Ok(def)
     }
 
+    /// The BTF id of the function `name` (what a loader resolves a `__ksym` extern to).
+    pub fn btf_id(&mut self, name: &str) -> Result<i32, Unresolved> {
+        let btf = self.btf().map_err(Unresolved::NoBtf)?;
+        btf.find_by_name_kind(name, |k| matches!(k, BtfKind::Func { .. }))
+            .and_then(|id| i32::try_from(id).ok())
+            .ok_or(Unresolved::NotAFunction)
+    }
+
     /// The kfuncs resolved so far.
     pub fn into_resolved(self) -> Vec<ResolvedKfunc> {
         self.resolved

@@ -173,6 +173,11 @@ impl Helpers for XdpEnv<'_> {
         (kfunc.f)(self, args, mem)
     }
 
+    fn kfunc_name(&self, btf_id: i32, off: i16) -> Option<&'static str> {
+        let kfunc = super::kfuncs::find(self.kfuncs, btf_id).filter(|_| off == 0)?;
+        Some(kfunc.name)
+    }
+
     fn kfunc_footprint(&self, btf_id: i32, off: i16, args: [u64; 5], _mem: &Memory) -> Footprint {
         match super::kfuncs::find(self.kfuncs, btf_id).filter(|_| off == 0) {
             Some(kfunc) => (kfunc.footprint)(args),
