@@ -30,7 +30,7 @@ pub enum VmError {
         id: i32,
         source: HelperError,
     },
-    #[error("insn {pc}: kfunc {}(btf id {btf_id}) failed: {source}", .name.map(|n| format!("{n} ")).unwrap_or_default())]
+    #[error("insn {pc}: kfunc {} failed: {source}", KfuncLabel(*.btf_id, *.name))]
     Kfunc {
         pc: usize,
         btf_id: i32,
@@ -106,6 +106,18 @@ pub fn kfunc_error(
             name: helpers.kfunc_name(btf_id, off),
             source,
         },
+    }
+}
+
+/// Formats a kfunc's BTF id with its name when known: `bpf_iter_num_new (btf id 64242)`.
+struct KfuncLabel(i32, Option<&'static str>);
+
+impl fmt::Display for KfuncLabel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.1 {
+            Some(name) => write!(f, "{name} (btf id {})", self.0),
+            None => write!(f, "(btf id {})", self.0),
+        }
     }
 }
 

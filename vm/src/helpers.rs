@@ -1,4 +1,4 @@
-//! The environment through which a running program reaches helper functions.
+//! The environment through which a running program reaches helper functions and kfuncs.
 
 use crate::memory::{MemFault, Memory};
 
