@@ -13,6 +13,11 @@
 //!   `destroy` then `new`), each return value and each value `next` hands out recorded in an
 //!   array map.
 //!
+//! - raw programs around single calls (`registers_after_the_kfuncs_match_the_kernel`): r0
+//!   register for register, the upper half of `bpf_iter_num_new`'s `int` (zero: the x86-64
+//!   kernel's eax, zero-extended; a sign-extending runtime fails here), `next`'s pointer
+//!   compared with r10 - 8, and NULL as a whole 64-bit zero.
+//!
 //! Every engine: the interpreter, the checked JIT, and the trusted JIT once the kernel's
 //! verifier accepted the program (as `tests/xdp_vs_kernel.rs` does; bpfemu's own verifier
 //! does not check iterators yet, so the CLI's `--engine jit-trusted` still refuses them).
@@ -222,4 +227,120 @@ fn edge_values_are_the_kernels() {
     for &(slot, values) in expected {
         assert_eq!(&v[slot..slot + values.len()], values, "slots from {slot}");
     }
+}
+
+/// A raw program around one `bpf_iter_num_new(r10 - 8, start, end)`: `probe` picks what it
+/// returns: 0 the low half of r0 after new, 1 the high half, 2 whether the first next
+/// returned the iterator's own address (1), NULL (2) or something else (3), 3 the high half
+/// of r0 after next when it returned NULL.
+fn register_probe(ids: [i32; 3], start: i32, end: i32, probe: u8) -> Vec<bpfemu_isa::RawInsn> {
+    use bpfemu_isa::RawInsn as I;
+    let [new, next, destroy] = ids;
+    let mut p = vec![
+        I::new(0xbf, 1, 10, 0, 0), // r1 = r10
+        I::new(0x07, 1, 0, 0, -8), // r1 += -8
+        I::new(0xb4, 2, 0, 0, start),
+        I::new(0xb4, 3, 0, 0, end),
+        I::new(0x85, 0, 2, 0, new),
+        I::new(0xbf, 6, 0, 0, 0),  // r6 = r0
+        I::new(0xbf, 1, 10, 0, 0), // r1 = r10
+        I::new(0x07, 1, 0, 0, -8), // r1 += -8
+        I::new(0x85, 0, 2, 0, next),
+        I::new(0xbf, 7, 0, 0, 0), // r7 = r0
+    ];
+    let tail: &[I] = match probe {
+        0 => &[I::new(0xbc, 0, 6, 0, 0)], // w0 = w6
+        1 => &[I::new(0xbf, 0, 6, 0, 0), I::new(0x77, 0, 0, 0, 32)], // r0 = r6 >> 32
+        2 => &[
+            I::new(0xb7, 0, 0, 0, 2),  // r0 = 2
+            I::new(0x15, 7, 0, 5, 0),  // if r7 == 0 goto out
+            I::new(0xbf, 1, 10, 0, 0), // r1 = r10
+            I::new(0x07, 1, 0, 0, -8), // r1 += -8
+            I::new(0xb7, 0, 0, 0, 1),  // r0 = 1
+            I::new(0x1d, 7, 1, 1, 0),  // if r7 == r1 goto out
+            I::new(0xb7, 0, 0, 0, 3),  // r0 = 3
+        ],
+        _ => &[
+            I::new(0xb7, 0, 0, 0, 7),  // r0 = 7
+            I::new(0x55, 7, 0, 2, 0),  // if r7 != 0 goto out
+            I::new(0xbf, 0, 7, 0, 0),  // r0 = r7
+            I::new(0x77, 0, 0, 0, 32), // r0 >>= 32
+        ],
+    };
+    p.extend_from_slice(tail);
+    p.extend([
+        I::new(0xbf, 1, 10, 0, 0), // out: r1 = r10
+        I::new(0x07, 1, 0, 0, -8), // r1 += -8
+        I::new(0x85, 0, 2, 0, destroy),
+        I::new(0xbf, 0, 8, 0, 0), // placeholder, replaced below
+        I::new(0x95, 0, 0, 0, 0),
+    ]);
+    // r0 must survive destroy (a call clobbers r0): keep it in r8 across the call.
+    let n = p.len();
+    p.insert(n - 5, I::new(0xbf, 8, 0, 0, 0)); // r8 = r0
+    p
+}
+
+/// r0 as the kernel leaves it around the kfuncs, register for register: the upper half of
+/// new's `int` (zero, as x86-64's eax return leaves it), the pointer next hands out (the
+/// iterator's own stack address) and NULL as a whole 64-bit zero.
+#[test]
+fn registers_after_the_kfuncs_match_the_kernel() {
+    use bpfemu_conformance::kernel;
+    use bpfemu_vm::xdp::XdpProgramSpec;
+    use bpfemu_vm::xdp::kfuncs::KfuncResolver;
+    if !kernel_or_skip("registers_after_the_kfuncs_match_the_kernel") {
+        return;
+    }
+    let mut resolver = KfuncResolver::new(None);
+    let ids = [
+        "bpf_iter_num_new",
+        "bpf_iter_num_next",
+        "bpf_iter_num_destroy",
+    ]
+    .map(|name| {
+        resolver
+            .btf_id(name)
+            .expect("the kernel's BTF names the kfunc")
+    });
+    let cases = [
+        (5, 3),
+        (0, 8 * 1024 * 1024 + 1),
+        (0, 4),
+        (i32::MIN, i32::MIN + 1),
+        (9, 9),
+    ];
+    let packet = packet(&[]);
+    let mut compared = 0;
+    for (start, end) in cases {
+        for probe in 0..4u8 {
+            let insns = register_probe(ids, start, end, probe);
+            let at = format!("{start}..{end}, probe {probe}");
+            let opts = kernel::LoadOptions::new(kernel::BPF_PROG_TYPE_XDP, &insns);
+            let loaded = kernel::prog_load(&opts);
+            let fd = loaded
+                .fd
+                .unwrap_or_else(|e| panic!("{at}: kernel load: errno {e}\n{}", loaded.log));
+            let theirs = test_run(std::os::fd::AsFd::as_fd(&fd), &packet, None, 1)
+                .unwrap_or_else(|e| panic!("{at}: errno {e}"));
+            for engine in [
+                EngineChoice::Interp,
+                EngineChoice::Jit,
+                EngineChoice::JitTrusted,
+            ] {
+                let spec = XdpProgramSpec {
+                    name: "probe".into(),
+                    insns: insns.clone(),
+                };
+                let mut rt = XdpRuntime::new(vec![spec], vec![], XdpConfig::default()).unwrap();
+                engine.apply(&mut rt).unwrap();
+                let ours = rt
+                    .run(0, &packet, &PacketMeta::default())
+                    .unwrap_or_else(|e| panic!("{at}, {}: {e}", engine.name()));
+                assert_eq!(ours.retval, theirs.retval, "{at}, {}", engine.name());
+                compared += 1;
+            }
+        }
+    }
+    eprintln!("{compared} register probes equal to the kernel's");
 }
