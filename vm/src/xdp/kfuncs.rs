@@ -182,17 +182,24 @@ fn vmlinux_btf() -> Result<&'static Btf, String> {
 const EINVAL: i64 = -22;
 const E2BIG: i64 = -7;
 
-/// Writes the iterator's two fields.
-fn set_iter(mem: &mut Memory, it: u64, cur: i32, end: i32) -> Result<(), HelperError> {
-    // One check of the whole 8-byte iterator first: a bad pointer writes nothing.
-    mem.slice_mut(it, 8)?;
-    mem.write(it, 4, cur as u32 as u64)?;
-    mem.write(it.wrapping_add(4), 4, end as u32 as u64)?;
-    Ok(())
+/// The iterator's 8 bytes, `{ int cur; int end; }`, checked once as one access (a bad pointer
+/// reads and writes nothing).
+fn iterator(mem: &mut Memory, it: u64) -> Result<&mut [u8], HelperError> {
+    Ok(mem.slice_mut(it, 8)?)
+}
+
+fn fields(slot: &[u8]) -> (i32, i32) {
+    let word = |i: usize| i32::from_le_bytes(slot[i..i + 4].try_into().expect("4 bytes"));
+    (word(0), word(4))
+}
+
+fn set_fields(slot: &mut [u8], cur: i32, end: i32) {
+    slot[..4].copy_from_slice(&cur.to_le_bytes());
+    slot[4..8].copy_from_slice(&end.to_le_bytes());
 }
 
 fn iter_num_new(_: &mut XdpEnv<'_>, a: [u64; 5], mem: &mut Memory) -> Result<u64, HelperError> {
-    let (it, start, end) = (a[0], a[1] as i32, a[2] as i32);
+    let (start, end) = (a[1] as i32, a[2] as i32);
     let (cur, end, r0) = if start > end {
         (0, 0, EINVAL)
     } else if end as i64 - start as i64 > BPF_MAX_LOOPS as i64 {
@@ -200,27 +207,27 @@ fn iter_num_new(_: &mut XdpEnv<'_>, a: [u64; 5], mem: &mut Memory) -> Result<u64
     } else {
         (start.wrapping_sub(1), end, 0)
     };
-    set_iter(mem, it, cur, end)?;
+    set_fields(iterator(mem, a[0])?, cur, end);
     // An `int` in r0 as the x86-64 kernel leaves it: the callee's `eax`, zero-extended into
     // `rax` (the verifier marks r0 a 32-bit value; nothing extends it).
     Ok(r0 as i32 as u32 as u64)
 }
 
 fn iter_num_next(_: &mut XdpEnv<'_>, a: [u64; 5], mem: &mut Memory) -> Result<u64, HelperError> {
-    let it = a[0];
-    mem.slice_mut(it, 8)?;
-    let cur = mem.read(it, 4)? as u32 as i32;
-    let end = mem.read(it.wrapping_add(4), 4)? as u32 as i32;
-    if cur.wrapping_add(1) as i64 >= end as i64 {
-        set_iter(mem, it, 0, 0)?;
+    let slot = iterator(mem, a[0])?;
+    let (cur, end) = fields(slot);
+    // `cur + 1` wraps in 32 bits before it is widened, as the kernel's C does.
+    let next = cur.wrapping_add(1);
+    if next as i64 >= end as i64 {
+        set_fields(slot, 0, 0);
         return Ok(0);
     }
-    mem.write(it, 4, cur.wrapping_add(1) as u32 as u64)?;
-    Ok(it)
+    set_fields(slot, next, end);
+    Ok(a[0])
 }
 
 fn iter_num_destroy(_: &mut XdpEnv<'_>, a: [u64; 5], mem: &mut Memory) -> Result<u64, HelperError> {
-    set_iter(mem, a[0], 0, 0)?;
+    set_fields(iterator(mem, a[0])?, 0, 0);
     Ok(0)
 }
 
