@@ -73,6 +73,25 @@ fn sum_packets() -> Vec<Vec<u8>> {
             packet(&tail)
         })
         .collect();
+    // Pseudo-random bounds and widths (a fixed LCG: the same packets every run).
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    for _ in 0..48 {
+        x = x
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let b = x.to_be_bytes();
+        // Mostly short ranges (a start and an end near each other), some wide.
+        let start = i16::from_be_bytes([b[0], b[1]]);
+        let end = match b[2] & 3 {
+            0 => i16::from_be_bytes([b[3], b[4]]),
+            _ => start.saturating_add(i16::from(b[3] as i8) * 4),
+        };
+        let mut tail = Vec::new();
+        tail.extend_from_slice(&start.to_be_bytes());
+        tail.extend_from_slice(&end.to_be_bytes());
+        tail.push(b[5]);
+        out.push(packet(&tail));
+    }
     // Too short for the bounds: passed untouched.
     out.push(vec![0u8; 18]);
     out
