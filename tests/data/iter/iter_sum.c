@@ -3,7 +3,8 @@
  * (big-endian, signed 16-bit, so empty, reversed and wide ranges all come from packets).
  * Each step adds to a sum and a count kept in a map and XORs the step into one of the
  * packet's first 8 bytes; the return value is the count's low bits, as an XDP action.
- * A second loop, nested, runs over a byte-sized range for each outer step. */
+ * A second loop, nested, runs over a byte-sized range for each outer step; a third, in a
+ * subprogram, counts the even numbers of a range from the start (byte 19 its width). */
 #include <linux/bpf.h>
 #include "iter_num.h"
 
@@ -22,6 +23,18 @@ static __always_inline void add(__u32 key, __u64 v)
 
 	if (slot)
 		*slot += v;
+}
+
+/* An iterator in a subprogram's frame: the even numbers of [lo, hi). */
+static __attribute__((noinline)) int evens(int lo, int hi)
+{
+	int i, n = 0;
+
+	bpf_for(i, lo, hi) {
+		if (!(i & 1))
+			n++;
+	}
+	return n;
 }
 
 SEC("xdp")
@@ -53,6 +66,6 @@ int iter_sum(struct xdp_md *ctx)
 	add(0, sum);
 	add(1, count);
 	add(2, inner);
-	add(3, 1);
+	add(3, evens(start, start + (data[19] & 0x3f)));
 	return count & 3;
 }
