@@ -97,3 +97,35 @@ fn taint_follows_the_iterator() {
     assert_eq!(bytes, [0, 3, 0]);
     assert_eq!(tainted, [false, false, false]);
 }
+
+/// What prepare says when a kfunc cannot be named: no BTF at the configured path, a module's
+/// kfunc; each names the program, the instruction and the id (no kernel BTF needed).
+#[test]
+fn unresolvable_kfuncs_are_refused_with_the_reason() {
+    let spec = |off: i16| XdpProgramSpec {
+        name: "k".into(),
+        insns: vec![
+            ins(0xb7, 0, 0, 0, 2),
+            ins(0x85, 0, 2, off, 77),
+            ins(0x95, 0, 0, 0, 0),
+        ],
+    };
+    let cfg = XdpConfig {
+        kernel_btf: Some("/nonexistent/vmlinux".into()),
+        ..XdpConfig::default()
+    };
+    let rt = XdpRuntime::new(vec![spec(0), spec(3)], vec![], cfg).expect("it builds");
+    let no_btf = rt.runnable(0).unwrap_err().to_string();
+    assert!(
+        no_btf.starts_with(
+            "program k, insn 1: kfunc call (btf id 77, module btf 0: no kernel BTF to name it: \
+             /nonexistent/vmlinux: "
+        ),
+        "{no_btf}"
+    );
+    assert_eq!(
+        rt.runnable(1).unwrap_err().to_string(),
+        "program k, insn 1: kfunc call (btf id 77, module btf 3: a module's kfunc), which \
+         bpfemu does not support"
+    );
+}
