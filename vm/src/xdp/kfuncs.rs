@@ -20,8 +20,14 @@
 //!   iterator's own address.
 //! - `void bpf_iter_num_destroy(it)`: clears both fields.
 //!
-//! Every access to the iterator goes through the run's [`Memory`], so checked runs validate
-//! it as they validate a helper's pointer.
+//! An `int` result is r0 as the x86-64 kernel leaves it: zero-extended from 32 bits (-EINVAL
+//! is `0xffffffea`), which `tests/iter_num_vs_kernel.rs` checks register for register. Every
+//! access to the iterator goes through the run's [`Memory`], so checked runs validate it as
+//! they validate a helper's pointer, and trusted runs too (kfuncs never touch host memory
+//! directly).
+//!
+//! Adding a kfunc: its function here (same signature as the others), one [`KFUNCS`] entry
+//! with its BTF name and its footprint for taint tracking; the engines need nothing more.
 
 use super::helpers::XdpEnv;
 use crate::helpers::HelperError;
