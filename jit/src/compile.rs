@@ -271,7 +271,6 @@ fn blocks_of(prog: &Program, entry: usize, mode: Mode) -> Cfg {
             Insn::Exit => {}
             Insn::LdImm64 { kind, .. } if kind != LdImm64Kind::Imm => {}
             Insn::AddrSpaceCast { imm, .. } if imm != 1 => {}
-            Insn::Call(CallTarget::Kfunc { .. }) => {}
             _ => successors.push(next),
         }
         for s in successors {

@@ -44,6 +44,16 @@ pub trait RuntimeEnv {
     ) -> Value;
     /// Calls helper `id` with r1-r5 in the register array at `regs`.
     fn call_helper(&mut self, b: &mut FunctionBuilder, id: i32, regs: Value, pc: usize) -> Value;
+    /// Calls the kfunc `btf_id` of module BTF `off` with r1-r5 in the register array at
+    /// `regs` (r0 in scratch).
+    fn call_kfunc(
+        &mut self,
+        b: &mut FunctionBuilder,
+        btf_id: i32,
+        off: i16,
+        regs: Value,
+        pc: usize,
+    ) -> Value;
     /// Adds the stack frame of a call from `pc` to `target` (its r10 in scratch).
     fn push_frame(&mut self, b: &mut FunctionBuilder, pc: usize, target: usize) -> Value;
     /// Removes the innermost stack frame.
@@ -175,6 +185,22 @@ impl RuntimeEnv for VmEnv<'_> {
             Self::konst(b, pc as u64),
         ];
         self.call(b, runtime::jit_helper as *const () as usize, &args, true)
+    }
+
+    fn call_kfunc(
+        &mut self,
+        b: &mut FunctionBuilder,
+        btf_id: i32,
+        off: i16,
+        regs: Value,
+        pc: usize,
+    ) -> Value {
+        let args = [
+            Self::konst(b, runtime::pack_kfunc(btf_id, off)),
+            regs,
+            Self::konst(b, pc as u64),
+        ];
+        self.call(b, runtime::jit_kfunc as *const () as usize, &args, true)
     }
 
     fn push_frame(&mut self, b: &mut FunctionBuilder, pc: usize, target: usize) -> Value {

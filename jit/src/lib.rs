@@ -10,7 +10,7 @@
 //! - [`bounds`]: the memory-check strategy of each [`Mode`], apart from the opcodes.
 //! - [`environ`]: the [`RuntimeEnv`](environ::RuntimeEnv) trait, the only door from
 //!   translated code to the runtime (memory checks, helper calls with tail calls and
-//!   callbacks, stack frames, errors).
+//!   callbacks, kfunc calls, stack frames, errors).
 //! - [`inline`]: the helpers inlined where the kernel inlines them (array map lookups,
 //!   `bpf_get_smp_processor_id`).
 //! - [`runtime`]: the run-time half: the context compiled code receives and the entry points

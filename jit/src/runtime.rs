@@ -11,6 +11,7 @@
 //! (callbacks re-enter through the same pointer), so each one takes short borrows only.
 
 use bpfemu_isa::{AtomicOp, Program, Reg};
+use bpfemu_vm::error::kfunc_error;
 use bpfemu_vm::interp::decode_code_addr;
 use bpfemu_vm::memory::MemFault;
 use bpfemu_vm::{
@@ -375,6 +376,39 @@ pub unsafe extern "C" fn jit_helper(ctx: *mut RunCtx, id: u64, regs: *const u64,
             if c.error.is_none() {
                 c.error = Some(e);
             }
+            STATUS_FAIL
+        }
+    }
+}
+
+/// Packs a kfunc's BTF id and module BTF into the one argument [`jit_kfunc`] takes.
+pub const fn pack_kfunc(btf_id: i32, off: i16) -> u64 {
+    ((off as u16 as u64) << 32) | btf_id as u32 as u64
+}
+
+/// Calls the kfunc packed in `kfunc` ([`pack_kfunc`]) with r1-r5 from `regs[1..6]`:
+/// [`STATUS_OK`] with r0 in `scratch`, or the error.
+///
+/// # Safety
+/// `ctx` is the live context of the running program and `regs` points at 12 slots.
+pub unsafe extern "C" fn jit_kfunc(ctx: *mut RunCtx, kfunc: u64, regs: *const u64, pc: u64) -> u64 {
+    let (btf_id, off) = (kfunc as u32 as i32, (kfunc >> 32) as u16 as i16);
+    let mut args = [0u64; 5];
+    for (i, arg) in args.iter_mut().enumerate() {
+        // SAFETY: the caller's register array has 12 slots.
+        *arg = unsafe { *regs.add(i + 1) };
+    }
+    // SAFETY: the caller passes the live context; kfuncs do not call back into the program.
+    let c = unsafe { &mut *ctx };
+    // SAFETY: `helpers` and `mem` outlive the run; nothing else borrows them now.
+    let (helpers, mem) = unsafe { (&mut *c.helpers, &mut *c.mem) };
+    match helpers.call_kfunc(btf_id, off, args, mem) {
+        Ok(r0) => {
+            c.scratch = r0;
+            STATUS_OK
+        }
+        Err(e) => {
+            c.error = Some(kfunc_error(pc as usize, btf_id, off, helpers, e));
             STATUS_FAIL
         }
     }

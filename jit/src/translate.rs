@@ -356,10 +356,7 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
             Insn::Call(CallTarget::Helper(id)) => return self.call_helper(id, pc),
             Insn::Call(CallTarget::Local(rel)) => return self.call_local(rel, pc),
             Insn::Call(CallTarget::Kfunc { btf_id, off }) => {
-                return self.fail(VmError::Unsupported {
-                    pc,
-                    what: Unsupported::Kfunc { btf_id, off },
-                });
+                return self.call_kfunc(btf_id, off, pc);
             }
             Insn::Exit => return self.exit(),
         }
@@ -662,6 +659,21 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
             Some(r0) => r0,
             None => self.emit_helper_call(id, pc),
         };
+        self.set(Reg::R0, r0);
+        Flow::Next
+    }
+
+    /// Calls the kfunc `btf_id` (module BTF `off`) through the runtime, as a helper that
+    /// returns a value: r1-r5 passed (and left as they are), r0 set.
+    fn call_kfunc(&mut self, btf_id: i32, off: i16, pc: usize) -> Flow {
+        let out = self.out_regs_addr();
+        for r in 1..=5 {
+            let v = self.get(Reg::new(r).expect("r1-r5"));
+            self.store_slot(out, r as usize, v);
+        }
+        let status = self.env.call_kfunc(&mut self.b, btf_id, off, out, pc);
+        self.continue_if_ok(status);
+        let r0 = self.env.scratch(&mut self.b);
         self.set(Reg::R0, r0);
         Flow::Next
     }

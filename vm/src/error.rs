@@ -1,6 +1,6 @@
 //! Why a run stops early. Every variant names the instruction index (`pc`, in slots).
 
-use crate::helpers::HelperError;
+use crate::helpers::{HelperError, Helpers};
 use crate::memory::MemFault;
 use bpfemu_isa::LdImm64Kind;
 use std::fmt;
@@ -30,6 +30,14 @@ pub enum VmError {
         id: i32,
         source: HelperError,
     },
+    #[error("insn {pc}: kfunc {} failed: {source}", KfuncLabel(*.btf_id, *.name))]
+    Kfunc {
+        pc: usize,
+        btf_id: i32,
+        /// Its name, when the environment knows it.
+        name: Option<&'static str>,
+        source: HelperError,
+    },
     #[error("insn {pc}: unsupported instruction: {what}")]
     Unsupported { pc: usize, what: Unsupported },
     #[error("insn {pc}: jump to {target} is outside the program (insns 0..{len})")]
@@ -54,6 +62,7 @@ impl VmError {
             | VmError::BudgetExceeded { pc, .. }
             | VmError::UnknownHelper { pc, .. }
             | VmError::Helper { pc, .. }
+            | VmError::Kfunc { pc, .. }
             | VmError::Unsupported { pc, .. }
             | VmError::JumpOutOfProgram { pc, .. }
             | VmError::JumpIntoLdImm64 { pc, .. }
@@ -75,6 +84,41 @@ pub enum Unsupported {
     PseudoLdImm64(LdImm64Kind),
     #[error("addr_space_cast to the arena address space: arenas are not supported")]
     ArenaCast,
+}
+
+/// The error of a call at `pc` of the kfunc `btf_id` (module BTF `off`) that `helpers` runs:
+/// an environment without the kfunc makes the call an unsupported instruction.
+pub fn kfunc_error(
+    pc: usize,
+    btf_id: i32,
+    off: i16,
+    helpers: &dyn Helpers,
+    e: HelperError,
+) -> VmError {
+    match e {
+        HelperError::Unknown(_) => VmError::Unsupported {
+            pc,
+            what: Unsupported::Kfunc { btf_id, off },
+        },
+        source => VmError::Kfunc {
+            pc,
+            btf_id,
+            name: helpers.kfunc_name(btf_id, off),
+            source,
+        },
+    }
+}
+
+/// Formats a kfunc's BTF id with its name when known: `bpf_iter_num_new (btf id 64242)`.
+struct KfuncLabel(i32, Option<&'static str>);
+
+impl fmt::Display for KfuncLabel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.1 {
+            Some(name) => write!(f, "{name} (btf id {})", self.0),
+            None => write!(f, "(btf id {})", self.0),
+        }
+    }
 }
 
 /// Formats a helper id with its name when the id is a known helper.

@@ -1,4 +1,4 @@
-//! The environment through which a running program reaches helper functions.
+//! The environment through which a running program reaches helper functions and kfuncs.
 
 use crate::memory::{MemFault, Memory};
 
@@ -20,6 +20,37 @@ pub trait Helpers {
         mem: &mut Memory,
     ) -> Result<HelperOutcome, HelperError> {
         self.call(id, args, mem).map(HelperOutcome::Return)
+    }
+
+    /// Calls the kfunc `btf_id` of module BTF `off` (0: vmlinux) with r1-r5 = `args`;
+    /// returns the value for r0. The default knows no kfunc: [`HelperError::Unknown`], which
+    /// the engines report as an unsupported instruction.
+    fn call_kfunc(
+        &mut self,
+        btf_id: i32,
+        off: i16,
+        args: [u64; 5],
+        mem: &mut Memory,
+    ) -> Result<u64, HelperError> {
+        let _ = (off, args, mem);
+        Err(HelperError::Unknown(btf_id))
+    }
+
+    /// The name of the kfunc `btf_id` of module BTF `off`, when the environment has it.
+    fn kfunc_name(&self, _btf_id: i32, _off: i16) -> Option<&'static str> {
+        None
+    }
+
+    /// For taint tracking: what a call of the kfunc `btf_id` with r1-r5 = `args` reads and
+    /// writes (see [`Helpers::footprint`]).
+    fn kfunc_footprint(
+        &self,
+        _btf_id: i32,
+        _off: i16,
+        _args: [u64; 5],
+        _mem: &Memory,
+    ) -> crate::taint::Footprint {
+        crate::taint::Footprint::Unknown
     }
 
     /// The virtual CPU this run is on, when the helpers model one: what an engine that
@@ -91,7 +122,7 @@ pub trait CallbackLoop {
 /// Why a helper call failed. The runtime adds the pc and helper id.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum HelperError {
-    /// The environment has no helper with this id.
+    /// The environment has no helper (or kfunc) with this id.
     #[error("unknown helper {0}")]
     Unknown(i32),
     /// The helper was handed memory the program does not own (boxed: rare, and large).

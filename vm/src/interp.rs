@@ -19,7 +19,7 @@ pub use decoded::PreparedProgram;
 
 use crate::alu;
 use crate::coverage::{Coverage, FELL_THROUGH, RAN, TAKEN};
-use crate::error::{MAX_CALL_FRAMES, Unsupported, VmError};
+use crate::error::{MAX_CALL_FRAMES, Unsupported, VmError, kfunc_error};
 use crate::helpers::{CallbackLoop, CallbackStep, HelperError, HelperOutcome, Helpers};
 use crate::memory::{MemFault, Memory, RegionId};
 use crate::taint::TaintState;
@@ -798,11 +798,28 @@ impl Machine<'_> {
         match target {
             CallTarget::Helper(id) => self.call_helper(id),
             CallTarget::Local(rel) => self.call_local(rel),
-            CallTarget::Kfunc { btf_id, off } => Err(VmError::Unsupported {
-                pc: self.pc,
-                what: Unsupported::Kfunc { btf_id, off },
-            }),
+            CallTarget::Kfunc { btf_id, off } => self.call_kfunc(btf_id, off),
         }
+    }
+
+    /// A kfunc call: through the environment, like a helper's; r1-r5 are left as they are.
+    fn call_kfunc(&mut self, btf_id: i32, off: i16) -> Result<(), VmError> {
+        let mut args = [0u64; 5];
+        args.copy_from_slice(&self.regs[1..6]);
+        let pc = self.pc;
+        let pending = self
+            .taint
+            .is_some()
+            .then(|| self.taint_before_kfunc(btf_id, off, args));
+        let r0 = match self.helpers.call_kfunc(btf_id, off, args, self.mem) {
+            Ok(r0) => r0,
+            Err(e) => return Err(kfunc_error(pc, btf_id, off, &*self.helpers, e)),
+        };
+        if let Some(pending) = pending {
+            self.taint_after_helper(pending, &HelperOutcome::Return(r0));
+        }
+        self.set_next(Reg::R0, r0);
+        Ok(())
     }
 
     fn call_helper(&mut self, id: i32) -> Result<(), VmError> {

@@ -9,10 +9,11 @@
 //!   `fp-8`: never the host address, which changes from run to run), the size and the region.
 //! - [`interp`]: the [`Interpreter`] and its [`Options`] (instruction budget, `may_goto`
 //!   count).
-//! - [`helpers`]: the [`Helpers`] trait through which programs call helper functions.
+//! - [`helpers`]: the [`Helpers`] trait through which programs call helper functions and
+//!   kfuncs.
 //! - [`maps`]: BPF maps with the kernel's semantics, their values in [`Memory`] regions.
 //! - [`xdp`]: the XDP runtime: an object's programs run on packets as `BPF_PROG_TEST_RUN`
-//!   runs them, with the kernel's XDP helpers.
+//!   runs them, with the kernel's XDP helpers and the kfuncs of [`xdp::kfuncs`].
 //! - [`engine`]: the [`Engine`] trait the interpreter and the JIT share.
 //! - [`alu`]: the arithmetic of single instructions.
 //! - [`error`]: [`VmError`], what ends a run early.

@@ -161,6 +161,22 @@ impl Machine<'_> {
     /// Before a helper call: its footprint, and the taint of what it reads.
     pub(super) fn taint_before_helper(&mut self, id: i32, args: [u64; 5]) -> PendingHelper {
         let footprint = self.helpers.footprint(id, args, self.mem);
+        self.taint_before_call(id, footprint)
+    }
+
+    /// Before a kfunc call: as before a helper's, from the kfunc's footprint (no kfunc is a
+    /// taint source; the pending call carries helper id 0, which names none).
+    pub(super) fn taint_before_kfunc(
+        &mut self,
+        btf_id: i32,
+        off: i16,
+        args: [u64; 5],
+    ) -> PendingHelper {
+        let footprint = self.helpers.kfunc_footprint(btf_id, off, args, self.mem);
+        self.taint_before_call(0, footprint)
+    }
+
+    fn taint_before_call(&mut self, id: i32, footprint: Footprint) -> PendingHelper {
         let taint = self.taint.as_deref().expect("tracking taint");
         let regs = (1..=5).fold(None, |acc, r| join(acc, taint.reg(r)));
         let args_taint = join(regs, taint.control());

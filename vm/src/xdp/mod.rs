@@ -5,8 +5,9 @@
 //!   linear part continues in up to 17 page-sized fragments), the bounds arithmetic of
 //!   `bpf_xdp_adjust_head/meta/tail` and the byte walks of `bpf_xdp_load_bytes/store_bytes`.
 //! - [`ctx`]: `struct xdp_md` and its conversion to `xdp_buff` loads.
-//! - [`prepare`]: map, map value and callback references resolved; helpers checked.
+//! - [`prepare`]: map, map value and callback references resolved; helpers and kfuncs checked.
 //! - [`helpers`]: the helper table and one file per helper family.
+//! - [`kfuncs`]: the kfunc table (the numeric iterator), kfunc ids resolved by BTF name.
 //! - [`determinism`]: clocks from the packet, seeded random numbers, virtual CPUs.
 //! - [`runtime`]: [`XdpRuntime`], [`XdpConfig`], [`PacketMeta`], [`XdpOutcome`].
 //!
@@ -37,6 +38,7 @@ pub mod determinism;
 pub mod errno;
 pub mod frame;
 pub mod helpers;
+pub mod kfuncs;
 pub mod prepare;
 pub mod runtime;
 

@@ -6,10 +6,13 @@
 //!   address ([`Maps::value_addr`]); of a function (`BPF_PSEUDO_FUNC`, a callback) its code
 //!   address ([`code_addr`]). Each becomes a plain 64-bit constant in the prepared copy.
 //! - Every helper call must name a helper of the [`HELPERS`](super::helpers::HELPERS) table,
-//!   and no kfunc or ksym may appear: these are errors here, naming the program and the
-//!   instruction, rather than surprises in the middle of a replay.
+//!   and every kfunc call a kfunc of the [`KFUNCS`](super::kfuncs::KFUNCS) table (its BTF id
+//!   resolved to a name in the kernel's BTF by a [`KfuncResolver`]); no ksym may appear:
+//!   these are errors here, naming the program and the instruction, rather than surprises in
+//!   the middle of a replay.
 
 use super::helpers;
+use super::kfuncs::{KfuncResolver, Unresolved};
 use crate::interp::code_addr;
 use crate::maps::{Errno, Maps};
 use bpfemu_isa::{CallTarget, Insn, LdImm64Kind, Program, ProgramError, RawInsn};
@@ -56,12 +59,14 @@ pub enum PrepareError {
     },
 }
 
-/// Prepares program number `index` (its position in the runtime's program set).
+/// Prepares program number `index` (its position in the runtime's program set); the kfuncs
+/// it calls are resolved by `kfuncs`, which keeps them.
 pub fn prepare(
     name: &str,
     index: usize,
     insns: &[RawInsn],
     maps: &Maps,
+    kfuncs: &mut KfuncResolver,
 ) -> Result<Program, PrepareError> {
     let mut raw = insns.to_vec();
     resolve_ld_imm64(name, index, &mut raw, maps)?;
@@ -69,7 +74,7 @@ pub fn prepare(
         program: name.to_string(),
         source,
     })?;
-    check_calls(name, &prog)?;
+    check_calls(name, &prog, kfuncs)?;
     Ok(prog)
 }
 
@@ -151,8 +156,8 @@ fn resolved_value(
     }))
 }
 
-/// Every call names a helper bpfemu implements; kfuncs are refused.
-fn check_calls(name: &str, prog: &Program) -> Result<(), PrepareError> {
+/// Every call names a helper or a kfunc bpfemu implements.
+fn check_calls(name: &str, prog: &Program, kfuncs: &mut KfuncResolver) -> Result<(), PrepareError> {
     for (pc, insn) in prog.iter() {
         match insn {
             Insn::Call(CallTarget::Helper(id)) if helpers::lookup(*id).is_none() => {
@@ -166,10 +171,17 @@ fn check_calls(name: &str, prog: &Program) -> Result<(), PrepareError> {
                 });
             }
             Insn::Call(CallTarget::Kfunc { btf_id, off }) => {
+                let why = match kfuncs.resolve(*btf_id, *off) {
+                    Ok(_) => continue,
+                    Err(Unresolved::NotImplemented(kfunc)) => kfunc,
+                    Err(Unresolved::NotAFunction) => "not a function of the kernel's BTF".into(),
+                    Err(Unresolved::ModuleBtf) => "a module's kfunc".into(),
+                    Err(Unresolved::NoBtf(e)) => format!("no kernel BTF to name it: {e}"),
+                };
                 return Err(PrepareError::Unsupported {
                     program: name.to_string(),
                     pc,
-                    what: format!("kfunc call (btf id {btf_id}, module btf {off})"),
+                    what: format!("kfunc call (btf id {btf_id}, module btf {off}: {why})"),
                 });
             }
             _ => {}

@@ -4,6 +4,7 @@
 use super::determinism::{Clock, Prandom};
 use super::frame::{Refusal, XdpFrame};
 use super::helpers::{RunState, XdpEnv, maps::FOR_EACH_KEY_REGION};
+use super::kfuncs::{KfuncResolver, ResolvedKfunc};
 use super::prepare::{PrepareError, prepare};
 use crate::coverage::Coverage;
 use crate::engine::{Engine, Executable};
@@ -40,6 +41,10 @@ pub struct XdpConfig {
     /// taken, with any queue (the kernel would refuse an ifindex it lacks with ENODEV and a
     /// queue past the device's with EINVAL).
     pub rx_devices: Option<Vec<RxDevice>>,
+    /// The kernel BTF whose ids kfunc calls name (the one the loader resolved `__ksym`
+    /// externs against); `None`: `/sys/kernel/btf/vmlinux`, read only when a program calls a
+    /// kfunc.
+    pub kernel_btf: Option<std::path::PathBuf>,
 }
 
 /// A device packets can arrive on: its ifindex and `real_num_rx_queues`.
@@ -57,6 +62,7 @@ impl Default for XdpConfig {
             fib: None,
             insn_budget: DEFAULT_INSN_BUDGET,
             rx_devices: None,
+            kernel_btf: None,
         }
     }
 }
@@ -378,6 +384,8 @@ pub struct XdpRuntime {
     /// Why a program could not be prepared (its slot in `programs` then holds a stub that is
     /// never run): one program's unsupported helper does not stop the others of the object.
     unprepared: Vec<Option<PrepareError>>,
+    /// The kfuncs the programs call, resolved when they were prepared.
+    kfuncs: Vec<ResolvedKfunc>,
     /// Why BPF_PROG_TEST_RUN refuses a program whatever the packet (its expected attach
     /// type, [`XdpRuntime::set_expected_attach_type`]).
     test_run_refusals: Vec<Option<String>>,
@@ -423,8 +431,9 @@ impl XdpRuntime {
         }
         let mut prepared = Vec::with_capacity(programs.len());
         let mut unprepared = Vec::with_capacity(programs.len());
+        let mut kfuncs = KfuncResolver::new(cfg.kernel_btf.as_deref());
         for (i, p) in programs.iter().enumerate() {
-            match prepare(&p.name, i, &p.insns, &registry) {
+            match prepare(&p.name, i, &p.insns, &registry, &mut kfuncs) {
                 Ok(prog) => {
                     prepared.push(prog);
                     unprepared.push(None);
@@ -446,6 +455,7 @@ impl XdpRuntime {
             test_run_refusals: vec![None; prepared.len()],
             programs: prepared,
             unprepared,
+            kfuncs: kfuncs.into_resolved(),
             interp: Interpreter::new(Options {
                 insn_budget: cfg.insn_budget,
                 ..Options::default()
@@ -848,6 +858,7 @@ impl XdpRuntime {
             fib: self.fib.as_ref(),
             devices: &self.devices,
             unprepared: &self.unprepared,
+            kfuncs: &self.kfuncs,
         };
         let args = [ctx, 0, 0, 0, 0];
         let (result, insns_executed) = match &mut self.compiled {

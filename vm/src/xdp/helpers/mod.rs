@@ -105,6 +105,8 @@ pub struct XdpEnv<'a> {
     pub devices: &'a [NetDevice],
     /// Per program: why it could not be prepared (a tail call into it stops the run).
     pub unprepared: &'a [Option<super::prepare::PrepareError>],
+    /// The kfuncs the programs call, by BTF id.
+    pub kfuncs: &'a [super::kfuncs::ResolvedKfunc],
 }
 
 /// What one run records, and its per-run counters.
@@ -156,6 +158,31 @@ impl Helpers for XdpEnv<'_> {
     fn call_outcome(&mut self, id: i32, args: [u64; 5], mem: &mut Memory) -> HelperResult {
         let helper = lookup(id).ok_or(HelperError::Unknown(id))?;
         (helper.f)(self, args, mem)
+    }
+
+    fn call_kfunc(
+        &mut self,
+        btf_id: i32,
+        off: i16,
+        args: [u64; 5],
+        mem: &mut Memory,
+    ) -> Result<u64, HelperError> {
+        let kfunc = super::kfuncs::find(self.kfuncs, btf_id)
+            .filter(|_| off == 0)
+            .ok_or(HelperError::Unknown(btf_id))?;
+        (kfunc.f)(self, args, mem)
+    }
+
+    fn kfunc_name(&self, btf_id: i32, off: i16) -> Option<&'static str> {
+        let kfunc = super::kfuncs::find(self.kfuncs, btf_id).filter(|_| off == 0)?;
+        Some(kfunc.name)
+    }
+
+    fn kfunc_footprint(&self, btf_id: i32, off: i16, args: [u64; 5], _mem: &Memory) -> Footprint {
+        match super::kfuncs::find(self.kfuncs, btf_id).filter(|_| off == 0) {
+            Some(kfunc) => (kfunc.footprint)(args),
+            None => Footprint::Unknown,
+        }
     }
 
     fn cpu(&self) -> Option<u32> {
