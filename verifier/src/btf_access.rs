@@ -33,6 +33,43 @@ pub enum Loaded {
     UntrustedMem,
 }
 
+/// XDP's `btf_struct_access` for writes, netfilter's `nf_conntrack_btf_struct_access`: a
+/// connection's `mark` is the one kernel field an XDP program may write.
+fn nf_conn_write(
+    env: &mut Env<'_>,
+    btf: &Btf,
+    tname: &str,
+    off: i32,
+    size: i32,
+) -> Result<(), Reject> {
+    if tname != "nf_conn" && tname != "nf_conn___init" {
+        return Err(env.reject(Errno::Eacces, "only read is supported"));
+    }
+    let mark = btf
+        .find_by_name_kind("nf_conn", |k| matches!(k, BtfKind::Struct { .. }))
+        .and_then(|id| match &btf.get(id)?.kind {
+            BtfKind::Struct { members, .. } => members.iter().find(|m| m.name == "mark").cloned(),
+            _ => None,
+        })
+        .and_then(|m| Some(((m.bit_offset / 8) as i32, btf.size_of(m.ty)? as i32)));
+    let Some((mark_off, mark_size)) = mark.filter(|&(o, _)| o == off) else {
+        return Err(env.reject(
+            Errno::Eacces,
+            format!("no write support to nf_conn at off {off}"),
+        ));
+    };
+    let end = mark_off + mark_size;
+    if off + size > end {
+        return Err(env.reject(
+            Errno::Eacces,
+            format!(
+                "write access at off {off} with size {size} beyond the member of nf_conn ended at {end}"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The vmlinux struct a map of `map_type` is (its ops' `map_btf_id`), by name.
 fn map_struct_name(map_type: u32) -> Option<&'static str> {
     Some(match map_type {
@@ -143,7 +180,7 @@ pub fn check_ptr_to_btf_access(
         ));
     }
     if write {
-        return Err(env.reject(Errno::Eacces, "only read is supported"));
+        return nf_conn_write(env, btf, &tname, off, size).map(|()| Loaded::Scalar);
     }
     let loaded = struct_access(env, btf, reg.btf_id, off as u32, size as u32)?;
     Ok(match loaded {

@@ -368,7 +368,8 @@ pub fn check_mem_access(
             let write = access != AccessType::Read;
             let loaded = btf_access::check_ptr_to_btf_access(env, &reg, r, off, size_bytes, write)?;
             env.aux[env.insn_idx].reads_kernel_memory = true;
-            if let Some(v) = value_regno {
+            // A store's value register is the source, not something loaded.
+            if let Some(v) = value_regno.filter(|_| !write) {
                 *state.reg_mut(v) = loaded_reg(loaded);
             }
         }

@@ -33,6 +33,9 @@ const ITER_KFUNCS: &[(&str, IterOp)] = &[
     ("bpf_iter_num_new", IterOp::New),
     ("bpf_iter_num_next", IterOp::Next),
     ("bpf_iter_num_destroy", IterOp::Destroy),
+    ("bpf_iter_bits_new", IterOp::New),
+    ("bpf_iter_bits_next", IterOp::Next),
+    ("bpf_iter_bits_destroy", IterOp::Destroy),
 ];
 
 /// The iterator operation of the kfunc `name`, if it is one bpfemu checks.

@@ -27,6 +27,8 @@ const ACQUIRE: u32 = 1 << 0;
 const RELEASE: u32 = 1 << 1;
 /// `KF_RET_NULL`: the result may be NULL.
 const RET_NULL: u32 = 1 << 2;
+/// `KF_TRUSTED_ARGS`: pointer arguments must be referenced or trusted, and not NULL.
+const TRUSTED_ARGS: u32 = 1 << 3;
 /// `KF_RCU`: pointer arguments may be RCU-protected rather than trusted.
 const RCU: u32 = 1 << 4;
 
@@ -41,6 +43,15 @@ const OBJECT_KFUNCS: &[(&str, u32)] = &[
     ("bpf_cgroup_acquire", ACQUIRE | RCU | RET_NULL),
     ("bpf_cgroup_ancestor", ACQUIRE | RCU | RET_NULL),
     ("bpf_cgroup_release", RELEASE),
+    // net/netfilter/nf_conntrack_bpf.c
+    ("bpf_xdp_ct_lookup", ACQUIRE | RET_NULL),
+    ("bpf_xdp_ct_alloc", ACQUIRE | RET_NULL),
+    ("bpf_ct_insert_entry", ACQUIRE | RET_NULL | RELEASE),
+    ("bpf_ct_release", RELEASE),
+    ("bpf_ct_set_timeout", TRUSTED_ARGS),
+    ("bpf_ct_change_timeout", TRUSTED_ARGS),
+    ("bpf_ct_set_status", TRUSTED_ARGS),
+    ("bpf_ct_change_status", TRUSTED_ARGS),
 ];
 
 /// The kfuncs this module checks.
@@ -236,15 +247,24 @@ fn object_call(
     pc: usize,
 ) -> Result<(), Reject> {
     let mut release_ref = 0;
-    for (i, param) in params.iter().enumerate() {
+    let mut i = 0;
+    while i < params.len() {
+        let param = &params[i];
+        let sized = params.get(i + 1).is_some_and(|p| p.name.ends_with("__sz"));
         match struct_pointee(btf, param.ty) {
-            Some(pointee) => {
+            // A buffer and its size (`KF_ARG_PTR_TO_MEM_SIZE`); the size is not looked at again.
+            _ if sized => {
+                check_mem_size_pair(env, state, i)?;
+                i += 1;
+            }
+            Some(pointee) if !is_ctx_struct(btf, pointee) => {
                 if let Some(r) = check_object_arg(env, state, btf, name, flags, i, pointee)? {
                     release_ref = r;
                 }
             }
-            None => check_kfunc_arg(env, state, btf, name, i, param)?,
+            _ => check_kfunc_arg(env, state, btf, name, i, param)?,
         }
+        i += 1;
     }
     if flags & RELEASE != 0 {
         if release_ref == 0 {
@@ -290,6 +310,138 @@ fn object_call(
     Ok(())
 }
 
+/// Whether `id` is the program's context struct (`struct xdp_md`), a `KF_ARG_PTR_TO_CTX`.
+fn is_ctx_struct(btf: &Btf, id: TypeId) -> bool {
+    btf.get(id).is_some_and(|t| t.name == "xdp_md")
+}
+
+/// `KF_ARG_PTR_TO_MEM_SIZE`: the memory argument `i` and its size argument `i + 1`, read and
+/// written as helpers' memory and size pairs are (`check_kfunc_mem_size_reg`).
+fn check_mem_size_pair(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    i: usize,
+) -> Result<(), Reject> {
+    let mem = Reg::new(i as u8 + 1).expect("argument register");
+    let size = Reg::new(i as u8 + 2).expect("argument register");
+    let saved = *state.reg(mem);
+    // `check_func_arg_reg_off`: what is not a memory pointer must sit at a constant offset.
+    let memory = matches!(
+        saved.ty,
+        RegType::Stack
+            | RegType::Packet
+            | RegType::PacketMeta
+            | RegType::MapKey
+            | RegType::MapValue
+            | RegType::Mem
+    );
+    if !memory && !saved.var_off.is_const() {
+        let ty = reg_type_str(saved.ty, saved.flags);
+        return Err(env.reject(
+            Errno::Eacces,
+            format!(
+                "variable {ty} access var_off={} disallowed",
+                saved.var_off.text()
+            ),
+        ));
+    }
+    // A maybe-NULL buffer is checked as if it were not NULL.
+    state.reg_mut(mem).flags &= !reg::PTR_MAYBE_NULL;
+    let checked =
+        crate::mem::check_mem_size_reg(env, state, mem, size, crate::mem::AccessType::Read, true)
+            .and_then(|()| {
+                crate::mem::check_mem_size_reg(
+                    env,
+                    state,
+                    mem,
+                    size,
+                    crate::mem::AccessType::Write,
+                    true,
+                )
+            });
+    *state.reg_mut(mem) = saved;
+    checked.map_err(|e| {
+        env.reject(
+            e.errno,
+            format!(
+                "arg#{i} arg#{} memory, len pair leads to invalid memory access",
+                i + 1
+            ),
+        )
+    })
+}
+
+/// `btf_struct_ids_match`: `have` is `want`, or (not strict) holds it as its first member at
+/// offset 0, at any depth.
+fn struct_ids_match(btf: &Btf, mut have: TypeId, want: TypeId, strict: bool) -> bool {
+    loop {
+        if have == want {
+            return true;
+        }
+        if strict {
+            return false;
+        }
+        let first = match btf.get(have).map(|t| &t.kind) {
+            Some(BtfKind::Struct { members, .. }) => members.first().filter(|m| m.bit_offset == 0),
+            _ => None,
+        };
+        match first.and_then(|m| btf.skip_mods_and_typedefs(m.ty)) {
+            Some(next)
+                if matches!(btf.get(next).map(|t| &t.kind), Some(BtfKind::Struct { .. })) =>
+            {
+                have = next
+            }
+            _ => return false,
+        }
+    }
+}
+
+/// A name without its `___flavour` suffix (`bpf_core_essential_name_len`).
+fn essential_name(name: &str) -> &str {
+    name.find("___").map_or(name, |at| &name[..at])
+}
+
+/// `__btf_type_is_scalar_struct`: whether struct `id` is made of scalars (nested structs and
+/// arrays of scalars included, three levels deep at most).
+fn is_scalar_struct(env: &mut Env<'_>, btf: &Btf, id: TypeId, depth: u32) -> bool {
+    let Some(BtfKind::Struct { members, .. } | BtfKind::Union { members, .. }) =
+        btf.get(id).map(|t| t.kind.clone())
+    else {
+        return false;
+    };
+    let is_scalar = |id: TypeId| {
+        matches!(
+            btf.get(id).map(|t| &t.kind),
+            Some(BtfKind::Int { .. } | BtfKind::Enum { .. } | BtfKind::Enum64 { .. })
+        )
+    };
+    for m in members {
+        let Some(ty) = btf.skip_mods_and_typedefs(m.ty) else {
+            return false;
+        };
+        match btf.get(ty).map(|t| &t.kind) {
+            Some(BtfKind::Struct { .. } | BtfKind::Union { .. }) => {
+                if depth >= 3 {
+                    env.verbose("max struct nesting depth exceeded\n");
+                    return false;
+                }
+                if !is_scalar_struct(env, btf, ty, depth + 1) {
+                    return false;
+                }
+            }
+            Some(BtfKind::Array { elem, len, .. }) => {
+                let elem = btf.skip_mods_and_typedefs(*elem).unwrap_or(0);
+                if *len == 0 || !is_scalar(elem) {
+                    return false;
+                }
+            }
+            _ if is_scalar(ty) => {}
+            _ => return false,
+        }
+    }
+    true
+}
+
 /// The struct a pointer type points to, when it does.
 fn struct_pointee(btf: &Btf, ty: TypeId) -> Option<TypeId> {
     let ptr = btf.skip_mods_and_typedefs(ty)?;
@@ -314,7 +466,7 @@ fn check_object_arg(
     let regno = i + 1;
     let reg = *state.reg(Reg::new(regno as u8).expect("argument register"));
     // Release kfuncs take trusted arguments.
-    let trusted_or_rcu = flags & (RELEASE | RCU) != 0;
+    let trusted_or_rcu = flags & (RELEASE | RCU | TRUSTED_ARGS) != 0;
     if trusted_or_rcu && (reg.is_const_scalar(0) || reg.flags & reg::PTR_MAYBE_NULL != 0) {
         return Err(env.reject(
             Errno::Eacces,
@@ -323,6 +475,9 @@ fn check_object_arg(
     }
     let struct_name = btf.get(pointee).map_or("", |t| t.name.as_str()).to_owned();
     if reg.ty != RegType::BtfId {
+        // Anything else would be memory of a struct made of scalars; these structs are not
+        // (the walk logs where it gives up, as the kernel's does).
+        is_scalar_struct(env, btf, pointee, 0);
         return Err(env.reject(
             Errno::Einval,
             format!("arg#{i} pointer type STRUCT {struct_name} must point to scalar, or struct with scalar"),
@@ -352,7 +507,12 @@ fn check_object_arg(
         };
         return Err(env.reject(Errno::Einval, what));
     }
-    if reg.btf_id != pointee {
+    // Releasing needs the exact type, and so does a flavour of the same struct
+    // (`nf_conn___init` is no `nf_conn`: `btf_type_ids_nocast_alias`).
+    let have_name = btf.get(reg.btf_id).map_or("", |t| t.name.as_str());
+    let strict = (flags & RELEASE != 0 && reg.ref_obj_id != 0)
+        || essential_name(have_name) == essential_name(&struct_name);
+    if !struct_ids_match(btf, reg.btf_id, pointee, strict) {
         let got = btf.get(reg.btf_id).map_or("", |t| t.name.as_str());
         return Err(env.reject(
             Errno::Einval,
