@@ -31,6 +31,8 @@ const RET_NULL: u32 = 1 << 2;
 const TRUSTED_ARGS: u32 = 1 << 3;
 /// `KF_RCU`: pointer arguments may be RCU-protected rather than trusted.
 const RCU: u32 = 1 << 4;
+/// The result is an untrusted pointer (`bpf_get_kmem_cache`'s special case).
+const UNTRUSTED_RESULT: u32 = 1 << 5;
 
 /// The object kfuncs bpfemu checks, with their 6.18 flags (`BTF_ID_FLAGS` in
 /// `kernel/bpf/helpers.c`).
@@ -43,7 +45,17 @@ const OBJECT_KFUNCS: &[(&str, u32)] = &[
     ("bpf_cgroup_acquire", ACQUIRE | RCU | RET_NULL),
     ("bpf_cgroup_ancestor", ACQUIRE | RCU | RET_NULL),
     ("bpf_cgroup_release", RELEASE),
-    // net/netfilter/nf_conntrack_bpf.c
+    ("bpf_task_under_cgroup", RCU),
+    ("bpf_task_get_cgroup1", ACQUIRE | RCU | RET_NULL),
+    ("bpf_send_signal_task", TRUSTED_ARGS),
+    ("bpf_get_kmem_cache", UNTRUSTED_RESULT),
+    ("bpf_map_sum_elem_count", TRUSTED_ARGS),
+    // net/xfrm/xfrm_state_bpf.c
+    ("bpf_xdp_get_xfrm_state", ACQUIRE | RET_NULL),
+    ("bpf_xdp_xfrm_state_release", RELEASE),
+    // net/netfilter/nf_conntrack_bpf.c (the skb ones take an __sk_buff XDP has none of)
+    ("bpf_skb_ct_lookup", ACQUIRE | RET_NULL),
+    ("bpf_skb_ct_alloc", ACQUIRE | RET_NULL),
     ("bpf_xdp_ct_lookup", ACQUIRE | RET_NULL),
     ("bpf_xdp_ct_alloc", ACQUIRE | RET_NULL),
     ("bpf_ct_insert_entry", ACQUIRE | RET_NULL | RELEASE),
@@ -294,6 +306,9 @@ fn object_call(
     };
     let mut r0 = RegState::pointer(RegType::BtfId);
     r0.btf_id = pointee;
+    if flags & UNTRUSTED_RESULT != 0 {
+        r0.flags |= reg::PTR_UNTRUSTED;
+    }
     if flags & RET_NULL != 0 {
         r0.flags |= reg::PTR_MAYBE_NULL;
         r0.id = env.new_id();
@@ -474,6 +489,10 @@ fn check_object_arg(
         ));
     }
     let struct_name = btf.get(pointee).map_or("", |t| t.name.as_str()).to_owned();
+    // A map pointer is a trusted `struct bpf_map` (`reg2btf_ids[CONST_PTR_TO_MAP]`).
+    if reg.ty == RegType::ConstPtrToMap && struct_name == "bpf_map" {
+        return Ok(None);
+    }
     if reg.ty != RegType::BtfId {
         // Anything else would be memory of a struct made of scalars; these structs are not
         // (the walk logs where it gives up, as the kernel's does).
