@@ -72,7 +72,8 @@ enum Command {
         load: LoadArgs,
     },
     /// Verify every program as the kernel's verifier would: verdict, the kernel's message at
-    /// its source line, the log; exit 0 when all are accepted, 1 when one is rejected.
+    /// its source line, the log; exit 0 when all are accepted, 1 when one is rejected, 2 when
+    /// one uses what bpfemu does not check yet (undecided).
     Verify {
         /// The BPF object.
         obj: PathBuf,
@@ -621,7 +622,8 @@ fn diff(args: &DiffArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// `bpfemu verify`: exit 0 when every selected program is accepted, 1 when one is rejected.
+/// `bpfemu verify`: exit 0 when every selected program is accepted, 1 when one is rejected,
+/// 2 when one uses something bpfemu's verifier does not check yet (and none is rejected).
 fn verify(
     obj: &Path,
     prog: Option<&str>,
@@ -650,10 +652,14 @@ fn verify(
         );
         return Ok(ExitCode::from(2));
     }
-    Ok(if report.verdicts.iter().all(|v| v.accepted()) {
-        ExitCode::SUCCESS
-    } else {
+    // A rejection fails the job; a program bpfemu cannot judge yet is not a pass either.
+    let word = |w: &str| report.verdicts.iter().any(|v| v.word() == w);
+    Ok(if word("rejected") {
         ExitCode::from(1)
+    } else if word("undecided") {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
     })
 }
 

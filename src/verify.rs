@@ -20,6 +20,18 @@ impl ProgramVerdict<'_> {
     pub fn accepted(&self) -> bool {
         self.verdict.is_accepted()
     }
+
+    /// The word for the verdict: accepted, rejected, or undecided where the program uses
+    /// something bpfemu's verifier does not check yet (the kernel may accept it).
+    pub fn word(&self) -> &'static str {
+        if self.accepted() {
+            "accepted"
+        } else if self.verdict.is_undecided() {
+            "undecided"
+        } else {
+            "rejected"
+        }
+    }
 }
 
 /// What `bpfemu verify` found in an object.
@@ -95,7 +107,12 @@ pub fn require_accepted(obj: &Object, object: &str, program: &ProgramSpec) -> Re
 /// The instruction at `pc` as the kernel's log prints it (`12: (71) r0 = *(u8 *)(r2 +14)`).
 fn insn_line(insns: &[RawInsn], pc: usize) -> Option<String> {
     let (insn, _) = Insn::decode(insns, pc).ok()?;
-    Some(log_line(pc, insns.get(pc)?.code, &insn))
+    let raw = insns.get(pc)?;
+    // A kfunc call is named as the kernel's log names it (`call bpf_throw#65988`).
+    Some(bpfemu_verifier::explore::kfunc_named(
+        raw,
+        log_line(pc, raw.code, &insn),
+    ))
 }
 
 /// The error in the compilers' form, with the source line and the instruction under it.
@@ -158,7 +175,7 @@ pub fn to_text(object: &str, report: &Report<'_>) -> String {
             "{object}: {} ({}): {}, {} insns processed, {} states (peak {}), {:.3} ms",
             v.program.name,
             v.program.section,
-            if v.accepted() { "accepted" } else { "rejected" },
+            v.word(),
             s.processed_insns,
             s.total_states,
             s.peak_states,
@@ -176,15 +193,23 @@ pub fn to_text(object: &str, report: &Report<'_>) -> String {
         )
         .expect("string");
     }
-    let rejected = verdicts.iter().filter(|v| !v.accepted()).count();
+    let count = |word: &str| verdicts.iter().filter(|v| v.word() == word).count();
+    let (accepted, rejected, undecided) =
+        (count("accepted"), count("rejected"), count("undecided"));
     let others = report.not_verified.len();
     write!(
         out,
-        "{} programs: {} accepted, {rejected} rejected",
+        "{} programs: {accepted} accepted, {rejected} rejected",
         verdicts.len() + others,
-        verdicts.len() - rejected
     )
     .expect("string");
+    if undecided > 0 {
+        write!(
+            out,
+            ", {undecided} undecided (bpfemu does not check what they use yet)"
+        )
+        .expect("string");
+    }
     if others > 0 {
         write!(out, ", {others} not verified (not XDP)").expect("string");
     }
@@ -203,6 +228,7 @@ pub fn to_json(object: &str, report: &Report<'_>, with_log: bool) -> Value {
                 "name": v.program.name,
                 "section": v.program.section,
                 "accepted": v.accepted(),
+                "verdict": v.word(),
                 "processed_insns": s.processed_insns,
                 "total_states": s.total_states,
                 "peak_states": s.peak_states,

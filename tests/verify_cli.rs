@@ -31,8 +31,8 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// Every object's JSON report equals the library's verdicts, and the exit code is 0 exactly
-/// when every program is accepted.
+/// Every object's JSON report equals the library's verdicts, and the exit code is 0 when every
+/// program is accepted, 1 when one is rejected, 2 when one is undecided and none rejected.
 #[test]
 fn verify_reports_the_verifier_verdict_for_every_object() {
     let mut programs = 0;
@@ -44,7 +44,7 @@ fn verify_reports_the_verifier_verdict_for_every_object() {
         let obj = bpfemu_loader::load_file(&path, &Default::default()).expect("loads");
         let reported = doc["programs"].as_array().expect("programs");
         assert_eq!(reported.len(), obj.programs.len(), "{name}");
-        let mut all_accepted = true;
+        let (mut rejected, mut undecided) = (false, false);
         for (p, prog) in reported.iter().zip(&obj.programs) {
             let v = verify(&ProgramInput::new(&obj, prog), &Options::default());
             assert_eq!(p["name"], prog.name.as_str(), "{name}");
@@ -60,10 +60,15 @@ fn verify_reports_the_verifier_verdict_for_every_object() {
                 }
                 None => assert!(p.get("message").is_none(), "{name}: {p:#}"),
             }
-            all_accepted &= v.is_accepted();
+            undecided |= v.is_undecided();
+            rejected |= !v.is_accepted() && !v.is_undecided();
             programs += 1;
         }
-        let expected = if all_accepted { 0 } else { 1 };
+        let expected = match (rejected, undecided) {
+            (true, _) => 1,
+            (false, true) => 2,
+            (false, false) => 0,
+        };
         assert_eq!(out.status.code(), Some(expected), "{name}: {doc:#}");
     }
     assert!(programs >= 60, "{programs} programs");
@@ -110,6 +115,33 @@ fn a_rejection_is_placed_like_a_compiler_error() {
         stdout.ends_with("1 programs: 0 accepted, 1 rejected\n"),
         "{stdout}"
     );
+}
+
+/// A program calling a kfunc bpfemu's verifier does not check yet is neither accepted nor
+/// rejected: "undecided" in text and JSON, the call placed and named as the kernel names it,
+/// and exit 2 (a CI job must not pass, nor blame the program, on a judgement nobody made).
+#[test]
+fn an_unchecked_kfunc_leaves_the_program_undecided() {
+    let path = root().join("tests/data/undecided/throws.o");
+    let name = path.to_str().unwrap();
+    let out = bpfemu(&["verify", name]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{stdout}");
+    assert!(
+        stdout.contains("error: not yet supported: kfunc bpf_throw"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("call bpf_throw#"), "{stdout}");
+    assert!(stdout.contains("xdp_throws (xdp): undecided"), "{stdout}");
+    assert!(
+        stdout.ends_with("1 programs: 0 accepted, 0 rejected, 1 undecided (bpfemu does not check what they use yet)\n"),
+        "{stdout}"
+    );
+    let json = bpfemu(&["verify", "--json", name]);
+    let doc: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON");
+    assert_eq!(doc["programs"][0]["verdict"], "undecided", "{doc:#}");
+    assert_eq!(doc["programs"][0]["accepted"], false, "{doc:#}");
+    assert_eq!(json.status.code(), Some(2));
 }
 
 /// --log-level 1 and 2 give the library's log at that level, in text and JSON.

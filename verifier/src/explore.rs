@@ -423,7 +423,7 @@ fn log_insn(env: &mut Env<'_>, state: &VerifierState, pc: usize) {
 
 /// The kernel names a vmlinux kfunc in its log (`call bpf_dynptr_from_xdp#63892`) where the
 /// disassembler, knowing no BTF, says `kernel-function#63892`.
-pub(crate) fn kfunc_named(raw: &bpfemu_isa::RawInsn, line: String) -> String {
+pub fn kfunc_named(raw: &bpfemu_isa::RawInsn, line: String) -> String {
     if raw.code != 0x85 || raw.src != 2 || raw.off != 0 {
         return line;
     }

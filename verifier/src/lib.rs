@@ -290,6 +290,12 @@ impl Verdict {
         matches!(&self.outcome, Outcome::Accepted(x) if !x.kernel_reads.is_empty())
     }
 
+    /// Whether the program uses something bpfemu's verifier does not check yet ("not yet
+    /// supported: ..."): bpfemu cannot say what the kernel would.
+    pub fn is_undecided(&self) -> bool {
+        self.rejection().is_some_and(|r| r.errno == Errno::Enotsupp)
+    }
+
     pub fn rejection(&self) -> Option<&Rejection> {
         match &self.outcome {
             Outcome::Rejected(r) => Some(r),
