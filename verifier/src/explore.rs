@@ -867,6 +867,12 @@ fn check_resource_leak(env: &mut Env<'_>, state: &VerifierState) -> Result<(), R
             ));
         }
     }
+    if main && state.active_irq_id != 0 {
+        return Err(env.reject(
+            Errno::Einval,
+            format!("{PREFIX} cannot be used inside bpf_local_irq_save-ed region"),
+        ));
+    }
     if main && state.active_rcu_lock > 0 {
         return Err(env.reject(
             Errno::Einval,

@@ -234,6 +234,11 @@ fn stacksafe(old: &FuncState, cur: &FuncState, idmap: &mut IdMap, exact: Exact, 
                     return false;
                 }
             }
+            SlotType::IrqFlag => {
+                if !idmap.check(os.spilled_ptr.ref_obj_id, cs.spilled_ptr.ref_obj_id) {
+                    return false;
+                }
+            }
             // The depth is left out: it grows every iteration and would keep the loop from
             // converging.
             SlotType::Iter => {
@@ -245,7 +250,6 @@ fn stacksafe(old: &FuncState, cur: &FuncState, idmap: &mut IdMap, exact: Exact, 
                     return false;
                 }
             }
-            _ => return false,
         }
         i += 1;
     }
@@ -276,6 +280,9 @@ pub fn states_equal(env: &Env<'_>, old: &VerifierState, cur: &VerifierState, exa
         || old.active_rcu_lock != cur.active_rcu_lock
         || old.active_preempt_locks != cur.active_preempt_locks
     {
+        return false;
+    }
+    if !idmap.check(old.active_irq_id, cur.active_irq_id) {
         return false;
     }
     for (o, c) in old.refs.iter().zip(&cur.refs) {

@@ -17,6 +17,7 @@ use crate::env::Env;
 use crate::state::VerifierState;
 use crate::state::frame::RefKind;
 use crate::state::reg::{self, RegState, RegType, reg_type_str};
+use crate::state::stack::{SLOT_SIZE, SlotType};
 use crate::{Errno, Reject};
 use bpfemu_isa::Reg;
 use bpfemu_loader::btf::{Btf, BtfKind, Param, TypeId};
@@ -77,6 +78,8 @@ pub fn handles(name: &str) -> bool {
                 | "bpf_rcu_read_unlock"
                 | "bpf_preempt_disable"
                 | "bpf_preempt_enable"
+                | "bpf_local_irq_save"
+                | "bpf_local_irq_restore"
         )
 }
 
@@ -101,6 +104,12 @@ pub fn check_call(
             Ok(())
         }
         "bpf_cast_to_kern_ctx" => cast_to_kern_ctx(env, state, btf),
+        "bpf_local_irq_save" | "bpf_local_irq_restore" => {
+            irq_flag(env, state, name == "bpf_local_irq_save", pc)?;
+            state.clobber_caller_saved();
+            *state.reg_mut(Reg::R0) = RegState::not_init();
+            Ok(())
+        }
         "bpf_rdonly_cast" => rdonly_cast(env, state, btf, name, params),
         _ => {
             let flags = OBJECT_KFUNCS
@@ -155,6 +164,128 @@ fn enter_or_leave_section(
             Ok(())
         }
     }
+}
+
+/// `process_irq_flag` for `bpf_local_irq_save(flags)` (`save`) and `bpf_local_irq_restore`:
+/// the flags live in one stack slot typed `STACK_IRQ_FLAG` that holds an irq reference; irq
+/// states are restored in the reverse order of their saves.
+fn irq_flag(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    save: bool,
+    pc: usize,
+) -> Result<(), Reject> {
+    let reg = *state.reg(Reg::R1);
+    if reg.ty != RegType::Stack {
+        return Err(env.reject(Errno::Einval, "arg#0 doesn't point to an irq flag on stack"));
+    }
+    let frame = reg.frameno as usize;
+    let spi = irq_flag_spi(env, state, &reg);
+    if save {
+        let uninit = match spi {
+            Err(SpiError::NotAllocated) => true,
+            Err(SpiError::Invalid) => false,
+            Ok(spi) => !state.frames[frame].stack[spi]
+                .slot_type
+                .contains(&SlotType::IrqFlag),
+        };
+        if !uninit {
+            return Err(env.reject(Errno::Einval, "expected uninitialized irq flag as arg#0"));
+        }
+        crate::mem::check_mem_access(
+            env,
+            state,
+            Reg::R1,
+            0,
+            bpfemu_isa::Size::DW,
+            crate::mem::AccessType::Write,
+            None,
+            false,
+            false,
+        )?;
+        let Ok(spi) = irq_flag_spi(env, state, &reg) else {
+            return Err(env.reject(Errno::Efault, "verifier bug: irq flag slot not allocated"));
+        };
+        let id = env.new_id();
+        state.acquire_reference(RefKind::Irq, id, pc);
+        state.active_irq_id = id;
+        let slot = &mut state.frames[frame].stack[spi];
+        let mut st = RegState::pointer(RegType::Stack);
+        st.ref_obj_id = id;
+        slot.spilled_ptr = st;
+        slot.slot_type = [SlotType::IrqFlag; SLOT_SIZE];
+        env.log.scratch_stack(spi);
+        return Ok(());
+    }
+    let spi = match spi {
+        Ok(spi)
+            if state.frames[frame].stack[spi]
+                .slot_type
+                .iter()
+                .all(|&t| t == SlotType::IrqFlag)
+                && state.frames[frame].stack[spi].spilled_ptr.ref_obj_id != 0 =>
+        {
+            spi
+        }
+        _ => return Err(env.reject(Errno::Einval, "expected an initialized irq flag as arg#0")),
+    };
+    let id = state.frames[frame].stack[spi].spilled_ptr.ref_obj_id;
+    if id != state.active_irq_id {
+        let active = state.active_irq_id;
+        let at = state
+            .refs
+            .iter()
+            .find(|r| r.id == active)
+            .map_or(0, |r| r.insn_idx);
+        return Err(env.reject(
+            Errno::Einval,
+            format!("cannot restore irq state out of order, expected id={active} acquired at insn_idx={at}"),
+        ));
+    }
+    state.release_reference_state(id);
+    // The irq state saved before it is the active one again.
+    state.active_irq_id = state
+        .refs
+        .iter()
+        .rev()
+        .find(|r| r.kind == RefKind::Irq)
+        .map_or(0, |r| r.id);
+    let slot = &mut state.frames[frame].stack[spi];
+    slot.spilled_ptr = RegState::not_init();
+    slot.slot_type = [SlotType::Invalid; SLOT_SIZE];
+    env.log.scratch_stack(spi);
+    Ok(())
+}
+
+/// Why an irq flag argument names no slot.
+enum SpiError {
+    /// Past the allocated stack (`-ERANGE`): a save allocates it.
+    NotAllocated,
+    /// Not a place a flag can be (the reason is logged).
+    Invalid,
+}
+
+/// `stack_slot_obj_get_spi` for the one-slot irq flag.
+fn irq_flag_spi(
+    env: &mut Env<'_>,
+    state: &VerifierState,
+    reg: &RegState,
+) -> Result<usize, SpiError> {
+    if !reg.var_off.is_const() {
+        env.verbose("irq_flag has to be at a constant offset\n");
+        return Err(SpiError::Invalid);
+    }
+    let off = reg.off as i64 + reg.var_off.value as i64;
+    // The kernel's `(-off - 1) / BPF_REG_SIZE` truncates toward zero.
+    let spi = (-off - 1) / SLOT_SIZE as i64;
+    if off % SLOT_SIZE as i64 != 0 || spi < 0 {
+        env.verbose(&format!("cannot pass in irq_flag at an offset={off}\n"));
+        return Err(SpiError::Invalid);
+    }
+    if spi >= state.frames[reg.frameno as usize].stack.len() as i64 {
+        return Err(SpiError::NotAllocated);
+    }
+    Ok(spi as usize)
 }
 
 /// `bpf_cast_to_kern_ctx(ctx)`: the unmodified context becomes a trusted `struct xdp_buff *`.

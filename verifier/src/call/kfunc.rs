@@ -87,6 +87,8 @@ const SUPPORTED: &[&str] = &[
     "bpf_cgroup_release",
     "bpf_cast_to_kern_ctx",
     "bpf_rdonly_cast",
+    "bpf_local_irq_save",
+    "bpf_local_irq_restore",
     "bpf_rcu_read_lock",
     "bpf_rcu_read_unlock",
     "bpf_preempt_disable",

@@ -107,6 +107,9 @@ pub struct VerifierState {
     pub active_rcu_lock: u32,
     /// Nested `bpf_preempt_disable` sections (`active_preempt_locks`).
     pub active_preempt_locks: u32,
+    /// The id of the last irq state `bpf_local_irq_save` saved and not yet restored
+    /// (`active_irq_id`; 0: interrupts not disabled).
+    pub active_irq_id: u32,
     /// Instructions with jumps taken on this path since the last checkpoint, with the registers
     /// and stack slots they touched, for precision backtracking (`jmp_history`).
     pub jmp_history: Vec<JmpHistoryEntry>,
@@ -207,6 +210,7 @@ impl VerifierState {
             active_locks: 0,
             active_rcu_lock: 0,
             active_preempt_locks: 0,
+            active_irq_id: 0,
             jmp_history: Vec::new(),
             parent: None,
             first_insn_idx: 0,
