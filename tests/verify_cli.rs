@@ -122,17 +122,17 @@ fn a_rejection_is_placed_like_a_compiler_error() {
 /// and exit 2 (a CI job must not pass, nor blame the program, on a judgement nobody made).
 #[test]
 fn an_unchecked_kfunc_leaves_the_program_undecided() {
-    let path = root().join("tests/data/undecided/throws.o");
+    let path = root().join("tests/data/undecided/wq.o");
     let name = path.to_str().unwrap();
     let out = bpfemu(&["verify", name]);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(2), "{stdout}");
     assert!(
-        stdout.contains("error: not yet supported: kfunc bpf_throw"),
+        stdout.contains("error: not yet supported: kfunc bpf_wq_init"),
         "{stdout}"
     );
-    assert!(stdout.contains("call bpf_throw#"), "{stdout}");
-    assert!(stdout.contains("xdp_throws (xdp): undecided"), "{stdout}");
+    assert!(stdout.contains("call bpf_wq_init#"), "{stdout}");
+    assert!(stdout.contains("xdp_workqueue (xdp): undecided"), "{stdout}");
     assert!(
         stdout.ends_with("1 programs: 0 accepted, 0 rejected, 1 undecided (bpfemu does not check what they use yet)\n"),
         "{stdout}"

@@ -138,6 +138,8 @@ pub struct Env<'a> {
     pub scc_visits: Vec<crate::loops::SccVisit>,
     /// Back-edges recorded and not yet propagated (`num_backedges`), for `peak_states`.
     pub num_backedges: u64,
+    /// A `bpf_throw` was reached (`seen_exception`).
+    pub seen_exception: bool,
 }
 
 /// A checkpoint.
@@ -196,6 +198,7 @@ impl<'a> Env<'a> {
             scc: vec![0; len],
             scc_visits: Vec::new(),
             num_backedges: 0,
+            seen_exception: false,
         }
     }
 

@@ -163,7 +163,12 @@ fn finish(mut env: Env<'_>, result: Result<(), Reject>, started: Instant) -> Ver
     }
     let time = started.elapsed();
     let c = env.counters.clone();
-    let stack_depth: Vec<u32> = env.subprogs.iter().map(|s| s.stack_depth).collect();
+    let mut stack_depth: Vec<u32> = env.subprogs.iter().map(|s| s.stack_depth).collect();
+    // A program that may throw gets the kernel's default exception callback, a hidden
+    // subprogram with no stack (`add_hidden_subprog`), when it is accepted.
+    if result.is_ok() && env.seen_exception {
+        stack_depth.push(0);
+    }
     if env.log.level & crate::log::STATS != 0 {
         let depths: Vec<String> = stack_depth.iter().map(u32::to_string).collect();
         let text = format!(
@@ -807,6 +812,13 @@ fn do_check_insn(
                 CallTarget::Local(rel) => call::subprog::check_func_call(env, state, pc, rel)?,
                 CallTarget::Kfunc { btf_id, off } => {
                     call::kfunc::check_kfunc_call(env, state, pc, btf_id, off)?;
+                    // bpf_throw ends the program from any frame (`process_bpf_exit_full` with
+                    // `exception_exit`).
+                    if call::kfunc::is_throw(btf_id, off) {
+                        env.seen_exception = true;
+                        check_resource_leak(env, state, true)?;
+                        return Ok(Step::PathDone);
+                    }
                     next
                 }
                 CallTarget::Helper(id) => {
@@ -824,7 +836,7 @@ fn do_check_insn(
         }
         Insn::Exit => {
             env.counters.jmps_processed += 1;
-            check_resource_leak(env, state)?;
+            check_resource_leak(env, state, false)?;
             if state.frames.len() > 1 {
                 let next_pc = call::subprog::prepare_func_exit(env, state)?;
                 *do_print_state = true;
@@ -836,18 +848,24 @@ fn do_check_insn(
     }
 }
 
-/// `check_resource_leak` at `exit`: locks and RCU sections in the main program, and
-/// references not released (`Unreleased reference`).
-fn check_resource_leak(env: &mut Env<'_>, state: &VerifierState) -> Result<(), Reject> {
-    const PREFIX: &str = "BPF_EXIT instruction in main prog";
+/// `check_resource_leak` at `exit` (or at `bpf_throw`, an exception exit): locks and RCU,
+/// irq and non-preemptible sections in the main program, and references not released
+/// (`Unreleased reference`) in the main program or at any exception exit.
+fn check_resource_leak(
+    env: &mut Env<'_>,
+    state: &VerifierState,
+    exception_exit: bool,
+) -> Result<(), Reject> {
+    const EXIT: &str = "BPF_EXIT instruction in main prog";
+    let prefix: &str = if exception_exit { "bpf_throw" } else { EXIT };
     let main = state.frames.len() == 1;
     if main && state.active_locks > 0 {
         return Err(env.reject(
             Errno::Einval,
-            format!("{PREFIX} cannot be used inside bpf_spin_lock-ed region"),
+            format!("{prefix} cannot be used inside bpf_spin_lock-ed region"),
         ));
     }
-    if main {
+    if main || exception_exit {
         let leaks: Vec<_> = state
             .refs
             .iter()
@@ -863,26 +881,26 @@ fn check_resource_leak(env: &mut Env<'_>, state: &VerifierState) -> Result<(), R
             }
             return Err(env.reject(
                 Errno::Einval,
-                format!("{PREFIX} would lead to reference leak"),
+                format!("{prefix} would lead to reference leak"),
             ));
         }
     }
     if main && state.active_irq_id != 0 {
         return Err(env.reject(
             Errno::Einval,
-            format!("{PREFIX} cannot be used inside bpf_local_irq_save-ed region"),
+            format!("{prefix} cannot be used inside bpf_local_irq_save-ed region"),
         ));
     }
     if main && state.active_rcu_lock > 0 {
         return Err(env.reject(
             Errno::Einval,
-            format!("{PREFIX} cannot be used inside bpf_rcu_read_lock-ed region"),
+            format!("{prefix} cannot be used inside bpf_rcu_read_lock-ed region"),
         ));
     }
     if main && state.active_preempt_locks > 0 {
         return Err(env.reject(
             Errno::Einval,
-            format!("{PREFIX} cannot be used inside bpf_preempt_disable-ed region"),
+            format!("{prefix} cannot be used inside bpf_preempt_disable-ed region"),
         ));
     }
     Ok(())

@@ -87,6 +87,7 @@ const SUPPORTED: &[&str] = &[
     "bpf_cgroup_release",
     "bpf_cast_to_kern_ctx",
     "bpf_rdonly_cast",
+    "bpf_throw",
     "bpf_local_irq_save",
     "bpf_local_irq_restore",
     "bpf_rcu_read_lock",
@@ -413,6 +414,14 @@ pub fn kfunc_param_count(btf_id: TypeId) -> Option<usize> {
         return None;
     }
     func_params(btf, btf_id).map(<[Param]>::len)
+}
+
+/// Whether the call of vmlinux kfunc `btf_id` (module `off`) is `bpf_throw`.
+pub fn is_throw(btf_id: i32, off: i16) -> bool {
+    off == 0
+        && vmlinux_btf()
+            .and_then(|btf| btf.name_of(btf_id as TypeId))
+            .is_some_and(|name| name == "bpf_throw")
 }
 
 /// The parameters of the function `btf_id` of `btf`.
