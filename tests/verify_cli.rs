@@ -132,7 +132,10 @@ fn an_unchecked_kfunc_leaves_the_program_undecided() {
         "{stdout}"
     );
     assert!(stdout.contains("call bpf_wq_init#"), "{stdout}");
-    assert!(stdout.contains("xdp_workqueue (xdp): undecided"), "{stdout}");
+    assert!(
+        stdout.contains("xdp_workqueue (xdp): undecided"),
+        "{stdout}"
+    );
     assert!(
         stdout.ends_with("1 programs: 0 accepted, 0 rejected, 1 undecided (bpfemu does not check what they use yet)\n"),
         "{stdout}"
