@@ -234,9 +234,9 @@ fn push_frame(ctx: &mut RunCtx, pc: usize, target: usize) -> Result<(), VmError>
     }
     // SAFETY: `mem` outlives the run.
     let mem = unsafe { &mut *ctx.mem };
-    let id = mem.add_stack_frame(ctx.frames.len());
+    let (id, top) = mem.push_stack_frame(ctx.frames.len());
     ctx.frames.push(id);
-    ctx.scratch = mem.region(id).expect("just added").end();
+    ctx.scratch = top;
     Ok(())
 }
 
@@ -503,13 +503,10 @@ impl Compiled {
         helpers: &mut dyn Helpers,
     ) -> Result<u64, VmError> {
         self.run_cache.prepare(&self.shared);
-        let function = self
-            .run_cache
-            .prog_entries
-            .get(entry)
-            .copied()
-            .flatten()
-            .ok_or(VmError::FellOffEnd { pc: 0 })?;
+        // (No error value is built and dropped on the way in: the entry is nearly always there.)
+        let Some(function) = self.run_cache.prog_entries.get(entry).copied().flatten() else {
+            return Err(VmError::FellOffEnd { pc: 0 });
+        };
         let ctx_region = mem
             .converted_ctx()
             .map(|r| (r.base(), r.len() as u64, r.id()));

@@ -415,7 +415,12 @@ impl Machine<'_> {
                     pc = if taken { op.target as usize } else { pc + 1 };
                     continue;
                 }
-                Code::General => {
+                // The entry function's exit ends the run without the general path.
+                Code::Exit if self.frames.len() == 1 => {
+                    self.pc = pc;
+                    return Ok(Some(self.regs[0]));
+                }
+                Code::Exit | Code::General => {
                     self.pc = pc;
                     let insn = self.fetch()?;
                     return match self.step(insn)? {
@@ -965,8 +970,7 @@ impl Machine<'_> {
     /// Adds a frame whose stack becomes r10, and continues at `entry`.
     fn push_frame(&mut self, return_pc: usize, entry: usize) {
         let depth = self.frames.len();
-        let stack = self.mem.add_stack_frame(depth);
-        let top = self.mem.region(stack).expect("just added").end();
+        let (stack, top) = self.mem.push_stack_frame(depth);
         self.frames.push(Frame {
             stack,
             may_goto_left: self.options.may_goto_loops,

@@ -185,18 +185,31 @@ impl XdpFrame {
             bytes[end.max(lo)..hi].fill(0);
         }
         bytes[meta..end].copy_from_slice(linear);
-        self.spare_frags.append(&mut self.frags);
+        if !self.frags.is_empty() {
+            self.spare_frags.append(&mut self.frags);
+        }
+        if !rest.is_empty() {
+            self.load_frags(rest);
+        }
+        (self.meta, self.data, self.end) = (meta, XDP_PACKET_HEADROOM, end);
+        self.touched = (meta, end);
+        (self.ingress_ifindex, self.rx_queue_index) = (ingress_ifindex, rx_queue_index);
+        // The receive queue from the arguments, not read back from `self` just after the
+        // two stores above: one wide load of both would wait for them (a store-forwarding
+        // stall that cost more than the rest of the load).
+        self.publish(mem, ingress_ifindex, rx_queue_index);
+        Ok(())
+    }
+
+    /// The bytes past the linear part, into fragments (buffers of released ones reused).
+    #[cold]
+    fn load_frags(&mut self, rest: &[u8]) {
         for chunk in rest.chunks(FRAG_SIZE) {
             let mut frag = self.spare_frags.pop().unwrap_or_default();
             frag.clear();
             frag.extend_from_slice(chunk);
             self.frags.push(frag);
         }
-        (self.meta, self.data, self.end) = (meta, XDP_PACKET_HEADROOM, end);
-        self.touched = (meta, end);
-        (self.ingress_ifindex, self.rx_queue_index) = (ingress_ifindex, rx_queue_index);
-        self.sync(mem);
-        Ok(())
     }
 
     /// Removes the frame's regions from `mem`.
@@ -287,16 +300,22 @@ impl XdpFrame {
 
     /// Publishes the bounds: the live window and the ctx fields the program loads.
     pub fn sync(&mut self, mem: &mut Memory) {
+        self.publish(mem, self.ingress_ifindex, self.rx_queue_index);
+    }
+
+    /// [`XdpFrame::sync`] with the receive queue given.
+    #[inline]
+    fn publish(&mut self, mem: &mut Memory, ingress_ifindex: u32, rx_queue_index: u32) {
         self.touched = (self.touched.0.min(self.meta), self.touched.1.max(self.end));
-        mem.set_window(self.region, self.meta, self.end - self.meta);
         let base = self.base;
         let mut fields = [0u64; ctx::FIELDS];
         fields[CtxField::Data as usize] = base + self.data as u64;
         fields[CtxField::DataEnd as usize] = base + self.end as u64;
         fields[CtxField::DataMeta as usize] = base + self.meta as u64;
-        fields[CtxField::IngressIfindex as usize] = self.ingress_ifindex as u64;
-        fields[CtxField::RxQueueIndex as usize] = self.rx_queue_index as u64;
+        fields[CtxField::IngressIfindex as usize] = ingress_ifindex as u64;
+        fields[CtxField::RxQueueIndex as usize] = rx_queue_index as u64;
         fields[CtxField::EgressIfindex as usize] = 0;
+        mem.set_window(self.region, self.meta, self.end - self.meta);
         mem.set_ctx_fields(self.ctx, &fields);
     }
 
