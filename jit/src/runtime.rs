@@ -57,13 +57,48 @@ pub struct RunCtx {
     mem: *mut Memory,
     helpers: *mut dyn Helpers,
     error: Option<VmError>,
-    frames: Vec<RegionId>,
+    frames: FrameStack,
     shared: *const Shared,
     /// Each program's entry function, by program index (tail calls jump through it).
     prog_entries: *const [Option<JitFn>],
     /// The converted ctx region (base, length, id), found once a run: its field loads are
     /// answered without searching the regions.
     ctx_region: Option<(u64, u64, RegionId)>,
+}
+
+/// The stack frames of the active calls, innermost last: a fixed array in the context, so that
+/// a run neither allocates nor moves a vector in and out of it.
+struct FrameStack {
+    ids: [Option<RegionId>; MAX_CALL_FRAMES],
+    len: usize,
+}
+
+impl FrameStack {
+    fn new() -> FrameStack {
+        FrameStack {
+            ids: [None; MAX_CALL_FRAMES],
+            len: 0,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Adds a frame; the caller checks the depth first.
+    fn push(&mut self, id: RegionId) {
+        self.ids[self.len] = Some(id);
+        self.len += 1;
+    }
+
+    fn pop(&mut self) -> Option<RegionId> {
+        self.len = self.len.checked_sub(1)?;
+        self.ids[self.len].take()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
 }
 
 /// Field offsets compiled code uses.
@@ -464,11 +499,10 @@ pub struct Compiled {
     pub(crate) run_cache: RunCache,
 }
 
-/// What every run reuses, so that a run allocates nothing: the stack frame list and each
-/// program's entry function (filled at the first run, from [`Shared::entries`]).
+/// What every run reuses, so that a run allocates nothing: each program's entry function
+/// (filled at the first run, from [`Shared::entries`]).
 #[derive(Default)]
 pub(crate) struct RunCache {
-    frames: Vec<RegionId>,
     prog_entries: Vec<Option<JitFn>>,
 }
 
@@ -479,8 +513,6 @@ impl RunCache {
                 .map(|prog| shared.entries.get(&(prog, 0)).copied())
                 .collect();
         }
-        self.frames.clear();
-        self.frames.reserve(MAX_CALL_FRAMES);
     }
 }
 
@@ -529,15 +561,12 @@ impl Compiled {
                 )
             },
             error: None,
-            frames: std::mem::take(&mut self.run_cache.frames),
+            frames: FrameStack::new(),
             shared: &*self.shared,
             prog_entries: self.run_cache.prog_entries.as_slice(),
             ctx_region,
         };
-        if let Err(e) = push_frame(&mut ctx, 0, 0) {
-            self.run_cache.frames = ctx.frames;
-            return Err(e);
-        }
+        push_frame(&mut ctx, 0, 0)?;
         let mut regs = [0u64; REG_SLOTS];
         regs[1..6].copy_from_slice(&args);
         regs[Reg::R10.index()] = ctx.scratch;
@@ -550,7 +579,6 @@ impl Compiled {
             pop_frame(&mut ctx);
         }
         self.executed = ctx.executed;
-        self.run_cache.frames = std::mem::take(&mut ctx.frames);
         match status {
             STATUS_OK => Ok(regs[0]),
             _ => Err(ctx.error.take().unwrap_or(VmError::FellOffEnd { pc: 0 })),
