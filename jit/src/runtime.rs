@@ -545,6 +545,11 @@ impl Compiled {
         let (ctx_base, ctx_len) = ctx_region.map_or((0, 0), |(base, len, _)| (base, len));
         let cpu = helpers.cpu().map_or(u64::MAX, u64::from);
         let helpers: *mut (dyn Helpers + '_) = helpers;
+        // The entry function's frame straight from the memory (the depth is 0: never too
+        // deep), its top kept in a register for r10, not read back from the context.
+        let (stack, top) = mem.push_stack_frame(0);
+        let mut frames = FrameStack::new();
+        frames.push(stack);
         let mut ctx = RunCtx {
             executed: 0,
             budget: self.budget,
@@ -561,16 +566,15 @@ impl Compiled {
                 )
             },
             error: None,
-            frames: FrameStack::new(),
+            frames,
             shared: &*self.shared,
             prog_entries: self.run_cache.prog_entries.as_slice(),
             ctx_region,
         };
-        push_frame(&mut ctx, 0, 0)?;
         let mut regs = [0u64; REG_SLOTS];
         regs[1..6].copy_from_slice(&args);
-        regs[Reg::R10.index()] = ctx.scratch;
-        regs[FRAME_SLOT] = ctx.scratch;
+        regs[Reg::R10.index()] = top;
+        regs[FRAME_SLOT] = top;
         regs[MAY_GOTO_SLOT] = self.shared.may_goto_loops;
         // SAFETY: `function` was compiled with the JitFn signature for this program set; the
         // context and the register array live across the call.

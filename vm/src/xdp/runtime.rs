@@ -370,6 +370,8 @@ pub struct XdpRuntime {
     last_run: RunState,
     /// Each ring buffer's producer position before the last run, by map index.
     ring_marks: Vec<(usize, u64)>,
+    /// The entry function's r1-r5: the ctx's address, then zeros.
+    entry_args: [u64; 5],
     /// The indexes of the ring buffer maps (the maps are all created with the runtime), so
     /// that a run does not ask every map whether it is one.
     rings: Vec<usize>,
@@ -412,6 +414,7 @@ impl XdpRuntime {
         // The frame, its ctx and the entry function's stack first: the regions every packet
         // touches are the first an address lookup tries.
         let frame = XdpFrame::empty(&mut mem);
+        let entry_args = [frame.ctx_addr(), 0, 0, 0, 0];
         let stack = mem.add_stack_frame(0);
         mem.remove_stack_frame(stack);
         let mut registry = Maps::new(MapEnv::with_cpus(cfg.cpus));
@@ -443,6 +446,7 @@ impl XdpRuntime {
             frame,
             last_run: RunState::new(0, Clock { ts_ns: 0 }),
             ring_marks: Vec::new(),
+            entry_args,
             rings: (0..registry.len())
                 .filter(|&i| {
                     registry
@@ -868,7 +872,6 @@ impl XdpRuntime {
             && self.interp.taint().is_none();
         let run = &mut self.last_run;
         run.reset(meta.cpu, Clock { ts_ns: meta.ts_ns });
-        let ctx = self.frame.ctx_addr();
         let mut env = XdpEnv {
             maps: &mut self.maps,
             frame: &mut self.frame,
@@ -878,7 +881,10 @@ impl XdpRuntime {
             devices: &self.devices,
             unprepared: &self.unprepared,
         };
-        let args = [ctx, 0, 0, 0, 0];
+        // r1 = the ctx, whose address never moves: the arguments are built once, with the
+        // runtime (built per run, they were read back by the engine with wide loads over
+        // the narrow stores just made: a store-forwarding stall).
+        let args = self.entry_args;
         // The engine's result is matched where it lands, never moved whole: a copy of it
         // with wide loads just after the engine's narrow stores waits for them (a
         // store-forwarding stall, the largest single cost of a run of a small program).
