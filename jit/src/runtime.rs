@@ -95,10 +95,6 @@ impl FrameStack {
         self.len = self.len.checked_sub(1)?;
         self.ids[self.len].take()
     }
-
-    fn is_empty(&self) -> bool {
-        self.len == 0
-    }
 }
 
 /// Field offsets compiled code uses.
@@ -548,8 +544,6 @@ impl Compiled {
         // The entry function's frame straight from the memory (the depth is 0: never too
         // deep), its top kept in a register for r10, not read back from the context.
         let (stack, top) = mem.push_stack_frame(0);
-        let mut frames = FrameStack::new();
-        frames.push(stack);
         let mut ctx = RunCtx {
             executed: 0,
             budget: self.budget,
@@ -566,11 +560,12 @@ impl Compiled {
                 )
             },
             error: None,
-            frames,
+            frames: FrameStack::new(),
             shared: &*self.shared,
             prog_entries: self.run_cache.prog_entries.as_slice(),
             ctx_region,
         };
+        ctx.frames.push(stack);
         let mut regs = [0u64; REG_SLOTS];
         regs[1..6].copy_from_slice(&args);
         regs[Reg::R10.index()] = top;
@@ -579,9 +574,13 @@ impl Compiled {
         // SAFETY: `function` was compiled with the JitFn signature for this program set; the
         // context and the register array live across the call.
         let status = unsafe { function(&mut ctx, regs.as_mut_ptr()) };
-        while !ctx.frames.is_empty() {
+        // Frames a stopped run left above the entry's, then the entry's own, whose id is at
+        // hand (reading it back from the context waited for the stores that put it there).
+        while ctx.frames.len() > 1 {
             pop_frame(&mut ctx);
         }
+        ctx.frames.pop();
+        mem.remove_stack_frame(stack);
         self.executed = ctx.executed;
         match status {
             STATUS_OK => Ok(regs[0]),
