@@ -235,7 +235,10 @@ fn measure_runtime(
             ts_ns: (i as u64).wrapping_mul(1000),
             ..PacketMeta::default()
         };
-        match runtime.run_in_place(program, &packet.data, &meta) {
+        // Read where it lands, not moved: a copy of the whole result just after the runtime
+        // wrote it would wait for those stores (a store-forwarding stall).
+        let result = runtime.run_in_place(program, &packet.data, &meta);
+        match &result {
             Ok(verdict) => insns += verdict.insns_executed,
             Err(_) => errors += 1,
         }

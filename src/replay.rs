@@ -672,7 +672,8 @@ pub fn replay(opts: &ReplayOptions) -> Result<u8> {
         };
         if verdicts_only {
             let (_, verdict) = replayer.verdict(&packet);
-            match verdict {
+            // Matched in place (see `bench`: a moved result waits for the runtime's stores).
+            match &verdict {
                 Ok(v) => {
                     let printk = replayer.runtime.last_printk();
                     if !printk.is_empty() {

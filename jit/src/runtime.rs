@@ -58,13 +58,44 @@ pub struct RunCtx {
     mem: *mut Memory,
     helpers: *mut dyn Helpers,
     error: Option<VmError>,
-    frames: Vec<RegionId>,
+    frames: FrameStack,
     shared: *const Shared,
     /// Each program's entry function, by program index (tail calls jump through it).
     prog_entries: *const [Option<JitFn>],
     /// The converted ctx region (base, length, id), found once a run: its field loads are
     /// answered without searching the regions.
     ctx_region: Option<(u64, u64, RegionId)>,
+}
+
+/// The stack frames of the active calls, innermost last: a fixed array in the context, so that
+/// a run neither allocates nor moves a vector in and out of it.
+struct FrameStack {
+    ids: [Option<RegionId>; MAX_CALL_FRAMES],
+    len: usize,
+}
+
+impl FrameStack {
+    fn new() -> FrameStack {
+        FrameStack {
+            ids: [None; MAX_CALL_FRAMES],
+            len: 0,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Adds a frame; the caller checks the depth first.
+    fn push(&mut self, id: RegionId) {
+        self.ids[self.len] = Some(id);
+        self.len += 1;
+    }
+
+    fn pop(&mut self) -> Option<RegionId> {
+        self.len = self.len.checked_sub(1)?;
+        self.ids[self.len].take()
+    }
 }
 
 /// Field offsets compiled code uses.
@@ -235,9 +266,9 @@ fn push_frame(ctx: &mut RunCtx, pc: usize, target: usize) -> Result<(), VmError>
     }
     // SAFETY: `mem` outlives the run.
     let mem = unsafe { &mut *ctx.mem };
-    let id = mem.add_stack_frame(ctx.frames.len());
+    let (id, top) = mem.push_stack_frame(ctx.frames.len());
     ctx.frames.push(id);
-    ctx.scratch = mem.region(id).expect("just added").end();
+    ctx.scratch = top;
     Ok(())
 }
 
@@ -498,11 +529,10 @@ pub struct Compiled {
     pub(crate) run_cache: RunCache,
 }
 
-/// What every run reuses, so that a run allocates nothing: the stack frame list and each
-/// program's entry function (filled at the first run, from [`Shared::entries`]).
+/// What every run reuses, so that a run allocates nothing: each program's entry function
+/// (filled at the first run, from [`Shared::entries`]).
 #[derive(Default)]
 pub(crate) struct RunCache {
-    frames: Vec<RegionId>,
     prog_entries: Vec<Option<JitFn>>,
 }
 
@@ -513,8 +543,6 @@ impl RunCache {
                 .map(|prog| shared.entries.get(&(prog, 0)).copied())
                 .collect();
         }
-        self.frames.clear();
-        self.frames.reserve(MAX_CALL_FRAMES);
     }
 }
 
@@ -537,19 +565,19 @@ impl Compiled {
         helpers: &mut dyn Helpers,
     ) -> Result<u64, VmError> {
         self.run_cache.prepare(&self.shared);
-        let function = self
-            .run_cache
-            .prog_entries
-            .get(entry)
-            .copied()
-            .flatten()
-            .ok_or(VmError::FellOffEnd { pc: 0 })?;
+        // (No error value is built and dropped on the way in: the entry is nearly always there.)
+        let Some(function) = self.run_cache.prog_entries.get(entry).copied().flatten() else {
+            return Err(VmError::FellOffEnd { pc: 0 });
+        };
         let ctx_region = mem
             .converted_ctx()
             .map(|r| (r.base(), r.len() as u64, r.id()));
         let (ctx_base, ctx_len) = ctx_region.map_or((0, 0), |(base, len, _)| (base, len));
         let cpu = helpers.cpu().map_or(u64::MAX, u64::from);
         let helpers: *mut (dyn Helpers + '_) = helpers;
+        // The entry function's frame straight from the memory (the depth is 0: never too
+        // deep), its top kept in a register for r10, not read back from the context.
+        let (stack, top) = mem.push_stack_frame(0);
         let mut ctx = RunCtx {
             executed: 0,
             budget: self.budget,
@@ -566,28 +594,28 @@ impl Compiled {
                 )
             },
             error: None,
-            frames: std::mem::take(&mut self.run_cache.frames),
+            frames: FrameStack::new(),
             shared: &*self.shared,
             prog_entries: self.run_cache.prog_entries.as_slice(),
             ctx_region,
         };
-        if let Err(e) = push_frame(&mut ctx, 0, 0) {
-            self.run_cache.frames = ctx.frames;
-            return Err(e);
-        }
+        ctx.frames.push(stack);
         let mut regs = [0u64; REG_SLOTS];
         regs[1..6].copy_from_slice(&args);
-        regs[Reg::R10.index()] = ctx.scratch;
-        regs[FRAME_SLOT] = ctx.scratch;
+        regs[Reg::R10.index()] = top;
+        regs[FRAME_SLOT] = top;
         regs[MAY_GOTO_SLOT] = self.shared.may_goto_loops;
         // SAFETY: `function` was compiled with the JitFn signature for this program set; the
         // context and the register array live across the call.
         let status = unsafe { function(&mut ctx, regs.as_mut_ptr()) };
-        while !ctx.frames.is_empty() {
+        // Frames a stopped run left above the entry's, then the entry's own, whose id is at
+        // hand (reading it back from the context waited for the stores that put it there).
+        while ctx.frames.len() > 1 {
             pop_frame(&mut ctx);
         }
+        ctx.frames.pop();
+        mem.remove_stack_frame(stack);
         self.executed = ctx.executed;
-        self.run_cache.frames = std::mem::take(&mut ctx.frames);
         match status {
             STATUS_OK => Ok(regs[0]),
             _ => Err(ctx.error.take().unwrap_or(VmError::FellOffEnd { pc: 0 })),

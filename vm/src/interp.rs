@@ -217,6 +217,10 @@ impl Interpreter {
             taint: self.taint.as_mut(),
         };
         machine.start(args);
+        // The error comes back boxed (the result fits two registers), and is unboxed only
+        // once the machine is cleaned up: a whole `Result<u64, VmError>` kept across the
+        // cleanup was copied into the caller's slot with wide loads over the loop's narrow
+        // stores (a store-forwarding stall on every run).
         let result = machine.run_loop();
         if let Some(coverage) = machine.coverage.as_deref_mut() {
             coverage.errors_mut().run_ended();
@@ -226,7 +230,7 @@ impl Interpreter {
         }
         self.frames = machine.frames;
         self.executed = machine.executed;
-        result
+        result.map_err(|e| *e)
     }
 }
 
@@ -260,7 +264,7 @@ impl Machine<'_> {
         self.push_frame(0, 0);
     }
 
-    fn run_loop(&mut self) -> Result<u64, VmError> {
+    fn run_loop(&mut self) -> Result<u64, Box<VmError>> {
         let budget = self.options.insn_budget;
         // A local counter, so that the hot loop keeps it in a register.
         let mut executed = 0u64;
@@ -275,7 +279,7 @@ impl Machine<'_> {
             match step {
                 Ok(None) => {}
                 Ok(Some(r0)) => break Ok(r0),
-                Err(e) => break Err(e),
+                Err(e) => break Err(Box::new(e)),
             }
         };
         self.executed = executed;
@@ -415,7 +419,12 @@ impl Machine<'_> {
                     pc = if taken { op.target as usize } else { pc + 1 };
                     continue;
                 }
-                Code::General => {
+                // The entry function's exit ends the run without the general path.
+                Code::Exit if self.frames.len() == 1 => {
+                    self.pc = pc;
+                    return Ok(Some(self.regs[0]));
+                }
+                Code::Exit | Code::General => {
                     self.pc = pc;
                     let insn = self.fetch()?;
                     return match self.step(insn)? {
@@ -982,8 +991,7 @@ impl Machine<'_> {
     /// Adds a frame whose stack becomes r10, and continues at `entry`.
     fn push_frame(&mut self, return_pc: usize, entry: usize) {
         let depth = self.frames.len();
-        let stack = self.mem.add_stack_frame(depth);
-        let top = self.mem.region(stack).expect("just added").end();
+        let (stack, top) = self.mem.push_stack_frame(depth);
         self.frames.push(Frame {
             stack,
             may_goto_left: self.options.may_goto_loops,

@@ -352,18 +352,34 @@ impl Memory {
     /// same id) with the bytes that call wrote zeroed; only the first call at a depth
     /// allocates.
     pub fn add_stack_frame(&mut self, frame: usize) -> RegionId {
-        if let Some(&id) = self.stacks.get(frame) {
-            let index = self.index_of[id.0 as usize];
-            if index != GONE && !self.regions[index as usize].live {
-                let region = &mut self.regions[index as usize];
-                let dirty = region.dirty_lo.min(region.len);
-                let (start, len) = (region.start, region.len);
+        self.push_stack_frame(frame).0
+    }
+
+    /// [`Memory::add_stack_frame`], also giving the frame's top (the r10 of the call), so that
+    /// a call does not look the region up again. A parked frame that nothing wrote comes back
+    /// without touching its bytes.
+    #[inline]
+    pub fn push_stack_frame(&mut self, frame: usize) -> (RegionId, u64) {
+        if let Some(&id) = self.stacks.get(frame)
+            && let Some(&index) = self.index_of.get(id.0 as usize)
+            && let Some(region) = self.regions.get_mut(index as usize)
+            && !region.live
+        {
+            let (start, len) = (region.start, region.len);
+            let dirty = region.dirty_lo.min(len);
+            if dirty < len {
                 region.storage[start + dirty..start + len].fill(0);
-                region.dirty_lo = len;
-                region.live = true;
-                return id;
             }
+            region.dirty_lo = len;
+            region.live = true;
+            return (id, region.end());
         }
+        self.new_stack_frame(frame)
+    }
+
+    /// The first call at depth `frame` (or one whose kept region was removed): a new region.
+    #[cold]
+    fn new_stack_frame(&mut self, frame: usize) -> (RegionId, u64) {
         let storage = vec![0; STACK_SIZE + REGION_ALIGN - 1];
         let id = self.insert_aligned(RegionKind::Stack { frame }, storage, STACK_SIZE, true);
         let index = self.regions.len() - 1;
@@ -373,18 +389,25 @@ impl Memory {
         } else if frame < self.stacks.len() && self.region(self.stacks[frame]).is_none() {
             self.stacks[frame] = id;
         }
-        id
+        (id, self.regions[index].end())
     }
 
     /// Ends a stack frame added by [`Memory::add_stack_frame`]: from now on no access reaches
     /// it, and its region waits for the next call at its depth.
+    #[inline]
     pub fn remove_stack_frame(&mut self, id: RegionId) {
+        if let Some(index) = self.live_index(id) {
+            let kept = match self.regions[index].kind {
+                RegionKind::Stack { frame } => self.stacks.get(frame) == Some(&id),
+                _ => false,
+            };
+            if kept {
+                self.regions[index].live = false;
+                return;
+            }
+        }
         if !self.stacks.contains(&id) {
             self.remove(id);
-            return;
-        }
-        if let Some(index) = self.live_index(id) {
-            self.regions[index].live = false;
         }
     }
 
@@ -443,6 +466,7 @@ impl Memory {
     ///
     /// # Panics
     /// When the window does not fit the allocation (a bug in the caller, never program input).
+    #[inline]
     pub fn set_window(&mut self, id: RegionId, off: usize, len: usize) {
         let region = self.region_mut(id).expect("a live region");
         assert!(
@@ -478,6 +502,7 @@ impl Memory {
     ///
     /// # Panics
     /// When `id` is not a converted ctx with as many fields.
+    #[inline]
     pub fn set_ctx_fields(&mut self, id: RegionId, values: &[u64]) {
         let region = self.region_mut(id).expect("a live region");
         let fields = region.ctx.as_mut().expect("a converted ctx");

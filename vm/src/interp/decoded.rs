@@ -59,7 +59,10 @@ pub(crate) enum Code {
     Jmp64Reg,
     Jmp32Imm,
     Jmp32Reg,
-    /// Everything else: calls, exits, atomics, byte swaps, legacy loads, `may_goto`, and the
+    /// `exit`: the run's end when the entry function returns, else the general path's return
+    /// to the caller.
+    Exit,
+    /// Everything else: calls, atomics, byte swaps, legacy loads, `may_goto`, and the
     /// second slot of an `ld_imm64`.
     General,
 }
@@ -288,6 +291,10 @@ fn decode(prog: &Program, pc: usize) -> Op {
                 ..op
             }
         }
+        Insn::Exit => Op {
+            code: Code::Exit,
+            ..op
+        },
         _ => op,
     };
     // A jump whose target holds no instruction takes the general path, which reports it

@@ -25,6 +25,8 @@ pub struct Maps {
     maps: Vec<Map>,
     by_name: HashMap<String, usize>,
     env: MapEnv,
+    /// The key and value an update copies, kept from call to call (no allocation per call).
+    scratch: Vec<u8>,
 }
 
 impl Maps {
@@ -33,6 +35,7 @@ impl Maps {
             maps: Vec::new(),
             by_name: HashMap::new(),
             env,
+            scratch: Vec::new(),
         }
     }
 
@@ -106,9 +109,16 @@ impl Maps {
         Ok(&mut self.maps[index])
     }
 
-    fn read_key(&mut self, mem: &Memory, handle: u64, key: u64) -> Result<Vec<u8>, HelperError> {
+    /// The key a helper points at, borrowed from the memory (no copy: the map's operation
+    /// does not touch the memory the key lives in).
+    fn key_in<'m>(
+        &mut self,
+        mem: &'m Memory,
+        handle: u64,
+        key: u64,
+    ) -> Result<&'m [u8], HelperError> {
         let size = self.map_of(handle)?.key_size();
-        Ok(mem.slice(key, size)?.to_vec())
+        Ok(mem.slice(key, size)?)
     }
 
     // ---- helpers: addresses in, r0 out ----
@@ -121,8 +131,8 @@ impl Maps {
         key: u64,
         cpu: u32,
     ) -> Result<u64, HelperError> {
-        let key = self.read_key(mem, map, key)?;
-        let found = self.map_of(map)?.lookup(mem, &key, cpu);
+        let key = self.key_in(mem, map, key)?;
+        let found = self.map_of(map)?.lookup(mem, key, cpu);
         Ok(match found {
             None => 0,
             Some(ValueRef::Addr(addr)) => addr,
@@ -145,19 +155,36 @@ impl Maps {
         flags: u64,
         cpu: u32,
     ) -> Result<u64, HelperError> {
-        let key = self.read_key(mem, map, key)?;
-        let size = self.map_of(map)?.value_size();
-        let value = mem.slice(value, size)?.to_vec();
-        let env = self.env.clone();
-        Ok(ret(self
-            .map_of(map)?
-            .update(mem, &env, &key, &value, flags, cpu)))
+        // The key and value are copied (the update writes the memory they may live in), into
+        // a buffer kept from call to call; the map's environment is borrowed, not cloned.
+        let (key_size, size) = {
+            let m = self.map_of(map)?;
+            (m.key_size(), m.value_size())
+        };
+        let mut buf = std::mem::take(&mut self.scratch);
+        buf.clear();
+        let copied = mem
+            .slice(key, key_size)
+            .and_then(|k| {
+                buf.extend_from_slice(k);
+                mem.slice(value, size)
+            })
+            .map(|v| buf.extend_from_slice(v));
+        if let Err(fault) = copied {
+            self.scratch = buf;
+            return Err(fault.into());
+        }
+        let index = self.index_of_handle(map).expect("checked above");
+        let (key, value) = buf.split_at(key_size);
+        let result = self.maps[index].update(mem, &self.env, key, value, flags, cpu);
+        self.scratch = buf;
+        Ok(ret(result))
     }
 
     /// `bpf_map_delete_elem(map, key)`.
     pub fn delete_elem(&mut self, mem: &Memory, map: u64, key: u64) -> Result<u64, HelperError> {
-        let key = self.read_key(mem, map, key)?;
-        Ok(ret(self.map_of(map)?.delete(&key)))
+        let key = self.key_in(mem, map, key)?;
+        Ok(ret(self.map_of(map)?.delete(key)))
     }
 
     /// `bpf_map_push_elem(map, value, flags)`.
@@ -169,8 +196,8 @@ impl Maps {
         flags: u64,
     ) -> Result<u64, HelperError> {
         let size = self.map_of(map)?.value_size();
-        let value = mem.slice(value, size)?.to_vec();
-        Ok(ret(self.map_of(map)?.push(&value, flags)))
+        let value = mem.slice(value, size)?;
+        Ok(ret(self.map_of(map)?.push(value, flags)))
     }
 
     /// `bpf_map_pop_elem(map, value)`: the value is written to `value`.

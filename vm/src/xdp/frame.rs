@@ -63,8 +63,12 @@ pub const XDP_CTX_META_MAX: usize = XDP_PACKET_HEADROOM - XDP_FRAME_STRUCT_SIZE;
 /// fragments, the receive queue.
 ///
 /// A frame is built once and reloaded for every packet ([`XdpFrame::load`]): no allocation,
-/// and only the bytes the last packet could have changed are cleaned, so that each packet
-/// finds what test_run's freshly zeroed page holds (zero everywhere but the packet).
+/// and only the headroom bytes the last packet could have changed are cleaned, so that each
+/// packet finds what test_run's freshly zeroed page holds wherever a program can look: the
+/// headroom (which `bpf_xdp_adjust_head/meta` expose as they are) is zero. The bytes past the
+/// packet are left as the last packet left them: nothing reaches them but
+/// `bpf_xdp_adjust_tail`, which zeroes what it grows, as the kernel's does (`memset(data_end,
+/// 0, offset)`), and test_run copies out only `[data_meta, data_end)`.
 #[derive(Debug)]
 pub struct XdpFrame {
     region: RegionId,
@@ -82,9 +86,9 @@ pub struct XdpFrame {
     frags: Vec<Vec<u8>>,
     /// Buffers of released fragments, kept for the next packets' fragments.
     spare_frags: Vec<Vec<u8>>,
-    /// The hull of every window `[data_meta, data_end)` since the last load: outside it,
-    /// the frame's bytes are all zero (nothing else can be written).
-    touched: (usize, usize),
+    /// The lowest `data_meta` since the last load: below it, the headroom is all zero
+    /// (nothing else can be written there).
+    headroom_lo: usize,
     ingress_ifindex: u32,
     rx_queue_index: u32,
 }
@@ -146,7 +150,7 @@ impl XdpFrame {
             end: XDP_PACKET_HEADROOM,
             frags: Vec::new(),
             spare_frags: Vec::new(),
-            touched: (XDP_PACKET_HEADROOM, XDP_PACKET_HEADROOM),
+            headroom_lo: XDP_PACKET_HEADROOM,
             ingress_ifindex: 0,
             rx_queue_index: 0,
         }
@@ -175,28 +179,44 @@ impl XdpFrame {
         let (linear, rest) = input.split_at(input.len().min(MAX_LINEAR_SIZE + meta_len));
         let meta = XDP_PACKET_HEADROOM - meta_len;
         let end = meta + linear.len();
-        let (lo, hi) = self.touched;
+        let lo = self.headroom_lo;
         let bytes = self.extent_mut(mem);
-        // What the last packet may have left outside the new packet's bytes goes back to zero.
+        // What the last packet may have left in the headroom goes back to zero (past the
+        // packet, nothing is visible until adjust_tail zeroes it).
         if lo < meta {
-            bytes[lo..meta.min(hi)].fill(0);
-        }
-        if hi > end {
-            bytes[end.max(lo)..hi].fill(0);
+            bytes[lo..meta].fill(0);
         }
         bytes[meta..end].copy_from_slice(linear);
-        self.spare_frags.append(&mut self.frags);
+        if !self.frags.is_empty() {
+            self.spare_frags.append(&mut self.frags);
+        }
+        if !rest.is_empty() {
+            self.load_frags(rest);
+        }
+        (self.meta, self.data, self.end) = (meta, XDP_PACKET_HEADROOM, end);
+        self.headroom_lo = meta;
+        (self.ingress_ifindex, self.rx_queue_index) = (ingress_ifindex, rx_queue_index);
+        // The bounds and the receive queue from here, not read back from `self` just after
+        // the stores above: a wide load of two of them would wait for those stores (a
+        // store-forwarding stall that cost more than the rest of the load).
+        self.publish(
+            mem,
+            [meta, XDP_PACKET_HEADROOM, end],
+            ingress_ifindex,
+            rx_queue_index,
+        );
+        Ok(())
+    }
+
+    /// The bytes past the linear part, into fragments (buffers of released ones reused).
+    #[cold]
+    fn load_frags(&mut self, rest: &[u8]) {
         for chunk in rest.chunks(FRAG_SIZE) {
             let mut frag = self.spare_frags.pop().unwrap_or_default();
             frag.clear();
             frag.extend_from_slice(chunk);
             self.frags.push(frag);
         }
-        (self.meta, self.data, self.end) = (meta, XDP_PACKET_HEADROOM, end);
-        self.touched = (meta, end);
-        (self.ingress_ifindex, self.rx_queue_index) = (ingress_ifindex, rx_queue_index);
-        self.sync(mem);
-        Ok(())
     }
 
     /// Removes the frame's regions from `mem`.
@@ -287,16 +307,35 @@ impl XdpFrame {
 
     /// Publishes the bounds: the live window and the ctx fields the program loads.
     pub fn sync(&mut self, mem: &mut Memory) {
-        self.touched = (self.touched.0.min(self.meta), self.touched.1.max(self.end));
-        mem.set_window(self.region, self.meta, self.end - self.meta);
+        self.publish(
+            mem,
+            [self.meta, self.data, self.end],
+            self.ingress_ifindex,
+            self.rx_queue_index,
+        );
+    }
+
+    /// [`XdpFrame::sync`] with the frame's bounds `[data_meta, data, data_end]` and receive
+    /// queue given. Inlined, so that the bounds stay in registers: passed as one value in
+    /// memory, they were read back with a wide load over the caller's narrow stores.
+    #[inline(always)]
+    fn publish(
+        &mut self,
+        mem: &mut Memory,
+        [meta, data, end]: [usize; 3],
+        ingress_ifindex: u32,
+        rx_queue_index: u32,
+    ) {
+        self.headroom_lo = self.headroom_lo.min(meta);
         let base = self.base;
         let mut fields = [0u64; ctx::FIELDS];
-        fields[CtxField::Data as usize] = base + self.data as u64;
-        fields[CtxField::DataEnd as usize] = base + self.end as u64;
-        fields[CtxField::DataMeta as usize] = base + self.meta as u64;
-        fields[CtxField::IngressIfindex as usize] = self.ingress_ifindex as u64;
-        fields[CtxField::RxQueueIndex as usize] = self.rx_queue_index as u64;
+        fields[CtxField::Data as usize] = base + data as u64;
+        fields[CtxField::DataEnd as usize] = base + end as u64;
+        fields[CtxField::DataMeta as usize] = base + meta as u64;
+        fields[CtxField::IngressIfindex as usize] = ingress_ifindex as u64;
+        fields[CtxField::RxQueueIndex as usize] = rx_queue_index as u64;
         fields[CtxField::EgressIfindex as usize] = 0;
+        mem.set_window(self.region, meta, end - meta);
         mem.set_ctx_fields(self.ctx, &fields);
     }
 

@@ -376,6 +376,11 @@ pub struct XdpRuntime {
     last_run: RunState,
     /// Each ring buffer's producer position before the last run, by map index.
     ring_marks: Vec<(usize, u64)>,
+    /// The entry function's r1-r5: the ctx's address, then zeros.
+    entry_args: [u64; 5],
+    /// The indexes of the ring buffer maps (the maps are all created with the runtime), so
+    /// that a run does not ask every map whether it is one.
+    rings: Vec<usize>,
     maps: Maps,
     names: Vec<String>,
     programs: Vec<Program>,
@@ -417,6 +422,7 @@ impl XdpRuntime {
         // The frame, its ctx and the entry function's stack first: the regions every packet
         // touches are the first an address lookup tries.
         let frame = XdpFrame::empty(&mut mem);
+        let entry_args = [frame.ctx_addr(), 0, 0, 0, 0];
         let stack = mem.add_stack_frame(0);
         mem.remove_stack_frame(stack);
         let mut registry = Maps::new(MapEnv::with_cpus(cfg.cpus));
@@ -449,6 +455,14 @@ impl XdpRuntime {
             frame,
             last_run: RunState::new(0, Clock { ts_ns: 0 }),
             ring_marks: Vec::new(),
+            entry_args,
+            rings: (0..registry.len())
+                .filter(|&i| {
+                    registry
+                        .get(i)
+                        .is_some_and(|m| m.ringbuf_producer_pos().is_some())
+                })
+                .collect(),
             maps: registry,
             names: programs.into_iter().map(|p| p.name).collect(),
             prepared: prepared.iter().cloned().map(PreparedProgram::new).collect(),
@@ -818,7 +832,22 @@ impl XdpRuntime {
         }
     }
 
+    /// Whether program `prog` may run on `meta`'s CPU: test_run takes it and it was
+    /// prepared (the common case, checked without building an error), else why not.
+    #[inline]
     fn check_cpu(&self, prog: usize, meta: &PacketMeta) -> Result<(), PacketError> {
+        if meta.cpu < self.cpus
+            && matches!(self.test_run_refusals.get(prog), Some(None))
+            && matches!(self.unprepared.get(prog), Some(None))
+        {
+            return Ok(());
+        }
+        self.refuse_cpu(prog, meta)
+    }
+
+    /// [`XdpRuntime::check_cpu`]'s answer when something is wrong, in test_run's order.
+    #[cold]
+    fn refuse_cpu(&self, prog: usize, meta: &PacketMeta) -> Result<(), PacketError> {
         assert!(prog < self.programs.len(), "program {prog} is not loaded");
         if let Some(reason) = &self.test_run_refusals[prog] {
             return Err(PacketError::Refused {
@@ -847,9 +876,12 @@ impl XdpRuntime {
     /// Runs program `prog` on the loaded frame.
     fn run_frame(&mut self, prog: usize, meta: &PacketMeta) -> Result<XdpVerdict, PacketError> {
         self.mark_ring_positions();
+        // The JIT runs unless coverage or taint is recorded (only the interpreter does).
+        let compiled = self.compiled.is_some()
+            && self.interp.coverage_mut().is_none()
+            && self.interp.taint().is_none();
         let run = &mut self.last_run;
         run.reset(meta.cpu, Clock { ts_ns: meta.ts_ns });
-        let ctx = self.frame.ctx_addr();
         let mut env = XdpEnv {
             maps: &mut self.maps,
             frame: &mut self.frame,
@@ -860,29 +892,24 @@ impl XdpRuntime {
             unprepared: &self.unprepared,
             kfuncs: &self.kfuncs,
         };
-        let args = [ctx, 0, 0, 0, 0];
-        let (result, insns_executed) = match &mut self.compiled {
-            Some(exe) if self.interp.coverage_mut().is_none() && self.interp.taint().is_none() => {
-                let result = exe.run_entry(prog, args, &mut self.mem, &mut env);
-                (result, exe.executed())
-            }
-            _ => {
-                let result =
-                    self.interp
-                        .run_prepared(&self.prepared, prog, args, &mut self.mem, &mut env);
-                (result, self.interp.executed())
-            }
+        // r1 = the ctx, whose address never moves: the arguments are built once, with the
+        // runtime (built per run, they were read back by the engine with wide loads over
+        // the narrow stores just made: a store-forwarding stall).
+        let args = self.entry_args;
+        // The engine's result is matched where it lands, never moved whole: a copy of it
+        // with wide loads just after the engine's narrow stores waits for them (a
+        // store-forwarding stall, the largest single cost of a run of a small program).
+        let result = match &mut self.compiled {
+            Some(exe) if compiled => exe.run_entry(prog, args, &mut self.mem, &mut env),
+            _ => self
+                .interp
+                .run_prepared(&self.prepared, prog, args, &mut self.mem, &mut env),
         };
         let retval = match result {
             Ok(r0) => r0 as u32,
-            Err(error) => {
-                self.remove_scratch();
-                return Err(PacketError::Run {
-                    error,
-                    insns_executed,
-                });
-            }
+            Err(error) => return Err(self.stopped(error, compiled)),
         };
+        let insns_executed = self.executed(compiled);
         let action = XdpAction::from_retval(retval);
         Ok(XdpVerdict {
             retval,
@@ -896,13 +923,34 @@ impl XdpRuntime {
         })
     }
 
+    /// Instructions the last run executed, by the engine that ran it.
+    fn executed(&self, compiled: bool) -> u64 {
+        match &self.compiled {
+            Some(exe) if compiled => exe.executed(),
+            _ => self.interp.executed(),
+        }
+    }
+
+    /// The error of a run that stopped, after cleaning up what it left.
+    #[cold]
+    fn stopped(&mut self, error: VmError, compiled: bool) -> PacketError {
+        self.remove_scratch();
+        PacketError::Run {
+            error,
+            insns_executed: self.executed(compiled),
+        }
+    }
+
     /// Notes each ring buffer's producer position, by map index, before a run (in a list
     /// kept from run to run: the fast path allocates nothing).
     fn mark_ring_positions(&mut self) {
         self.ring_marks.clear();
-        let positions = self.maps.iter().enumerate();
-        self.ring_marks
-            .extend(positions.filter_map(|(i, m)| Some((i, m.ringbuf_producer_pos()?))));
+        for &index in &self.rings {
+            let map = self.maps.get(index).expect("a ring buffer of the runtime");
+            if let Some(pos) = map.ringbuf_producer_pos() {
+                self.ring_marks.push((index, pos));
+            }
+        }
     }
 
     /// The records the run committed: from each ring's producer position before it, left in

@@ -135,13 +135,22 @@ impl RunState {
     }
 
     /// Starts a new run, keeping the buffers of the last one.
+    /// Only what the last run left is dropped: most runs print nothing, emit nothing and
+    /// redirect nowhere.
+    #[inline]
     pub fn reset(&mut self, cpu: u32, clock: Clock) {
         self.cpu = cpu;
         self.clock = clock;
         self.tail_calls = 0;
-        self.redirect = None;
-        self.printk.clear();
-        self.events.clear();
+        if self.redirect.is_some() {
+            self.redirect = None;
+        }
+        if !self.printk.is_empty() {
+            self.printk.clear();
+        }
+        if !self.events.is_empty() {
+            self.events.clear();
+        }
     }
 }
 
