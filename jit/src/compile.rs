@@ -98,6 +98,14 @@ pub fn compile(
             entries,
             static_errors,
             may_goto_loops: options.may_goto_loops,
+            writes_stack: progs.iter().any(|prog| {
+                prog.iter().any(|(_, insn)| {
+                    matches!(
+                        insn,
+                        Insn::Store { .. } | Insn::StoreReg { .. } | Insn::Atomic { .. }
+                    )
+                })
+            }),
             cpu_tables,
         }),
         trusted: mode == Mode::Trusted,

@@ -126,6 +126,10 @@ pub struct Shared {
     /// raised by index.
     pub static_errors: Vec<VmError>,
     pub may_goto_loops: u64,
+    /// Whether compiled code may store to a stack frame directly (any store or atomic): its
+    /// frames are then zeroed whole when they come back, where the interpreter zeroes what
+    /// it wrote (a program may read uninitialised stack, and both engines must see zeros).
+    pub writes_stack: bool,
     /// Tables the inlined per-CPU array lookups read.
     pub cpu_tables: crate::inline::CpuTables,
 }
@@ -284,8 +288,12 @@ pub unsafe extern "C" fn jit_pop_frame(ctx: *mut RunCtx) {
 
 fn pop_frame(ctx: &mut RunCtx) {
     if let Some(id) = ctx.frames.pop() {
-        // SAFETY: `mem` outlives the run.
-        unsafe { &mut *ctx.mem }.remove_stack_frame(id);
+        // SAFETY: `mem` outlives the run, `shared` the compiled code.
+        let (mem, shared) = unsafe { (&mut *ctx.mem, &*ctx.shared) };
+        if shared.writes_stack {
+            mem.note_stack_written(id);
+        }
+        mem.remove_stack_frame(id);
     }
 }
 
@@ -614,6 +622,9 @@ impl Compiled {
             pop_frame(&mut ctx);
         }
         ctx.frames.pop();
+        if self.shared.writes_stack {
+            mem.note_stack_written(stack);
+        }
         mem.remove_stack_frame(stack);
         self.executed = ctx.executed;
         match status {

@@ -365,9 +365,15 @@ fn normalize(e: &VmError) -> String {
         VmError::Memory { pc, fault } => {
             let cause = match &fault.cause {
                 FaultCause::OutOfBounds { nearest: None } => "unmapped".to_string(),
+                // A wild address (a random scalar used as a pointer) lands near whichever
+                // region the host happened to place nearby, which differs between two runs:
+                // only a near miss, made from a region's own pointer, names the region.
                 FaultCause::OutOfBounds {
                     nearest: Some((region, pos)),
-                } => match pos {
+                } => match *pos {
+                    Position::BeforeStart { by } | Position::PastEnd { by } if by >= 4096 => {
+                        "far from any region".to_string()
+                    }
                     Position::BeforeStart { by } => format!("{by} before {}", region.name),
                     Position::PastEnd { by } => format!("{by} past {}", region.name),
                 },

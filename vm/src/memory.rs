@@ -392,6 +392,16 @@ impl Memory {
         (id, self.regions[index].end())
     }
 
+    /// Records that code which writes memory directly (the JIT) may have written anywhere in
+    /// stack frame `id`: when the frame comes back for the next call it is zeroed whole, as
+    /// the interpreter's frames are where it wrote.
+    #[inline]
+    pub fn note_stack_written(&mut self, id: RegionId) {
+        if let Some(index) = self.live_index(id) {
+            self.regions[index].dirty_lo = 0;
+        }
+    }
+
     /// Ends a stack frame added by [`Memory::add_stack_frame`]: from now on no access reaches
     /// it, and its region waits for the next call at its depth.
     #[inline]
