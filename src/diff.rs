@@ -5,7 +5,7 @@
 //! frozen as libbpf freezes it); every packet runs
 //! through both (the kernel through `BPF_PROG_TEST_RUN`); per packet the return value, the
 //! `data_out` bytes (or the errno of a refused packet) and the ring buffer and perf event
-//! records the run emitted ([`events`]: the kernel's read from its rings after each run) are
+//! records the run emitted (`events`: the kernel's read from its rings after each run) are
 //! compared, and at the end every map's contents.
 //!
 //! ```no_run

@@ -373,7 +373,7 @@ pub mod addr {
         Ipv4Addr::new(net[0], net[1], net[2], host)
     }
 
-    /// 2001:db8:<net>::<host>
+    /// `2001:db8:<net>::<host>`
     pub fn v6(net: u16, host: u16) -> Ipv6Addr {
         Ipv6Addr::new(0x2001, 0xdb8, net, 0, 0, 0, 0, host)
     }

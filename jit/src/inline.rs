@@ -5,7 +5,7 @@
 //!
 //! The kernel inlines a lookup when every path to the call holds the same map in r1; the
 //! translator knows the map when the `ld_imm64` that loads it sits in the same straight-line
-//! code as the call ([`FuncTranslator::known_r1`]), which is how compilers emit it. Each fast
+//! code as the call (`FuncTranslator::known_r1`), which is how compilers emit it. Each fast
 //! path keeps the helper call as its slow path, for what it does not cover: a key outside the
 //! function's own stack frame in checked mode (the helper reports a bad key as the
 //! interpreter does), and helpers that model no CPU.

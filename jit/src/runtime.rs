@@ -22,7 +22,7 @@ use std::collections::HashMap;
 
 /// The run goes on.
 pub const STATUS_OK: u64 = 0;
-/// The run stopped; the error is in [`RunCtx::error`].
+/// The run stopped; the error is in `RunCtx::error`.
 pub const STATUS_FAIL: u64 = 1;
 /// A helper asked for a tail call (the target function in `scratch`), or a legacy packet load
 /// missed the packet.

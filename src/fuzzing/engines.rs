@@ -169,7 +169,7 @@ fn kernel_verdict(insns: &[RawInsn]) -> bpfemu_conformance::kernel::LoadResult {
 /// bpfemu's verdict and error line must equal the running kernel's. Without bpf() (not root,
 /// no kernel) there is nothing to compare and the input is skipped.
 ///
-/// Programs past [`QUICK_INSN_LIMIT`] are compared at the kernel's million one time in eight
+/// Programs past `QUICK_INSN_LIMIT` are compared at the kernel's million one time in eight
 /// (by the input's length; [`verifier_vs_kernel_every_program`] compares them all): both
 /// verifiers spend up to a second on each, and a campaign would do little else.
 pub fn verifier_vs_kernel(data: &[u8]) -> bool {

@@ -17,7 +17,7 @@ pub const TAKEN: u8 = 2;
 pub const FELL_THROUGH: u8 = 4;
 
 /// Coverage bits of a program set, one byte per instruction slot, and the helper errors the
-/// runs left unexamined ([`ErrorWatch`]).
+/// runs left unexamined (`ErrorWatch`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Coverage {
     programs: Vec<Vec<u8>>,

@@ -9,7 +9,7 @@
 //! - memory, per byte (stack, packet, map values, global data): a store taints the bytes it
 //!   writes when the value or the address register is tainted, and cleans them otherwise; a
 //!   store through a tainted address could have hit any byte of its region, so the whole region
-//!   becomes tainted ([`TaintState::tainted_regions`]);
+//!   becomes tainted (`TaintState`'s tainted regions);
 //! - helpers, by what they read and write ([`Footprint`], answered by the runtime's
 //!   [`crate::helpers::Helpers::footprint`]): the result is tainted when an argument register
 //!   or a byte the helper reads is; the bytes it writes get the same taint; a map update

@@ -1,5 +1,5 @@
 //! BPF maps with the semantics of Linux 6.18: creation checks and errno, operations and
-//! their answers, iteration order, LRU eviction, and value storage in [`Memory`] regions so
+//! their answers, iteration order, LRU eviction, and value storage in [`Memory`](crate::memory::Memory) regions so
 //! that programs read and write values through the pointers lookups return.
 //!
 //! - [`Maps`]: the maps of one object; handles for `ld_imm64` (`BPF_PSEUDO_MAP_FD`),

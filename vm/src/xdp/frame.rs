@@ -376,7 +376,7 @@ impl XdpFrame {
     /// `bpf_xdp_adjust_tail`: moves `data_end` by `delta`, up to the shared-info reserve at
     /// the frame's end and down to an Ethernet header; grown bytes are zeroed. A frame with
     /// fragments grows or shrinks at the end of its last fragment instead
-    /// ([`Self::frags_grow_tail`], [`Self::frags_shrink_tail`]).
+    /// (`frags_grow_tail`, `frags_shrink_tail`).
     pub fn adjust_tail(&mut self, mem: &mut Memory, delta: i32) -> Result<(), Errno> {
         if self.has_frags() {
             return if delta < 0 {
