@@ -22,7 +22,7 @@ pub fn fixup_datasecs(
         }
         match name.as_str() {
             ".kconfig" => layout_kconfig(btf, id, externs),
-            ".ksyms" => {}
+            ".ksyms" => layout_ksyms(btf, id),
             _ => fixup_one(btf, id, &name, elf)?,
         }
         if let BtfKind::DataSec { vars, .. } = &mut btf.types[id].kind {
@@ -30,6 +30,70 @@ pub fn fixup_datasecs(
         }
     }
     Ok(())
+}
+
+/// The `.ksyms` DATASEC as `bpf_object__collect_externs` leaves it for the kernel, which
+/// accepts no extern in it: every entry becomes a 4-byte global variable at its index times 4;
+/// a kfunc's entry becomes the shared variable `dummy_ksym` (added once), the kfunc itself a
+/// global function whose unnamed parameters take that name (the kernel wants them named);
+/// a kernel variable's entry keeps its VAR, made global and of a 4-byte int type.
+fn layout_ksyms(btf: &mut Btf, id: usize) {
+    let BtfKind::DataSec { vars, .. } = &btf.types[id].kind else {
+        return;
+    };
+    let vars = vars.clone();
+    let is_func = |btf: &Btf, ty: u32| {
+        matches!(
+            btf.types.get(ty as usize).map(|t| &t.kind),
+            Some(BtfKind::Func { .. })
+        )
+    };
+    let int_id = btf
+        .types
+        .iter()
+        .position(|t| matches!(t.kind, BtfKind::Int { bits: 32, .. }))
+        .unwrap_or(0) as u32;
+    let dummy = vars.iter().any(|v| is_func(btf, v.ty)).then(|| {
+        btf.types.push(crate::btf::BtfType {
+            name: "dummy_ksym".to_owned(),
+            kind: BtfKind::Var {
+                ty: int_id,
+                linkage: Linkage::Global,
+            },
+        });
+        (btf.types.len() - 1) as u32
+    });
+    let mut laid_out = Vec::with_capacity(vars.len());
+    for (i, v) in vars.iter().enumerate() {
+        let mut v = *v;
+        match btf.types[v.ty as usize].kind.clone() {
+            BtfKind::Func { proto, .. } => {
+                if let BtfKind::FuncProto { params, .. } = &mut btf.types[proto as usize].kind {
+                    for p in params.iter_mut().filter(|p| p.ty != 0 && p.name.is_empty()) {
+                        p.name = "dummy_ksym".to_owned();
+                    }
+                }
+                if let BtfKind::Func { linkage, .. } = &mut btf.types[v.ty as usize].kind {
+                    *linkage = Linkage::Global;
+                }
+                v.ty = dummy.expect("added for a kfunc");
+            }
+            BtfKind::Var { .. } => {
+                btf.types[v.ty as usize].kind = BtfKind::Var {
+                    ty: int_id,
+                    linkage: Linkage::Global,
+                };
+            }
+            _ => {}
+        }
+        v.offset = (i * 4) as u32;
+        v.size = 4;
+        laid_out.push(v);
+    }
+    if let BtfKind::DataSec { size, vars } = &mut btf.types[id].kind {
+        *size = (laid_out.len() * 4) as u32;
+        *vars = laid_out;
+    }
 }
 
 fn fixup_one(btf: &mut Btf, id: usize, name: &str, elf: &ElfObject<'_>) -> Result<(), LoadError> {
