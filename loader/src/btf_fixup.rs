@@ -66,9 +66,13 @@ fn layout_ksyms(btf: &mut Btf, id: usize) {
     let mut laid_out = Vec::with_capacity(vars.len());
     for (i, v) in vars.iter().enumerate() {
         let mut v = *v;
-        match btf.types[v.ty as usize].kind.clone() {
-            BtfKind::Func { proto, .. } => {
-                if let BtfKind::FuncProto { params, .. } = &mut btf.types[proto as usize].kind {
+        // (Malformed type ids were refused when the BTF was parsed; `get` keeps this total.)
+        let kind = btf.types.get(v.ty as usize).map(|t| t.kind.clone());
+        match kind {
+            Some(BtfKind::Func { proto, .. }) => {
+                if let Some(BtfKind::FuncProto { params, .. }) =
+                    btf.types.get_mut(proto as usize).map(|t| &mut t.kind)
+                {
                     for p in params.iter_mut().filter(|p| p.ty != 0 && p.name.is_empty()) {
                         p.name = "dummy_ksym".to_owned();
                     }
@@ -76,9 +80,9 @@ fn layout_ksyms(btf: &mut Btf, id: usize) {
                 if let BtfKind::Func { linkage, .. } = &mut btf.types[v.ty as usize].kind {
                     *linkage = Linkage::Global;
                 }
-                v.ty = dummy.expect("added for a kfunc");
+                v.ty = dummy.unwrap_or(v.ty);
             }
-            BtfKind::Var { .. } => {
+            Some(BtfKind::Var { .. }) => {
                 btf.types[v.ty as usize].kind = BtfKind::Var {
                     ty: int_id,
                     linkage: Linkage::Global,
