@@ -98,14 +98,7 @@ pub fn compile(
             entries,
             static_errors,
             may_goto_loops: options.may_goto_loops,
-            writes_stack: progs.iter().any(|prog| {
-                prog.iter().any(|(_, insn)| {
-                    matches!(
-                        insn,
-                        Insn::Store { .. } | Insn::StoreReg { .. } | Insn::Atomic { .. }
-                    )
-                })
-            }),
+            stack_written_from: stack_written_from(progs),
             cpu_tables,
         }),
         trusted: mode == Mode::Trusted,
@@ -113,6 +106,29 @@ pub fn compile(
         executed: 0,
         run_cache: Default::default(),
     })
+}
+
+/// The lowest stack byte (region offset) the programs' code may store to directly: stores and
+/// atomics at a constant offset from r10 write from `STACK_SIZE + off`; one through any other
+/// register may write anywhere (a pointer into the frame), so the whole frame counts.
+fn stack_written_from(progs: &[Program]) -> usize {
+    let stack = STACK_SIZE as i64;
+    let lowest = progs
+        .iter()
+        .flat_map(|prog| prog.iter())
+        .filter_map(|(_, insn)| match *insn {
+            Insn::Store { dst, off, .. }
+            | Insn::StoreReg { dst, off, .. }
+            | Insn::Atomic { dst, off, .. } => Some(if dst == Reg::R10 {
+                (stack + off as i64).clamp(0, stack)
+            } else {
+                0
+            }),
+            _ => None,
+        })
+        .min()
+        .unwrap_or(stack);
+    lowest as usize
 }
 
 fn compile_error(pc: usize, e: impl std::fmt::Display) -> VmError {

@@ -126,10 +126,11 @@ pub struct Shared {
     /// raised by index.
     pub static_errors: Vec<VmError>,
     pub may_goto_loops: u64,
-    /// Whether compiled code may store to a stack frame directly (any store or atomic): its
-    /// frames are then zeroed whole when they come back, where the interpreter zeroes what
-    /// it wrote (a program may read uninitialised stack, and both engines must see zeros).
-    pub writes_stack: bool,
+    /// The lowest byte of a stack frame (0 for the frame's bottom, `STACK_SIZE` for none) that
+    /// compiled code may store to directly: frames are zeroed from there when they come back,
+    /// as the interpreter zeroes what it wrote (a program may read uninitialised stack, and
+    /// both engines must see zeros).
+    pub stack_written_from: usize,
     /// Tables the inlined per-CPU array lookups read.
     pub cpu_tables: crate::inline::CpuTables,
 }
@@ -290,8 +291,8 @@ fn pop_frame(ctx: &mut RunCtx) {
     if let Some(id) = ctx.frames.pop() {
         // SAFETY: `mem` outlives the run, `shared` the compiled code.
         let (mem, shared) = unsafe { (&mut *ctx.mem, &*ctx.shared) };
-        if shared.writes_stack {
-            mem.note_stack_written(id);
+        if shared.stack_written_from < bpfemu_vm::STACK_SIZE {
+            mem.note_stack_written(id, shared.stack_written_from);
         }
         mem.remove_stack_frame(id);
     }
@@ -622,8 +623,8 @@ impl Compiled {
             pop_frame(&mut ctx);
         }
         ctx.frames.pop();
-        if self.shared.writes_stack {
-            mem.note_stack_written(stack);
+        if self.shared.stack_written_from < bpfemu_vm::STACK_SIZE {
+            mem.note_stack_written(stack, self.shared.stack_written_from);
         }
         mem.remove_stack_frame(stack);
         self.executed = ctx.executed;

@@ -392,13 +392,14 @@ impl Memory {
         (id, self.regions[index].end())
     }
 
-    /// Records that code which writes memory directly (the JIT) may have written anywhere in
-    /// stack frame `id`: when the frame comes back for the next call it is zeroed whole, as
-    /// the interpreter's frames are where it wrote.
+    /// Records that code which writes memory directly (the JIT) may have written stack frame
+    /// `id` from byte `lowest` of the region up: when the frame comes back for the next call
+    /// those bytes are zeroed, as the interpreter's frames are where it wrote.
     #[inline]
-    pub fn note_stack_written(&mut self, id: RegionId) {
+    pub fn note_stack_written(&mut self, id: RegionId, lowest: usize) {
         if let Some(index) = self.live_index(id) {
-            self.regions[index].dirty_lo = 0;
+            let region = &mut self.regions[index];
+            region.dirty_lo = region.dirty_lo.min(lowest);
         }
     }
 
