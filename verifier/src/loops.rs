@@ -24,10 +24,11 @@ pub struct Callchain {
 }
 
 impl Callchain {
-    /// `format_callchain`.
+    /// `format_callchain`. The kernel stops at the first call site 0, as if it were the end of
+    /// the chain: a call at instruction 0 is not printed.
     fn text(&self) -> String {
         let mut out = String::from("(");
-        for c in &self.callsites {
+        for c in self.callsites.iter().take_while(|&&c| c != 0) {
             out.push_str(&format!("{c},"));
         }
         out.push_str(&format!("{})", self.scc));
