@@ -9,12 +9,11 @@
 
 use super::proto::{ArgType, DYNPTR_TYPE_LOCAL, DYNPTR_TYPE_RINGBUF, DYNPTR_TYPE_XDP, MEM_UNINIT};
 use crate::env::Env;
-use crate::mem::{AccessType, check_mem_access};
 use crate::state::reg::{self, RegState, RegType};
 use crate::state::stack::{SLOT_SIZE, SlotType};
 use crate::state::{RefKind, VerifierState};
 use crate::{Errno, Reject};
-use bpfemu_isa::{Reg, Size};
+use bpfemu_isa::Reg;
 
 /// `BPF_DYNPTR_TYPE_LOCAL` in a dynptr slot's flags.
 pub const SLOT_LOCAL: u32 = reg::FLAG_FIRST_UNUSED;
@@ -106,19 +105,7 @@ pub fn process_dynptr_func(
         if dynptr_spi(env, state, &reg).is_err() {
             return Err(env.reject(Errno::Einval, "Dynptr has to be an uninitialized dynptr"));
         }
-        for i in (0..16).step_by(8) {
-            check_mem_access(
-                env,
-                state,
-                r,
-                i,
-                Size::DW,
-                AccessType::Write,
-                None,
-                false,
-                false,
-            )?;
-        }
+        super::stack_obj::check_stack_obj_write(env, state, r, NR_SLOTS)?;
         return mark_stack_slots_dynptr(env, state, &reg, kind_of_arg(arg), pc);
     }
     let spi = match dynptr_spi(env, state, &reg) {

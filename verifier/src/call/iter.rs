@@ -10,13 +10,13 @@
 //! at `next` is within an earlier one (see `is_state_visited`).
 
 use super::kfunc::vmlinux_btf;
+use super::stack_obj::{SlotIndex, check_stack_obj_write, stack_slot_obj_spi};
 use crate::env::Env;
-use crate::mem::{AccessType, check_mem_access};
 use crate::state::VerifierState;
 use crate::state::reg::{self, IterState, RegState, RegType};
 use crate::state::stack::{SLOT_SIZE, SlotType};
 use crate::{Errno, Reject};
-use bpfemu_isa::{Reg, Size};
+use bpfemu_isa::Reg;
 use bpfemu_loader::btf::{Btf, BtfKind, Param, TypeId};
 
 /// What an iterator kfunc does to its iterator (`KF_ITER_NEW`, `KF_ITER_NEXT`,
@@ -136,7 +136,7 @@ fn process_iter_arg(
     }
     let kind = type_name(type_id);
     let frame = reg.frameno as usize;
-    let spi = iter_spi(env, state, &reg, nr_slots);
+    let spi = stack_slot_obj_spi(env, state, &reg, "iter", nr_slots);
     if op == IterOp::New {
         let uninit = match spi {
             SlotIndex::NotAllocated => true,
@@ -153,21 +153,8 @@ fn process_iter_arg(
                 format!("expected uninitialized iter_{kind} as arg #0"),
             ));
         }
-        for i in 0..nr_slots {
-            let off = (i * SLOT_SIZE) as i32;
-            check_mem_access(
-                env,
-                state,
-                Reg::R1,
-                off,
-                Size::DW,
-                AccessType::Write,
-                None,
-                false,
-                false,
-            )?;
-        }
-        let SlotIndex::At(spi) = iter_spi(env, state, &reg, nr_slots) else {
+        check_stack_obj_write(env, state, Reg::R1, nr_slots)?;
+        let SlotIndex::At(spi) = stack_slot_obj_spi(env, state, &reg, "iter", nr_slots) else {
             return Err(env.reject(Errno::Efault, "verifier bug: iterator slots not allocated"));
         };
         let ref_obj_id = env.new_id();
@@ -233,47 +220,6 @@ fn is_valid_init(
             && st.btf_id == type_id
             && slot.slot_type.iter().all(|&t| t == SlotType::Iter)
     })
-}
-
-/// The outcome of `iter_get_spi`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum SlotIndex {
-    At(usize),
-    /// Past the allocated stack (`-ERANGE`): a `new` allocates it.
-    NotAllocated,
-    /// Not a place an iterator can be (the reason is logged).
-    Invalid,
-}
-
-impl SlotIndex {
-    fn filter(self, ok: bool) -> SlotIndex {
-        if ok { self } else { SlotIndex::Invalid }
-    }
-}
-
-/// `stack_slot_obj_get_spi` for an iterator of `nr_slots` slots.
-fn iter_spi(
-    env: &mut Env<'_>,
-    state: &VerifierState,
-    reg: &RegState,
-    nr_slots: usize,
-) -> SlotIndex {
-    if !reg.var_off.is_const() {
-        env.verbose("iter has to be at a constant offset\n");
-        return SlotIndex::Invalid;
-    }
-    let off = reg.off as i64 + reg.var_off.value as i64;
-    // The kernel's `(-off - 1) / BPF_REG_SIZE` truncates toward zero.
-    let spi = (-off - 1) / SLOT_SIZE as i64;
-    if off % SLOT_SIZE as i64 != 0 || spi + 1 < nr_slots as i64 {
-        env.verbose(&format!("cannot pass in iter at an offset={off}\n"));
-        return SlotIndex::Invalid;
-    }
-    let allocated = state.frames[reg.frameno as usize].stack.len() as i64;
-    if spi - nr_slots as i64 + 1 < 0 || spi >= allocated {
-        return SlotIndex::NotAllocated;
-    }
-    SlotIndex::At(spi as usize)
 }
 
 /// `process_iter_next_call`: an active iterator forks a queued path on which it yields (one

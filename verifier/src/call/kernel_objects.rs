@@ -12,7 +12,8 @@
 //! and maybe NULL where the kfunc says so. Loads through those pointers are
 //! [`crate::btf_access`]'s.
 
-use super::kfunc::check_kfunc_arg;
+use super::kfunc::{check_ctx_arg, check_kfunc_arg};
+use super::stack_obj::{SlotIndex, check_stack_obj_write, stack_slot_obj_spi};
 use crate::env::Env;
 use crate::state::VerifierState;
 use crate::state::frame::RefKind;
@@ -180,30 +181,20 @@ fn irq_flag(
         return Err(env.reject(Errno::Einval, "arg#0 doesn't point to an irq flag on stack"));
     }
     let frame = reg.frameno as usize;
-    let spi = irq_flag_spi(env, state, &reg);
+    let spi = stack_slot_obj_spi(env, state, &reg, "irq_flag", 1);
     if save {
         let uninit = match spi {
-            Err(SpiError::NotAllocated) => true,
-            Err(SpiError::Invalid) => false,
-            Ok(spi) => !state.frames[frame].stack[spi]
+            SlotIndex::NotAllocated => true,
+            SlotIndex::Invalid => false,
+            SlotIndex::At(spi) => !state.frames[frame].stack[spi]
                 .slot_type
                 .contains(&SlotType::IrqFlag),
         };
         if !uninit {
             return Err(env.reject(Errno::Einval, "expected uninitialized irq flag as arg#0"));
         }
-        crate::mem::check_mem_access(
-            env,
-            state,
-            Reg::R1,
-            0,
-            bpfemu_isa::Size::DW,
-            crate::mem::AccessType::Write,
-            None,
-            false,
-            false,
-        )?;
-        let Ok(spi) = irq_flag_spi(env, state, &reg) else {
+        check_stack_obj_write(env, state, Reg::R1, 1)?;
+        let SlotIndex::At(spi) = stack_slot_obj_spi(env, state, &reg, "irq_flag", 1) else {
             return Err(env.reject(Errno::Efault, "verifier bug: irq flag slot not allocated"));
         };
         let id = env.new_id();
@@ -218,7 +209,7 @@ fn irq_flag(
         return Ok(());
     }
     let spi = match spi {
-        Ok(spi)
+        SlotIndex::At(spi)
             if state.frames[frame].stack[spi]
                 .slot_type
                 .iter()
@@ -257,56 +248,9 @@ fn irq_flag(
     Ok(())
 }
 
-/// Why an irq flag argument names no slot.
-enum SpiError {
-    /// Past the allocated stack (`-ERANGE`): a save allocates it.
-    NotAllocated,
-    /// Not a place a flag can be (the reason is logged).
-    Invalid,
-}
-
-/// `stack_slot_obj_get_spi` for the one-slot irq flag.
-fn irq_flag_spi(
-    env: &mut Env<'_>,
-    state: &VerifierState,
-    reg: &RegState,
-) -> Result<usize, SpiError> {
-    if !reg.var_off.is_const() {
-        env.verbose("irq_flag has to be at a constant offset\n");
-        return Err(SpiError::Invalid);
-    }
-    let off = reg.off as i64 + reg.var_off.value as i64;
-    // The kernel's `(-off - 1) / BPF_REG_SIZE` truncates toward zero.
-    let spi = (-off - 1) / SLOT_SIZE as i64;
-    if off % SLOT_SIZE as i64 != 0 || spi < 0 {
-        env.verbose(&format!("cannot pass in irq_flag at an offset={off}\n"));
-        return Err(SpiError::Invalid);
-    }
-    if spi >= state.frames[reg.frameno as usize].stack.len() as i64 {
-        return Err(SpiError::NotAllocated);
-    }
-    Ok(spi as usize)
-}
-
 /// `bpf_cast_to_kern_ctx(ctx)`: the unmodified context becomes a trusted `struct xdp_buff *`.
 fn cast_to_kern_ctx(env: &mut Env<'_>, state: &mut VerifierState, btf: &Btf) -> Result<(), Reject> {
-    let r1 = *state.reg(Reg::R1);
-    if r1.ty != RegType::Ctx {
-        let ty = reg_type_str(r1.ty, r1.flags);
-        return Err(env.reject(
-            Errno::Einval,
-            format!("arg#0 expected pointer to ctx, but got {ty}"),
-        ));
-    }
-    if r1.off != 0 || !r1.var_off.is_const() || r1.var_off.value != 0 {
-        return Err(env.reject(
-            Errno::Eacces,
-            format!(
-                "dereference of modified ctx ptr R1 off={} disallowed",
-                r1.off
-            ),
-        ));
-    }
+    check_ctx_arg(env, state.reg(Reg::R1), 0)?;
     let Some(xdp_buff) = btf.find_by_name_kind("xdp_buff", |k| matches!(k, BtfKind::Struct { .. }))
     else {
         return Err(env.reject(Errno::Einval, "vmlinux BTF has no struct xdp_buff"));

@@ -26,7 +26,8 @@ use bpfemu_isa::Reg;
 use bpfemu_loader::btf::{Btf, BtfKind, Param, TypeId};
 use std::sync::OnceLock;
 
-/// The kfuncs bpfemu checks, all in the kfunc sets 6.18 gives XDP ([`kfunc_sets`]).
+/// The kfuncs bpfemu checks here, all in the kfunc sets 6.18 gives XDP ([`kfunc_sets`]);
+/// iterators ([`super::iter`]) and kernel objects ([`super::kernel_objects`]) name theirs.
 const SUPPORTED: &[&str] = &[
     "bpf_xdp_metadata_rx_timestamp",
     "bpf_xdp_metadata_rx_hash",
@@ -34,9 +35,6 @@ const SUPPORTED: &[&str] = &[
     "bpf_dynptr_from_xdp",
     "bpf_dynptr_slice",
     "bpf_dynptr_slice_rdwr",
-    "bpf_iter_num_new",
-    "bpf_iter_num_next",
-    "bpf_iter_num_destroy",
     "bpf_dynptr_size",
     "bpf_dynptr_is_null",
     "bpf_dynptr_is_rdonly",
@@ -44,9 +42,6 @@ const SUPPORTED: &[&str] = &[
     "bpf_dynptr_clone",
     "bpf_dynptr_copy",
     "bpf_dynptr_memset",
-    "bpf_iter_bits_new",
-    "bpf_iter_bits_next",
-    "bpf_iter_bits_destroy",
     "bpf_xdp_pull_data",
     "bpf_strcasecmp",
     "bpf_strchr",
@@ -60,40 +55,7 @@ const SUPPORTED: &[&str] = &[
     "bpf_strrchr",
     "bpf_strspn",
     "bpf_strstr",
-    "bpf_xdp_ct_lookup",
-    "bpf_xdp_ct_alloc",
-    "bpf_ct_insert_entry",
-    "bpf_ct_release",
-    "bpf_ct_set_timeout",
-    "bpf_ct_change_timeout",
-    "bpf_ct_set_status",
-    "bpf_ct_change_status",
-    "bpf_task_under_cgroup",
-    "bpf_task_get_cgroup1",
-    "bpf_send_signal_task",
-    "bpf_get_kmem_cache",
-    "bpf_map_sum_elem_count",
-    "bpf_xdp_get_xfrm_state",
-    "bpf_xdp_xfrm_state_release",
-    "bpf_skb_ct_lookup",
-    "bpf_skb_ct_alloc",
-    "bpf_task_from_pid",
-    "bpf_task_from_vpid",
-    "bpf_task_acquire",
-    "bpf_task_release",
-    "bpf_cgroup_from_id",
-    "bpf_cgroup_acquire",
-    "bpf_cgroup_ancestor",
-    "bpf_cgroup_release",
-    "bpf_cast_to_kern_ctx",
-    "bpf_rdonly_cast",
     "bpf_throw",
-    "bpf_local_irq_save",
-    "bpf_local_irq_restore",
-    "bpf_rcu_read_lock",
-    "bpf_rcu_read_unlock",
-    "bpf_preempt_disable",
-    "bpf_preempt_enable",
 ];
 
 /// `BPF_F_XDP_DEV_BOUND_ONLY`: the program is bound to one device (with its metadata kfuncs).
@@ -188,7 +150,10 @@ pub fn check_kfunc_call(
             format!("program must be sleepable to call sleepable kfunc {name}"),
         ));
     }
-    if !SUPPORTED.contains(&name) {
+    let checked = SUPPORTED.contains(&name)
+        || super::iter::iter_op(name).is_some()
+        || super::kernel_objects::handles(name);
+    if !checked {
         return Err(env.reject(Errno::Enotsupp, format!("not yet supported: kfunc {name}")));
     }
     let BtfKind::Func { proto, .. } = func.kind else {
@@ -265,23 +230,7 @@ pub(super) fn check_kfunc_arg(
     let pointee_id = btf.skip_mods_and_typedefs(pointee).unwrap_or(0);
     let pointee_t = btf.get(pointee_id);
     if pointee_t.is_some_and(|t| t.name == "xdp_md" && matches!(t.kind, BtfKind::Struct { .. })) {
-        if reg.ty != RegType::Ctx {
-            let ty = crate::state::reg::reg_type_str(reg.ty, reg.flags);
-            return Err(env.reject(
-                Errno::Einval,
-                format!("arg#{i} expected pointer to ctx, but got {ty}"),
-            ));
-        }
-        if reg.off != 0 || !reg.var_off.is_const() || reg.var_off.value != 0 {
-            return Err(env.reject(
-                Errno::Eacces,
-                format!(
-                    "dereference of modified ctx ptr R{regno} off={} disallowed",
-                    reg.off
-                ),
-            ));
-        }
-        return Ok(());
+        return check_ctx_arg(env, &reg, i);
     }
     let scalar = pointee_t.is_some_and(|t| {
         matches!(
@@ -297,6 +246,28 @@ pub(super) fn check_kfunc_arg(
     };
     check_helper_mem_access(env, state, r, size as i32, AccessType::Read, true)?;
     check_helper_mem_access(env, state, r, size as i32, AccessType::Write, true)
+}
+
+/// A `KF_ARG_PTR_TO_CTX` argument `i`: the program's context, unmodified.
+pub(super) fn check_ctx_arg(env: &mut Env<'_>, reg: &RegState, i: usize) -> Result<(), Reject> {
+    if reg.ty != RegType::Ctx {
+        let ty = crate::state::reg::reg_type_str(reg.ty, reg.flags);
+        return Err(env.reject(
+            Errno::Einval,
+            format!("arg#{i} expected pointer to ctx, but got {ty}"),
+        ));
+    }
+    if reg.off != 0 || !reg.var_off.is_const() || reg.var_off.value != 0 {
+        return Err(env.reject(
+            Errno::Eacces,
+            format!(
+                "dereference of modified ctx ptr R{} off={} disallowed",
+                i + 1,
+                reg.off
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Whether `ty` is a pointer to the struct `name`.

@@ -14,4 +14,5 @@ pub mod ksym;
 pub mod lock;
 pub mod map_field;
 pub mod proto;
+pub mod stack_obj;
 pub mod subprog;
