@@ -1,6 +1,6 @@
 // An XDP program calling a kfunc XDP may call that bpfemu's verifier does not check yet
 // (bpf_wq_init, BPF workqueues): `bpfemu verify` calls it undecided and exits 2.
-// Built with: clang-19 -O2 -g -target bpf -mcpu=v3 -I/usr/include/x86_64-linux-gnu -c
+// Built by tests/objects/build.sh tests/data/undecided (clang-19, -mcpu=v3, debug paths relative).
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 

@@ -1,6 +1,6 @@
 // Open-coded iterators: the numeric iterator kfuncs (bpf_iter_num_new/next/destroy, what
 // libbpf's bpf_for and bpf_repeat expand to) in XDP programs the kernel accepts and rejects.
-// Built with: clang-19 -O2 -g -target bpf -mcpu=v3 -I/usr/include/x86_64-linux-gnu -c
+// Built by tests/objects/build.sh tests/data/verify (clang-19, -mcpu=v3, debug paths relative).
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
