@@ -3,22 +3,27 @@
 //!
 //! The engines are the interpreter, the JIT checked (every access validated, as the
 //! interpreter does) and the JIT trusted (host memory directly: only what bpfemu's verifier
-//! accepts, as for replay; else the report says why it did not run). Each runs
-//! on a runtime of its own with the same map contents, the same loop replay's fast path runs:
-//! load the next packet into the reused frame (test_run's frame, reset), run the program,
-//! count its verdict. The JIT's compile time is reported apart. The capture is
-//! read once and cycled up to `--packets`, so memory stays bounded by the capture. bpfemu's
-//! time is the thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`, so that other
-//! processes on a shared machine do not count; wall time is reported too).
+//! accepts, as for replay; else the report says why it did not run); `--engine` picks some.
+//! Each runs on a runtime of its own with the same map contents, two loops over the capture
+//! cycled up to `--packets` (read once, so memory stays bounded by the capture):
 //!
-//! The kernel runs each distinct packet once through `BPF_PROG_TEST_RUN` with `repeat` set
-//! to the number of times the cycle visits it, and reports its own mean duration per run: the
-//! program's time in the kernel's JIT, measured in the kernel with preemption off. Each
-//! engine's time a packet is then given as a multiple of the kernel's. (On
-//! repeats the kernel does not rebuild the frame, so a program that rewrites its packet sees
-//! its own output again; the work per run is the same for the corpus programs.) The kernel
-//! does not count instructions: every instructions/s figure uses the interpreter's count for
-//! the same packets.
+//! - **test_run's loop**, the one compared with the kernel: each distinct packet is loaded
+//!   once and run as many times as the cycle visits it, each run on the frame the previous
+//!   one left. This is what BPF_PROG_TEST_RUN does with `repeat`: it builds the `xdp_buff`
+//!   once and never resets it between runs, so a program that rewrites its packet or moves
+//!   its bounds sees its own output (l4lb's second run finds an IP-in-IP packet and takes a
+//!   much shorter path). Timing bpfemu on fresh packets against the kernel on its own
+//!   output compared different work; `tests/repeat_vs_kernel.rs` holds this loop to the
+//!   kernel's results.
+//! - **replay's loop**: every packet loaded into the reused frame afresh, then run: what
+//!   `bpfemu replay` pays a packet.
+//!
+//! The JIT's compile time is reported apart. bpfemu's time is the thread's CPU time
+//! (`CLOCK_THREAD_CPUTIME_ID`, so that other processes on a shared machine do not count;
+//! wall time is reported too). The kernel reports its own mean duration per run, measured in
+//! the kernel with preemption off; each engine's time is given as a multiple of it. The kernel
+//! does not count instructions: every instructions/s figure uses the first engine's count for
+//! the same loop.
 //!
 //! Without root or `bpf()`, bpfemu's figures are given alone and the report says why.
 
@@ -29,7 +34,7 @@ use crate::replay::{ReplayOptions, Replayer};
 use crate::runtime::EngineChoice;
 use anyhow::{Context, Result, bail};
 use bpfemu_conformance::kernel as kbpf;
-use bpfemu_vm::xdp::PacketMeta;
+use bpfemu_vm::xdp::{PacketError, PacketMeta};
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -46,6 +51,8 @@ pub struct BenchOptions {
     pub load: bpfemu_loader::LoadOptions,
     /// Show each engine's progress on standard error when it is a terminal.
     pub progress: bool,
+    /// The engines to measure, in the report's order (none given: all three).
+    pub engines: Vec<EngineChoice>,
 }
 
 /// One engine's figures.
@@ -57,12 +64,22 @@ pub struct EngineFigures {
     pub prepare: Duration,
     /// The JIT's compile alone (zero for the interpreter).
     pub compile: Duration,
+    /// test_run's loop, the one the kernel's time is compared with: each distinct packet
+    /// loaded once and run as often as the cycle visits it.
+    pub test_run: LoopFigures,
+    /// replay's loop: every packet loaded into the frame afresh, then run.
+    pub replay: LoopFigures,
+}
+
+/// What one loop over the packets measured.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LoopFigures {
     /// CPU time of the thread for every packet.
     pub cpu: Duration,
     pub wall: Duration,
     /// Instructions the engine counted.
     pub insns: u64,
-    /// Packets whose run stopped or that test_run would refuse.
+    /// Runs that stopped or that test_run would refuse.
     pub errors: usize,
 }
 
@@ -93,7 +110,7 @@ pub struct BenchReport {
     pub packets: usize,
     /// Packets in the capture, cycled to `packets`.
     pub capture_packets: usize,
-    /// Interpreter, checked JIT, trusted JIT, in this order.
+    /// The engines measured: interpreter, checked JIT, trusted JIT unless `--engine` chose.
     pub engines: Vec<EngineRun>,
     /// The kernel's figures, or why there are none.
     pub kernel: Result<KernelFigures, String>,
@@ -123,7 +140,11 @@ pub fn bench(opts: &BenchOptions) -> Result<BenchReport> {
     let program = interp.program_name.clone();
     let capture = read_capture(opts)?;
     let mut interp = Some((interp, prepare));
-    let engines = ENGINES
+    let chosen = match opts.engines.is_empty() {
+        true => &ENGINES[..],
+        false => &opts.engines[..],
+    };
+    let engines = chosen
         .iter()
         .map(|&choice| EngineRun {
             engine: choice.name(),
@@ -216,7 +237,17 @@ fn bpfemu_replayer(
     Ok((replayer, start.elapsed()))
 }
 
-/// Runs `count` packets, cycling the capture, on the replayer's runtime.
+/// How often test_run runs each packet of the capture: `count` packets cycling it, so the
+/// first `count % len` packets once more than the others (zero for a packet never reached).
+fn repeats(capture_len: usize, count: usize) -> impl Iterator<Item = usize> {
+    let (rounds, extra) = (count / capture_len.max(1), count % capture_len.max(1));
+    (0..capture_len).map(move |j| rounds + usize::from(j < extra))
+}
+
+/// One engine's two loops on the replayer's runtime: test_run's (each distinct packet loaded
+/// once and run as often as the cycle visits it, the frame as the last run left it), then
+/// replay's (every packet of the cycle loaded afresh, then run). The maps carry over from the
+/// first loop to the second, as from one replayed packet to the next.
 fn measure_runtime(
     engine: &'static str,
     prepare: Duration,
@@ -224,37 +255,86 @@ fn measure_runtime(
     capture: &[Packet],
     opts: &BenchOptions,
 ) -> EngineFigures {
-    let count = opts.packets;
-    let mut progress = Progress::new(opts.progress, engine, "packets", Some(count as u64), 4096);
-    let (program, runtime) = (replayer.program, &mut replayer.runtime);
-    let mut insns = 0;
-    let mut errors = 0;
-    let clock = CpuClock::start();
-    for (i, packet) in capture.iter().cycle().take(count).enumerate() {
-        let meta = PacketMeta {
-            ts_ns: (i as u64).wrapping_mul(1000),
-            ..PacketMeta::default()
-        };
-        // Read where it lands, not moved: a copy of the whole result just after the runtime
-        // wrote it would wait for those stores (a store-forwarding stall).
-        let result = runtime.run_in_place(program, &packet.data, &meta);
-        match &result {
-            Ok(verdict) => insns += verdict.insns_executed,
-            Err(_) => errors += 1,
-        }
-        progress.tick(i as u64, || i as u64);
-    }
-    let (cpu, wall) = clock.stop();
-    progress.finish(count as u64);
+    let total = 2 * opts.packets as u64;
+    let mut progress = Progress::new(opts.progress, engine, "packets", Some(total), 4096);
+    let test_run = repeat_loop(replayer, capture, opts.packets, &mut progress);
+    let replay = replay_loop(replayer, capture, opts.packets, &mut progress);
+    progress.finish(total);
     EngineFigures {
         engine,
         prepare,
         compile: replayer.compile_time,
-        cpu,
-        wall,
-        insns,
-        errors,
+        test_run,
+        replay,
     }
+}
+
+/// Where a packet's run begins on the clock: the cycle's index gives a clock that moves.
+fn packet_meta(i: usize) -> PacketMeta {
+    PacketMeta {
+        ts_ns: (i as u64).wrapping_mul(1000),
+        ..PacketMeta::default()
+    }
+}
+
+/// test_run's loop: each distinct packet loaded once, then run `repeat` times on the frame
+/// the previous run left (a packet the load refuses counts as `repeat` errors).
+fn repeat_loop(
+    replayer: &mut Replayer,
+    capture: &[Packet],
+    count: usize,
+    progress: &mut Progress,
+) -> LoopFigures {
+    let (program, runtime) = (replayer.program, &mut replayer.runtime);
+    let mut figures = LoopFigures::default();
+    let mut done = 0usize;
+    let clock = CpuClock::start();
+    for (packet, repeat) in capture.iter().zip(repeats(capture.len(), count)) {
+        for run in 0..repeat {
+            let meta = packet_meta(done);
+            done += 1;
+            // Read where it lands, not moved: a copy of the whole result just after the
+            // runtime wrote it would wait for those stores (a store-forwarding stall).
+            let result = match run {
+                0 => runtime.run_in_place(program, &packet.data, &meta),
+                _ => runtime.run_again(program, &meta),
+            };
+            match &result {
+                Ok(verdict) => figures.insns += verdict.insns_executed,
+                Err(PacketError::Refused { .. }) if run == 0 => {
+                    figures.errors += repeat;
+                    done += repeat - 1;
+                    break;
+                }
+                Err(_) => figures.errors += 1,
+            }
+        }
+        progress.tick(done as u64, || done as u64);
+    }
+    (figures.cpu, figures.wall) = clock.stop();
+    figures
+}
+
+/// Replay's loop: every packet of the cycle loaded into the reused frame, then run.
+fn replay_loop(
+    replayer: &mut Replayer,
+    capture: &[Packet],
+    count: usize,
+    progress: &mut Progress,
+) -> LoopFigures {
+    let (program, runtime) = (replayer.program, &mut replayer.runtime);
+    let mut figures = LoopFigures::default();
+    let clock = CpuClock::start();
+    for (i, packet) in capture.iter().cycle().take(count).enumerate() {
+        let result = runtime.run_in_place(program, &packet.data, &packet_meta(i));
+        match &result {
+            Ok(verdict) => figures.insns += verdict.insns_executed,
+            Err(_) => figures.errors += 1,
+        }
+        progress.tick((count + i) as u64, || (count + i) as u64);
+    }
+    (figures.cpu, figures.wall) = clock.stop();
+    figures
 }
 
 /// Each distinct packet through test_run once, repeated as often as the cycle visits it.
@@ -264,12 +344,10 @@ fn measure_kernel(session: &Session, capture: &[Packet], opts: &BenchOptions) ->
     let mut progress = Progress::new(opts.progress, "kernel", "packets", total, 1);
     let mut done = 0u64;
     let fd = session.kernel_program_fd();
-    let (rounds, extra) = (count / capture.len(), count % capture.len());
     let mut program_ns = 0u128;
     let (mut calls, mut errors) = (0, 0);
     let start = Instant::now();
-    for (j, packet) in capture.iter().enumerate() {
-        let repeat = rounds + usize::from(j < extra);
+    for (packet, repeat) in capture.iter().zip(repeats(capture.len(), count)) {
         if repeat == 0 {
             continue;
         }
@@ -327,26 +405,26 @@ fn ns_per(time: Duration, count: usize) -> f64 {
 }
 
 impl BenchReport {
-    /// The interpreter's figures, when it ran.
+    /// The first engine that ran: every engine runs the same instructions, so the
+    /// instructions/s of the others and of the kernel use its count.
     fn reference(&self) -> Option<&EngineFigures> {
-        self.engines.first().and_then(|e| e.figures.as_ref().ok())
+        self.engines.iter().find_map(|e| e.figures.as_ref().ok())
     }
 
-    /// Instructions a packet, on average, as the interpreter counted them: every engine
-    /// and the kernel run the same instructions, so their instructions/s use this count.
+    /// Instructions of test_run's loop (what the kernel ran too).
     fn insns(&self) -> u64 {
-        self.reference().map_or(0, |e| e.insns)
+        self.reference().map_or(0, |e| e.test_run.insns)
     }
 
     fn insns_per_packet(&self) -> f64 {
         self.insns() as f64 / self.packets.max(1) as f64
     }
 
-    /// The engine's time a packet over the kernel's: below 1 the engine is faster. None
-    /// without the kernel or without packets.
+    /// The engine's time in test_run's loop over the kernel's, the same loop on the same
+    /// packets: below 1 the engine is faster. None without the kernel or without packets.
     pub fn time_vs_kernel(&self, engine: &EngineFigures) -> Option<f64> {
         let kernel = self.kernel.as_ref().ok().filter(|_| self.packets > 0)?;
-        Some(engine.cpu.as_secs_f64() / kernel.program.as_secs_f64().max(1e-12))
+        Some(engine.test_run.cpu.as_secs_f64() / kernel.program.as_secs_f64().max(1e-12))
     }
 
     pub fn to_text(&self) -> String {
@@ -354,14 +432,17 @@ impl BenchReport {
             // No time to compare: a table of zeros and a 1.000x would read as a measurement.
             return format!("0 packets through {}: nothing measured\n", self.program);
         }
+        let n = self.packets;
         let mut out = format!(
-            "{} packets through {} ({} in the capture, cycled), {:.1} instructions a packet\n",
-            self.packets,
+            "{n} packets through {} ({} in the capture, cycled), {:.1} instructions a packet\n",
             self.program,
             self.capture_packets,
             self.insns_per_packet()
         );
-        out += "engine        prepare ms  compile ms   ns/packet  M packets/s   M insns/s  time / kernel's\n";
+        out += "              -------- test_run's loop: the packet run `repeat` times --------  \
+                 replay: loaded, run\n";
+        out += "engine        prepare ms  compile ms      ns/run   M insns/s  time / kernel's  \
+                 ns/packet  M packets/s\n";
         let insns = self.insns() as f64;
         for run in &self.engines {
             let e = match &run.figures {
@@ -375,28 +456,30 @@ impl BenchReport {
                 .time_vs_kernel(e)
                 .map_or_else(|| "-".to_string(), |r| format!("{r:.3}x"));
             out += &format!(
-                "{:<12} {:>11.3} {:>11.3} {:>11.1} {:>12.2} {:>11.1}  {ratio}\n",
+                "{:<12} {:>11.3} {:>11.3} {:>11.1} {:>11.1}  {ratio:>15}  {:>9.1} {:>12.2}\n",
                 e.engine,
                 e.prepare.as_secs_f64() * 1e3,
                 e.compile.as_secs_f64() * 1e3,
-                ns_per(e.cpu, self.packets),
-                per_sec(self.packets as f64, e.cpu) / 1e6,
-                per_sec(insns, e.cpu) / 1e6,
+                ns_per(e.test_run.cpu, n),
+                per_sec(insns, e.test_run.cpu) / 1e6,
+                ns_per(e.replay.cpu, n),
+                per_sec(n as f64, e.replay.cpu) / 1e6,
             );
-            if e.errors > 0 {
-                out += &format!("  ({} packets stopped or refused)\n", e.errors);
+            let errors = e.test_run.errors + e.replay.errors;
+            if errors > 0 {
+                out += &format!("  ({errors} runs stopped or refused)\n");
             }
         }
         match &self.kernel {
             Ok(k) => {
                 out += &format!(
-                    "{:<12} {:>11} {:>11} {:>11.1} {:>12.2} {:>11.1}  1.000x\n",
+                    "{:<12} {:>11} {:>11} {:>11.1} {:>11.1}  {:>15}\n",
                     "kernel (JIT)",
                     "-",
                     "-",
-                    ns_per(k.program, self.packets),
-                    per_sec(self.packets as f64, k.program) / 1e6,
+                    ns_per(k.program, n),
                     per_sec(insns, k.program) / 1e6,
+                    "1.000x",
                 );
                 out += &format!(
                     "kernel: BPF_PROG_TEST_RUN with repeat, {} calls in {:.3} s wall\n",
@@ -414,6 +497,7 @@ impl BenchReport {
 
     pub fn to_json(&self) -> serde_json::Value {
         let insns = self.insns() as f64;
+        let n = self.packets;
         let engines: Vec<serde_json::Value> = self
             .engines
             .iter()
@@ -426,13 +510,21 @@ impl BenchReport {
                     "engine": e.engine,
                     "prepare_ms": e.prepare.as_secs_f64() * 1e3,
                     "compile_ms": e.compile.as_secs_f64() * 1e3,
-                    "cpu_seconds": e.cpu.as_secs_f64(),
-                    "wall_seconds": e.wall.as_secs_f64(),
-                    "ns_per_packet": ns_per(e.cpu, self.packets),
-                    "packets_per_sec": per_sec(self.packets as f64, e.cpu),
-                    "insns": e.insns,
-                    "insns_per_sec": per_sec(insns, e.cpu),
-                    "errors": e.errors,
+                    "cpu_seconds": e.test_run.cpu.as_secs_f64(),
+                    "wall_seconds": e.test_run.wall.as_secs_f64(),
+                    "ns_per_packet": ns_per(e.test_run.cpu, n),
+                    "packets_per_sec": per_sec(n as f64, e.test_run.cpu),
+                    "insns": e.test_run.insns,
+                    "insns_per_sec": per_sec(insns, e.test_run.cpu),
+                    "errors": e.test_run.errors,
+                    "replay": {
+                        "cpu_seconds": e.replay.cpu.as_secs_f64(),
+                        "wall_seconds": e.replay.wall.as_secs_f64(),
+                        "ns_per_packet": ns_per(e.replay.cpu, n),
+                        "packets_per_sec": per_sec(n as f64, e.replay.cpu),
+                        "insns": e.replay.insns,
+                        "errors": e.replay.errors,
+                    },
                 });
                 if let Some(r) = self.time_vs_kernel(e) {
                     doc["time_vs_kernel"] = json!(r);
@@ -444,8 +536,8 @@ impl BenchReport {
             Ok(k) => {
                 json!({
                     "program_seconds": k.program.as_secs_f64(),
-                    "ns_per_packet": ns_per(k.program, self.packets),
-                    "packets_per_sec": per_sec(self.packets as f64, k.program),
+                    "ns_per_packet": ns_per(k.program, n),
+                    "packets_per_sec": per_sec(n as f64, k.program),
                     "insns_per_sec": per_sec(insns, k.program),
                     "test_run_calls": k.calls,
                     "test_run_wall_seconds": k.wall.as_secs_f64(),
@@ -456,7 +548,7 @@ impl BenchReport {
         };
         json!({
             "program": self.program,
-            "packets": self.packets,
+            "packets": n,
             "capture_packets": self.capture_packets,
             "insns_per_packet": self.insns_per_packet(),
             "engines": engines,

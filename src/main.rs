@@ -239,6 +239,9 @@ struct BenchArgs {
     /// Benchmark the program even if bpfemu's verifier rejects it.
     #[arg(long)]
     no_verify: bool,
+    /// An engine to measure (repeatable; default: interp, jit and jit-trusted).
+    #[arg(long, value_enum)]
+    engine: Vec<Engine>,
     #[command(flatten)]
     load: LoadArgs,
 }
@@ -508,6 +511,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 packets: args.packets,
                 load: args.load.options(),
                 progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+                engines: args.engine.iter().map(|e| e.choice()).collect(),
             })?;
             if args.json {
                 let doc = serde_json::to_string_pretty(&report.to_json())?;

@@ -6,12 +6,17 @@ use std::path::Path;
 use std::process::Command;
 
 fn bench(packets: usize) -> serde_json::Value {
+    bench_with(packets, &[])
+}
+
+fn bench_with(packets: usize, extra: &[&str]) -> serde_json::Value {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let out = Command::new(env!("CARGO_BIN_EXE_bpfemu"))
         .arg("bench")
         .arg(root.join("examples/xdp/build/reflector.v3.o"))
         .arg(root.join("examples/pcap/normal.pcap"))
         .args(["--packets", &packets.to_string(), "--json"])
+        .args(extra)
         .output()
         .expect("bpfemu runs");
     assert!(
@@ -89,4 +94,31 @@ fn bench_cycles_a_capture_shorter_than_the_count() {
     let once = bench(200)["engines"][0]["insns"].as_u64().unwrap();
     let first_fifty = bench(50)["engines"][0]["insns"].as_u64().unwrap();
     assert_eq!(insns, once + first_fifty);
+}
+
+#[test]
+fn bench_measures_only_the_engines_asked_for() {
+    let doc = bench_with(400, &["--engine", "jit-trusted", "--engine", "interp"]);
+    let engines = doc["engines"].as_array().unwrap();
+    let names: Vec<&str> = engines
+        .iter()
+        .map(|e| e["engine"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["jit-trusted", "interp"]);
+    assert_eq!(engines[0]["insns"], engines[1]["insns"]);
+}
+
+#[test]
+fn bench_reports_replay_beside_test_run() {
+    // The reflector swaps addresses: a packet run again does the same work, so both loops
+    // count the same instructions; replay's loop loads each packet, test_run's once.
+    let doc = bench(600);
+    for engine in doc["engines"].as_array().unwrap() {
+        let replay = &engine["replay"];
+        assert_eq!(replay["insns"], engine["insns"], "{engine}");
+        assert_eq!(replay["errors"], 0);
+        let cpu = replay["cpu_seconds"].as_f64().unwrap();
+        let per_packet = replay["ns_per_packet"].as_f64().unwrap();
+        assert!((per_packet - cpu * 1e9 / 600.0).abs() < 1e-6 * per_packet.max(1.0));
+    }
 }

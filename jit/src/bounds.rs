@@ -8,8 +8,9 @@
 //!   validated by it. These slow paths are cold blocks of one call and one status test.
 //! - **Trusted**: the verifier has proven every access safe, so loads and stores go straight
 //!   to host memory. The one exception is a 4-byte load inside the converted ctx region
-//!   (`struct xdp_md`), whose value is a 64-bit field the runtime supplies, until the verifier's
-//!   xlated program rewrites ctx loads itself.
+//!   (`struct xdp_md`), whose value is a 64-bit field: it is read from the field values the
+//!   runtime keeps (their address is in the run context), as the kernel's converted load
+//!   reads `xdp_buff`.
 
 use crate::Mode;
 use crate::environ::RuntimeEnv;
@@ -54,20 +55,48 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
     /// A load of `size` at `addr`, zero-extended to 64 bits (or the 64-bit value of a
     /// converted ctx field). `acquire` makes it a load-acquire.
     pub(crate) fn emit_load(&mut self, addr: Value, size: Size, acquire: bool, pc: usize) -> Value {
-        let len = size.bytes();
-        let fast = match self.mode {
+        match self.mode {
             // Only a 4-byte load may read a converted ctx field.
-            Mode::Trusted if size != Size::W => return self.host_load(addr, size, acquire),
-            Mode::Trusted => {
-                let ctx_base = self.env.load_field(&mut self.b, offsets::CTX_BASE);
-                let ctx_len = self.env.load_field(&mut self.b, offsets::CTX_LEN);
-                let off = self.b.ins().isub(addr, ctx_base);
-                self.b
-                    .ins()
-                    .icmp(IntCC::UnsignedGreaterThanOrEqual, off, ctx_len)
-            }
-            Mode::Checked => self.in_own_frame(addr, len),
-        };
+            Mode::Trusted if size != Size::W => self.host_load(addr, size, acquire),
+            Mode::Trusted => self.trusted_word_load(addr, acquire),
+            Mode::Checked => self.checked_load(addr, size, acquire, pc),
+        }
+    }
+
+    /// A trusted 4-byte load: a converted ctx field's 64-bit value when `addr` is in the ctx
+    /// (the verifier allows only aligned 4-byte loads of its fields there), read straight
+    /// from the field values, else host memory.
+    fn trusted_word_load(&mut self, addr: Value, acquire: bool) -> Value {
+        let ctx_base = self.env.load_field(&mut self.b, offsets::CTX_BASE);
+        let ctx_len = self.env.load_field(&mut self.b, offsets::CTX_LEN);
+        let off = self.b.ins().isub(addr, ctx_base);
+        let outside = self
+            .b
+            .ins()
+            .icmp(IntCC::UnsignedGreaterThanOrEqual, off, ctx_len);
+        let host = self.b.create_block();
+        let field = self.b.create_block();
+        let join = self.b.create_block();
+        let value = self.b.append_block_param(join, I64);
+        self.b.ins().brif(outside, host, &[], field, &[]);
+        // Field `off / 4` is the u64 at `values + 8 * (off / 4)`, and `off` is a multiple of 4.
+        self.enter(field);
+        let values = self.env.load_field(&mut self.b, offsets::CTX_VALUES);
+        let scaled = self.b.ins().iadd(off, off);
+        let at = self.b.ins().iadd(values, scaled);
+        let v = self.b.ins().load(I64, host_flags(), at, 0);
+        self.b.ins().jump(join, &[BlockArg::Value(v)]);
+        self.enter(host);
+        let v = self.host_load(addr, Size::W, acquire);
+        self.b.ins().jump(join, &[BlockArg::Value(v)]);
+        self.enter(join);
+        value
+    }
+
+    /// A checked load: inline inside the function's own frame, else the runtime's read.
+    fn checked_load(&mut self, addr: Value, size: Size, acquire: bool, pc: usize) -> Value {
+        let len = size.bytes();
+        let fast = self.in_own_frame(addr, len);
         let host = self.b.create_block();
         let slow = self.b.create_block();
         let join = self.b.create_block();

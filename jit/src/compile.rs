@@ -91,21 +91,20 @@ pub fn compile(
             })
         })
         .collect();
-    Ok(Compiled {
-        module: Some(module),
-        shared: Box::new(Shared {
-            programs: progs.to_vec(),
-            entries,
-            static_errors,
-            may_goto_loops: options.may_goto_loops,
-            stack_written_from: stack_written_from(progs),
-            cpu_tables,
-        }),
-        trusted: mode == Mode::Trusted,
-        budget: options.insn_budget,
-        executed: 0,
-        run_cache: Default::default(),
-    })
+    let shared = Shared {
+        programs: progs.to_vec(),
+        entries,
+        static_errors,
+        may_goto_loops: options.may_goto_loops,
+        stack_written_from: stack_written_from(progs),
+        cpu_tables,
+    };
+    Ok(Compiled::new(
+        module,
+        shared,
+        mode == Mode::Trusted,
+        options.insn_budget,
+    ))
 }
 
 /// The lowest stack byte (region offset) the programs' code may store to directly: stores and

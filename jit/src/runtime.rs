@@ -15,8 +15,8 @@ use bpfemu_vm::error::kfunc_error;
 use bpfemu_vm::interp::decode_code_addr;
 use bpfemu_vm::memory::MemFault;
 use bpfemu_vm::{
-    CallbackStep, Executable, HelperError, HelperOutcome, Helpers, MAX_CALL_FRAMES, Memory,
-    RegionId, VmError,
+    CallbackStep, CtxSpan, Executable, HelperError, HelperOutcome, Helpers, MAX_CALL_FRAMES,
+    Memory, RegionId, VmError,
 };
 use std::collections::HashMap;
 
@@ -54,6 +54,9 @@ pub struct RunCtx {
     pub ctx_len: u64,
     /// The run's virtual CPU ([`Helpers::cpu`]), `u64::MAX` when the helpers model none.
     pub cpu: u64,
+    /// The host address of the converted ctx's field values, for trusted code
+    /// ([`bpfemu_vm::CtxSpan::values`]): a ctx load reads them directly.
+    pub ctx_values: u64,
     // Private to the runtime below.
     mem: *mut Memory,
     helpers: *mut dyn Helpers,
@@ -64,7 +67,7 @@ pub struct RunCtx {
     prog_entries: *const [Option<JitFn>],
     /// The converted ctx region (base, length, id), found once a run: its field loads are
     /// answered without searching the regions.
-    ctx_region: Option<(u64, u64, RegionId)>,
+    ctx_region: Option<CtxSpan>,
 }
 
 /// The stack frames of the active calls, innermost last: a fixed array in the context, so that
@@ -106,6 +109,7 @@ pub mod offsets {
     pub const CTX_BASE: i32 = 24;
     pub const CTX_LEN: i32 = 32;
     pub const CPU: i32 = 40;
+    pub const CTX_VALUES: i32 = 48;
 }
 
 const _: () = {
@@ -115,6 +119,7 @@ const _: () = {
     assert!(std::mem::offset_of!(RunCtx, ctx_base) == offsets::CTX_BASE as usize);
     assert!(std::mem::offset_of!(RunCtx, ctx_len) == offsets::CTX_LEN as usize);
     assert!(std::mem::offset_of!(RunCtx, cpu) == offsets::CPU as usize);
+    assert!(std::mem::offset_of!(RunCtx, ctx_values) == offsets::CTX_VALUES as usize);
 };
 
 /// What every run of one compiled program set shares.
@@ -174,7 +179,12 @@ pub unsafe extern "C" fn jit_read(ctx: *mut RunCtx, addr: u64, pc_len: u64) -> u
 /// else, which takes the full check.
 #[inline]
 fn ctx_field(ctx: &RunCtx, mem: &Memory, addr: u64, len: usize) -> Option<u64> {
-    let (base, size, id) = ctx.ctx_region?;
+    let CtxSpan {
+        base,
+        len: size,
+        id,
+        ..
+    } = ctx.ctx_region?;
     let off = addr.wrapping_sub(base);
     if off >= size || len != 4 || !off.is_multiple_of(4) {
         return None;
@@ -531,26 +541,52 @@ fn helper_error(pc: usize, id: i32, e: HelperError) -> VmError {
 /// The native code of one program set, with its shared tables. Dropping it frees the code.
 pub struct Compiled {
     pub(crate) module: Option<cranelift_jit::JITModule>,
+    /// Boxed: the kept context points at it.
     pub(crate) shared: Box<Shared>,
     pub(crate) trusted: bool,
-    pub(crate) budget: u64,
     pub(crate) executed: u64,
-    pub(crate) run_cache: RunCache,
+    /// The run context, built once and kept from run to run: a run only sets what changes
+    /// (the memory, the helpers, the ctx region, the CPU). Its entry table and shared tables
+    /// point into `entries` and `shared`, which live as long.
+    pub(crate) ctx: Box<RunCtx>,
+    /// Each program's entry function, by program index (what `ctx.prog_entries` points at).
+    pub(crate) entries: Box<[Option<JitFn>]>,
 }
 
-/// What every run reuses, so that a run allocates nothing: each program's entry function
-/// (filled at the first run, from [`Shared::entries`]).
-#[derive(Default)]
-pub(crate) struct RunCache {
-    prog_entries: Vec<Option<JitFn>>,
-}
-
-impl RunCache {
-    fn prepare(&mut self, shared: &Shared) {
-        if self.prog_entries.len() != shared.programs.len() {
-            self.prog_entries = (0..shared.programs.len())
-                .map(|prog| shared.entries.get(&(prog, 0)).copied())
-                .collect();
+impl Compiled {
+    pub(crate) fn new(
+        module: cranelift_jit::JITModule,
+        shared: Shared,
+        trusted: bool,
+        budget: u64,
+    ) -> Compiled {
+        let shared = Box::new(shared);
+        let entries: Box<[Option<JitFn>]> = (0..shared.programs.len())
+            .map(|prog| shared.entries.get(&(prog, 0)).copied())
+            .collect();
+        let ctx = Box::new(RunCtx {
+            executed: 0,
+            budget,
+            scratch: 0,
+            ctx_base: 0,
+            ctx_len: 0,
+            cpu: u64::MAX,
+            ctx_values: 0,
+            mem: std::ptr::null_mut(),
+            helpers: std::ptr::null_mut::<bpfemu_vm::NoHelpers>() as *mut dyn Helpers,
+            error: None,
+            frames: FrameStack::new(),
+            shared: &*shared,
+            prog_entries: &*entries,
+            ctx_region: None,
+        });
+        Compiled {
+            module: Some(module),
+            shared,
+            trusted,
+            executed: 0,
+            ctx,
+            entries,
         }
     }
 }
@@ -573,40 +609,30 @@ impl Compiled {
         mem: &mut Memory,
         helpers: &mut dyn Helpers,
     ) -> Result<u64, VmError> {
-        self.run_cache.prepare(&self.shared);
         // (No error value is built and dropped on the way in: the entry is nearly always there.)
-        let Some(function) = self.run_cache.prog_entries.get(entry).copied().flatten() else {
+        let Some(function) = self.entries.get(entry).copied().flatten() else {
             return Err(VmError::FellOffEnd { pc: 0 });
         };
-        let ctx_region = mem
-            .converted_ctx()
-            .map(|r| (r.base(), r.len() as u64, r.id()));
-        let (ctx_base, ctx_len) = ctx_region.map_or((0, 0), |(base, len, _)| (base, len));
+        let ctx_region = mem.converted_ctx_span();
         let cpu = helpers.cpu().map_or(u64::MAX, u64::from);
-        let helpers: *mut (dyn Helpers + '_) = helpers;
         // The entry function's frame straight from the memory (the depth is 0: never too
         // deep), its top kept in a register for r10, not read back from the context.
         let (stack, top) = mem.push_stack_frame(0);
-        let mut ctx = RunCtx {
-            executed: 0,
-            budget: self.budget,
-            scratch: 0,
-            ctx_base: if self.trusted { ctx_base } else { 0 },
-            ctx_len: if self.trusted { ctx_len } else { 0 },
-            cpu,
-            mem,
-            // SAFETY: the pointer is only used during this call, while the borrow lives; the
-            // lifetime is erased to store it in the context.
-            helpers: unsafe {
-                std::mem::transmute::<*mut (dyn Helpers + '_), *mut (dyn Helpers + 'static)>(
-                    helpers,
-                )
-            },
-            error: None,
-            frames: FrameStack::new(),
-            shared: &*self.shared,
-            prog_entries: self.run_cache.prog_entries.as_slice(),
-            ctx_region,
+        let ctx = &mut *self.ctx;
+        ctx.executed = 0;
+        (ctx.ctx_base, ctx.ctx_len, ctx.ctx_values) = match ctx_region {
+            Some(span) if self.trusted => (span.base, span.len, span.values),
+            _ => (0, 0, 0),
+        };
+        ctx.ctx_region = ctx_region;
+        ctx.cpu = cpu;
+        ctx.mem = mem;
+        let helpers: *mut (dyn Helpers + '_) = helpers;
+        // SAFETY: the pointer is only used during this call, while the borrow lives (it is
+        // left dangling in the kept context after, never read before the next run sets it);
+        // the lifetime is erased to store it in the context.
+        ctx.helpers = unsafe {
+            std::mem::transmute::<*mut (dyn Helpers + '_), *mut (dyn Helpers + 'static)>(helpers)
         };
         ctx.frames.push(stack);
         let mut regs = [0u64; REG_SLOTS];
@@ -616,11 +642,11 @@ impl Compiled {
         regs[MAY_GOTO_SLOT] = self.shared.may_goto_loops;
         // SAFETY: `function` was compiled with the JitFn signature for this program set; the
         // context and the register array live across the call.
-        let status = unsafe { function(&mut ctx, regs.as_mut_ptr()) };
+        let status = unsafe { function(ctx, regs.as_mut_ptr()) };
         // Frames a stopped run left above the entry's, then the entry's own, whose id is at
         // hand (reading it back from the context waited for the stores that put it there).
         while ctx.frames.len() > 1 {
-            pop_frame(&mut ctx);
+            pop_frame(ctx);
         }
         ctx.frames.pop();
         if self.shared.stack_written_from < bpfemu_vm::STACK_SIZE {

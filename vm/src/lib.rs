@@ -61,8 +61,8 @@ pub use helpers::{CallbackLoop, CallbackStep, HelperError, HelperOutcome, Helper
 pub use interp::{BPF_MAX_LOOPS, DEFAULT_INSN_BUDGET, Interpreter, Options, PreparedProgram};
 pub use maps::{Errno, Map, MapEnv, MapError, MapSpec, MapType, Maps};
 pub use memory::{
-    Access, CtxFields, FaultCause, MemFault, Memory, Position, Region, RegionId, RegionInfo,
-    RegionKind, STACK_SIZE,
+    Access, CtxFields, CtxSpan, FaultCause, MemFault, Memory, Position, Region, RegionId,
+    RegionInfo, RegionKind, STACK_SIZE,
 };
 
 use bpfemu_isa::Program;

@@ -74,6 +74,20 @@ pub struct CtxFields {
     pub values: Vec<u64>,
 }
 
+/// Where a converted ctx region is ([`Memory::converted_ctx_span`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CtxSpan {
+    /// The address the program sees, and the region's length.
+    pub base: u64,
+    pub len: u64,
+    pub id: RegionId,
+    /// The host address of the field values (`CtxFields::values`, one `u64` per 4-byte
+    /// field): code that reads them directly (the trusted JIT) loads field `off / 4` from
+    /// `values + 2 * off`. They stay put while the region lives
+    /// ([`Memory::set_ctx_fields`] writes them in place).
+    pub values: u64,
+}
+
 /// One contiguous, separately allocated range of bytes the program may access.
 #[derive(Debug)]
 pub struct Region {
@@ -556,6 +570,21 @@ impl Memory {
             return Some(region);
         }
         self.regions().find(|r| r.ctx.is_some())
+    }
+
+    /// What an engine needs of the converted ctx region ([`Memory::converted_ctx`]) at the
+    /// start of every run.
+    #[inline]
+    pub fn converted_ctx_span(&self) -> Option<CtxSpan> {
+        self.converted_ctx().map(|r| CtxSpan {
+            base: r.base(),
+            len: r.len() as u64,
+            id: r.id(),
+            values: r
+                .ctx
+                .as_ref()
+                .map_or(0, |f| f.values.as_ptr().addr() as u64),
+        })
     }
 
     /// The live regions (parked stack frames are not).

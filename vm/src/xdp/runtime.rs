@@ -702,6 +702,15 @@ impl XdpRuntime {
         self.run_frame(prog, meta)
     }
 
+    /// Runs program `prog` again on the frame as the last run left it, without loading a
+    /// packet: what BPF_PROG_TEST_RUN does on each of its `repeat` runs after the first (it
+    /// builds the `xdp_buff` once, so a program that rewrites its packet or moves its bounds
+    /// sees its own output). Only meaningful after a packet was loaded successfully.
+    pub fn run_again(&mut self, prog: usize, meta: &PacketMeta) -> Result<XdpVerdict, PacketError> {
+        self.check_cpu(prog, meta)?;
+        self.run_frame(prog, meta)
+    }
+
     /// The last packet's `data_out` (see [`XdpOutcome::data_out`]).
     pub fn last_data_out(&self) -> Vec<u8> {
         self.frame.data_out(&self.mem)
