@@ -13,13 +13,13 @@
 //! in the map restarts the walk at the first key.
 
 use super::errno::{Errno, MapResult};
+use super::key_index::KeyIndex;
 use super::lru::Lru;
 use super::slab::{Slab, SlabLayout};
 use super::spec::{
     BPF_EXIST, BPF_F_LOCK, BPF_F_NO_COMMON_LRU, BPF_NOEXIST, MapEnv, MapSpec, MapType,
 };
 use crate::memory::{Memory, RegionKind};
-use std::collections::BTreeMap;
 
 /// Where an update's value comes from.
 #[derive(Clone, Copy, Debug)]
@@ -44,7 +44,7 @@ pub(crate) struct HashMap {
     percpu: bool,
     has_lock: bool,
     slab: Slab,
-    index: BTreeMap<Vec<u8>, u32>,
+    index: KeyIndex,
     /// The key each slot last held (what LRU eviction removes).
     keys: Vec<Vec<u8>>,
     free: Vec<u32>,
@@ -87,7 +87,7 @@ impl HashMap {
             percpu,
             has_lock: spec.spin_lock_off.is_some(),
             slab: Slab::new(mem, kind, layout, true),
-            index: BTreeMap::new(),
+            index: KeyIndex::default(),
             keys: vec![Vec::new(); (max_entries + spares) as usize],
             free: if lru {
                 Vec::new()
@@ -106,7 +106,7 @@ impl HashMap {
     /// A program's lookup: the address of the value (this CPU's copy); marks an LRU
     /// element as used.
     pub(crate) fn lookup(&mut self, key: &[u8], cpu: u32) -> Option<u64> {
-        let slot = *self.index.get(key)?;
+        let slot = self.index.get(key)?;
         if let Some(lru) = &mut self.lru {
             lru.set_ref(slot);
         }
@@ -115,13 +115,13 @@ impl HashMap {
 
     /// [`Self::lookup`]'s address without touching the LRU.
     pub(crate) fn peek_addr(&self, key: &[u8], cpu: u32) -> Option<u64> {
-        let slot = *self.index.get(key)?;
+        let slot = self.index.get(key)?;
         Some(self.slab.addr(self.copy(cpu), slot))
     }
 
     /// The slot of `key`, without touching the LRU (the syscall side's lookup).
     pub(crate) fn slot(&self, key: &[u8]) -> Option<u32> {
-        self.index.get(key).copied()
+        self.index.get(key)
     }
 
     pub(crate) fn sys_lookup(&self, mem: &Memory, key: &[u8]) -> MapResult<Vec<u8>> {
@@ -171,7 +171,7 @@ impl HashMap {
 
     fn insert(&mut self, key: &[u8], slot: u32) {
         self.keys[slot as usize] = key.to_vec();
-        self.index.insert(key.to_vec(), slot);
+        self.index.insert(key, slot);
     }
 
     /// `htab_map_update_elem` / `__htab_percpu_map_update_elem`.
@@ -219,7 +219,7 @@ impl HashMap {
         let lru = lru.as_mut().expect("an LRU map");
         let mut evict = |slot: u32| {
             let key = &keys[slot as usize];
-            let present = index.get(key) == Some(&slot);
+            let present = index.get(key) == Some(slot);
             if present {
                 index.remove(key);
             }
@@ -302,15 +302,8 @@ impl HashMap {
 
     /// The key after `key` in ascending byte order; the first key when `key` is absent.
     pub(crate) fn next_key(&self, key: Option<&[u8]>) -> MapResult<Vec<u8>> {
-        let after = key.filter(|k| self.index.contains_key(*k));
-        let next = match after {
-            Some(k) => self
-                .index
-                .range::<[u8], _>((std::ops::Bound::Excluded(k), std::ops::Bound::Unbounded))
-                .next(),
-            None => self.index.iter().next(),
-        };
-        next.map(|(k, _)| k.clone()).ok_or(Errno::ENOENT)
+        let after = key.filter(|k| self.index.contains_key(k));
+        self.index.next_after(after).cloned().ok_or(Errno::ENOENT)
     }
 
     /// The value bytes of a non-per-CPU element (map-in-map: the inner map's index).

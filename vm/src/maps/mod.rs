@@ -45,6 +45,7 @@ mod dev;
 mod errno;
 mod fd;
 mod hash;
+mod key_index;
 mod lpm;
 mod lru;
 mod map;
