@@ -2,10 +2,14 @@
 //! in each [`Mode`].
 //!
 //! - **Checked**: an access that lies wholly inside the function's own stack frame is done
-//!   inline (the frame is a region of the vm's memory whose bounds the function knows); any
-//!   other load is done by the runtime, which reports a fault exactly as the interpreter does
-//!   or answers with the value (a converted ctx field's too), and any other store is first
-//!   validated by it. These slow paths are cold blocks of one call and one status test.
+//!   inline (the frame is a region of the vm's memory whose bounds the function knows), and
+//!   so is one inside the region the runtime found for the last checked read (or write): the
+//!   packet a parser walks, the map value a program updates. Any other load is done by the
+//!   runtime, which reports a fault exactly as the interpreter does or answers with the value
+//!   (a converted ctx field's too, never cached), and any other store is first validated by
+//!   it. The runtime forgets the cached regions whenever regions may change (helpers, kfuncs,
+//!   calls and returns), so a cached hit is always an access the full check allows. These
+//!   slow paths are cold blocks of one call and one status test.
 //! - **Trusted**: the verifier has proven every access safe, so loads and stores go straight
 //!   to host memory. The one exception is a 4-byte load inside the converted ctx region
 //!   (`struct xdp_md`), whose value is a 64-bit field: it is read from the field values the
@@ -19,7 +23,7 @@ use crate::translate::FuncTranslator;
 use bpfemu_isa::Size;
 use bpfemu_vm::STACK_SIZE;
 use cranelift_codegen::ir::{
-    BlockArg, InstBuilder, MemFlagsData, Type, Value,
+    Block, BlockArg, InstBuilder, MemFlagsData, Type, Value,
     condcodes::IntCC,
     types::{I8, I16, I32, I64},
 };
@@ -50,6 +54,49 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
             off,
             (STACK_SIZE - len) as i64,
         )
+    }
+
+    /// True when `[addr, addr + len)` lies inside the region the runtime last found for a
+    /// checked read (`lo_field`, `len_field`: [`offsets::READ_LO`] and `READ_LEN`) or write
+    /// (`WRITE_LO`, `WRITE_LEN`). The runtime empties both whenever regions may change (a
+    /// helper, a kfunc, a call or return), so a hit is an access the full check would allow.
+    fn in_cached_region(
+        &mut self,
+        addr: Value,
+        len: usize,
+        lo_field: i32,
+        len_field: i32,
+    ) -> Value {
+        let lo = self.env.load_field(&mut self.b, lo_field);
+        let size = self.env.load_field(&mut self.b, len_field);
+        let off = self.b.ins().isub(addr, lo);
+        // `off + len` cannot wrap when `off < size`: regions are far below the top of memory.
+        let starts_inside = self.b.ins().icmp(IntCC::UnsignedLessThan, off, size);
+        let end = self.b.ins().iadd_imm_s(off, len as i64);
+        let ends_inside = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, end, size);
+        self.b.ins().band(starts_inside, ends_inside)
+    }
+
+    /// A checked access that may go straight to host memory: inside the function's own frame,
+    /// else inside the region last found for the same kind of access. Branches to `hit` or
+    /// `miss`.
+    fn branch_on_fast_path(
+        &mut self,
+        addr: Value,
+        len: usize,
+        write: bool,
+        hit: Block,
+        miss: Block,
+    ) {
+        let second = self.b.create_block();
+        let own = self.in_own_frame(addr, len);
+        self.b.ins().brif(own, hit, &[], second, &[]);
+        self.enter(second);
+        let cached = match write {
+            false => self.in_cached_region(addr, len, offsets::READ_LO, offsets::READ_LEN),
+            true => self.in_cached_region(addr, len, offsets::WRITE_LO, offsets::WRITE_LEN),
+        };
+        self.b.ins().brif(cached, hit, &[], miss, &[]);
     }
 
     /// A load of `size` at `addr`, zero-extended to 64 bits (or the 64-bit value of a
@@ -93,15 +140,15 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
         value
     }
 
-    /// A checked load: inline inside the function's own frame, else the runtime's read.
+    /// A checked load: inline inside the function's own frame or the region the last checked
+    /// read found, else the runtime's read.
     fn checked_load(&mut self, addr: Value, size: Size, acquire: bool, pc: usize) -> Value {
         let len = size.bytes();
-        let fast = self.in_own_frame(addr, len);
         let host = self.b.create_block();
         let slow = self.b.create_block();
         let join = self.b.create_block();
         let value = self.b.append_block_param(join, I64);
-        self.b.ins().brif(fast, host, &[], slow, &[]);
+        self.branch_on_fast_path(addr, len, false, host, slow);
         self.b.set_cold_block(slow);
         // The runtime's read: a fault, or the value (of memory or of a ctx field). The value is
         // taken before the status test, so that a successful read goes straight to the join.
@@ -146,8 +193,7 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
         }
         let ok = self.b.create_block();
         let slow = self.b.create_block();
-        let fast = self.in_own_frame(addr, len);
-        self.b.ins().brif(fast, ok, &[], slow, &[]);
+        self.branch_on_fast_path(addr, len, true, ok, slow);
         self.b.set_cold_block(slow);
         self.enter(slow);
         let status = self.env.check_write(&mut self.b, addr, len, pc);

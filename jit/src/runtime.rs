@@ -57,6 +57,13 @@ pub struct RunCtx {
     /// The host address of the converted ctx's field values, for trusted code
     /// ([`bpfemu_vm::CtxSpan::values`]): a ctx load reads them directly.
     pub ctx_values: u64,
+    /// The live window `[lo, lo + len)` of the region the last checked read found (not a
+    /// converted ctx), and of the writable one the last checked write found: checked code
+    /// accesses them inline. `len` 0: none; emptied whenever regions may change.
+    pub read_lo: u64,
+    pub read_len: u64,
+    pub write_lo: u64,
+    pub write_len: u64,
     // Private to the runtime below.
     mem: *mut Memory,
     helpers: *mut dyn Helpers,
@@ -110,6 +117,10 @@ pub mod offsets {
     pub const CTX_LEN: i32 = 32;
     pub const CPU: i32 = 40;
     pub const CTX_VALUES: i32 = 48;
+    pub const READ_LO: i32 = 56;
+    pub const READ_LEN: i32 = 64;
+    pub const WRITE_LO: i32 = 72;
+    pub const WRITE_LEN: i32 = 80;
 }
 
 const _: () = {
@@ -120,7 +131,34 @@ const _: () = {
     assert!(std::mem::offset_of!(RunCtx, ctx_len) == offsets::CTX_LEN as usize);
     assert!(std::mem::offset_of!(RunCtx, cpu) == offsets::CPU as usize);
     assert!(std::mem::offset_of!(RunCtx, ctx_values) == offsets::CTX_VALUES as usize);
+    assert!(std::mem::offset_of!(RunCtx, read_lo) == offsets::READ_LO as usize);
+    assert!(std::mem::offset_of!(RunCtx, read_len) == offsets::READ_LEN as usize);
+    assert!(std::mem::offset_of!(RunCtx, write_lo) == offsets::WRITE_LO as usize);
+    assert!(std::mem::offset_of!(RunCtx, write_len) == offsets::WRITE_LEN as usize);
 };
+
+impl RunCtx {
+    /// Forgets the regions checked code reaches inline: called wherever regions may change.
+    #[inline]
+    fn forget_regions(&mut self) {
+        self.read_len = 0;
+        self.write_len = 0;
+    }
+
+    /// Notes the live window of the region holding `addr` for checked code's inline reads
+    /// (and writes, for `write`).
+    #[inline]
+    fn remember_region(&mut self, mem: &Memory, addr: u64, write: bool) {
+        if let Some(region) = mem.region_at(addr)
+            && region.ctx_fields().is_none()
+        {
+            (self.read_lo, self.read_len) = (region.base(), region.len() as u64);
+            if write {
+                (self.write_lo, self.write_len) = (region.base(), region.len() as u64);
+            }
+        }
+    }
+}
 
 /// What every run of one compiled program set shares.
 pub struct Shared {
@@ -168,6 +206,7 @@ pub unsafe extern "C" fn jit_read(ctx: *mut RunCtx, addr: u64, pc_len: u64) -> u
     match mem.read(addr, len) {
         Ok(value) => {
             ctx.scratch = value;
+            ctx.remember_region(mem, addr, false);
             STATUS_OK
         }
         Err(fault) => fail_mem(ctx, pc as u64, fault),
@@ -204,7 +243,10 @@ pub unsafe extern "C" fn jit_write_check(ctx: *mut RunCtx, addr: u64, pc_len: u6
     let mem = unsafe { &mut *ctx.mem };
     let (pc, len) = unpack_access(pc_len);
     match mem.slice_mut(addr, len) {
-        Ok(_) => STATUS_OK,
+        Ok(_) => {
+            ctx.remember_region(mem, addr, true);
+            STATUS_OK
+        }
         Err(fault) => fail_mem(ctx, pc as u64, fault),
     }
 }
@@ -281,6 +323,7 @@ fn push_frame(ctx: &mut RunCtx, pc: usize, target: usize) -> Result<(), VmError>
     }
     // SAFETY: `mem` outlives the run.
     let mem = unsafe { &mut *ctx.mem };
+    ctx.forget_regions();
     let (id, top) = mem.push_stack_frame(ctx.frames.len());
     ctx.frames.push(id);
     ctx.scratch = top;
@@ -298,6 +341,7 @@ pub unsafe extern "C" fn jit_pop_frame(ctx: *mut RunCtx) {
 }
 
 fn pop_frame(ctx: &mut RunCtx) {
+    ctx.forget_regions();
     if let Some(id) = ctx.frames.pop() {
         // SAFETY: `mem` outlives the run, `shared` the compiled code.
         let (mem, shared) = unsafe { (&mut *ctx.mem, &*ctx.shared) };
@@ -399,6 +443,7 @@ pub unsafe extern "C" fn jit_helper(ctx: *mut RunCtx, id: u64, regs: *const u64,
             let entries = unsafe { &*c.prog_entries };
             match entries.get(prog).copied().flatten() {
                 Some(entry) => {
+                    c.forget_regions();
                     c.scratch = entry as usize as u64;
                     return STATUS_SPECIAL;
                 }
@@ -417,6 +462,8 @@ pub unsafe extern "C" fn jit_helper(ctx: *mut RunCtx, id: u64, regs: *const u64,
     };
     // SAFETY: as above.
     let c = unsafe { &mut *ctx };
+    // The helper (or a callback) may have moved, added or removed regions.
+    c.forget_regions();
     match result {
         Ok(r0) => {
             c.scratch = r0;
@@ -452,6 +499,7 @@ pub unsafe extern "C" fn jit_kfunc(ctx: *mut RunCtx, kfunc: u64, regs: *const u6
     let c = unsafe { &mut *ctx };
     // SAFETY: `helpers` and `mem` outlive the run; nothing else borrows them now.
     let (helpers, mem) = unsafe { (&mut *c.helpers, &mut *c.mem) };
+    c.forget_regions();
     match helpers.call_kfunc(btf_id, off, args, mem) {
         Ok(r0) => {
             c.scratch = r0;
@@ -572,6 +620,10 @@ impl Compiled {
             ctx_len: 0,
             cpu: u64::MAX,
             ctx_values: 0,
+            read_lo: 0,
+            read_len: 0,
+            write_lo: 0,
+            write_len: 0,
             mem: std::ptr::null_mut(),
             helpers: std::ptr::null_mut::<bpfemu_vm::NoHelpers>() as *mut dyn Helpers,
             error: None,
@@ -626,6 +678,7 @@ impl Compiled {
         };
         ctx.ctx_region = ctx_region;
         ctx.cpu = cpu;
+        ctx.forget_regions();
         ctx.mem = mem;
         let helpers: *mut (dyn Helpers + '_) = helpers;
         // SAFETY: the pointer is only used during this call, while the borrow lives (it is
