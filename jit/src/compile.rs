@@ -353,6 +353,14 @@ fn build_function(
     let v = b.ins().load(I64, flags, in_regs, MAY_GOTO_SLOT as i32 * 8);
     b.def_var(may_goto, v);
     let fp = b.ins().load(I64, flags, in_regs, FRAME_SLOT as i32 * 8);
+    // Trusted code counts executed instructions in a variable (see `count_block`).
+    let count = (target.mode == Mode::Trusted).then(|| {
+        let var = b.declare_var(I64);
+        let executed = b.ins().load(I64, flags, ctx, offsets::EXECUTED);
+        b.def_var(var, executed);
+        env.keep_count_in(var);
+        (var, b.ins().load(I64, flags, ctx, offsets::BUDGET))
+    });
     let frame_bottom = b.ins().iadd_imm_s(fp, -(STACK_SIZE as i64));
     let out_regs = b.create_sized_stack_slot(StackSlotData::new(
         StackSlotKind::ExplicitSlot,
@@ -401,6 +409,7 @@ fn build_function(
         pending_errors: Vec::new(),
         arrays: target.arrays,
         known_r1: None,
+        count,
     };
     for &leader in &cfg.leaders {
         // Straight-line knowledge flows into a block only from the one before it, and only
@@ -415,7 +424,11 @@ fn build_function(
     t.enter(t.propagate);
     t.b.ins().return_(&[status]);
     t.enter(t.budget_block);
-    t.env.store_field(&mut t.b, offsets::EXECUTED, before);
+    // The count before the block that ran out is what the runtime reads.
+    match t.count {
+        Some((var, _)) => t.b.def_var(var, before),
+        None => t.env.store_field(&mut t.b, offsets::EXECUTED, before),
+    }
     let s = t.env.budget_exhausted(&mut t.b, t.prog_index, start);
     t.b.ins().return_(&[s]);
     t.b.seal_all_blocks();

@@ -13,7 +13,7 @@ use cranelift_codegen::ir::{
     AbiParam, InstBuilder, MemFlagsData, SigRef, Signature, Value, types::I64,
 };
 use cranelift_codegen::isa::CallConv;
-use cranelift_frontend::FunctionBuilder;
+use cranelift_frontend::{FunctionBuilder, Variable};
 
 /// What translated code needs from the runtime. Every method emits code at the builder's
 /// current position; the ones that return a status leave its test to the translator
@@ -79,6 +79,11 @@ pub struct VmEnv<'a> {
     sigs: Vec<(usize, SigRef)>,
     call_conv: CallConv,
     pub(crate) static_errors: &'a mut Vec<VmError>,
+    /// The variable that holds the executed count while the function runs, when it is kept
+    /// in a register ([`VmEnv::keep_count_in`]): stored into the context before every call
+    /// into the runtime (which reads it, and may run callbacks that add to it) and loaded
+    /// back after.
+    count: Option<Variable>,
 }
 
 impl<'a> VmEnv<'a> {
@@ -89,7 +94,13 @@ impl<'a> VmEnv<'a> {
             sigs: Vec::new(),
             call_conv,
             static_errors,
+            count: None,
         }
+    }
+
+    /// From now on the executed count lives in `count` between calls into the runtime.
+    pub fn keep_count_in(&mut self, count: Variable) {
+        self.count = Some(count);
     }
 
     /// Calls an entry point at `addr` taking the context and `args` (all 64-bit); `ret`
@@ -114,11 +125,20 @@ impl<'a> VmEnv<'a> {
         let mut all = Vec::with_capacity(args.len() + 1);
         all.push(self.ctx);
         all.extend_from_slice(args);
+        if let Some(count) = self.count {
+            let n = b.use_var(count);
+            self.store_field(b, offsets::EXECUTED, n);
+        }
         let call = b.ins().call_indirect(sig, callee, &all);
-        match b.inst_results(call).first() {
+        let result = match b.inst_results(call).first() {
             Some(&v) => v,
             None => b.ins().iconst(I64, 0),
+        };
+        if let Some(count) = self.count {
+            let n = self.load_field(b, offsets::EXECUTED);
+            b.def_var(count, n);
         }
+        result
     }
 
     fn konst(b: &mut FunctionBuilder, v: u64) -> Value {
