@@ -812,9 +812,11 @@ fn run_identity(opts: &ReplayOptions, program: &str) -> Result<RunIdentity> {
     })
 }
 
-/// The capture's packets, digested as they stream by (`-` is standard input).
+/// The capture's packets, digested as they stream by (`-` is standard input). Streamed, not
+/// mapped: a replay that records or checks handles every packet at length anyway, and the
+/// digest sees each byte once, as it goes by.
 fn open_capture(path: &Path) -> Result<(PcapReader, Option<StreamDigest>)> {
-    let source = crate::pcap::open_source(path)?;
+    let source = crate::pcap::open_stream(path)?;
     let (hashing, digest) = HashingReader::new(source);
     Ok((PcapReader::from_reader(path, hashing)?, Some(digest)))
 }
