@@ -499,8 +499,14 @@ impl PcapReader {
         self.inner.consumed() as u64
     }
 
-    /// The next frame, borrowed from the reader's buffer (no copy); `None` at the end of the
-    /// capture. Yields every frame, then at most one error, then stops.
+    /// The next frame, borrowed from the reader's buffer or mapping (no copy); `None` at the
+    /// end of the capture. Yields every frame, then at most one error, then stops.
+    ///
+    /// Inlined into the caller's loop with the classic pcap fast path: a call returns this
+    /// large enum through memory, and the caller's copy of it waited for the stores
+    /// (a store-forwarding stall, a few percent of a fast replay); LLVM finds it too large to
+    /// inline by itself.
+    #[inline(always)]
     pub fn next_ref(&mut self) -> Option<Result<PacketRef<'_>, PcapReadError>> {
         if self.done {
             return None;
@@ -512,6 +518,12 @@ impl PcapReader {
             let data = &self.inner.data()[CLASSIC_RECORD_HEADER..len];
             return Some(Ok(PacketRef { data, ..frame }));
         }
+        self.next_block()
+    }
+
+    /// [`PcapReader::next_ref`] past its fast path: headers, pcapng blocks, the end, errors.
+    #[inline(never)]
+    fn next_block(&mut self) -> Option<Result<PacketRef<'_>, PcapReadError>> {
         let (len, frame, data_off, data_len) = match self.seek_packet() {
             Ok(Some(found)) => found,
             Ok(None) => {
