@@ -28,7 +28,7 @@ const RELEASE_STEP: usize = 2 << 20;
 
 /// How far ahead of the reader the file's bytes are prefetched into the cache (see
 /// [`MappedBlocks::prefetch_ahead`]).
-const PREFETCH_AHEAD: usize = 1024;
+const PREFETCH_AHEAD: usize = 2048;
 /// The unit of a prefetch: a cache line.
 const CACHE_LINE: usize = 64;
 
