@@ -12,6 +12,7 @@
 //! number of packets.
 
 mod mapped;
+mod truncation;
 
 use pcap_parser::traits::PcapReaderIterator;
 use pcap_parser::{Block, Linktype, PcapBlockOwned, PcapError};
@@ -127,7 +128,7 @@ pub enum CaptureSource {
 pub fn open_source(path: &Path) -> Result<CaptureSource, PcapReadError> {
     Ok(match open_file(path)? {
         None => CaptureSource::Stream(Box::new(io::stdin())),
-        Some(file) => match MappedFile::new(&file) {
+        Some(file) => match MappedFile::new(&file, path) {
             Some(mapped) => CaptureSource::Mapped(mapped),
             None => CaptureSource::Stream(Box::new(file)),
         },

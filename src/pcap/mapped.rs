@@ -8,9 +8,10 @@
 //!
 //! The file's length is taken once, when it is mapped. If another process truncates the file
 //! during the replay, the pages past its new end have no bytes behind them, and reading one
-//! raises SIGBUS, which ends bpfemu (as it ends any program that reads a file it mapped when
-//! the file shrinks under it). A capture that is being written or rotated while it is replayed
-//! is read from a pipe instead (`bpfemu replay prog.o - < capture`), which takes the buffered path.
+//! raises SIGBUS: bpfemu then says which file and byte in one line and exits with the code of
+//! bad input ([`super::truncation`]); it cannot go on. A capture that is being written or
+//! rotated while it is replayed is read from a pipe instead (`bpfemu replay prog.o - <
+//! capture`), which takes the buffered path.
 
 use memmap2::{Advice, Mmap, UncheckedAdvice};
 use pcap_parser::nom::{self, Needed, Offset};
@@ -21,6 +22,7 @@ use pcap_parser::{
     parse_sectionheaderblock,
 };
 use std::fs::File;
+use std::path::Path;
 
 /// Bytes read are handed back to the kernel this many at a time (see
 /// [`MappedBlocks::release_behind`]); a multiple of every page size.
@@ -38,22 +40,24 @@ pub struct MappedFile {
 }
 
 impl MappedFile {
-    /// Maps `file` when it is a regular, non-empty file; `None` for anything else (a pipe, a
-    /// terminal, a device, an empty file) or when the mapping fails: such input is read
-    /// through a buffer instead.
-    pub fn new(file: &File) -> Option<MappedFile> {
+    /// Maps `file` (the capture `path`) when it is a regular, non-empty file; `None` for
+    /// anything else (a pipe, a terminal, a device, an empty file) or when the mapping fails:
+    /// such input is read through a buffer instead.
+    pub fn new(file: &File, path: &Path) -> Option<MappedFile> {
         let metadata = file.metadata().ok()?;
         if !metadata.is_file() || metadata.len() == 0 {
             return None;
         }
         // SAFETY: the mapping is read-only and private to this process; bpfemu never writes
         // the capture. Another process truncating the file while it is mapped makes reads
-        // past its new end raise SIGBUS (see the module's documentation); no other change
-        // to the file can make these reads unsound, only show other bytes.
+        // past its new end raise SIGBUS, which ends the process (see the module's
+        // documentation); no other change to the file can make these reads unsound, only
+        // show other bytes.
         let map = unsafe { Mmap::map(file) }.ok()?;
         // Packets are read front to back, once: the kernel may read ahead far and drop
         // pages soon after. Only a hint; a refusal changes nothing.
         let _ = map.advise(Advice::Sequential);
+        super::truncation::watch(&map, path);
         Some(MappedFile { map })
     }
 
@@ -191,6 +195,12 @@ fn prefetch(address: *const u8) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = address;
+}
+
+impl Drop for MappedFile {
+    fn drop(&mut self) {
+        super::truncation::unwatch(&self.map);
+    }
 }
 
 impl PcapReaderIterator for MappedBlocks {
