@@ -10,7 +10,7 @@
 use crate::digest::{HashingReader, StreamDigest};
 use crate::expect::{Checker, PacketRecord, Recorder, RunIdentity, file_name, map_delta};
 use crate::mapio::MapIo;
-use crate::pcap::{Packet, PacketRef, PcapReader, PcapWriter};
+use crate::pcap::{Packet, PacketRef, PcapReadError, PcapReader, PcapWriter};
 use crate::progress::Progress;
 use crate::rss;
 use crate::runtime;
@@ -291,13 +291,20 @@ const COUNTED: [XdpAction; 5] = [
 
 impl VerdictCounts {
     /// Counts a verdict; an unknown action (named by its value) goes to `summary` directly.
+    #[inline]
     fn count(&mut self, action: XdpAction, insns: u64, summary: &mut Summary) {
         self.packets += 1;
         self.insns += insns;
-        match COUNTED.iter().position(|&a| a == action) {
-            Some(slot) => self.actions[slot] += 1,
-            None => summary.count_many(action_name(action), 1, 0),
-        }
+        // In COUNTED's order.
+        let slot = match action {
+            XdpAction::Aborted => 0,
+            XdpAction::Drop => 1,
+            XdpAction::Pass => 2,
+            XdpAction::Tx => 3,
+            XdpAction::Redirect => 4,
+            XdpAction::Unknown(_) => return summary.count_many(action_name(action), 1, 0),
+        };
+        self.actions[slot] += 1;
     }
 
     fn error(&mut self) {
@@ -508,17 +515,24 @@ impl Replayer {
     /// Runs one packet for its verdict only (the fast path: nothing is copied); the CPU it
     /// was steered to.
     pub fn verdict(&mut self, packet: &PacketRef<'_>) -> (u32, Result<XdpVerdict, PacketError>) {
+        let meta = self.meta(packet);
+        (
+            meta.cpu,
+            self.runtime.run_in_place(self.program, packet.data, &meta),
+        )
+    }
+
+    /// What the program's ctx says of a packet besides its bytes: its time, the CPU RSS
+    /// steered it to, the device and queue.
+    #[inline]
+    fn meta(&self, packet: &PacketRef<'_>) -> PacketMeta {
         let cpu = rss::steer(packet.data, self.opts.cpus.max(1));
-        let meta = PacketMeta {
+        PacketMeta {
             ts_ns: packet.ts_ns,
             cpu,
             ingress_ifindex: self.opts.ifindex,
             rx_queue_index: self.opts.rxq.unwrap_or(cpu),
-        };
-        (
-            cpu,
-            self.runtime.run_in_place(self.program, packet.data, &meta),
-        )
+        }
     }
 
     /// The maps as `--dump-maps` writes them; a ring buffer or perf event array lists the
@@ -654,67 +668,61 @@ pub fn replay(opts: &ReplayOptions) -> Result<u8> {
     let mut out = stdout.lock();
     let mut summary = Summary::default();
     let mut first_difference = None;
-    let mut capture_error = None;
     let mut progress = Progress::capture(opts.progress, &opts.capture, 1024);
     // Only verdicts are needed unless packets are printed, written, recorded or checked, or
     // their ring and perf records are dumped with the maps.
     let verdicts_only =
         !opts.json && captures.is_none() && !expectations && opts.dump_maps.is_none();
-    let mut fast = VerdictCounts::default();
     let start = Instant::now();
-    while let Some(item) = reader.next_ref() {
-        let packet = match item {
-            Ok(p) => p,
-            Err(e) => {
-                capture_error = Some(e);
-                break;
-            }
-        };
-        if verdicts_only {
-            let (_, verdict) = replayer.verdict(&packet);
-            // Matched in place (see `bench`: a moved result waits for the runtime's stores).
-            match &verdict {
-                Ok(v) => {
-                    let printk = replayer.runtime.last_printk();
-                    if !printk.is_empty() {
-                        progress.suspend(|| print_printk(&mut out, packet.index, printk))?;
-                    }
-                    fast.count(v.action, v.insns_executed, &mut summary);
-                }
+    let capture_error = if verdicts_only {
+        let mut counts = VerdictCounts::default();
+        let error = count_verdicts(
+            &mut replayer,
+            &mut reader,
+            &mut counts,
+            &mut summary,
+            &mut progress,
+            &mut out,
+        )?;
+        counts.add_to(&mut summary);
+        error
+    } else {
+        let mut capture_error = None;
+        while let Some(item) = reader.next_ref() {
+            let packet = match item {
+                Ok(p) => p,
                 Err(e) => {
-                    fast.error();
-                    summary.fault(packet.index, &e.to_string());
+                    capture_error = Some(e);
+                    break;
+                }
+            };
+            let result = replayer.run_ref(&packet);
+            summary.add(&result);
+            if opts.json {
+                writeln!(out, "{}", replayer.packet_json(&result))?;
+            } else if let Ok(outcome) = &result.outcome {
+                // bpf_trace_printk output, as `bpftool prog tracelog` would show it, by packet.
+                if !outcome.printk.is_empty() {
+                    progress.suspend(|| print_printk(&mut out, result.index, &outcome.printk))?;
                 }
             }
-            progress.tick(fast.packets as u64, || reader.bytes_read());
-            continue;
-        }
-        let result = replayer.run_ref(&packet);
-        summary.add(&result);
-        if opts.json {
-            writeln!(out, "{}", replayer.packet_json(&result))?;
-        } else if let Ok(outcome) = &result.outcome {
-            // bpf_trace_printk output, as `bpftool prog tracelog` would show it, by packet.
-            if !outcome.printk.is_empty() {
-                progress.suspend(|| print_printk(&mut out, result.index, &outcome.printk))?;
+            if let Some(captures) = captures.as_mut() {
+                captures.write(&packet, &result)?;
             }
-        }
-        if let Some(captures) = captures.as_mut() {
-            captures.write(&packet, &result)?;
-        }
-        if expectations {
-            let record = PacketRecord::new(packet.data, &result);
-            if let Some(recorder) = recorder.as_mut() {
-                recorder.packet(&record)?;
+            if expectations {
+                let record = PacketRecord::new(packet.data, &result);
+                if let Some(recorder) = recorder.as_mut() {
+                    recorder.packet(&record)?;
+                }
+                if let (Some(checker), None) = (checker.as_mut(), &first_difference) {
+                    first_difference = checker.packet(packet.data, &record)?;
+                }
             }
-            if let (Some(checker), None) = (checker.as_mut(), &first_difference) {
-                first_difference = checker.packet(packet.data, &record)?;
-            }
+            progress.tick(summary.packets as u64, || reader.bytes_read());
         }
-        progress.tick(summary.packets as u64, || reader.bytes_read());
-    }
+        capture_error
+    };
     summary.elapsed = start.elapsed();
-    fast.add_to(&mut summary);
     progress.finish((summary.packets) as u64);
     if let Some(captures) = captures {
         captures.finish()?;
@@ -782,6 +790,46 @@ pub fn replay(opts: &ReplayOptions) -> Result<u8> {
     Ok(code)
 }
 
+/// The replay's fast path, when nothing asks for more than verdicts: each packet run in place
+/// and counted (its bpf_trace_printk lines printed), nothing copied or kept. Returns the
+/// error that broke the capture off, if one did.
+fn count_verdicts(
+    replayer: &mut Replayer,
+    reader: &mut PcapReader,
+    counts: &mut VerdictCounts,
+    summary: &mut Summary,
+    progress: &mut Progress,
+    out: &mut impl Write,
+) -> Result<Option<PcapReadError>> {
+    while let Some(item) = reader.next_ref() {
+        let packet = match item {
+            Ok(p) => p,
+            Err(e) => return Ok(Some(e)),
+        };
+        let meta = replayer.meta(&packet);
+        // Matched where it lands, not moved (see `bench`: a copy of the whole result just
+        // after the runtime wrote it waits for those stores).
+        let verdict = replayer
+            .runtime
+            .run_in_place(replayer.program, packet.data, &meta);
+        match &verdict {
+            Ok(v) => {
+                let printk = replayer.runtime.last_printk();
+                if !printk.is_empty() {
+                    progress.suspend(|| print_printk(out, packet.index, printk))?;
+                }
+                counts.count(v.action, v.insns_executed, summary);
+            }
+            Err(e) => {
+                counts.error();
+                summary.fault(packet.index, &e.to_string());
+            }
+        }
+        progress.tick(counts.packets as u64, || reader.bytes_read());
+    }
+    Ok(None)
+}
+
 /// What identifies this run, for `--record` and `--check`.
 fn run_identity(opts: &ReplayOptions, program: &str) -> Result<RunIdentity> {
     let digest = |path: &Path| {
@@ -812,9 +860,11 @@ fn run_identity(opts: &ReplayOptions, program: &str) -> Result<RunIdentity> {
     })
 }
 
-/// The capture's packets, digested as they stream by (`-` is standard input).
+/// The capture's packets, digested as they stream by (`-` is standard input). Streamed, not
+/// mapped: a replay that records or checks handles every packet at length anyway, and the
+/// digest sees each byte once, as it goes by.
 fn open_capture(path: &Path) -> Result<(PcapReader, Option<StreamDigest>)> {
-    let source = crate::pcap::open_source(path)?;
+    let source = crate::pcap::open_stream(path)?;
     let (hashing, digest) = HashingReader::new(source);
     Ok((PcapReader::from_reader(path, hashing)?, Some(digest)))
 }
@@ -850,4 +900,43 @@ fn print_printk(out: &mut impl Write, index: usize, lines: &[String]) -> std::io
 fn write_json(file: &Path, value: &serde_json::Value) -> Result<()> {
     let text = serde_json::to_string_pretty(value)?;
     std::fs::write(file, text + "\n").with_context(|| format!("cannot write {}", file.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fast path's counts land under each action's own name, unknown return values
+    /// under their number, as the full path's [`Summary::add`] names them.
+    #[test]
+    fn verdict_counts_name_each_action() {
+        let mut counts = VerdictCounts::default();
+        let mut summary = Summary::default();
+        for (i, &action) in COUNTED.iter().enumerate() {
+            for _ in 0..=i {
+                counts.count(action, 2, &mut summary);
+            }
+        }
+        counts.count(XdpAction::Unknown(7), 2, &mut summary);
+        counts.error();
+        counts.add_to(&mut summary);
+        let per_action: Vec<(&str, usize)> = summary
+            .per_action
+            .iter()
+            .map(|(name, n)| (name.as_ref(), *n))
+            .collect();
+        assert_eq!(
+            per_action,
+            [
+                ("7", 1),
+                ("aborted", 1),
+                ("drop", 2),
+                ("error", 1),
+                ("pass", 3),
+                ("redirect", 5),
+                ("tx", 4)
+            ]
+        );
+        assert_eq!((summary.packets, summary.insns), (17, 32));
+    }
 }

@@ -265,3 +265,21 @@ fn record_and_check_memory_does_not_grow_with_the_capture() {
     let size = std::fs::metadata(&el).unwrap().len();
     assert!(size < 30_000 * 60, "{size} bytes for 30000 packets");
 }
+
+/// A plain replay reads a capture file through a mapping: the pages it has read are let go
+/// as it goes, so its resident memory does not grow with the file either.
+#[test]
+fn replay_memory_does_not_grow_with_the_mapped_capture() {
+    let dir = Scratch::new("replay-memory");
+    let obj = example("xdp/build/reflector.v3.o");
+    let (small, large) = (dir.path("small.pcap"), dir.path("large.pcap"));
+    cycled_capture(&small, "pcap/normal.pcap", 1_000);
+    cycled_capture(&large, "pcap/normal.pcap", 60_000);
+    let replay_small = peak_kib(&["replay", &obj, &small]);
+    let replay_large = peak_kib(&["replay", &obj, &large]);
+    let file_kib = std::fs::metadata(&large).unwrap().len() / 1024;
+    assert!(
+        replay_large < replay_small + 4096,
+        "peak KiB: 1000 packets {replay_small}, 60000 packets {replay_large} (a file of {file_kib} KiB)"
+    );
+}
