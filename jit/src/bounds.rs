@@ -148,7 +148,17 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
         let slow = self.b.create_block();
         let join = self.b.create_block();
         let value = self.b.append_block_param(join, I64);
-        self.branch_on_fast_path(addr, len, false, host, slow);
+        if size == Size::W {
+            // A 4-byte load may be a converted ctx field's: read from the field values when it
+            // is an aligned one (anything else in the ctx faults, in the runtime).
+            let ctx_field = self.b.create_block();
+            self.branch_on_fast_path(addr, len, false, host, ctx_field);
+            self.enter(ctx_field);
+            let v = self.checked_ctx_field(addr, slow);
+            self.b.ins().jump(join, &[BlockArg::Value(v)]);
+        } else {
+            self.branch_on_fast_path(addr, len, false, host, slow);
+        }
         self.b.set_cold_block(slow);
         // The runtime's read: a fault, or the value (of memory or of a ctx field). The value is
         // taken before the status test, so that a successful read goes straight to the join.
@@ -169,6 +179,26 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
         self.b.ins().jump(join, &[BlockArg::Value(v)]);
         self.enter(join);
         value
+    }
+
+    /// The value of the converted ctx field at `addr` when `addr` is an aligned field of the
+    /// ctx region (the only 4-byte loads the ctx answers), else a branch to `other`.
+    fn checked_ctx_field(&mut self, addr: Value, other: Block) -> Value {
+        let ctx_base = self.env.load_field(&mut self.b, offsets::CTX_BASE);
+        let ctx_len = self.env.load_field(&mut self.b, offsets::CTX_LEN);
+        let off = self.b.ins().isub(addr, ctx_base);
+        let inside = self.b.ins().icmp(IntCC::UnsignedLessThan, off, ctx_len);
+        let misaligned = self.b.ins().band_imm_s(off, 3);
+        let aligned = self.b.ins().icmp_imm_s(IntCC::Equal, misaligned, 0);
+        let field_ok = self.b.ins().band(inside, aligned);
+        let field = self.b.create_block();
+        self.b.ins().brif(field_ok, field, &[], other, &[]);
+        self.enter(field);
+        // Field `off / 4` is the u64 at `values + 8 * (off / 4)`.
+        let values = self.env.load_field(&mut self.b, offsets::CTX_VALUES);
+        let scaled = self.b.ins().iadd(off, off);
+        let at = self.b.ins().iadd(values, scaled);
+        self.b.ins().load(I64, host_flags(), at, 0)
     }
 
     /// The load itself, zero-extended to 64 bits.

@@ -99,12 +99,7 @@ pub fn compile(
         stack_written_from: stack_written_from(progs),
         cpu_tables,
     };
-    Ok(Compiled::new(
-        module,
-        shared,
-        mode == Mode::Trusted,
-        options.insn_budget,
-    ))
+    Ok(Compiled::new(module, shared, options.insn_budget))
 }
 
 /// The lowest stack byte (region offset) the programs' code may store to directly: stores and

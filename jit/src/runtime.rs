@@ -49,13 +49,13 @@ pub struct RunCtx {
     pub budget: u64,
     /// Values handed back by entry points (a loaded value, a new r10, a function address).
     pub scratch: u64,
-    /// The converted ctx region, for trusted code: `[ctx_base, ctx_base + ctx_len)`.
+    /// The converted ctx region: `[ctx_base, ctx_base + ctx_len)`.
     pub ctx_base: u64,
     pub ctx_len: u64,
     /// The run's virtual CPU ([`Helpers::cpu`]), `u64::MAX` when the helpers model none.
     pub cpu: u64,
-    /// The host address of the converted ctx's field values, for trusted code
-    /// ([`bpfemu_vm::CtxSpan::values`]): a ctx load reads them directly.
+    /// The host address of the converted ctx's field values
+    /// ([`bpfemu_vm::CtxSpan::values`]): compiled code reads a ctx field from there.
     pub ctx_values: u64,
     /// The live window `[lo, lo + len)` of the region the last checked read found (not a
     /// converted ctx), and of the writable one the last checked write found: checked code
@@ -598,7 +598,6 @@ pub struct Compiled {
     pub(crate) module: Option<cranelift_jit::JITModule>,
     /// Boxed: the kept context points at it.
     pub(crate) shared: Box<Shared>,
-    pub(crate) trusted: bool,
     pub(crate) executed: u64,
     /// The run context, built once and kept from run to run: a run only sets what changes
     /// (the memory, the helpers, the ctx region, the CPU). Its entry table and shared tables
@@ -609,12 +608,7 @@ pub struct Compiled {
 }
 
 impl Compiled {
-    pub(crate) fn new(
-        module: cranelift_jit::JITModule,
-        shared: Shared,
-        trusted: bool,
-        budget: u64,
-    ) -> Compiled {
+    pub(crate) fn new(module: cranelift_jit::JITModule, shared: Shared, budget: u64) -> Compiled {
         let shared = Box::new(shared);
         let entries: Box<[Option<JitFn>]> = (0..shared.programs.len())
             .map(|prog| shared.entries.get(&(prog, 0)).copied())
@@ -642,7 +636,6 @@ impl Compiled {
         Compiled {
             module: Some(module),
             shared,
-            trusted,
             executed: 0,
             ctx,
             entries,
@@ -680,8 +673,8 @@ impl Compiled {
         let ctx = &mut *self.ctx;
         ctx.executed = 0;
         (ctx.ctx_base, ctx.ctx_len, ctx.ctx_values) = match ctx_region {
-            Some(span) if self.trusted => (span.base, span.len, span.values),
-            _ => (0, 0, 0),
+            Some(span) => (span.base, span.len, span.values),
+            None => (0, 0, 0),
         };
         ctx.ctx_region = ctx_region;
         ctx.cpu = cpu;

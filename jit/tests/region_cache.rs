@@ -1,9 +1,9 @@
-//! Checked JIT code reaches the region its last checked read (or write) found without calling
-//! the runtime; the runtime forgets that region whenever regions may change. These programs
-//! touch the packet, then make it change under them (a helper moves its bounds, a
-//! bpf-to-bpf call returns and parks its frame), then touch the old place again: the checked
-//! JIT must fault exactly where the interpreter faults, with the same message, and agree
-//! where both succeed.
+//! Checked JIT code reaches converted ctx fields, and the region its last checked read (or
+//! write) found, without calling the runtime; the runtime forgets that region whenever
+//! regions may change. These programs touch the packet, then make it change under them (a
+//! helper moves its bounds, a bpf-to-bpf call returns and parks its frame), then touch the
+//! old place again, or load the ctx in ways it refuses: the checked JIT must fault exactly
+//! where the interpreter faults, with the same message, and agree where both succeed.
 
 use bpfemu_isa::asm::assemble_kernel;
 use bpfemu_jit::{Jit, Mode};
@@ -118,5 +118,38 @@ fn a_callee_frame_is_not_reachable_after_it_returns() {
          r0 = *(u64 *)(r1 + 0)
          exit",
         "invalid read",
+    );
+}
+
+#[test]
+fn ctx_loads_answered_inline_fault_where_the_interpreter_faults() {
+    // Aligned fields are read inline; a misaligned word, a narrow load and a word past the
+    // last field go to the runtime and fault as in the interpreter.
+    for bad in [
+        "r0 = *(u32 *)(r1 + 2)",
+        "r0 = *(u16 *)(r1 + 0)",
+        "r0 = *(u32 *)(r1 + 24)",
+    ] {
+        let text = format!(
+            "r6 = r1
+             r0 = *(u32 *)(r6 + 12)
+             r2 = *(u32 *)(r6 + 16)
+             r0 += r2
+             {bad}
+             exit"
+        );
+        assert_checked_jit_agrees(&text, "insn 4: invalid read");
+    }
+    // And where every load is a field, the same values.
+    let fields = "r6 = r1
+         r0 = *(u32 *)(r6 + 12)
+         r2 = *(u32 *)(r6 + 4)
+         r3 = *(u32 *)(r6 + 0)
+         r2 -= r3
+         r0 += r2
+         exit";
+    assert_eq!(
+        outcomes(fields, Some(Mode::Checked)),
+        outcomes(fields, None)
     );
 }
