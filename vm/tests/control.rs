@@ -162,6 +162,54 @@ fn instruction_budget() {
     ));
 }
 
+/// The fast loop charges the budget a run at a time; the coverage loop counts each
+/// instruction. Whatever the budget, both stop at the same instruction with the same count,
+/// through taken and untaken jumps, an `ld_imm64`, a call and a faulting load.
+#[test]
+fn budget_and_count_are_exact_at_every_instruction() {
+    let text = "
+        r0 = 0
+        r2 = 0x100000000 ll
+        r3 = 5
+    loop:
+        r0 += r3
+        if r0 > 12 goto skip
+        r0 += 1
+        call double
+    skip:
+        r3 += -1
+        if r3 != 0 goto loop
+        r4 = 0
+        r0 = *(u64 *)(r4 +0)
+        exit
+    double:
+        r0 <<= 1
+        exit
+    ";
+    let program =
+        bpfemu_isa::Program::decode(bpfemu_isa::asm::assemble_kernel(text).unwrap()).unwrap();
+    let run = |budget: u64, coverage: bool| {
+        let mut interp = bpfemu_vm::Interpreter::new(Options {
+            insn_budget: budget,
+            ..Options::default()
+        });
+        if coverage {
+            interp.set_coverage(Some(bpfemu_vm::Coverage::new([program.len()])));
+        }
+        let mut mem = bpfemu_vm::Memory::new();
+        let result = interp.run(&program, [0; 5], &mut mem, &mut bpfemu_vm::NoHelpers);
+        (result, interp.executed())
+    };
+    let (full, total) = run(1000, false);
+    assert!(
+        matches!(full, Err(VmError::Memory { pc: 11, .. })),
+        "{full:?}"
+    );
+    for budget in 0..=total + 1 {
+        assert_eq!(run(budget, false), run(budget, true), "budget {budget}");
+    }
+}
+
 /// r0 = 0; loop: may_goto +2; r0 += 1; goto loop; exit
 fn may_goto_loop() -> Vec<Insn> {
     vec![
