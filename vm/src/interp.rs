@@ -279,8 +279,9 @@ enum Leave {
 /// A jump's outcome goes to the loop's `take_jump!`.
 macro_rules! match_code {
     (
-        ($code:expr, $op:ident, $regs:ident, $d:ident, $s:ident, { $($other:tt)* })
-        alu { $($alu:ident => $ai64:ident $ar64:ident $ai32:ident $ar32:ident,)* }
+        ($code:expr, $op:ident, $regs:ident, $d:ident, $s:ident, $pc:ident, { $($other:tt)* })
+        alu { $($alu:ident => $ai64:ident $ar64:ident $ai32:ident $ar32:ident;
+            $mi64:ident $mr64:ident $mi32:ident $mr32:ident,)* }
         jump { $($cond:ident => $ji64:ident $jr64:ident $ji32:ident $jr32:ident,)* }
     ) => {
         match $code {
@@ -293,6 +294,30 @@ macro_rules! match_code {
                 Code::$ar32 => {
                     $regs[$d] =
                         alu::alu32(AluOp::$alu, $regs[$d] as u32, $regs[$s] as u32) as u64
+                }
+                // A fused move and operation: both, in order (the operation may read its
+                // destination through `src2`), and past the second slot.
+                Code::$mi64 => {
+                    $regs[$d] = alu::alu64(AluOp::Mov, $regs[$d], $regs[$s]);
+                    $regs[$d] = alu::alu64(AluOp::$alu, $regs[$d], $op.imm64());
+                    $pc += 1;
+                }
+                Code::$mr64 => {
+                    $regs[$d] = alu::alu64(AluOp::Mov, $regs[$d], $regs[$s]);
+                    let src2 = $regs[$op.src2 as usize & (REG_SLOTS - 1)];
+                    $regs[$d] = alu::alu64(AluOp::$alu, $regs[$d], src2);
+                    $pc += 1;
+                }
+                Code::$mi32 => {
+                    $regs[$d] = alu::alu32(AluOp::Mov, $regs[$d] as u32, $regs[$s] as u32) as u64;
+                    $regs[$d] = alu::alu32(AluOp::$alu, $regs[$d] as u32, $op.imm32()) as u64;
+                    $pc += 1;
+                }
+                Code::$mr32 => {
+                    $regs[$d] = alu::alu32(AluOp::Mov, $regs[$d] as u32, $regs[$s] as u32) as u64;
+                    let src2 = $regs[$op.src2 as usize & (REG_SLOTS - 1)] as u32;
+                    $regs[$d] = alu::alu32(AluOp::$alu, $regs[$d] as u32, src2) as u64;
+                    $pc += 1;
                 }
             )*
             $(
@@ -471,7 +496,7 @@ impl Machine<'_> {
                     }
                 };
             }
-            with_specialised_codes!(match_code!(op.code, op, regs, d, s, {
+            with_specialised_codes!(match_code!(op.code, op, regs, d, s, pc, {
                 Code::LdImm64 => {
                     regs[d] = op.wide_imm();
                     // Past the second slot with the `pc += 1` below: one shared step

@@ -207,3 +207,58 @@ fn r1_to_r5_are_the_arguments() {
     ];
     assert_eq!(run_args(&insns, [1, 20, 300, 4000, 50000]), Ok(54321));
 }
+
+/// A register move followed by an operation on the moved-to register runs as one fused op;
+/// a `ja +0` between them keeps them apart. Both must give the same registers for every
+/// operation, width and operand kind, including the operation reading its own destination.
+#[test]
+fn a_fused_move_and_operation_runs_as_the_two_instructions() {
+    let values = [0, 1, 7, 63, 64, HI | 5, MIN64, MIN32, NEG1, 0x8000_0000];
+    for op in bpfemu_isa::AluOp::ALL {
+        for width in [Width::W64, Width::W32] {
+            let mov = Insn::Alu {
+                width,
+                op: Mov,
+                dst: R3,
+                src: bpfemu_isa::Source::Reg(R1),
+            };
+            let seconds = [
+                bpfemu_isa::Source::Imm(-3),
+                bpfemu_isa::Source::Imm(13),
+                bpfemu_isa::Source::Reg(R2),
+                bpfemu_isa::Source::Reg(R3),
+            ];
+            for src in seconds {
+                let second = Insn::Alu {
+                    width,
+                    op,
+                    dst: R3,
+                    src,
+                };
+                for (&a, &b) in values.iter().zip(values.iter().rev()) {
+                    // r0 = r3 ^ (r1 << 1) ^ r2: what the pair left in r3, r1 and r2.
+                    let tail = [
+                        Insn::Alu {
+                            width: Width::W64,
+                            op: Mov,
+                            dst: R0,
+                            src: bpfemu_isa::Source::Reg(R1),
+                        },
+                        alu64_imm(Lsh, R0, 1),
+                        alu64(Xor, R0, R3),
+                        alu64(Xor, R0, R2),
+                        EXIT,
+                    ];
+                    let fused: Vec<Insn> = [mov, second].into_iter().chain(tail).collect();
+                    let apart: Vec<Insn> = [mov, ja(0), second].into_iter().chain(tail).collect();
+                    let args = [a, b, 0, 0, 0];
+                    assert_eq!(
+                        run_args(&fused, args),
+                        run_args(&apart, args),
+                        "{op:?} {width:?} {src:?} on {a:#x}, {b:#x}"
+                    );
+                }
+            }
+        }
+    }
+}

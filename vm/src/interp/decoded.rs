@@ -20,27 +20,43 @@ use std::cell::Cell;
 
 /// Calls `$callback! { ($($args)*) alu { .. } jump { .. } }` with the specialised ALU and
 /// jump codes: for each operation, its codes for (64-bit, imm), (64-bit, reg), (32-bit, imm),
-/// (32-bit, reg). One list serves both the definition of [`Code`] and the interpreter's loop,
-/// so that a code cannot be decoded as one operation and run as another.
+/// (32-bit, reg), and for an ALU operation also the codes of the same four forms fused with
+/// the register move to their destination before them (`r3 = r1; r3 += 14`, see
+/// `fuse_pairs`). One list serves both the definition of [`Code`] and the interpreter's
+/// loop, so that a code cannot be decoded as one operation and run as another.
 macro_rules! with_specialised_codes {
     ($callback:ident ! ( $($args:tt)* )) => {
         $callback! {
             ($($args)*)
             alu {
-                Add => Add64Imm Add64Reg Add32Imm Add32Reg,
-                Sub => Sub64Imm Sub64Reg Sub32Imm Sub32Reg,
-                Mul => Mul64Imm Mul64Reg Mul32Imm Mul32Reg,
-                Div => Div64Imm Div64Reg Div32Imm Div32Reg,
-                SDiv => SDiv64Imm SDiv64Reg SDiv32Imm SDiv32Reg,
-                Mod => Mod64Imm Mod64Reg Mod32Imm Mod32Reg,
-                SMod => SMod64Imm SMod64Reg SMod32Imm SMod32Reg,
-                Or => Or64Imm Or64Reg Or32Imm Or32Reg,
-                And => And64Imm And64Reg And32Imm And32Reg,
-                Xor => Xor64Imm Xor64Reg Xor32Imm Xor32Reg,
-                Lsh => Lsh64Imm Lsh64Reg Lsh32Imm Lsh32Reg,
-                Rsh => Rsh64Imm Rsh64Reg Rsh32Imm Rsh32Reg,
-                Arsh => Arsh64Imm Arsh64Reg Arsh32Imm Arsh32Reg,
-                Mov => Mov64Imm Mov64Reg Mov32Imm Mov32Reg,
+                Add => Add64Imm Add64Reg Add32Imm Add32Reg;
+                    MovAdd64Imm MovAdd64Reg MovAdd32Imm MovAdd32Reg,
+                Sub => Sub64Imm Sub64Reg Sub32Imm Sub32Reg;
+                    MovSub64Imm MovSub64Reg MovSub32Imm MovSub32Reg,
+                Mul => Mul64Imm Mul64Reg Mul32Imm Mul32Reg;
+                    MovMul64Imm MovMul64Reg MovMul32Imm MovMul32Reg,
+                Div => Div64Imm Div64Reg Div32Imm Div32Reg;
+                    MovDiv64Imm MovDiv64Reg MovDiv32Imm MovDiv32Reg,
+                SDiv => SDiv64Imm SDiv64Reg SDiv32Imm SDiv32Reg;
+                    MovSDiv64Imm MovSDiv64Reg MovSDiv32Imm MovSDiv32Reg,
+                Mod => Mod64Imm Mod64Reg Mod32Imm Mod32Reg;
+                    MovMod64Imm MovMod64Reg MovMod32Imm MovMod32Reg,
+                SMod => SMod64Imm SMod64Reg SMod32Imm SMod32Reg;
+                    MovSMod64Imm MovSMod64Reg MovSMod32Imm MovSMod32Reg,
+                Or => Or64Imm Or64Reg Or32Imm Or32Reg;
+                    MovOr64Imm MovOr64Reg MovOr32Imm MovOr32Reg,
+                And => And64Imm And64Reg And32Imm And32Reg;
+                    MovAnd64Imm MovAnd64Reg MovAnd32Imm MovAnd32Reg,
+                Xor => Xor64Imm Xor64Reg Xor32Imm Xor32Reg;
+                    MovXor64Imm MovXor64Reg MovXor32Imm MovXor32Reg,
+                Lsh => Lsh64Imm Lsh64Reg Lsh32Imm Lsh32Reg;
+                    MovLsh64Imm MovLsh64Reg MovLsh32Imm MovLsh32Reg,
+                Rsh => Rsh64Imm Rsh64Reg Rsh32Imm Rsh32Reg;
+                    MovRsh64Imm MovRsh64Reg MovRsh32Imm MovRsh32Reg,
+                Arsh => Arsh64Imm Arsh64Reg Arsh32Imm Arsh32Reg;
+                    MovArsh64Imm MovArsh64Reg MovArsh32Imm MovArsh32Reg,
+                Mov => Mov64Imm Mov64Reg Mov32Imm Mov32Reg;
+                    MovMov64Imm MovMov64Reg MovMov32Imm MovMov32Reg,
             }
             jump {
                 Eq => Jeq64Imm Jeq64Reg Jeq32Imm Jeq32Reg,
@@ -65,14 +81,16 @@ pub(crate) use with_specialised_codes;
 macro_rules! define_codes {
     (
         ($($(#[$meta:meta])* $other:ident,)*)
-        alu { $($op:ident => $ai64:ident $ar64:ident $ai32:ident $ar32:ident,)* }
+        alu { $($op:ident => $ai64:ident $ar64:ident $ai32:ident $ar32:ident;
+            $mi64:ident $mr64:ident $mi32:ident $mr32:ident,)* }
         jump { $($cond:ident => $ji64:ident $jr64:ident $ji32:ident $jr32:ident,)* }
     ) => {
-        /// What an [`Op`] does. `*Imm` forms take `Op::imm`, `*Reg` forms register `src`.
+        /// What an [`Op`] does. `*Imm` forms take `Op::imm`, `*Reg` forms register `src`
+        /// (`src2` for the operation of a fused move).
         #[derive(Clone, Copy, Debug, PartialEq, Eq)]
         #[repr(u8)]
         pub(crate) enum Code {
-            $($ai64, $ar64, $ai32, $ar32,)*
+            $($ai64, $ar64, $ai32, $ar32, $mi64, $mr64, $mi32, $mr32,)*
             $($ji64, $jr64, $ji32, $jr32,)*
             $($(#[$meta])* $other,)*
         }
@@ -96,6 +114,19 @@ macro_rules! define_codes {
                     (JmpCond::$cond, Width::W32, false) => Code::$ji32,
                     (JmpCond::$cond, Width::W32, true) => Code::$jr32,
                 )*
+            }
+        }
+
+        /// The code of a register move to `dst` followed by `second` on `dst`, run as one.
+        fn fused_code(first: Code, second: Code) -> Option<Code> {
+            match (first, second) {
+                $(
+                    (Code::Mov64Reg, Code::$ai64) => Some(Code::$mi64),
+                    (Code::Mov64Reg, Code::$ar64) => Some(Code::$mr64),
+                    (Code::Mov32Reg, Code::$ai32) => Some(Code::$mi32),
+                    (Code::Mov32Reg, Code::$ar32) => Some(Code::$mr32),
+                )*
+                _ => None,
             }
         }
 
@@ -175,6 +206,8 @@ pub(crate) struct Op {
     pub code: Code,
     pub dst: u8,
     pub src: u8,
+    /// The second instruction's source register of a fused pair.
+    pub src2: u8,
 }
 
 impl Op {
@@ -221,6 +254,7 @@ impl Clone for PreparedProgram {
 impl PreparedProgram {
     pub fn new(prog: Program) -> PreparedProgram {
         let mut ops: Vec<Op> = (0..prog.len()).map(|pc| decode(&prog, pc)).collect();
+        fuse_pairs(&mut ops);
         ops.push(Op {
             code: Code::End,
             ..general()
@@ -266,11 +300,34 @@ fn run_lengths(ops: &[Op]) -> Vec<u32> {
     runs
 }
 
+/// Gives the first of each pair of instructions the loop runs as one op the fused code: a
+/// register move, then an ALU operation of the same width on the moved-to register (clang's
+/// `r3 = r1; r3 += 14` for a pointer and an offset, `w2 = w1; w2 >>= 8` for a field). The
+/// second slot keeps its own op, for jumps to it. Only ALU operations fuse: no fault or jump
+/// has to be placed at the second slot.
+fn fuse_pairs(ops: &mut [Op]) {
+    for pc in 1..ops.len() {
+        let (first, second) = (ops[pc - 1], ops[pc]);
+        if second.dst != first.dst {
+            continue;
+        }
+        if let Some(code) = fused_code(first.code, second.code) {
+            ops[pc - 1] = Op {
+                code,
+                imm: second.imm,
+                src2: second.src,
+                ..first
+            };
+        }
+    }
+}
+
 fn general() -> Op {
     Op {
         code: Code::General,
         dst: 0,
         src: 0,
+        src2: 0,
         target: BAD_TARGET,
         off: 0,
         imm: 0,
@@ -436,6 +493,7 @@ fn decode(prog: &Program, pc: usize) -> Op {
                 target: target(prog, pc, off as i64),
                 off,
                 imm,
+                src2: 0,
             }
         }
         Insn::Exit => Op {
@@ -486,6 +544,31 @@ mod tests {
         assert_eq!(p.taken_cost[3], 2 - 1);
         assert_eq!(p.ops[1].wide_imm(), 0x1_0000_0000);
         assert_eq!(p.ops[8].code, Code::End);
+    }
+
+    #[test]
+    fn a_move_and_an_operation_on_its_register_fuse() {
+        let p = prepared(
+            "r3 = r1\nr3 += 14\nr4 = r3\nr4 += r2\nr5 = r1\nr6 += 1\nw7 = w1\nw7 >>= 8\nr8 = r1\nw8 += 1\nexit",
+        );
+        let codes: Vec<Code> = p.ops.iter().map(|op| op.code).collect();
+        assert_eq!(
+            codes[..10],
+            [
+                Code::MovAdd64Imm,
+                Code::Add64Imm,
+                Code::MovAdd64Reg,
+                Code::Add64Reg,
+                Code::Mov64Reg,
+                Code::Add64Imm,
+                Code::MovRsh32Imm,
+                Code::Rsh32Imm,
+                Code::Mov64Reg,
+                Code::Add32Imm,
+            ]
+        );
+        assert_eq!((p.ops[0].dst, p.ops[0].src, p.ops[0].imm), (3, 1, 14));
+        assert_eq!((p.ops[2].dst, p.ops[2].src, p.ops[2].src2), (4, 3, 2));
     }
 
     #[test]
