@@ -282,7 +282,8 @@ macro_rules! match_code {
         ($code:expr, $op:ident, $regs:ident, $d:ident, $s:ident, $pc:ident, { $($other:tt)* })
         alu { $($alu:ident => $ai64:ident $ar64:ident $ai32:ident $ar32:ident;
             $mi64:ident $mr64:ident $mi32:ident $mr32:ident,)* }
-        jump { $($cond:ident => $ji64:ident $jr64:ident $ji32:ident $jr32:ident,)* }
+        jump { $($cond:ident => $ji64:ident $jr64:ident $ji32:ident $jr32:ident;
+            $aji64:ident $ajr64:ident,)* }
     ) => {
         match $code {
             $(
@@ -336,6 +337,19 @@ macro_rules! match_code {
                 Code::$jr32 => {
                     let taken =
                         alu::cond32(JmpCond::$cond, $regs[$d] as u32, $regs[$s] as u32);
+                    take_jump!(taken);
+                }
+                // A fused add and jump: the add, then the jump from its own slot.
+                Code::$aji64 => {
+                    $regs[$d] = alu::alu64(AluOp::Add, $regs[$d], $op.imm64());
+                    $pc += 1;
+                    let taken = alu::cond64(JmpCond::$cond, $regs[$d], $op.off as i64 as u64);
+                    take_jump!(taken);
+                }
+                Code::$ajr64 => {
+                    $regs[$d] = alu::alu64(AluOp::Add, $regs[$d], $op.imm64());
+                    $pc += 1;
+                    let taken = alu::cond64(JmpCond::$cond, $regs[$d], $regs[$s]);
                     take_jump!(taken);
                 }
             )*

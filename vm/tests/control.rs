@@ -210,6 +210,52 @@ fn budget_and_count_are_exact_at_every_instruction() {
     }
 }
 
+/// The `add` of an immediate followed by a 64-bit jump on the same register runs as one
+/// fused op; a `ja +0` between them keeps them apart. Both must agree on the jump and on the
+/// register, for every condition and operand kind (a jump immediate too wide to fuse too).
+#[test]
+fn a_fused_add_and_jump_runs_as_the_two_instructions() {
+    let values = [0, 1, 5, 7, u64::MAX, i64::MIN as u64, 0x8000_0000, 1 << 40];
+    for cond in JmpCond::ALL {
+        let sources = [
+            Source::Imm(7),
+            Source::Imm(-1),
+            Source::Imm(70_000),
+            Source::Reg(R2),
+        ];
+        for src in sources {
+            for &a in &values {
+                for &b in &values {
+                    let add = alu64_imm(AluOp::Add, R1, 2);
+                    let jump = jmp(Width::W64, cond, R1, src, 2);
+                    // r0 = r1, plus 1 << 62 when the jump was taken.
+                    let tail = [
+                        mov_reg(R0, R1),
+                        EXIT,
+                        mov_reg(R0, R1),
+                        ld64(R3, 1 << 62),
+                        alu64(AluOp::Add, R0, R3),
+                        EXIT,
+                    ];
+                    let head = [ld64(R1, a), ld64(R2, b)];
+                    let fused: Vec<Insn> =
+                        head.into_iter().chain([add, jump]).chain(tail).collect();
+                    let apart: Vec<Insn> = head
+                        .into_iter()
+                        .chain([add, ja(0), jump])
+                        .chain(tail)
+                        .collect();
+                    assert_eq!(
+                        run(&fused),
+                        run(&apart),
+                        "{cond:?} {src:?} on {a:#x}, {b:#x}"
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// r0 = 0; loop: may_goto +2; r0 += 1; goto loop; exit
 fn may_goto_loop() -> Vec<Insn> {
     vec![

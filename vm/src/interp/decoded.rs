@@ -21,8 +21,9 @@ use std::cell::Cell;
 /// Calls `$callback! { ($($args)*) alu { .. } jump { .. } }` with the specialised ALU and
 /// jump codes: for each operation, its codes for (64-bit, imm), (64-bit, reg), (32-bit, imm),
 /// (32-bit, reg), and for an ALU operation also the codes of the same four forms fused with
-/// the register move to their destination before them (`r3 = r1; r3 += 14`, see
-/// `fuse_pairs`). One list serves both the definition of [`Code`] and the interpreter's
+/// the register move to their destination before them (`r3 = r1; r3 += 14`), for a jump the
+/// codes of its 64-bit forms fused with the `add` of an immediate to the register it tests
+/// before it (`r2 += 1; if r2 < r3 goto loop`; see `fuse_pairs`). One list serves both the definition of [`Code`] and the interpreter's
 /// loop, so that a code cannot be decoded as one operation and run as another.
 macro_rules! with_specialised_codes {
     ($callback:ident ! ( $($args:tt)* )) => {
@@ -59,17 +60,17 @@ macro_rules! with_specialised_codes {
                     MovMov64Imm MovMov64Reg MovMov32Imm MovMov32Reg,
             }
             jump {
-                Eq => Jeq64Imm Jeq64Reg Jeq32Imm Jeq32Reg,
-                Ne => Jne64Imm Jne64Reg Jne32Imm Jne32Reg,
-                Set => Jset64Imm Jset64Reg Jset32Imm Jset32Reg,
-                Gt => Jgt64Imm Jgt64Reg Jgt32Imm Jgt32Reg,
-                Ge => Jge64Imm Jge64Reg Jge32Imm Jge32Reg,
-                Lt => Jlt64Imm Jlt64Reg Jlt32Imm Jlt32Reg,
-                Le => Jle64Imm Jle64Reg Jle32Imm Jle32Reg,
-                Sgt => Jsgt64Imm Jsgt64Reg Jsgt32Imm Jsgt32Reg,
-                Sge => Jsge64Imm Jsge64Reg Jsge32Imm Jsge32Reg,
-                Slt => Jslt64Imm Jslt64Reg Jslt32Imm Jslt32Reg,
-                Sle => Jsle64Imm Jsle64Reg Jsle32Imm Jsle32Reg,
+                Eq => Jeq64Imm Jeq64Reg Jeq32Imm Jeq32Reg; AddJeq64Imm AddJeq64Reg,
+                Ne => Jne64Imm Jne64Reg Jne32Imm Jne32Reg; AddJne64Imm AddJne64Reg,
+                Set => Jset64Imm Jset64Reg Jset32Imm Jset32Reg; AddJset64Imm AddJset64Reg,
+                Gt => Jgt64Imm Jgt64Reg Jgt32Imm Jgt32Reg; AddJgt64Imm AddJgt64Reg,
+                Ge => Jge64Imm Jge64Reg Jge32Imm Jge32Reg; AddJge64Imm AddJge64Reg,
+                Lt => Jlt64Imm Jlt64Reg Jlt32Imm Jlt32Reg; AddJlt64Imm AddJlt64Reg,
+                Le => Jle64Imm Jle64Reg Jle32Imm Jle32Reg; AddJle64Imm AddJle64Reg,
+                Sgt => Jsgt64Imm Jsgt64Reg Jsgt32Imm Jsgt32Reg; AddJsgt64Imm AddJsgt64Reg,
+                Sge => Jsge64Imm Jsge64Reg Jsge32Imm Jsge32Reg; AddJsge64Imm AddJsge64Reg,
+                Slt => Jslt64Imm Jslt64Reg Jslt32Imm Jslt32Reg; AddJslt64Imm AddJslt64Reg,
+                Sle => Jsle64Imm Jsle64Reg Jsle32Imm Jsle32Reg; AddJsle64Imm AddJsle64Reg,
             }
         }
     };
@@ -83,7 +84,8 @@ macro_rules! define_codes {
         ($($(#[$meta:meta])* $other:ident,)*)
         alu { $($op:ident => $ai64:ident $ar64:ident $ai32:ident $ar32:ident;
             $mi64:ident $mr64:ident $mi32:ident $mr32:ident,)* }
-        jump { $($cond:ident => $ji64:ident $jr64:ident $ji32:ident $jr32:ident,)* }
+        jump { $($cond:ident => $ji64:ident $jr64:ident $ji32:ident $jr32:ident;
+            $aji64:ident $ajr64:ident,)* }
     ) => {
         /// What an [`Op`] does. `*Imm` forms take `Op::imm`, `*Reg` forms register `src`
         /// (`src2` for the operation of a fused move).
@@ -91,7 +93,7 @@ macro_rules! define_codes {
         #[repr(u8)]
         pub(crate) enum Code {
             $($ai64, $ar64, $ai32, $ar32, $mi64, $mr64, $mi32, $mr32,)*
-            $($ji64, $jr64, $ji32, $jr32,)*
+            $($ji64, $jr64, $ji32, $jr32, $aji64, $ajr64,)*
             $($(#[$meta])* $other,)*
         }
 
@@ -117,9 +119,13 @@ macro_rules! define_codes {
             }
         }
 
-        /// The code of a register move to `dst` followed by `second` on `dst`, run as one.
+        /// The code of `first` then `second` on the same `dst`, run as one, if they fuse.
         fn fused_code(first: Code, second: Code) -> Option<Code> {
             match (first, second) {
+                $(
+                    (Code::Add64Imm, Code::$ji64) => Some(Code::$aji64),
+                    (Code::Add64Imm, Code::$jr64) => Some(Code::$ajr64),
+                )*
                 $(
                     (Code::Mov64Reg, Code::$ai64) => Some(Code::$mi64),
                     (Code::Mov64Reg, Code::$ar64) => Some(Code::$mr64),
@@ -300,25 +306,44 @@ fn run_lengths(ops: &[Op]) -> Vec<u32> {
     runs
 }
 
-/// Gives the first of each pair of instructions the loop runs as one op the fused code: a
-/// register move, then an ALU operation of the same width on the moved-to register (clang's
-/// `r3 = r1; r3 += 14` for a pointer and an offset, `w2 = w1; w2 >>= 8` for a field). The
-/// second slot keeps its own op, for jumps to it. Only ALU operations fuse: no fault or jump
-/// has to be placed at the second slot.
+/// Gives the first of each pair of instructions the loop runs as one op the fused code:
+/// - a register move, then an ALU operation of the same width on the moved-to register
+///   (clang's `r3 = r1; r3 += 14` for a pointer and an offset, `w2 = w1; w2 >>= 8` for a
+///   field): the operation's immediate in `imm`, its source in `src2`;
+/// - the `add` of an immediate, then a 64-bit conditional jump on the same register (a loop's
+///   counter, a bounds check's `r1 += 14; if r1 > r3`): the jump's register in `src`, its
+///   immediate in `off` (when it fits), its target in `target`.
+///
+/// The second slot keeps its own op, for jumps to it. Nothing that may fault fuses, so no
+/// fault is placed at a second slot; a fused jump is taken from the second slot.
 fn fuse_pairs(ops: &mut [Op]) {
     for pc in 1..ops.len() {
         let (first, second) = (ops[pc - 1], ops[pc]);
         if second.dst != first.dst {
             continue;
         }
-        if let Some(code) = fused_code(first.code, second.code) {
-            ops[pc - 1] = Op {
+        let Some(code) = fused_code(first.code, second.code) else {
+            continue;
+        };
+        ops[pc - 1] = if first.code == Code::Add64Imm {
+            let Ok(jump_imm) = i16::try_from(second.imm) else {
+                continue;
+            };
+            Op {
+                code,
+                src: second.src,
+                off: jump_imm,
+                target: second.target,
+                ..first
+            }
+        } else {
+            Op {
                 code,
                 imm: second.imm,
                 src2: second.src,
                 ..first
-            };
-        }
+            }
+        };
     }
 }
 
