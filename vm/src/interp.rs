@@ -545,6 +545,30 @@ impl Machine<'_> {
                 Code::Le32 => regs[d] = alu::endian(ByteOrder::ToLe, 32, regs[d]),
                 Code::Le64 => regs[d] = alu::endian(ByteOrder::ToLe, 64, regs[d]),
                 Code::Ja => take_jump!(true),
+                // Fused pairs of a byte-wise field: both, in order, past the second slot. A
+                // faulting load is the fused op's own slot, and the shift did not run.
+                Code::LdxBLsh32Imm => {
+                    load!(1, |v| v);
+                    regs[d] = alu::alu32(AluOp::Lsh, regs[d] as u32, op.imm32()) as u64;
+                    pc += 1;
+                }
+                Code::LdxBLsh64Imm => {
+                    load!(1, |v| v);
+                    regs[d] = alu::alu64(AluOp::Lsh, regs[d], op.imm64());
+                    pc += 1;
+                }
+                Code::Lsh32ImmOr32Reg => {
+                    regs[d] = alu::alu32(AluOp::Lsh, regs[d] as u32, op.imm32()) as u64;
+                    let src2 = regs[op.src2 as usize & (REG_SLOTS - 1)] as u32;
+                    regs[d] = alu::alu32(AluOp::Or, regs[d] as u32, src2) as u64;
+                    pc += 1;
+                }
+                Code::Lsh64ImmOr64Reg => {
+                    regs[d] = alu::alu64(AluOp::Lsh, regs[d], op.imm64());
+                    let src2 = regs[op.src2 as usize & (REG_SLOTS - 1)];
+                    regs[d] = alu::alu64(AluOp::Or, regs[d], src2);
+                    pc += 1;
+                }
                 // The entry function's exit ends the run without the general path.
                 Code::Exit if self.frames.len() == 1 => {
                     self.pc = pc;

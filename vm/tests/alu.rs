@@ -262,3 +262,63 @@ fn a_fused_move_and_operation_runs_as_the_two_instructions() {
         }
     }
 }
+
+/// The fused pairs of a byte-wise field (a byte load then a shift of it, a shift then the or
+/// of a register) give what the two instructions give apart, faults included.
+#[test]
+fn fused_byte_field_pairs_run_as_the_two_instructions() {
+    use bpfemu_isa::Size;
+    let values = [0, 1, 0x80, 0xff, HI | 0x1234_5678, NEG1, MIN64];
+    let shifts = [0, 8, 24, 31, 40, 63];
+    for width in [Width::W64, Width::W32] {
+        for &shift in &shifts {
+            for &a in &values {
+                for &b in &values {
+                    let shl = Insn::Alu {
+                        width,
+                        op: Lsh,
+                        dst: R1,
+                        src: bpfemu_isa::Source::Imm(shift),
+                    };
+                    let or = |src| Insn::Alu {
+                        width,
+                        op: Or,
+                        dst: R1,
+                        src: bpfemu_isa::Source::Reg(src),
+                    };
+                    // The stack holds `a`; r1 = `b`, r2 = `a`; r0 = r1 ^ (r2 << 1) at the end.
+                    let head = [ld64(R2, a), store(Size::DW, R10, -8, R2), ld64(R1, b)];
+                    let tail = [
+                        mov_reg(R0, R2),
+                        alu64_imm(Lsh, R0, 1),
+                        alu64(Xor, R0, R1),
+                        EXIT,
+                    ];
+                    let pairs = [
+                        [load(Size::B, R1, R10, -7), shl],
+                        [load(Size::B, R1, R3, 0), shl],
+                        [shl, or(R2)],
+                        [shl, or(R1)],
+                    ];
+                    for [first, second] in pairs {
+                        let fused: Vec<Insn> = head
+                            .into_iter()
+                            .chain([first, second])
+                            .chain(tail)
+                            .collect();
+                        let apart: Vec<Insn> = head
+                            .into_iter()
+                            .chain([first, ja(0), second])
+                            .chain(tail)
+                            .collect();
+                        assert_eq!(
+                            run(&fused),
+                            run(&apart),
+                            "{first:?}; {second:?} on {a:#x}, {b:#x}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

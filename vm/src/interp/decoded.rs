@@ -178,6 +178,13 @@ with_specialised_codes!(define_codes!(
     Le32,
     Le64,
     Ja,
+    /// A byte load, then a shift of the loaded register, run as one (a big-endian field
+    /// assembled byte by byte: `w1 = *(u8 *)(r2 +1); w1 <<= 8`): `Op::imm` is the shift.
+    LdxBLsh32Imm,
+    LdxBLsh64Imm,
+    /// A shift by `Op::imm`, then the or of register `src2` (the next byte of such a field).
+    Lsh32ImmOr32Reg,
+    Lsh64ImmOr64Reg,
     /// `exit`: the run's end when the entry function returns, else the general path's return
     /// to the caller.
     Exit,
@@ -314,12 +321,32 @@ fn run_lengths(ops: &[Op]) -> Vec<u32> {
 ///   counter, a bounds check's `r1 += 14; if r1 > r3`): the jump's register in `src`, its
 ///   immediate in `off` (when it fits), its target in `target`.
 ///
-/// The second slot keeps its own op, for jumps to it. Nothing that may fault fuses, so no
-/// fault is placed at a second slot; a fused jump is taken from the second slot.
+/// - a byte load, then a shift of the loaded register, and a shift, then the or of a
+///   register (the byte-wise big-endian fields of the corpus's parsers; see [`Code`]).
+///
+/// The second slot keeps its own op, for jumps to it. Only a first instruction may fault,
+/// so a fault is always at the fused op's own slot; a fused jump is taken from the second
+/// slot.
 fn fuse_pairs(ops: &mut [Op]) {
     for pc in 1..ops.len() {
         let (first, second) = (ops[pc - 1], ops[pc]);
         if second.dst != first.dst {
+            continue;
+        }
+        let byte_field = match (first.code, second.code) {
+            (Code::LdxB, Code::Lsh32Imm) => Some((Code::LdxBLsh32Imm, second.imm, first.src2)),
+            (Code::LdxB, Code::Lsh64Imm) => Some((Code::LdxBLsh64Imm, second.imm, first.src2)),
+            (Code::Lsh32Imm, Code::Or32Reg) => Some((Code::Lsh32ImmOr32Reg, first.imm, second.src)),
+            (Code::Lsh64Imm, Code::Or64Reg) => Some((Code::Lsh64ImmOr64Reg, first.imm, second.src)),
+            _ => None,
+        };
+        if let Some((code, imm, src2)) = byte_field {
+            ops[pc - 1] = Op {
+                code,
+                imm,
+                src2,
+                ..first
+            };
             continue;
         }
         let Some(code) = fused_code(first.code, second.code) else {
