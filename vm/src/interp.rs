@@ -35,8 +35,8 @@ use decoded::{Code, Op, with_specialised_codes};
 /// it starts jumping.
 pub const BPF_MAX_LOOPS: u64 = 8 * 1024 * 1024;
 
-/// Register slots of the machine: r0-r10, padded to a power of two so that a register number
-/// masked with `REG_SLOTS - 1` indexes without a bounds check.
+/// Register slots of the machine: r0-r10, padded to 16 so that the fast loop's register
+/// numbers (`decoded::Slot`, below 16) index without a bounds check.
 const REG_SLOTS: usize = 16;
 
 /// Default limit on executed instructions per run.
@@ -305,7 +305,7 @@ macro_rules! match_code {
                 }
                 Code::$mr64 => {
                     $regs[$d] = alu::alu64(AluOp::Mov, $regs[$d], $regs[$s]);
-                    let src2 = $regs[$op.src2 as usize & (REG_SLOTS - 1)];
+                    let src2 = $regs[$op.src2.index()];
                     $regs[$d] = alu::alu64(AluOp::$alu, $regs[$d], src2);
                     $pc += 1;
                 }
@@ -316,7 +316,7 @@ macro_rules! match_code {
                 }
                 Code::$mr32 => {
                     $regs[$d] = alu::alu32(AluOp::Mov, $regs[$d] as u32, $regs[$s] as u32) as u64;
-                    let src2 = $regs[$op.src2 as usize & (REG_SLOTS - 1)] as u32;
+                    let src2 = $regs[$op.src2.index()] as u32;
                     $regs[$d] = alu::alu32(AluOp::$alu, $regs[$d] as u32, src2) as u64;
                     $pc += 1;
                 }
@@ -459,10 +459,7 @@ impl Machine<'_> {
         *fuel -= run;
         loop {
             let op: Op = ops[pc];
-            let (d, s) = (
-                op.dst as usize & (REG_SLOTS - 1),
-                op.src as usize & (REG_SLOTS - 1),
-            );
+            let (d, s) = (op.dst.index(), op.src.index());
             let regs = &mut self.regs;
             // A faulting access gives back the rest of its run, which did not execute.
             macro_rules! faulted {
@@ -559,13 +556,13 @@ impl Machine<'_> {
                 }
                 Code::Lsh32ImmOr32Reg => {
                     regs[d] = alu::alu32(AluOp::Lsh, regs[d] as u32, op.imm32()) as u64;
-                    let src2 = regs[op.src2 as usize & (REG_SLOTS - 1)] as u32;
+                    let src2 = regs[op.src2.index()] as u32;
                     regs[d] = alu::alu32(AluOp::Or, regs[d] as u32, src2) as u64;
                     pc += 1;
                 }
                 Code::Lsh64ImmOr64Reg => {
                     regs[d] = alu::alu64(AluOp::Lsh, regs[d], op.imm64());
-                    let src2 = regs[op.src2 as usize & (REG_SLOTS - 1)];
+                    let src2 = regs[op.src2.index()];
                     regs[d] = alu::alu64(AluOp::Or, regs[d], src2);
                     pc += 1;
                 }

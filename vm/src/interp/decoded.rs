@@ -15,7 +15,7 @@
 //! (see [`crate::Memory::read_hinted`]), so that a load from the packet does not search the
 //! regions again after a load from the stack.
 
-use bpfemu_isa::{AluOp, ByteOrder, Insn, JmpCond, LdImm64Kind, Program, Size, Source, Width};
+use bpfemu_isa::{AluOp, ByteOrder, Insn, JmpCond, LdImm64Kind, Program, Reg, Size, Source, Width};
 use std::cell::Cell;
 
 /// Calls `$callback! { ($($args)*) alu { .. } jump { .. } }` with the specialised ALU and
@@ -217,10 +217,38 @@ pub(crate) struct Op {
     pub target: u32,
     pub off: i16,
     pub code: Code,
-    pub dst: u8,
-    pub src: u8,
+    pub dst: Slot,
+    pub src: Slot,
     /// The second instruction's source register of a fused pair.
-    pub src2: u8,
+    pub src2: Slot,
+}
+
+/// A register number below 16. The interpreter indexes its 16 register slots with it, and
+/// the compiler, knowing an enum's range, needs neither a bounds check nor a mask (one less
+/// instruction per operand of every op).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+#[rustfmt::skip]
+pub(crate) enum Slot {
+    S0, S1, S2, S3, S4, S5, S6, S7, S8, S9, S10, S11, S12, S13, S14, S15,
+}
+
+impl Slot {
+    #[rustfmt::skip]
+    const ALL: [Slot; 16] = [
+        Slot::S0, Slot::S1, Slot::S2, Slot::S3, Slot::S4, Slot::S5, Slot::S6, Slot::S7,
+        Slot::S8, Slot::S9, Slot::S10, Slot::S11, Slot::S12, Slot::S13, Slot::S14, Slot::S15,
+    ];
+
+    /// The slot of a register (r0-r10).
+    fn of(reg: Reg) -> Slot {
+        Slot::ALL[reg.index() & 15]
+    }
+
+    #[inline(always)]
+    pub fn index(self) -> usize {
+        self as usize
+    }
 }
 
 impl Op {
@@ -377,9 +405,9 @@ fn fuse_pairs(ops: &mut [Op]) {
 fn general() -> Op {
     Op {
         code: Code::General,
-        dst: 0,
-        src: 0,
-        src2: 0,
+        dst: Slot::S0,
+        src: Slot::S0,
+        src2: Slot::S0,
         target: BAD_TARGET,
         off: 0,
         imm: 0,
@@ -396,9 +424,9 @@ fn target(prog: &Program, pc: usize, off: i64) -> u32 {
 }
 
 /// The register and immediate of an operand.
-fn operand(src: Source) -> (Option<u8>, i32) {
+fn operand(src: Source) -> (Option<Slot>, i32) {
     match src {
-        Source::Reg(r) => (Some(r.index() as u8), 0),
+        Source::Reg(r) => (Some(Slot::of(r)), 0),
         Source::Imm(i) => (None, i),
     }
 }
@@ -428,15 +456,15 @@ fn decode(prog: &Program, pc: usize) -> Op {
             let (src, imm) = operand(src);
             Op {
                 code: alu_code(alu, width, src.is_some()),
-                dst: dst.index() as u8,
-                src: src.unwrap_or(0),
+                dst: Slot::of(dst),
+                src: src.unwrap_or(Slot::S0),
                 imm,
                 ..op
             }
         }
         Insn::Neg { width, dst } => Op {
             code: by_width(width, Code::Neg64, Code::Neg32),
-            dst: dst.index() as u8,
+            dst: Slot::of(dst),
             ..op
         },
         Insn::MovSx {
@@ -446,8 +474,8 @@ fn decode(prog: &Program, pc: usize) -> Op {
             bits,
         } => Op {
             code: by_width(width, Code::MovSx64, Code::MovSx32),
-            dst: dst.index() as u8,
-            src: src.index() as u8,
+            dst: Slot::of(dst),
+            src: Slot::of(src),
             imm: bits as i32,
             ..op
         },
@@ -463,7 +491,7 @@ fn decode(prog: &Program, pc: usize) -> Op {
             };
             Op {
                 code,
-                dst: dst.index() as u8,
+                dst: Slot::of(dst),
                 ..op
             }
         }
@@ -474,7 +502,7 @@ fn decode(prog: &Program, pc: usize) -> Op {
             next_imm,
         } => Op {
             code: Code::LdImm64,
-            dst: dst.index() as u8,
+            dst: Slot::of(dst),
             imm,
             target: next_imm as u32,
             ..op
@@ -495,8 +523,8 @@ fn decode(prog: &Program, pc: usize) -> Op {
             };
             Op {
                 code,
-                dst: dst.index() as u8,
-                src: src.index() as u8,
+                dst: Slot::of(dst),
+                src: Slot::of(src),
                 off,
                 ..op
             }
@@ -508,7 +536,7 @@ fn decode(prog: &Program, pc: usize) -> Op {
             imm,
         } => Op {
             code: sized([Code::StB, Code::StH, Code::StW, Code::StDw], size),
-            dst: dst.index() as u8,
+            dst: Slot::of(dst),
             off,
             imm,
             ..op
@@ -520,8 +548,8 @@ fn decode(prog: &Program, pc: usize) -> Op {
             off,
         } => Op {
             code: sized([Code::StxB, Code::StxH, Code::StxW, Code::StxDw], size),
-            dst: dst.index() as u8,
-            src: src.index() as u8,
+            dst: Slot::of(dst),
+            src: Slot::of(src),
             off,
             ..op
         },
@@ -540,12 +568,12 @@ fn decode(prog: &Program, pc: usize) -> Op {
             let (src, imm) = operand(src);
             Op {
                 code: jump_code(cond, width, src.is_some()),
-                dst: dst.index() as u8,
-                src: src.unwrap_or(0),
+                dst: Slot::of(dst),
+                src: src.unwrap_or(Slot::S0),
                 target: target(prog, pc, off as i64),
                 off,
                 imm,
-                src2: 0,
+                src2: Slot::S0,
             }
         }
         Insn::Exit => Op {
@@ -619,8 +647,14 @@ mod tests {
                 Code::Add32Imm,
             ]
         );
-        assert_eq!((p.ops[0].dst, p.ops[0].src, p.ops[0].imm), (3, 1, 14));
-        assert_eq!((p.ops[2].dst, p.ops[2].src, p.ops[2].src2), (4, 3, 2));
+        assert_eq!(
+            (p.ops[0].dst, p.ops[0].src, p.ops[0].imm),
+            (Slot::S3, Slot::S1, 14)
+        );
+        assert_eq!(
+            (p.ops[2].dst, p.ops[2].src, p.ops[2].src2),
+            (Slot::S4, Slot::S3, Slot::S2)
+        );
     }
 
     #[test]
