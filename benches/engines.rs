@@ -8,7 +8,8 @@
 //!   runs, through bpfemu's interpreter, checked JIT and trusted JIT (the programs read only
 //!   their buffer: the interpreter's checked run shows it) and rbpf 0.4's interpreter and
 //!   x86-64 JIT. rbpf has no XDP context, maps or helpers, so the corpus is out of its reach;
-//!   these programs (a packet parser, a checksum loop, an ALU chain) are written for the comparison.
+//!   these programs (a packet parser, a checksum loop, ALU chains, bit and byte loops, a stack copy)
+//!   are written for the comparison.
 //!
 //! `cargo bench --bench engines [-- FILTER]`. Ratios between lines of a group are what to read:
 //! every line of a group runs the same instructions on the same bytes.
@@ -172,6 +173,130 @@ const RAW_PROGRAMS: &[(&str, &str)] = &[
         r3 = r0
         r3 /= 7
         r0 += r3
+        r2 += -1
+        if r2 != 0 goto loop
+        exit
+        ",
+    ), // Counts the set bits of the 64 bytes one bit at a time: a tight shift-and-mask loop.
+    (
+        "bitcount",
+        "
+        r0 = 0
+        r2 = 0
+    word:
+        r3 = r1
+        r3 += r2
+        r4 = *(u64 *)(r3 +0)
+        r5 = 64
+    bit:
+        r6 = r4
+        r6 &= 1
+        r0 += r6
+        r4 >>= 1
+        r5 += -1
+        if r5 != 0 goto bit
+        r2 += 8
+        if r2 < 64 goto word
+        exit
+        ",
+    ),
+    // Copies the 64 bytes to the stack a word at a time, then sums them back byte by byte.
+    (
+        "copy_sum",
+        "
+        r2 = 0
+    copy:
+        r3 = r1
+        r3 += r2
+        r4 = *(u64 *)(r3 +0)
+        r5 = r10
+        r5 += r2
+        *(u64 *)(r5 -64) = r4
+        r2 += 8
+        if r2 < 64 goto copy
+        r0 = 0
+        r2 = r10
+        r2 += -64
+    sum:
+        r3 = *(u8 *)(r2 +0)
+        r0 += r3
+        r2 += 1
+        if r2 < r10 goto sum
+        exit
+        ",
+    ),
+    // FNV-1a over the 64 bytes: a byte-wise load, xor, multiply loop.
+    (
+        "fnv1a",
+        "
+        r0 = 0xcbf29ce484222325 ll
+        r5 = 0x100000001b3 ll
+        r2 = r1
+        r3 = r1
+        r3 += 64
+    loop:
+        r4 = *(u8 *)(r2 +0)
+        r0 ^= r4
+        r0 *= r5
+        r2 += 1
+        if r2 < r3 goto loop
+        exit
+        ",
+    ),
+    // A byte-wise scanner: classifies each byte (zero, ASCII letter, digit, high) with branches.
+    (
+        "classify_bytes",
+        "
+        r0 = 0
+        r2 = 0
+    next:
+        r3 = r1
+        r3 += r2
+        r4 = *(u8 *)(r3 +0)
+        if r4 == 0 goto zero
+        if r4 > 127 goto high
+        w5 = w4
+        w5 |= 32
+        w5 += -97
+        if w5 < 26 goto letter
+        w5 = w4
+        w5 += -48
+        if w5 < 10 goto digit
+        goto step
+    zero:
+        r0 += 1
+        goto step
+    high:
+        r0 += 0x100
+        goto step
+    letter:
+        r0 += 0x10000
+        goto step
+    digit:
+        r0 += 0x1000000
+    step:
+        r2 += 1
+        if r2 != 64 goto next
+        exit
+        ",
+    ),
+    // A 32-bit xorshift generator stepped 500 times: 32-bit ALU speed without divisions.
+    (
+        "xorshift32",
+        "
+        r0 = *(u32 *)(r1 +0)
+        w0 |= 1
+        r2 = 500
+    loop:
+        w3 = w0
+        w3 <<= 13
+        w0 ^= w3
+        w3 = w0
+        w3 >>= 17
+        w0 ^= w3
+        w3 = w0
+        w3 <<= 5
+        w0 ^= w3
         r2 += -1
         if r2 != 0 goto loop
         exit

@@ -1,10 +1,12 @@
 //! The reference interpreter: runs a decoded [`Program`] with the kernel's semantics over
 //! checked [`Memory`].
 //!
-//! The hot loop runs a pre-decoded form of the program ([`PreparedProgram`]: the common
-//! instructions specialised once, jump targets resolved, a region hint per memory
-//! instruction) and hands everything else to the general path over the decoded [`Insn`];
-//! nothing is allocated per instruction, and calls reuse stack frames kept by the memory.
+//! The hot loop runs a pre-decoded form of the program ([`PreparedProgram`]: every ALU
+//! operation, jump, load and store specialised once to a code of its own, jump targets
+//! resolved, a region hint per memory instruction, the budget charged per straight-line run
+//! rather than per instruction) and hands everything else to the general path over the
+//! decoded [`Insn`]; nothing is allocated per instruction, and calls reuse stack frames kept
+//! by the memory. Coverage and taint tracking run every instruction through the general path.
 //!
 //! [`Interpreter::run_set`] runs one program of a set, so that a helper can switch programs
 //! (a tail call, [`HelperOutcome::TailCall`]) or call functions anywhere in the set by their
@@ -24,16 +26,17 @@ use crate::helpers::{CallbackLoop, CallbackStep, HelperError, HelperOutcome, Hel
 use crate::memory::{MemFault, Memory, RegionId};
 use crate::taint::TaintState;
 use bpfemu_isa::{
-    AtomicOp, CallTarget, Insn, JmpCond, LdImm64Kind, Program, Reg, Size, Source, Width,
+    AluOp, AtomicOp, ByteOrder, CallTarget, Insn, JmpCond, LdImm64Kind, Program, Reg, Size, Source,
+    Width,
 };
-use decoded::{Code, Op};
+use decoded::{Code, Op, with_specialised_codes};
 
 /// The kernel's `BPF_MAX_LOOPS`: how many times `may_goto` falls through in one frame before
 /// it starts jumping.
 pub const BPF_MAX_LOOPS: u64 = 8 * 1024 * 1024;
 
-/// Register slots of the machine: r0-r10, padded to a power of two so that a register number
-/// masked with `REG_SLOTS - 1` indexes without a bounds check.
+/// Register slots of the machine: r0-r10, padded to 16 so that the fast loop's register
+/// numbers (`decoded::Slot`, below 16) index without a bounds check.
 const REG_SLOTS: usize = 16;
 
 /// Default limit on executed instructions per run.
@@ -258,6 +261,103 @@ enum Step {
     Done(u64),
 }
 
+/// Why the fast loop stopped, at which slot.
+enum Leave {
+    /// The entry function exited with this r0.
+    Done(u64),
+    /// The instruction at the slot is the general path's (already counted).
+    General(usize),
+    /// What is left of the budget does not cover the run at the slot: its instructions go
+    /// through the general path, counted one by one.
+    Counted(usize),
+    /// The memory access at the slot faulted.
+    Fault(usize, Box<MemFault>),
+}
+
+/// The `match` of the fast loop over `$code`: arms for the specialised ALU and jump codes
+/// (run with the reference semantics of [`alu`], the operation a constant), then `$other`.
+/// A jump's outcome goes to the loop's `take_jump!`.
+macro_rules! match_code {
+    (
+        ($code:expr, $op:ident, $regs:ident, $d:ident, $s:ident, $pc:ident, { $($other:tt)* })
+        alu { $($alu:ident => $ai64:ident $ar64:ident $ai32:ident $ar32:ident;
+            $mi64:ident $mr64:ident $mi32:ident $mr32:ident,)* }
+        jump { $($cond:ident => $ji64:ident $jr64:ident $ji32:ident $jr32:ident;
+            $aji64:ident $ajr64:ident,)* }
+    ) => {
+        match $code {
+            $(
+                Code::$ai64 => $regs[$d] = alu::alu64(AluOp::$alu, $regs[$d], $op.imm64()),
+                Code::$ar64 => $regs[$d] = alu::alu64(AluOp::$alu, $regs[$d], $regs[$s]),
+                Code::$ai32 => {
+                    $regs[$d] = alu::alu32(AluOp::$alu, $regs[$d] as u32, $op.imm32()) as u64
+                }
+                Code::$ar32 => {
+                    $regs[$d] =
+                        alu::alu32(AluOp::$alu, $regs[$d] as u32, $regs[$s] as u32) as u64
+                }
+                // A fused move and operation: both, in order (the operation may read its
+                // destination through `src2`), and past the second slot.
+                Code::$mi64 => {
+                    $regs[$d] = alu::alu64(AluOp::Mov, $regs[$d], $regs[$s]);
+                    $regs[$d] = alu::alu64(AluOp::$alu, $regs[$d], $op.imm64());
+                    $pc += 1;
+                }
+                Code::$mr64 => {
+                    $regs[$d] = alu::alu64(AluOp::Mov, $regs[$d], $regs[$s]);
+                    let src2 = $regs[$op.src2.index()];
+                    $regs[$d] = alu::alu64(AluOp::$alu, $regs[$d], src2);
+                    $pc += 1;
+                }
+                Code::$mi32 => {
+                    $regs[$d] = alu::alu32(AluOp::Mov, $regs[$d] as u32, $regs[$s] as u32) as u64;
+                    $regs[$d] = alu::alu32(AluOp::$alu, $regs[$d] as u32, $op.imm32()) as u64;
+                    $pc += 1;
+                }
+                Code::$mr32 => {
+                    $regs[$d] = alu::alu32(AluOp::Mov, $regs[$d] as u32, $regs[$s] as u32) as u64;
+                    let src2 = $regs[$op.src2.index()] as u32;
+                    $regs[$d] = alu::alu32(AluOp::$alu, $regs[$d] as u32, src2) as u64;
+                    $pc += 1;
+                }
+            )*
+            $(
+                Code::$ji64 => {
+                    let taken = alu::cond64(JmpCond::$cond, $regs[$d], $op.imm64());
+                    take_jump!(taken);
+                }
+                Code::$jr64 => {
+                    let taken = alu::cond64(JmpCond::$cond, $regs[$d], $regs[$s]);
+                    take_jump!(taken);
+                }
+                Code::$ji32 => {
+                    let taken = alu::cond32(JmpCond::$cond, $regs[$d] as u32, $op.imm32());
+                    take_jump!(taken);
+                }
+                Code::$jr32 => {
+                    let taken =
+                        alu::cond32(JmpCond::$cond, $regs[$d] as u32, $regs[$s] as u32);
+                    take_jump!(taken);
+                }
+                // A fused add and jump: the add, then the jump from its own slot.
+                Code::$aji64 => {
+                    $regs[$d] = alu::alu64(AluOp::Add, $regs[$d], $op.imm64());
+                    $pc += 1;
+                    let taken = alu::cond64(JmpCond::$cond, $regs[$d], $op.off as i64 as u64);
+                    take_jump!(taken);
+                }
+                Code::$ajr64 => {
+                    $regs[$d] = alu::alu64(AluOp::Add, $regs[$d], $op.imm64());
+                    $pc += 1;
+                    let taken = alu::cond64(JmpCond::$cond, $regs[$d], $regs[$s]);
+                    take_jump!(taken);
+                }
+            )*
+            $($other)*
+        }
+    };
+}
+
 impl Machine<'_> {
     fn start(&mut self, args: [u64; 5]) {
         self.regs[1..6].copy_from_slice(&args);
@@ -312,152 +412,169 @@ impl Machine<'_> {
     /// Runs the pre-decoded ops of the current program until an instruction needs the
     /// general path, which runs it here too: `Some(r0)` when the entry function exited,
     /// `None` to go on (maybe in another program).
+    ///
+    /// The budget is charged a run at a time (see [`PreparedProgram`]): on entering a run the
+    /// whole of it is charged, and a run that stops early (a memory fault) gives back what it
+    /// did not execute, so `executed` is exact whenever the loop stops. A run longer than
+    /// what is left of the budget goes through the general path one instruction at a time,
+    /// which stops at the exact instruction that exceeds it.
     #[inline(always)]
     fn run_fast(&mut self, executed: &mut u64, budget: u64) -> Result<Option<u64>, VmError> {
+        // Signed, so that a jump's charge is one addition and a sign test; a budget beyond
+        // i64::MAX instructions is as good as unlimited.
+        let start = i64::try_from(budget - *executed).unwrap_or(i64::MAX);
+        let mut fuel = start;
+        let leave = self.run_ops(&mut fuel);
+        *executed += (start - fuel) as u64;
+        match leave {
+            Leave::Done(r0) => Ok(Some(r0)),
+            Leave::General(pc) => {
+                self.pc = pc;
+                let insn = self.fetch()?;
+                match self.step(insn)? {
+                    Step::Continue => Ok(None),
+                    Step::Done(r0) => Ok(Some(r0)),
+                }
+            }
+            Leave::Counted(pc) => {
+                self.pc = pc;
+                self.run_general(executed, budget)
+            }
+            Leave::Fault(pc, fault) => Err(VmError::Memory { pc, fault }),
+        }
+    }
+
+    /// The fast loop itself; see [`Machine::run_fast`]. `fuel` is what is left of the budget.
+    #[inline(always)]
+    fn run_ops(&mut self, fuel: &mut i64) -> Leave {
         let progs = self.progs;
         let prepared = &progs[self.cur];
-        let (ops, hints) = (&prepared.ops[..], &prepared.hints[..]);
+        let (ops, runs, hints) = (&prepared.ops[..], &prepared.runs[..], &prepared.hints[..]);
+        let taken_cost = &prepared.taken_cost[..];
         let mut pc = self.pc;
+        let run = runs[pc] as i64;
+        if run > *fuel {
+            return Leave::Counted(pc);
+        }
+        *fuel -= run;
         loop {
-            let Some(op) = ops.get(pc) else {
-                self.pc = pc;
-                self.fetch()?;
-                unreachable!("fetch fails past the last slot");
-            };
-            if *executed == budget {
-                return Err(VmError::BudgetExceeded { pc, budget });
-            }
-            *executed += 1;
-            let op: Op = *op;
-            let (d, s) = (
-                op.dst as usize & (REG_SLOTS - 1),
-                op.src as usize & (REG_SLOTS - 1),
-            );
+            let op: Op = ops[pc];
+            let (d, s) = (op.dst.index(), op.src.index());
             let regs = &mut self.regs;
-            match op.code {
-                Code::Mov64Imm => regs[d] = op.imm,
-                Code::Mov64Reg => regs[d] = regs[s],
-                Code::Mov32Imm => regs[d] = op.imm,
-                Code::Mov32Reg => regs[d] = regs[s] as u32 as u64,
-                Code::Add64Imm => regs[d] = regs[d].wrapping_add(op.imm),
-                Code::Add64Reg => regs[d] = regs[d].wrapping_add(regs[s]),
-                Code::Sub64Reg => regs[d] = regs[d].wrapping_sub(regs[s]),
-                Code::And64Imm => regs[d] &= op.imm,
-                Code::Or64Reg => regs[d] |= regs[s],
-                Code::Xor64Reg => regs[d] ^= regs[s],
-                Code::Lsh64Imm => regs[d] <<= op.imm & 63,
-                Code::Rsh64Imm => regs[d] >>= op.imm & 63,
-                Code::Add32Imm => regs[d] = (regs[d] as u32).wrapping_add(op.imm as u32) as u64,
-                Code::Alu64Imm => regs[d] = alu::alu64(op.alu, regs[d], op.imm),
-                Code::Alu64Reg => regs[d] = alu::alu64(op.alu, regs[d], regs[s]),
-                Code::Alu32Imm => {
-                    regs[d] = alu::alu32(op.alu, regs[d] as u32, op.imm as u32) as u64
-                }
-                Code::Alu32Reg => {
-                    regs[d] = alu::alu32(op.alu, regs[d] as u32, regs[s] as u32) as u64
-                }
-                Code::LdImm64 => {
-                    regs[d] = op.imm;
-                    pc += 2;
-                    continue;
-                }
-                Code::LdxB | Code::LdxH | Code::LdxW | Code::LdxDw => {
-                    let n = match op.code {
-                        Code::LdxB => 1,
-                        Code::LdxH => 2,
-                        Code::LdxW => 4,
-                        _ => 8,
-                    };
-                    let addr = regs[s].wrapping_add(op.off as i64 as u64);
-                    match self.mem.read_hinted(addr, n, &hints[pc]) {
-                        Ok(v) => self.regs[d] = v,
-                        Err(fault) => {
-                            return Err(VmError::Memory {
-                                pc,
-                                fault: Box::new(fault),
-                            });
-                        }
+            // A faulting access gives back the rest of its run, which did not execute.
+            macro_rules! faulted {
+                ($fault:expr) => {{
+                    *fuel += runs[pc] as i64 - 1;
+                    return Leave::Fault(pc, Box::new($fault));
+                }};
+            }
+            macro_rules! load {
+                ($n:expr, $extend:expr) => {
+                    match self.mem.read_hinted(
+                        regs[s].wrapping_add(op.off as i64 as u64),
+                        $n,
+                        &hints[pc],
+                    ) {
+                        Ok(v) => regs[d] = $extend(v),
+                        Err(fault) => faulted!(fault),
                     }
-                }
-                Code::StB | Code::StH | Code::StW | Code::StDw => {
+                };
+            }
+            // A run goes on past a jump not taken; a jump taken gives back the rest of
+            // its run and enters the target's, which what is left must cover. (Two
+            // different paths keep this a branch, which the processor predicts, rather
+            // than a select the next dispatch would wait on.)
+            macro_rules! take_jump {
+                ($taken:expr) => {
+                    if $taken {
+                        let target = op.target as usize;
+                        let left = *fuel + taken_cost[pc];
+                        if left < 0 {
+                            *fuel += runs[pc] as i64 - 1;
+                            return Leave::Counted(target);
+                        }
+                        *fuel = left;
+                        pc = target;
+                        continue;
+                    }
+                };
+            }
+            macro_rules! store {
+                ($n:expr, $value:expr) => {
                     let addr = regs[d].wrapping_add(op.off as i64 as u64);
-                    self.store_fast(pc, op.code, addr, op.imm, &hints[pc])?;
+                    if let Err(fault) = self.mem.write_hinted(addr, $n, $value, &hints[pc]) {
+                        faulted!(fault);
+                    }
+                };
+            }
+            with_specialised_codes!(match_code!(op.code, op, regs, d, s, pc, {
+                Code::LdImm64 => {
+                    regs[d] = op.wide_imm();
+                    // Past the second slot with the `pc += 1` below: one shared step
+                    // for every op keeps the loop's tail a single add.
+                    pc += 1;
                 }
-                Code::StxB | Code::StxH | Code::StxW | Code::StxDw => {
-                    let addr = regs[d].wrapping_add(op.off as i64 as u64);
-                    let value = regs[s];
-                    self.store_fast(pc, op.code, addr, value, &hints[pc])?;
+                Code::LdxB => load!(1, |v| v),
+                Code::LdxH => load!(2, |v| v),
+                Code::LdxW => load!(4, |v| v),
+                Code::LdxDw => load!(8, |v| v),
+                Code::LdxSB => load!(1, |v| alu::sign_extend(v, 8)),
+                Code::LdxSH => load!(2, |v| alu::sign_extend(v, 16)),
+                Code::LdxSW => load!(4, |v| alu::sign_extend(v, 32)),
+                Code::StB => { store!(1, op.imm64()); }
+                Code::StH => { store!(2, op.imm64()); }
+                Code::StW => { store!(4, op.imm64()); }
+                Code::StDw => { store!(8, op.imm64()); }
+                Code::StxB => { store!(1, regs[s]); }
+                Code::StxH => { store!(2, regs[s]); }
+                Code::StxW => { store!(4, regs[s]); }
+                Code::StxDw => { store!(8, regs[s]); }
+                Code::Neg64 => regs[d] = regs[d].wrapping_neg(),
+                Code::Neg32 => regs[d] = (regs[d] as u32).wrapping_neg() as u64,
+                Code::MovSx64 => regs[d] = alu::sign_extend(regs[s], op.imm as u8),
+                Code::MovSx32 => {
+                    regs[d] = alu::sign_extend(regs[s], op.imm as u8) as u32 as u64
                 }
-                Code::Ja => {
-                    pc = op.target as usize;
-                    continue;
+                Code::Be16 => regs[d] = alu::endian(ByteOrder::ToBe, 16, regs[d]),
+                Code::Be32 => regs[d] = alu::endian(ByteOrder::ToBe, 32, regs[d]),
+                Code::Be64 => regs[d] = alu::endian(ByteOrder::ToBe, 64, regs[d]),
+                Code::Le16 => regs[d] = alu::endian(ByteOrder::ToLe, 16, regs[d]),
+                Code::Le32 => regs[d] = alu::endian(ByteOrder::ToLe, 32, regs[d]),
+                Code::Le64 => regs[d] = alu::endian(ByteOrder::ToLe, 64, regs[d]),
+                Code::Ja => take_jump!(true),
+                // Fused pairs of a byte-wise field: both, in order, past the second slot. A
+                // faulting load is the fused op's own slot, and the shift did not run.
+                Code::LdxBLsh32Imm => {
+                    load!(1, |v| v);
+                    regs[d] = alu::alu32(AluOp::Lsh, regs[d] as u32, op.imm32()) as u64;
+                    pc += 1;
                 }
-                Code::JeqImm
-                | Code::JneImm
-                | Code::JeqReg
-                | Code::JneReg
-                | Code::JgtReg
-                | Code::JgeReg
-                | Code::JgtImm
-                | Code::Jmp64Imm
-                | Code::Jmp64Reg
-                | Code::Jmp32Imm
-                | Code::Jmp32Reg => {
-                    let taken = match op.code {
-                        Code::JeqImm => regs[d] == op.imm,
-                        Code::JneImm => regs[d] != op.imm,
-                        Code::JeqReg => regs[d] == regs[s],
-                        Code::JneReg => regs[d] != regs[s],
-                        Code::JgtReg => regs[d] > regs[s],
-                        Code::JgeReg => regs[d] >= regs[s],
-                        Code::JgtImm => regs[d] > op.imm,
-                        Code::Jmp64Imm => alu::cond64(op.cond, regs[d], op.imm),
-                        Code::Jmp64Reg => alu::cond64(op.cond, regs[d], regs[s]),
-                        Code::Jmp32Imm => alu::cond32(op.cond, regs[d] as u32, op.imm as u32),
-                        _ => alu::cond32(op.cond, regs[d] as u32, regs[s] as u32),
-                    };
-                    pc = if taken { op.target as usize } else { pc + 1 };
-                    continue;
+                Code::LdxBLsh64Imm => {
+                    load!(1, |v| v);
+                    regs[d] = alu::alu64(AluOp::Lsh, regs[d], op.imm64());
+                    pc += 1;
+                }
+                Code::Lsh32ImmOr32Reg => {
+                    regs[d] = alu::alu32(AluOp::Lsh, regs[d] as u32, op.imm32()) as u64;
+                    let src2 = regs[op.src2.index()] as u32;
+                    regs[d] = alu::alu32(AluOp::Or, regs[d] as u32, src2) as u64;
+                    pc += 1;
+                }
+                Code::Lsh64ImmOr64Reg => {
+                    regs[d] = alu::alu64(AluOp::Lsh, regs[d], op.imm64());
+                    let src2 = regs[op.src2.index()];
+                    regs[d] = alu::alu64(AluOp::Or, regs[d], src2);
+                    pc += 1;
                 }
                 // The entry function's exit ends the run without the general path.
                 Code::Exit if self.frames.len() == 1 => {
                     self.pc = pc;
-                    return Ok(Some(self.regs[0]));
+                    return Leave::Done(self.regs[0]);
                 }
-                Code::Exit | Code::General => {
-                    self.pc = pc;
-                    let insn = self.fetch()?;
-                    return match self.step(insn)? {
-                        Step::Continue => Ok(None),
-                        Step::Done(r0) => Ok(Some(r0)),
-                    };
-                }
-            }
+                Code::Exit | Code::General | Code::End => return Leave::General(pc),
+            }));
             pc += 1;
         }
-    }
-
-    #[inline(always)]
-    fn store_fast(
-        &mut self,
-        pc: usize,
-        code: Code,
-        addr: u64,
-        value: u64,
-        hint: &std::cell::Cell<u32>,
-    ) -> Result<(), VmError> {
-        let n = match code {
-            Code::StB | Code::StxB => 1,
-            Code::StH | Code::StxH => 2,
-            Code::StW | Code::StxW => 4,
-            _ => 8,
-        };
-        self.mem
-            .write_hinted(addr, n, value, hint)
-            .map_err(|fault| VmError::Memory {
-                pc,
-                fault: Box::new(fault),
-            })
     }
 
     /// The instruction at `pc`. Jumps are validated when taken, so the only way to reach a

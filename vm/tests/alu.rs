@@ -207,3 +207,118 @@ fn r1_to_r5_are_the_arguments() {
     ];
     assert_eq!(run_args(&insns, [1, 20, 300, 4000, 50000]), Ok(54321));
 }
+
+/// A register move followed by an operation on the moved-to register runs as one fused op;
+/// a `ja +0` between them keeps them apart. Both must give the same registers for every
+/// operation, width and operand kind, including the operation reading its own destination.
+#[test]
+fn a_fused_move_and_operation_runs_as_the_two_instructions() {
+    let values = [0, 1, 7, 63, 64, HI | 5, MIN64, MIN32, NEG1, 0x8000_0000];
+    for op in bpfemu_isa::AluOp::ALL {
+        for width in [Width::W64, Width::W32] {
+            let mov = Insn::Alu {
+                width,
+                op: Mov,
+                dst: R3,
+                src: bpfemu_isa::Source::Reg(R1),
+            };
+            let seconds = [
+                bpfemu_isa::Source::Imm(-3),
+                bpfemu_isa::Source::Imm(13),
+                bpfemu_isa::Source::Reg(R2),
+                bpfemu_isa::Source::Reg(R3),
+            ];
+            for src in seconds {
+                let second = Insn::Alu {
+                    width,
+                    op,
+                    dst: R3,
+                    src,
+                };
+                for (&a, &b) in values.iter().zip(values.iter().rev()) {
+                    // r0 = r3 ^ (r1 << 1) ^ r2: what the pair left in r3, r1 and r2.
+                    let tail = [
+                        Insn::Alu {
+                            width: Width::W64,
+                            op: Mov,
+                            dst: R0,
+                            src: bpfemu_isa::Source::Reg(R1),
+                        },
+                        alu64_imm(Lsh, R0, 1),
+                        alu64(Xor, R0, R3),
+                        alu64(Xor, R0, R2),
+                        EXIT,
+                    ];
+                    let fused: Vec<Insn> = [mov, second].into_iter().chain(tail).collect();
+                    let apart: Vec<Insn> = [mov, ja(0), second].into_iter().chain(tail).collect();
+                    let args = [a, b, 0, 0, 0];
+                    assert_eq!(
+                        run_args(&fused, args),
+                        run_args(&apart, args),
+                        "{op:?} {width:?} {src:?} on {a:#x}, {b:#x}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The fused pairs of a byte-wise field (a byte load then a shift of it, a shift then the or
+/// of a register) give what the two instructions give apart, faults included.
+#[test]
+fn fused_byte_field_pairs_run_as_the_two_instructions() {
+    use bpfemu_isa::Size;
+    let values = [0, 1, 0x80, 0xff, HI | 0x1234_5678, NEG1, MIN64];
+    let shifts = [0, 8, 24, 31, 40, 63];
+    for width in [Width::W64, Width::W32] {
+        for &shift in &shifts {
+            for &a in &values {
+                for &b in &values {
+                    let shl = Insn::Alu {
+                        width,
+                        op: Lsh,
+                        dst: R1,
+                        src: bpfemu_isa::Source::Imm(shift),
+                    };
+                    let or = |src| Insn::Alu {
+                        width,
+                        op: Or,
+                        dst: R1,
+                        src: bpfemu_isa::Source::Reg(src),
+                    };
+                    // The stack holds `a`; r1 = `b`, r2 = `a`; r0 = r1 ^ (r2 << 1) at the end.
+                    let head = [ld64(R2, a), store(Size::DW, R10, -8, R2), ld64(R1, b)];
+                    let tail = [
+                        mov_reg(R0, R2),
+                        alu64_imm(Lsh, R0, 1),
+                        alu64(Xor, R0, R1),
+                        EXIT,
+                    ];
+                    let pairs = [
+                        [load(Size::B, R1, R10, -7), shl],
+                        [load(Size::B, R1, R3, 0), shl],
+                        [shl, or(R2)],
+                        [shl, or(R1)],
+                    ];
+                    for [first, second] in pairs {
+                        let fused: Vec<Insn> = head
+                            .into_iter()
+                            .chain([first, second])
+                            .chain(tail)
+                            .collect();
+                        let apart: Vec<Insn> = head
+                            .into_iter()
+                            .chain([first, ja(0), second])
+                            .chain(tail)
+                            .collect();
+                        assert_eq!(
+                            run(&fused),
+                            run(&apart),
+                            "{first:?}; {second:?} on {a:#x}, {b:#x}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

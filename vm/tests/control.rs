@@ -162,6 +162,100 @@ fn instruction_budget() {
     ));
 }
 
+/// The fast loop charges the budget a run at a time; the coverage loop counts each
+/// instruction. Whatever the budget, both stop at the same instruction with the same count,
+/// through taken and untaken jumps, an `ld_imm64`, a call and a faulting load.
+#[test]
+fn budget_and_count_are_exact_at_every_instruction() {
+    let text = "
+        r0 = 0
+        r2 = 0x100000000 ll
+        r3 = 5
+    loop:
+        r0 += r3
+        if r0 > 12 goto skip
+        r0 += 1
+        call double
+    skip:
+        r3 += -1
+        if r3 != 0 goto loop
+        r4 = 0
+        r0 = *(u64 *)(r4 +0)
+        exit
+    double:
+        r0 <<= 1
+        exit
+    ";
+    let program =
+        bpfemu_isa::Program::decode(bpfemu_isa::asm::assemble_kernel(text).unwrap()).unwrap();
+    let run = |budget: u64, coverage: bool| {
+        let mut interp = bpfemu_vm::Interpreter::new(Options {
+            insn_budget: budget,
+            ..Options::default()
+        });
+        if coverage {
+            interp.set_coverage(Some(bpfemu_vm::Coverage::new([program.len()])));
+        }
+        let mut mem = bpfemu_vm::Memory::new();
+        let result = interp.run(&program, [0; 5], &mut mem, &mut bpfemu_vm::NoHelpers);
+        (result, interp.executed())
+    };
+    let (full, total) = run(1000, false);
+    assert!(
+        matches!(full, Err(VmError::Memory { pc: 11, .. })),
+        "{full:?}"
+    );
+    for budget in 0..=total + 1 {
+        assert_eq!(run(budget, false), run(budget, true), "budget {budget}");
+    }
+}
+
+/// The `add` of an immediate followed by a 64-bit jump on the same register runs as one
+/// fused op; a `ja +0` between them keeps them apart. Both must agree on the jump and on the
+/// register, for every condition and operand kind (a jump immediate too wide to fuse too).
+#[test]
+fn a_fused_add_and_jump_runs_as_the_two_instructions() {
+    let values = [0, 1, 5, 7, u64::MAX, i64::MIN as u64, 0x8000_0000, 1 << 40];
+    for cond in JmpCond::ALL {
+        let sources = [
+            Source::Imm(7),
+            Source::Imm(-1),
+            Source::Imm(70_000),
+            Source::Reg(R2),
+        ];
+        for src in sources {
+            for &a in &values {
+                for &b in &values {
+                    let add = alu64_imm(AluOp::Add, R1, 2);
+                    let jump = jmp(Width::W64, cond, R1, src, 2);
+                    // r0 = r1, plus 1 << 62 when the jump was taken.
+                    let tail = [
+                        mov_reg(R0, R1),
+                        EXIT,
+                        mov_reg(R0, R1),
+                        ld64(R3, 1 << 62),
+                        alu64(AluOp::Add, R0, R3),
+                        EXIT,
+                    ];
+                    let head = [ld64(R1, a), ld64(R2, b)];
+                    let fused: Vec<Insn> =
+                        head.into_iter().chain([add, jump]).chain(tail).collect();
+                    let apart: Vec<Insn> = head
+                        .into_iter()
+                        .chain([add, ja(0), jump])
+                        .chain(tail)
+                        .collect();
+                    assert_eq!(
+                        run(&fused),
+                        run(&apart),
+                        "{cond:?} {src:?} on {a:#x}, {b:#x}"
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// r0 = 0; loop: may_goto +2; r0 += 1; goto loop; exit
 fn may_goto_loop() -> Vec<Insn> {
     vec![
