@@ -332,10 +332,13 @@ impl Session {
                 message,
             }
         })?;
-        if opts.engine == crate::runtime::EngineChoice::JitTrusted {
-            crate::runtime::require_verified(&object, &path_str, &program_name)
-                .map_err(DiffError::Unverified)?;
-        }
+        let stack_bound = match opts.engine {
+            crate::runtime::EngineChoice::JitTrusted => Some(
+                crate::runtime::require_verified(&object, &path_str, &program_name)
+                    .map_err(DiffError::Unverified)?,
+            ),
+            _ => None,
+        };
         kernel_ready().map_err(DiffError::KernelUnavailable)?;
         let fib =
             match &opts.fib {
@@ -416,10 +419,12 @@ impl Session {
                     path: path_str.clone(),
                     message: e.to_string(),
                 })?;
-            opts.engine.apply(&mut rt).map_err(|e| DiffError::Load {
-                path: path_str.clone(),
-                message: e.to_string(),
-            })?;
+            opts.engine
+                .apply_verified(&mut rt, stack_bound)
+                .map_err(|e| DiffError::Load {
+                    path: path_str.clone(),
+                    message: e.to_string(),
+                })?;
             Ok(rt)
         };
         let ours = build(opts.seed)?;

@@ -415,10 +415,13 @@ impl Replayer {
         let program_name = pick_program(&object, opts.program.as_deref())?;
         let record_types =
             crate::record_types::RecordTypes::resolve(&object, path, &opts.record_types)?;
-        if opts.engine == runtime::EngineChoice::JitTrusted {
-            runtime::require_verified(&object, &path.display().to_string(), &program_name)
-                .map_err(|e| anyhow::anyhow!(e))?;
-        }
+        let stack_bound = match opts.engine {
+            runtime::EngineChoice::JitTrusted => Some(
+                runtime::require_verified(&object, &path.display().to_string(), &program_name)
+                    .map_err(|e| anyhow::anyhow!(e))?,
+            ),
+            _ => None,
+        };
         let fib = match &opts.fib {
             Some(file) => Some(bpfemu_vm::fib::Fib::from_json_file(file)?),
             None => None,
@@ -435,7 +438,7 @@ impl Replayer {
             .with_context(|| format!("{}: cannot prepare the program", path.display()))?;
         let compile_start = Instant::now();
         opts.engine
-            .apply(&mut runtime)
+            .apply_verified(&mut runtime, stack_bound)
             .with_context(|| format!("{}: cannot compile the program", path.display()))?;
         let compile_time = match opts.engine {
             runtime::EngineChoice::Interp => Duration::ZERO,

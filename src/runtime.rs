@@ -37,26 +37,44 @@ impl EngineChoice {
 
     /// Makes `runtime` run its programs with this engine (compiling them for the JIT).
     pub fn apply(self, runtime: &mut XdpRuntime) -> Result<(), bpfemu_vm::VmError> {
-        let mode = match self {
+        self.apply_verified(runtime, None)
+    }
+
+    /// [`EngineChoice::apply`] for programs [`require_verified`] accepted, with the stack
+    /// bound it found: trusted code then zeroes a frame that comes back only where it can
+    /// have written.
+    pub fn apply_verified(
+        self,
+        runtime: &mut XdpRuntime,
+        stack_bound: Option<u32>,
+    ) -> Result<(), bpfemu_vm::VmError> {
+        let jit = match self {
             EngineChoice::Interp => return Ok(()),
-            EngineChoice::Jit => bpfemu_jit::Mode::Checked,
-            EngineChoice::JitTrusted => bpfemu_jit::Mode::Trusted,
+            EngineChoice::Jit => bpfemu_jit::Jit::new(bpfemu_jit::Mode::Checked),
+            EngineChoice::JitTrusted => bpfemu_jit::Jit::new(bpfemu_jit::Mode::Trusted),
         };
-        runtime.set_engine(&bpfemu_jit::Jit::new(mode))
+        match stack_bound {
+            Some(bytes) if self == EngineChoice::JitTrusted => {
+                runtime.set_engine(&jit.with_stack_bound(bytes))
+            }
+            _ => runtime.set_engine(&jit),
+        }
     }
 }
 
 /// Trusted JIT code reaches host memory unchecked, so what it runs must pass bpfemu's verifier
 /// first: program `program` of `obj`, and when it makes tail calls every program of the
-/// object (a prog array may hold any of them). `Err` holds the verifier's rejection, placed
-/// at its source line as `bpfemu verify` places it; `object` names the file in it.
-pub fn require_verified(obj: &Object, object: &str, program: &str) -> Result<(), String> {
+/// object (a prog array may hold any of them). `Ok` holds the most stack bytes any function
+/// of them uses (the verifier's `stack depth`); `Err` the verifier's rejection, placed at its
+/// source line as `bpfemu verify` places it; `object` names the file in it.
+pub fn require_verified(obj: &Object, object: &str, program: &str) -> Result<u32, String> {
     let chosen = obj.programs.iter().filter(|p| p.name == program);
     let to_verify: Vec<&ProgramSpec> = if chosen.clone().any(makes_tail_calls) {
         obj.programs.iter().collect()
     } else {
         chosen.collect()
     };
+    let mut stack_bound = 0;
     for spec in to_verify {
         let verdict = bpfemu_verifier::verify(
             &bpfemu_verifier::ProgramInput::new(obj, spec),
@@ -82,8 +100,10 @@ pub fn require_verified(obj: &Object, object: &str, program: &str) -> Result<(),
                 spec.name
             ));
         }
+        let deepest = verdict.stats.stack_depth.iter().copied().max().unwrap_or(0);
+        stack_bound = stack_bound.max(deepest);
     }
-    Ok(())
+    Ok(stack_bound)
 }
 
 /// `BPF_FUNC_tail_call`.

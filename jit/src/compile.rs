@@ -37,6 +37,20 @@ pub fn compile(
     options: Options,
     arrays: &[(u64, InlineArray)],
 ) -> Result<Compiled, VmError> {
+    compile_bounded(progs, mode, options, arrays, None)
+}
+
+/// [`compile`] for trusted code whose verifier found that no function uses more than
+/// `stack_bound` bytes of its frame: the code can write no lower, so a frame coming back is
+/// zeroed only from there (the bytes helpers wrote are tracked by the memory itself).
+/// Ignored in checked mode, whose programs nobody verified.
+pub fn compile_bounded(
+    progs: &[Program],
+    mode: Mode,
+    options: Options,
+    arrays: &[(u64, InlineArray)],
+    stack_bound: Option<u32>,
+) -> Result<Compiled, VmError> {
     let mut cpu_tables = CpuTables::default();
     let arrays: HashMap<u64, ArrayLookup> = arrays
         .iter()
@@ -96,7 +110,12 @@ pub fn compile(
         entries,
         static_errors,
         may_goto_loops: options.may_goto_loops,
-        stack_written_from: stack_written_from(progs),
+        stack_written_from: match stack_bound {
+            Some(bound) if mode == Mode::Trusted => {
+                stack_written_from(progs).max(STACK_SIZE.saturating_sub(bound as usize))
+            }
+            _ => stack_written_from(progs),
+        },
         cpu_tables,
     };
     Ok(Compiled::new(module, shared, options.insn_budget))

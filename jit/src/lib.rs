@@ -74,6 +74,8 @@ pub enum Mode {
 pub struct Jit {
     mode: Mode,
     options: Options,
+    /// The verifier's bound on the stack bytes any function uses (trusted mode).
+    stack_bound: Option<u32>,
 }
 
 impl Jit {
@@ -81,12 +83,26 @@ impl Jit {
         Jit {
             mode,
             options: Options::default(),
+            stack_bound: None,
+        }
+    }
+
+    /// Trusted code whose verifier found that no function uses more than `bytes` of its
+    /// stack frame ([`compile::compile_bounded`]).
+    pub fn with_stack_bound(self, bytes: u32) -> Jit {
+        Jit {
+            stack_bound: Some(bytes),
+            ..self
         }
     }
 
     /// With run limits other than the default (used by [`Engine::prepare`]).
     pub fn with_options(mode: Mode, options: Options) -> Jit {
-        Jit { mode, options }
+        Jit {
+            mode,
+            options,
+            stack_bound: None,
+        }
     }
 
     pub fn mode(&self) -> Mode {
@@ -111,7 +127,13 @@ impl Engine for Jit {
         progs: &[Program],
         options: Options,
     ) -> Result<Box<dyn Executable>, VmError> {
-        Ok(Box::new(compile::compile(progs, self.mode, options, &[])?))
+        Ok(Box::new(compile::compile_bounded(
+            progs,
+            self.mode,
+            options,
+            &[],
+            self.stack_bound,
+        )?))
     }
 
     fn prepare_set_with_arrays(
@@ -120,8 +142,12 @@ impl Engine for Jit {
         options: Options,
         arrays: &[(u64, InlineArray)],
     ) -> Result<Box<dyn Executable>, VmError> {
-        Ok(Box::new(compile::compile(
-            progs, self.mode, options, arrays,
+        Ok(Box::new(compile::compile_bounded(
+            progs,
+            self.mode,
+            options,
+            arrays,
+            self.stack_bound,
         )?))
     }
 }

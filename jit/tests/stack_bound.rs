@@ -1,0 +1,53 @@
+//! Trusted code told the verifier's stack bound zeroes a frame that comes back only where the
+//! code can have written: below the bound, not the whole frame. A program that reads a stack
+//! slot before it writes it (root may read uninitialised stack) must see zero on every run,
+//! as in the interpreter, when the bound covers its writes; a bound that does not cover them
+//! leaves the last run's bytes there, which shows the bound is what decides.
+
+use bpfemu_isa::asm::assemble_kernel;
+use bpfemu_jit::{Jit, Mode};
+use bpfemu_vm::Engine;
+use bpfemu_vm::xdp::{PacketMeta, XdpConfig, XdpProgramSpec, XdpRuntime};
+
+/// r0 = the u64 at fp-16 as the run finds it, then 7 stored there through a pointer.
+const READ_THEN_WRITE: &str = "r0 = *(u64 *)(r10 - 16)
+     r2 = r10
+     r2 += -16
+     r3 = 7
+     *(u64 *)(r2 + 0) = r3
+     exit";
+
+fn r0_of_three_runs(engine: Option<&dyn Engine>) -> Vec<u32> {
+    let insns = assemble_kernel(READ_THEN_WRITE).expect("assembles");
+    let programs = vec![XdpProgramSpec {
+        name: "prog".into(),
+        insns,
+    }];
+    let mut rt = XdpRuntime::new(programs, vec![], XdpConfig::default()).expect("builds");
+    if let Some(engine) = engine {
+        rt.set_engine(engine).expect("compiles");
+    }
+    (0..3)
+        .map(|_| rt.run(0, &[0u8; 64], &PacketMeta::default()).unwrap().retval)
+        .collect()
+}
+
+#[test]
+fn a_bound_that_covers_the_writes_zeroes_them() {
+    assert_eq!(r0_of_three_runs(None), [0, 0, 0]);
+    for bound in [16, 24, 512] {
+        let jit = Jit::new(Mode::Trusted).with_stack_bound(bound);
+        assert_eq!(r0_of_three_runs(Some(&jit)), [0, 0, 0], "bound {bound}");
+    }
+    // Without a bound the whole frame is zeroed (a store through a pointer).
+    assert_eq!(r0_of_three_runs(Some(&Jit::new(Mode::Trusted))), [0, 0, 0]);
+}
+
+#[test]
+fn the_bound_decides_what_is_zeroed() {
+    let too_small = Jit::new(Mode::Trusted).with_stack_bound(8);
+    assert_eq!(r0_of_three_runs(Some(&too_small)), [0, 7, 7]);
+    // Checked code is never bounded: nobody verified it.
+    let checked = Jit::new(Mode::Checked).with_stack_bound(8);
+    assert_eq!(r0_of_three_runs(Some(&checked)), [0, 0, 0]);
+}
