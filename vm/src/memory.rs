@@ -421,16 +421,21 @@ impl Memory {
     /// it, and its region waits for the next call at its depth.
     #[inline]
     pub fn remove_stack_frame(&mut self, id: RegionId) {
-        if let Some(index) = self.live_index(id) {
-            let kept = match self.regions[index].kind {
-                RegionKind::Stack { frame } => self.stacks.get(frame) == Some(&id),
-                _ => false,
-            };
-            if kept {
-                self.regions[index].live = false;
-                return;
-            }
+        if let Some(index) = self.live_index(id)
+            && let RegionKind::Stack { frame } = self.regions[index].kind
+            && self.stacks.get(frame) == Some(&id)
+        {
+            self.regions[index].live = false;
+            return;
         }
+        self.remove_unkept_stack_frame(id);
+    }
+
+    /// [`Memory::remove_stack_frame`] of a frame that is not its depth's kept one: removed
+    /// for good (out of line: the common case above stays small enough to inline).
+    #[cold]
+    #[inline(never)]
+    fn remove_unkept_stack_frame(&mut self, id: RegionId) {
         if !self.stacks.contains(&id) {
             self.remove(id);
         }
