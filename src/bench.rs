@@ -9,12 +9,13 @@
 //!
 //! - **test_run's loop**, the one compared with the kernel: each distinct packet is loaded
 //!   once and run as many times as the cycle visits it, each run on the frame the previous
-//!   one left. This is what BPF_PROG_TEST_RUN does with `repeat`: it builds the `xdp_buff`
-//!   once and never resets it between runs, so a program that rewrites its packet or moves
-//!   its bounds sees its own output (l4lb's second run finds an IP-in-IP packet and takes a
-//!   much shorter path). Timing bpfemu on fresh packets against the kernel on its own
-//!   output compared different work; `tests/repeat_vs_kernel.rs` holds this loop to the
-//!   kernel's results.
+//!   one left, the repeats in one call ([`XdpRuntime::run_again_repeated`](bpfemu_vm::xdp::XdpRuntime::run_again_repeated)). This is what
+//!   BPF_PROG_TEST_RUN does with `repeat`: it builds the `xdp_buff` once, runs its repeats
+//!   in one loop in the kernel and never resets the buffer between them, so a program that
+//!   rewrites its packet or moves its bounds sees its own output (l4lb's second run finds an
+//!   IP-in-IP packet and takes a much shorter path). Timing bpfemu on fresh packets against
+//!   the kernel on its own output compared different work; `tests/repeat_vs_kernel.rs`
+//!   holds this loop to the kernel's results.
 //! - **replay's loop**: every packet loaded into the reused frame afresh, then run: what
 //!   `bpfemu replay` pays a packet.
 //!
@@ -34,7 +35,7 @@ use crate::replay::{ReplayOptions, Replayer};
 use crate::runtime::EngineChoice;
 use anyhow::{Context, Result, bail};
 use bpfemu_conformance::kernel as kbpf;
-use bpfemu_vm::xdp::{PacketError, PacketMeta};
+use bpfemu_vm::xdp::PacketMeta;
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -277,8 +278,10 @@ fn packet_meta(i: usize) -> PacketMeta {
     }
 }
 
-/// test_run's loop: each distinct packet loaded once, then run `repeat` times on the frame
-/// the previous run left (a packet the load refuses counts as `repeat` errors).
+/// test_run's loop: each distinct packet loaded once and run, then run again `repeat - 1`
+/// times in one call on the frame the previous run left, as BPF_PROG_TEST_RUN runs its
+/// repeats in one system call (the repeats share the packet's clock). A packet the load
+/// refuses, or a batch that stops, counts all its runs as errors.
 fn repeat_loop(
     replayer: &mut Replayer,
     capture: &[Packet],
@@ -290,23 +293,26 @@ fn repeat_loop(
     let mut done = 0usize;
     let clock = CpuClock::start();
     for (packet, repeat) in capture.iter().zip(repeats(capture.len(), count)) {
-        for run in 0..repeat {
-            let meta = packet_meta(done);
-            done += 1;
-            // Read where it lands, not moved: a copy of the whole result just after the
-            // runtime wrote it would wait for those stores (a store-forwarding stall).
-            let result = match run {
-                0 => runtime.run_in_place(program, &packet.data, &meta),
-                _ => runtime.run_again(program, &meta),
-            };
-            match &result {
+        if repeat == 0 {
+            continue;
+        }
+        let meta = packet_meta(done);
+        done += repeat;
+        // Read where it lands, not moved: a copy of the whole result just after the runtime
+        // wrote it would wait for those stores (a store-forwarding stall).
+        let first = runtime.run_in_place(program, &packet.data, &meta);
+        match &first {
+            Ok(verdict) => figures.insns += verdict.insns_executed,
+            Err(_) => {
+                figures.errors += repeat;
+                continue;
+            }
+        }
+        if repeat > 1 {
+            let again = runtime.run_again_repeated(program, &meta, repeat as u64 - 1);
+            match &again {
                 Ok(verdict) => figures.insns += verdict.insns_executed,
-                Err(PacketError::Refused { .. }) if run == 0 => {
-                    figures.errors += repeat;
-                    done += repeat - 1;
-                    break;
-                }
-                Err(_) => figures.errors += 1,
+                Err(_) => figures.errors += repeat - 1,
             }
         }
         progress.tick(done as u64, || done as u64);

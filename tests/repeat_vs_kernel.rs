@@ -2,8 +2,9 @@
 //! `xdp_buff` once and runs the program `repeat` times on it, so a program that moves its
 //! bounds or rewrites its packet sees its own output on the next run. `bpfemu bench` compares
 //! its engines with the kernel's time on that loop, so bpfemu's loop must do the same work:
-//! per engine, one packet loaded then run again `repeat - 1` times must end with the kernel's
-//! return value and `data_out`.
+//! per engine, one packet loaded then run again `repeat - 1` times, one call each
+//! (`run_again`) or all in one (`run_again_repeated`, what the bench times), must end with the
+//! kernel's return value and `data_out`.
 //!
 //! The programs move the frame's bounds or rewrite the packet: l4lb encapsulates (the next
 //! run sees an IP-in-IP packet), adjust_meta grows the metadata again on every run,
@@ -72,19 +73,32 @@ fn replayer(object: &Path, maps: Option<PathBuf>, engine: EngineChoice) -> Repla
 }
 
 /// bpfemu's outcome of `repeat` runs of `packet` on one load: (return value, data_out) of
-/// the last, and of the first.
-fn bpfemu_runs(replayer: &mut Replayer, packet: &[u8]) -> ((u32, Vec<u8>), (u32, Vec<u8>)) {
+/// the last, and of the first. The runs after the first go one call each (`run_again`) or
+/// all in one (`run_again_repeated`, as test_run's own loop).
+fn bpfemu_runs(
+    replayer: &mut Replayer,
+    packet: &[u8],
+    batched: bool,
+) -> ((u32, Vec<u8>), (u32, Vec<u8>)) {
     let (program, runtime) = (replayer.program, &mut replayer.runtime);
     let meta = PacketMeta::default();
     let first = runtime
         .run(program, packet, &meta)
         .expect("the first run succeeds");
     let first = (first.retval, first.data_out);
-    let mut last = first.clone();
-    for _ in 1..REPEAT {
-        let verdict = runtime.run_again(program, &meta).expect("a run succeeds");
-        last = (verdict.retval, runtime.last_data_out());
-    }
+    let last = if batched {
+        let verdict = runtime
+            .run_again_repeated(program, &meta, u64::from(REPEAT - 1))
+            .expect("the runs succeed");
+        (verdict.retval, runtime.last_data_out())
+    } else {
+        let mut last = first.clone();
+        for _ in 1..REPEAT {
+            let verdict = runtime.run_again(program, &meta).expect("a run succeeds");
+            last = (verdict.retval, runtime.last_data_out());
+        }
+        last
+    };
     (last, first)
 }
 
@@ -117,15 +131,17 @@ fn run_again_repeats_as_test_run_does() {
             for (i, packet) in packets.iter().enumerate() {
                 let kernel = test_run(session.kernel_program_fd(), packet, None, REPEAT)
                     .unwrap_or_else(|errno| panic!("{}: packet {i}: errno {errno}", case.program));
-                let (last, first) = bpfemu_runs(&mut replayer, packet);
-                assert_eq!(
-                    last,
-                    (kernel.retval, kernel.data),
-                    "{} under {}: packet {i} after {REPEAT} runs",
-                    case.program,
-                    engine.name()
-                );
-                differs += usize::from(last != first);
+                for batched in [false, true] {
+                    let (last, first) = bpfemu_runs(&mut replayer, packet, batched);
+                    assert_eq!(
+                        last,
+                        (kernel.retval, kernel.data.clone()),
+                        "{} under {} (batched: {batched}): packet {i} after {REPEAT} runs",
+                        case.program,
+                        engine.name()
+                    );
+                    differs += usize::from(last != first);
+                }
             }
             assert!(
                 differs > 0 || !case.changes_on_repeat,

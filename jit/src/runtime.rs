@@ -661,24 +661,31 @@ impl Compiled {
         mem: &mut Memory,
         helpers: &mut dyn Helpers,
     ) -> Result<u64, VmError> {
+        self.run_repeated(entry, args, mem, helpers, 1)
+    }
+
+    /// Runs program `entry` `times` times (at least once): the context is set up once, each
+    /// run gets a fresh entry frame and its own count ([`Executable::run_entry_repeated`]).
+    fn run_repeated(
+        &mut self,
+        entry: usize,
+        args: [u64; 5],
+        mem: &mut Memory,
+        helpers: &mut dyn Helpers,
+        times: u64,
+    ) -> Result<u64, VmError> {
         // (No error value is built and dropped on the way in: the entry is nearly always there.)
         let Some(function) = self.entries.get(entry).copied().flatten() else {
             return Err(VmError::FellOffEnd { pc: 0 });
         };
         let ctx_region = mem.converted_ctx_span();
-        let cpu = helpers.cpu().map_or(u64::MAX, u64::from);
-        // The entry function's frame straight from the memory (the depth is 0: never too
-        // deep), its top kept in a register for r10, not read back from the context.
-        let (stack, top) = mem.push_stack_frame(0);
         let ctx = &mut *self.ctx;
-        ctx.executed = 0;
         (ctx.ctx_base, ctx.ctx_len, ctx.ctx_values) = match ctx_region {
             Some(span) => (span.base, span.len, span.values),
             None => (0, 0, 0),
         };
         ctx.ctx_region = ctx_region;
-        ctx.cpu = cpu;
-        ctx.forget_regions();
+        ctx.cpu = helpers.cpu().map_or(u64::MAX, u64::from);
         ctx.mem = mem;
         let helpers: *mut (dyn Helpers + '_) = helpers;
         // SAFETY: the pointer is only used during this call, while the borrow lives (it is
@@ -687,30 +694,62 @@ impl Compiled {
         ctx.helpers = unsafe {
             std::mem::transmute::<*mut (dyn Helpers + '_), *mut (dyn Helpers + 'static)>(helpers)
         };
-        ctx.frames.push(stack);
-        let mut regs = [0u64; REG_SLOTS];
-        regs[1..6].copy_from_slice(&args);
-        regs[Reg::R10.index()] = top;
-        regs[FRAME_SLOT] = top;
-        regs[MAY_GOTO_SLOT] = self.shared.may_goto_loops;
-        // SAFETY: `function` was compiled with the JitFn signature for this program set; the
-        // context and the register array live across the call.
-        let status = unsafe { function(ctx, regs.as_mut_ptr()) };
-        // Frames a stopped run left above the entry's, then the entry's own, whose id is at
-        // hand (reading it back from the context waited for the stores that put it there).
-        while ctx.frames.len() > 1 {
-            pop_frame(ctx);
+        let mut total = 0;
+        let mut result = Ok(0);
+        for run in 0..times.max(1) {
+            if run > 0 {
+                // SAFETY: the helpers outlive this call; no compiled code runs now.
+                unsafe { (*ctx.helpers).next_run() };
+            }
+            // SAFETY: the memory is the caller's, borrowed for this call; compiled code
+            // reaches it only through the context, and does not run now.
+            let mem = unsafe { &mut *ctx.mem };
+            result = run_once(ctx, &self.shared, function, args, mem);
+            total += ctx.executed;
+            if result.is_err() {
+                break;
+            }
         }
-        ctx.frames.pop();
-        if self.shared.stack_written_from < bpfemu_vm::STACK_SIZE {
-            mem.note_stack_written(stack, self.shared.stack_written_from);
-        }
-        mem.remove_stack_frame(stack);
-        self.executed = ctx.executed;
-        match status {
-            STATUS_OK => Ok(regs[0]),
-            _ => Err(ctx.error.take().unwrap_or(VmError::FellOffEnd { pc: 0 })),
-        }
+        self.executed = total;
+        result
+    }
+}
+
+/// One run of `function` with the context set up: a fresh entry frame (the depth is 0: never
+/// too deep), the count from zero, then the frames a stopped run left, and the entry's own.
+fn run_once(
+    ctx: &mut RunCtx,
+    shared: &Shared,
+    function: JitFn,
+    args: [u64; 5],
+    mem: &mut Memory,
+) -> Result<u64, VmError> {
+    // The frame's top is kept in a register for r10, not read back from the context.
+    let (stack, top) = mem.push_stack_frame(0);
+    ctx.executed = 0;
+    ctx.forget_regions();
+    ctx.frames.push(stack);
+    let mut regs = [0u64; REG_SLOTS];
+    regs[1..6].copy_from_slice(&args);
+    regs[Reg::R10.index()] = top;
+    regs[FRAME_SLOT] = top;
+    regs[MAY_GOTO_SLOT] = shared.may_goto_loops;
+    // SAFETY: `function` was compiled with the JitFn signature for this program set; the
+    // context and the register array live across the call.
+    let status = unsafe { function(ctx, regs.as_mut_ptr()) };
+    // Frames a stopped run left above the entry's, then the entry's own, whose id is at
+    // hand (reading it back from the context waited for the stores that put it there).
+    while ctx.frames.len() > 1 {
+        pop_frame(ctx);
+    }
+    ctx.frames.pop();
+    if shared.stack_written_from < bpfemu_vm::STACK_SIZE {
+        mem.note_stack_written(stack, shared.stack_written_from);
+    }
+    mem.remove_stack_frame(stack);
+    match status {
+        STATUS_OK => Ok(regs[0]),
+        _ => Err(ctx.error.take().unwrap_or(VmError::FellOffEnd { pc: 0 })),
     }
 }
 
@@ -734,7 +773,22 @@ impl Executable for Compiled {
         self.run_inner(entry, args, mem, helpers)
     }
 
+    fn run_entry_repeated(
+        &mut self,
+        entry: usize,
+        args: [u64; 5],
+        mem: &mut Memory,
+        helpers: &mut dyn Helpers,
+        times: u64,
+    ) -> Result<u64, VmError> {
+        self.run_repeated(entry, args, mem, helpers, times)
+    }
+
     fn executed(&self) -> u64 {
         self.executed
+    }
+
+    fn set_executed(&mut self, count: u64) {
+        self.executed = count;
     }
 }

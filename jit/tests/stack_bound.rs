@@ -28,7 +28,11 @@ fn r0_of_three_runs(engine: Option<&dyn Engine>) -> Vec<u32> {
         rt.set_engine(engine).expect("compiles");
     }
     (0..3)
-        .map(|_| rt.run(0, &[0u8; 64], &PacketMeta::default()).unwrap().retval)
+        .map(|_| {
+            rt.run(0, &[0u8; 64], &PacketMeta::default())
+                .unwrap()
+                .retval
+        })
         .collect()
 }
 

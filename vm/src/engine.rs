@@ -58,8 +58,39 @@ pub trait Executable {
         helpers: &mut dyn Helpers,
     ) -> Result<u64, VmError>;
 
+    /// Runs program `entry` `times` times (at least once) with the same arguments, on memory
+    /// as each run leaves it, as BPF_PROG_TEST_RUN's `repeat` does: before every run after
+    /// the first, [`Helpers::next_run`]. Stops at the first run that fails. Gives the last
+    /// run's r0; [`Executable::executed`] then counts the instructions of all of them.
+    fn run_entry_repeated(
+        &mut self,
+        entry: usize,
+        args: [u64; 5],
+        mem: &mut Memory,
+        helpers: &mut dyn Helpers,
+        times: u64,
+    ) -> Result<u64, VmError> {
+        let mut total = 0;
+        let mut result = Ok(0);
+        for run in 0..times.max(1) {
+            if run > 0 {
+                helpers.next_run();
+            }
+            result = self.run_entry(entry, args, mem, helpers);
+            total += self.executed();
+            if result.is_err() {
+                break;
+            }
+        }
+        self.set_executed(total);
+        result
+    }
+
     /// How many instructions the last run executed.
     fn executed(&self) -> u64;
+
+    /// Overrides [`Executable::executed`]'s answer (a repeated run's total).
+    fn set_executed(&mut self, count: u64);
 }
 
 impl Engine for Interpreter {
@@ -79,6 +110,7 @@ impl Engine for Interpreter {
         Ok(Box::new(Interpreted {
             progs: progs.iter().cloned().map(PreparedProgram::new).collect(),
             interp: Interpreter::new(options),
+            executed: None,
         }))
     }
 }
@@ -87,6 +119,8 @@ impl Engine for Interpreter {
 struct Interpreted {
     progs: Vec<PreparedProgram>,
     interp: Interpreter,
+    /// A repeated run's total, until the next run.
+    executed: Option<u64>,
 }
 
 impl Executable for Interpreted {
@@ -96,6 +130,7 @@ impl Executable for Interpreted {
         mem: &mut Memory,
         helpers: &mut dyn Helpers,
     ) -> Result<u64, VmError> {
+        self.executed = None;
         self.interp.run_prepared(&self.progs, 0, args, mem, helpers)
     }
 
@@ -106,11 +141,16 @@ impl Executable for Interpreted {
         mem: &mut Memory,
         helpers: &mut dyn Helpers,
     ) -> Result<u64, VmError> {
+        self.executed = None;
         self.interp
             .run_prepared(&self.progs, entry, args, mem, helpers)
     }
 
     fn executed(&self) -> u64 {
-        self.interp.executed()
+        self.executed.unwrap_or_else(|| self.interp.executed())
+    }
+
+    fn set_executed(&mut self, count: u64) {
+        self.executed = Some(count);
     }
 }

@@ -59,6 +59,12 @@ pub trait Helpers {
         None
     }
 
+    /// Another run of the same program on the same input begins
+    /// ([`Executable::run_entry_repeated`](crate::engine::Executable::run_entry_repeated)):
+    /// what the helpers keep for one run (a pending redirect, the tail call count, records)
+    /// starts afresh, as for the first.
+    fn next_run(&mut self) {}
+
     /// For taint tracking ([`crate::taint`]): what a call of helper `id` with r1-r5 = `args`
     /// reads and writes. The default knows nothing, which taints control whenever an input
     /// is tainted.

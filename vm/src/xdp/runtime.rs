@@ -707,8 +707,21 @@ impl XdpRuntime {
     /// builds the `xdp_buff` once, so a program that rewrites its packet or moves its bounds
     /// sees its own output). Only meaningful after a packet was loaded successfully.
     pub fn run_again(&mut self, prog: usize, meta: &PacketMeta) -> Result<XdpVerdict, PacketError> {
+        self.run_again_repeated(prog, meta, 1)
+    }
+
+    /// [`XdpRuntime::run_again`] `times` times (at least once) in one call, as
+    /// BPF_PROG_TEST_RUN's loop runs its repeats: each run on the frame the previous one left,
+    /// with `meta`'s CPU and clock, the helpers' per-run state afresh. Stops at the first run
+    /// that fails. The verdict is the last run's; its instruction count is all of them.
+    pub fn run_again_repeated(
+        &mut self,
+        prog: usize,
+        meta: &PacketMeta,
+        times: u64,
+    ) -> Result<XdpVerdict, PacketError> {
         self.check_cpu(prog, meta)?;
-        self.run_frame(prog, meta)
+        self.run_frame_repeated(prog, meta, times)
     }
 
     /// The last packet's `data_out` (see [`XdpOutcome::data_out`]).
@@ -884,6 +897,16 @@ impl XdpRuntime {
 
     /// Runs program `prog` on the loaded frame.
     fn run_frame(&mut self, prog: usize, meta: &PacketMeta) -> Result<XdpVerdict, PacketError> {
+        self.run_frame_repeated(prog, meta, 1)
+    }
+
+    /// Runs program `prog` on the loaded frame `times` times (at least once).
+    fn run_frame_repeated(
+        &mut self,
+        prog: usize,
+        meta: &PacketMeta,
+        times: u64,
+    ) -> Result<XdpVerdict, PacketError> {
         self.mark_ring_positions();
         // The JIT runs unless coverage or taint is recorded (only the interpreter does).
         let compiled = self.compiled.is_some()
@@ -905,11 +928,28 @@ impl XdpRuntime {
         // runtime (built per run, they were read back by the engine with wide loads over
         // the narrow stores just made: a store-forwarding stall).
         let args = self.entry_args;
+        // A repeated interpreted run's instruction count, all runs together.
+        let mut interp_total = None;
         // The engine's result is matched where it lands, never moved whole: a copy of it
         // with wide loads just after the engine's narrow stores waits for them (a
         // store-forwarding stall, the largest single cost of a run of a small program).
         let result = match &mut self.compiled {
+            Some(exe) if compiled && times > 1 => {
+                exe.run_entry_repeated(prog, args, &mut self.mem, &mut env, times)
+            }
             Some(exe) if compiled => exe.run_entry(prog, args, &mut self.mem, &mut env),
+            _ if times > 1 => {
+                let (result, total) = interp_repeated(
+                    &mut self.interp,
+                    &self.prepared,
+                    (prog, args),
+                    &mut self.mem,
+                    &mut env,
+                    times,
+                );
+                interp_total = Some(total);
+                result
+            }
             _ => self
                 .interp
                 .run_prepared(&self.prepared, prog, args, &mut self.mem, &mut env),
@@ -918,7 +958,7 @@ impl XdpRuntime {
             Ok(r0) => r0 as u32,
             Err(error) => return Err(self.stopped(error, compiled)),
         };
-        let insns_executed = self.executed(compiled);
+        let insns_executed = interp_total.unwrap_or_else(|| self.executed(compiled));
         let action = XdpAction::from_retval(retval);
         Ok(XdpVerdict {
             retval,
@@ -992,6 +1032,31 @@ impl XdpRuntime {
             self.mem.remove(id);
         }
     }
+}
+
+/// The interpreter's runs of [`XdpRuntime::run_again_repeated`]: the result of the last, and
+/// the instructions of all.
+fn interp_repeated(
+    interp: &mut Interpreter,
+    prepared: &[PreparedProgram],
+    (prog, args): (usize, [u64; 5]),
+    mem: &mut Memory,
+    env: &mut XdpEnv<'_>,
+    times: u64,
+) -> (Result<u64, VmError>, u64) {
+    let mut total = 0;
+    let mut result = Ok(0);
+    for run in 0..times {
+        if run > 0 {
+            crate::helpers::Helpers::next_run(env);
+        }
+        result = interp.run_prepared(prepared, prog, args, mem, env);
+        total += interp.executed();
+        if result.is_err() {
+            break;
+        }
+    }
+    (result, total)
 }
 
 fn refused(Refusal { errno, reason }: Refusal) -> PacketError {

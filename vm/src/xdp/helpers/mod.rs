@@ -198,6 +198,12 @@ impl Helpers for XdpEnv<'_> {
         Some(self.run.cpu)
     }
 
+    /// The records of a repeated run are the last run's, as those of any run; the CPU and
+    /// the clock stay (the same packet, run again at once).
+    fn next_run(&mut self) {
+        self.run.reset(self.run.cpu, self.run.clock);
+    }
+
     fn footprint(&self, id: i32, a: [u64; 5], mem: &Memory) -> Footprint {
         let map = |handle: u64| {
             let index = self.maps.index_of_handle(handle)?;
