@@ -694,41 +694,52 @@ impl Compiled {
         ctx.helpers = unsafe {
             std::mem::transmute::<*mut (dyn Helpers + '_), *mut (dyn Helpers + 'static)>(helpers)
         };
+        // The entry frame is the same for every run of the batch: zeroed where the last run
+        // wrote, as a parked frame brought back would be.
+        // SAFETY: the memory is the caller's, borrowed for this call; compiled code reaches it
+        // only through the context, and does not run now.
+        let (stack, top) = unsafe { &mut *ctx.mem }.push_stack_frame(0);
+        ctx.frames.push(stack);
+        let written_from = self.shared.stack_written_from;
         let mut total = 0;
         let mut result = Ok(0);
         for run in 0..times.max(1) {
             if run > 0 {
-                // SAFETY: the helpers outlive this call; no compiled code runs now.
-                unsafe { (*ctx.helpers).next_run() };
+                // SAFETY: as above; the helpers outlive this call.
+                unsafe {
+                    (*ctx.helpers).next_run();
+                    (*ctx.mem).clean_stack_frame(stack, written_from);
+                }
             }
-            // SAFETY: the memory is the caller's, borrowed for this call; compiled code
-            // reaches it only through the context, and does not run now.
-            let mem = unsafe { &mut *ctx.mem };
-            result = run_once(ctx, &self.shared, function, args, mem);
+            result = run_once(ctx, &self.shared, function, args, top);
             total += ctx.executed;
             if result.is_err() {
                 break;
             }
         }
+        ctx.frames.pop();
+        // SAFETY: as above.
+        let mem = unsafe { &mut *ctx.mem };
+        if written_from < bpfemu_vm::STACK_SIZE {
+            mem.note_stack_written(stack, written_from);
+        }
+        mem.remove_stack_frame(stack);
         self.executed = total;
         result
     }
 }
 
-/// One run of `function` with the context set up: a fresh entry frame (the depth is 0: never
-/// too deep), the count from zero, then the frames a stopped run left, and the entry's own.
+/// One run of `function` with the context set up, in the entry frame whose top is `top`: the
+/// count from zero, then the frames a stopped run left above the entry's popped.
 fn run_once(
     ctx: &mut RunCtx,
     shared: &Shared,
     function: JitFn,
     args: [u64; 5],
-    mem: &mut Memory,
+    top: u64,
 ) -> Result<u64, VmError> {
-    // The frame's top is kept in a register for r10, not read back from the context.
-    let (stack, top) = mem.push_stack_frame(0);
     ctx.executed = 0;
     ctx.forget_regions();
-    ctx.frames.push(stack);
     let mut regs = [0u64; REG_SLOTS];
     regs[1..6].copy_from_slice(&args);
     regs[Reg::R10.index()] = top;
@@ -737,16 +748,9 @@ fn run_once(
     // SAFETY: `function` was compiled with the JitFn signature for this program set; the
     // context and the register array live across the call.
     let status = unsafe { function(ctx, regs.as_mut_ptr()) };
-    // Frames a stopped run left above the entry's, then the entry's own, whose id is at
-    // hand (reading it back from the context waited for the stores that put it there).
     while ctx.frames.len() > 1 {
         pop_frame(ctx);
     }
-    ctx.frames.pop();
-    if shared.stack_written_from < bpfemu_vm::STACK_SIZE {
-        mem.note_stack_written(stack, shared.stack_written_from);
-    }
-    mem.remove_stack_frame(stack);
     match status {
         STATUS_OK => Ok(regs[0]),
         _ => Err(ctx.error.take().unwrap_or(VmError::FellOffEnd { pc: 0 })),

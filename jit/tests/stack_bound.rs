@@ -1,8 +1,10 @@
-//! Trusted code told the verifier's stack bound zeroes a frame that comes back only where the
-//! code can have written: below the bound, not the whole frame. A program that reads a stack
-//! slot before it writes it (root may read uninitialised stack) must see zero on every run,
-//! as in the interpreter, when the bound covers its writes; a bound that does not cover them
-//! leaves the last run's bytes there, which shows the bound is what decides.
+//! Stack frames that come back are zeroed where they were written, also between the repeats
+//! of one batch (`run_again_repeated`) and where only a helper wrote. Trusted code told the
+//! verifier's stack bound zeroes a frame only where the code can have written: below the
+//! bound, not the whole frame. A program that reads a stack slot before it writes it (root
+//! may read uninitialised stack) must see zero on every run, as in the interpreter, when the
+//! bound covers its writes; a bound that does not cover them leaves the last run's bytes
+//! there, which shows the bound is what decides.
 
 use bpfemu_isa::asm::assemble_kernel;
 use bpfemu_jit::{Jit, Mode};
@@ -54,4 +56,48 @@ fn the_bound_decides_what_is_zeroed() {
     // Checked code is never bounded: nobody verified it.
     let checked = Jit::new(Mode::Checked).with_stack_bound(8);
     assert_eq!(r0_of_three_runs(Some(&checked)), [0, 0, 0]);
+}
+
+/// r0 = the u64 at fp-16 as the run finds it, then bpf_xdp_load_bytes writes the packet's
+/// first 8 bytes there: the helper's write, which only the memory sees.
+const READ_THEN_HELPER_WRITES: &str = "r7 = r1
+     r6 = *(u64 *)(r10 - 16)
+     r1 = r7
+     r2 = 0
+     r3 = r10
+     r3 += -16
+     r4 = 8
+     call bpf_xdp_load_bytes#189
+     r0 = r6
+     exit";
+
+/// The last run's r0 after one run and then `times` more in one call
+/// (`run_again_repeated`, test_run's repeats), under `engine` (`None`: the interpreter).
+fn r0_after_repeats(text: &str, engine: Option<&dyn Engine>, times: u64) -> u32 {
+    let insns = assemble_kernel(text).expect("assembles");
+    let programs = vec![XdpProgramSpec {
+        name: "prog".into(),
+        insns,
+    }];
+    let mut rt = XdpRuntime::new(programs, vec![], XdpConfig::default()).expect("builds");
+    if let Some(engine) = engine {
+        rt.set_engine(engine).expect("compiles");
+    }
+    let meta = PacketMeta::default();
+    rt.run(0, &[0x5a; 64], &meta).expect("runs");
+    rt.run_again_repeated(0, &meta, times).unwrap().retval
+}
+
+#[test]
+fn repeated_runs_find_their_frame_zeroed() {
+    for text in [READ_THEN_WRITE, READ_THEN_HELPER_WRITES] {
+        let trusted = Jit::new(Mode::Trusted);
+        let bounded = Jit::new(Mode::Trusted).with_stack_bound(16);
+        let checked = Jit::new(Mode::Checked);
+        let engines: [Option<&dyn Engine>; 4] =
+            [None, Some(&trusted), Some(&bounded), Some(&checked)];
+        for engine in engines {
+            assert_eq!(r0_after_repeats(text, engine, 3), 0, "{text}");
+        }
+    }
 }

@@ -406,6 +406,24 @@ impl Memory {
         (id, self.regions[index].end())
     }
 
+    /// Zeroes what was written in live stack frame `id` (from byte `written_from` up, for code
+    /// writing memory directly, and wherever the memory saw writes), as if it had been parked
+    /// and brought back: for an engine that runs the same function again at once
+    /// (BPF_PROG_TEST_RUN's repeats). False when `id` is not a live region.
+    pub fn clean_stack_frame(&mut self, id: RegionId, written_from: usize) -> bool {
+        let Some(index) = self.live_index(id) else {
+            return false;
+        };
+        let region = &mut self.regions[index];
+        let (start, len) = (region.start, region.len);
+        let dirty = region.dirty_lo.min(written_from).min(len);
+        if dirty < len {
+            region.storage[start + dirty..start + len].fill(0);
+        }
+        region.dirty_lo = len;
+        true
+    }
+
     /// Records that code which writes memory directly (the JIT) may have written stack frame
     /// `id` from byte `lowest` of the region up: when the frame comes back for the next call
     /// those bytes are zeroed, as the interpreter's frames are where it wrote.
