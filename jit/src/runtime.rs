@@ -653,20 +653,57 @@ impl Drop for Compiled {
     }
 }
 
-impl Compiled {
-    fn run_inner(
+/// One run of `function` with the context set up, in the entry frame whose top is `top`: the
+/// count from zero, then the frames a stopped run left above the entry's popped.
+fn run_once(
+    ctx: &mut RunCtx,
+    shared: &Shared,
+    function: JitFn,
+    args: [u64; 5],
+    top: u64,
+) -> Result<u64, VmError> {
+    ctx.executed = 0;
+    ctx.forget_regions();
+    let mut regs = [0u64; REG_SLOTS];
+    regs[1..6].copy_from_slice(&args);
+    regs[Reg::R10.index()] = top;
+    regs[FRAME_SLOT] = top;
+    regs[MAY_GOTO_SLOT] = shared.may_goto_loops;
+    // SAFETY: `function` was compiled with the JitFn signature for this program set; the
+    // context and the register array live across the call.
+    let status = unsafe { function(ctx, regs.as_mut_ptr()) };
+    while ctx.frames.len() > 1 {
+        pop_frame(ctx);
+    }
+    match status {
+        STATUS_OK => Ok(regs[0]),
+        _ => Err(ctx.error.take().unwrap_or(VmError::FellOffEnd { pc: 0 })),
+    }
+}
+
+impl Executable for Compiled {
+    fn run(
+        &mut self,
+        args: [u64; 5],
+        mem: &mut Memory,
+        helpers: &mut dyn Helpers,
+    ) -> Result<u64, VmError> {
+        self.run_entry_repeated(0, args, mem, helpers, 1)
+    }
+
+    fn run_entry(
         &mut self,
         entry: usize,
         args: [u64; 5],
         mem: &mut Memory,
         helpers: &mut dyn Helpers,
     ) -> Result<u64, VmError> {
-        self.run_repeated(entry, args, mem, helpers, 1)
+        self.run_entry_repeated(entry, args, mem, helpers, 1)
     }
 
-    /// Runs program `entry` `times` times (at least once): the context is set up once, each
-    /// run gets a fresh entry frame and its own count ([`Executable::run_entry_repeated`]).
-    fn run_repeated(
+    /// The context is set up once for all the runs; each run gets the entry frame zeroed
+    /// where the last one wrote, its own count, and the helpers' per-run state afresh.
+    fn run_entry_repeated(
         &mut self,
         entry: usize,
         args: [u64; 5],
@@ -726,66 +763,6 @@ impl Compiled {
         mem.remove_stack_frame(stack);
         self.executed = total;
         result
-    }
-}
-
-/// One run of `function` with the context set up, in the entry frame whose top is `top`: the
-/// count from zero, then the frames a stopped run left above the entry's popped.
-fn run_once(
-    ctx: &mut RunCtx,
-    shared: &Shared,
-    function: JitFn,
-    args: [u64; 5],
-    top: u64,
-) -> Result<u64, VmError> {
-    ctx.executed = 0;
-    ctx.forget_regions();
-    let mut regs = [0u64; REG_SLOTS];
-    regs[1..6].copy_from_slice(&args);
-    regs[Reg::R10.index()] = top;
-    regs[FRAME_SLOT] = top;
-    regs[MAY_GOTO_SLOT] = shared.may_goto_loops;
-    // SAFETY: `function` was compiled with the JitFn signature for this program set; the
-    // context and the register array live across the call.
-    let status = unsafe { function(ctx, regs.as_mut_ptr()) };
-    while ctx.frames.len() > 1 {
-        pop_frame(ctx);
-    }
-    match status {
-        STATUS_OK => Ok(regs[0]),
-        _ => Err(ctx.error.take().unwrap_or(VmError::FellOffEnd { pc: 0 })),
-    }
-}
-
-impl Executable for Compiled {
-    fn run(
-        &mut self,
-        args: [u64; 5],
-        mem: &mut Memory,
-        helpers: &mut dyn Helpers,
-    ) -> Result<u64, VmError> {
-        self.run_inner(0, args, mem, helpers)
-    }
-
-    fn run_entry(
-        &mut self,
-        entry: usize,
-        args: [u64; 5],
-        mem: &mut Memory,
-        helpers: &mut dyn Helpers,
-    ) -> Result<u64, VmError> {
-        self.run_inner(entry, args, mem, helpers)
-    }
-
-    fn run_entry_repeated(
-        &mut self,
-        entry: usize,
-        args: [u64; 5],
-        mem: &mut Memory,
-        helpers: &mut dyn Helpers,
-        times: u64,
-    ) -> Result<u64, VmError> {
-        self.run_repeated(entry, args, mem, helpers, times)
     }
 
     fn executed(&self) -> u64 {

@@ -19,8 +19,9 @@ const READ_THEN_WRITE: &str = "r0 = *(u64 *)(r10 - 16)
      *(u64 *)(r2 + 0) = r3
      exit";
 
-fn r0_of_three_runs(engine: Option<&dyn Engine>) -> Vec<u32> {
-    let insns = assemble_kernel(READ_THEN_WRITE).expect("assembles");
+/// A runtime of the program `text` under `engine` (`None`: the interpreter).
+fn runtime(text: &str, engine: Option<&dyn Engine>) -> XdpRuntime {
+    let insns = assemble_kernel(text).expect("assembles");
     let programs = vec![XdpProgramSpec {
         name: "prog".into(),
         insns,
@@ -29,6 +30,11 @@ fn r0_of_three_runs(engine: Option<&dyn Engine>) -> Vec<u32> {
     if let Some(engine) = engine {
         rt.set_engine(engine).expect("compiles");
     }
+    rt
+}
+
+fn r0_of_three_runs(engine: Option<&dyn Engine>) -> Vec<u32> {
+    let mut rt = runtime(READ_THEN_WRITE, engine);
     (0..3)
         .map(|_| {
             rt.run(0, &[0u8; 64], &PacketMeta::default())
@@ -72,17 +78,9 @@ const READ_THEN_HELPER_WRITES: &str = "r7 = r1
      exit";
 
 /// The last run's r0 after one run and then `times` more in one call
-/// (`run_again_repeated`, test_run's repeats), under `engine` (`None`: the interpreter).
+/// (`run_again_repeated`, test_run's repeats), under `engine`.
 fn r0_after_repeats(text: &str, engine: Option<&dyn Engine>, times: u64) -> u32 {
-    let insns = assemble_kernel(text).expect("assembles");
-    let programs = vec![XdpProgramSpec {
-        name: "prog".into(),
-        insns,
-    }];
-    let mut rt = XdpRuntime::new(programs, vec![], XdpConfig::default()).expect("builds");
-    if let Some(engine) = engine {
-        rt.set_engine(engine).expect("compiles");
-    }
+    let mut rt = runtime(text, engine);
     let meta = PacketMeta::default();
     rt.run(0, &[0x5a; 64], &meta).expect("runs");
     rt.run_again_repeated(0, &meta, times).unwrap().retval
