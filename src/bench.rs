@@ -256,7 +256,7 @@ fn measure_runtime(
     capture: &[Packet],
     opts: &BenchOptions,
 ) -> EngineFigures {
-    let total = 2 * opts.packets as u64;
+    let total = (opts.packets as u64).saturating_mul(2);
     let mut progress = Progress::new(opts.progress, engine, "packets", Some(total), 4096);
     let test_run = repeat_loop(replayer, capture, opts.packets, &mut progress);
     let replay = replay_loop(replayer, capture, opts.packets, &mut progress);
@@ -337,7 +337,8 @@ fn replay_loop(
             Ok(verdict) => figures.insns += verdict.insns_executed,
             Err(_) => figures.errors += 1,
         }
-        progress.tick((count + i) as u64, || (count + i) as u64);
+        let done = count.saturating_add(i) as u64;
+        progress.tick(done, || done);
     }
     (figures.cpu, figures.wall) = clock.stop();
     figures
