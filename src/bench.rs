@@ -256,11 +256,15 @@ fn measure_runtime(
     capture: &[Packet],
     opts: &BenchOptions,
 ) -> EngineFigures {
-    let total = (opts.packets as u64).saturating_mul(2);
-    let mut progress = Progress::new(opts.progress, engine, "packets", Some(total), 4096);
+    // A bar per loop, each against the packets asked.
+    let total = Some(opts.packets as u64);
+    let mut progress = Progress::new(opts.progress, engine, "packets", total, 4096);
     let test_run = repeat_loop(replayer, capture, opts.packets, &mut progress);
+    progress.finish(opts.packets as u64);
+    let label = format!("{engine} replay");
+    let mut progress = Progress::new(opts.progress, &label, "packets", total, 4096);
     let replay = replay_loop(replayer, capture, opts.packets, &mut progress);
-    progress.finish(total);
+    progress.finish(opts.packets as u64);
     EngineFigures {
         engine,
         prepare,
@@ -337,8 +341,7 @@ fn replay_loop(
             Ok(verdict) => figures.insns += verdict.insns_executed,
             Err(_) => figures.errors += 1,
         }
-        let done = count.saturating_add(i) as u64;
-        progress.tick(done, || done);
+        progress.tick(i as u64, || i as u64);
     }
     (figures.cpu, figures.wall) = clock.stop();
     figures
