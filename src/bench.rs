@@ -444,7 +444,7 @@ impl BenchReport {
         }
         let n = self.packets;
         let mut out = format!(
-            "{n} packets through {} ({} in the capture, cycled), {:.1} instructions a packet\n",
+            "{n} packets through {} ({} in the capture, cycled), {:.1} instructions a run\n",
             self.program,
             self.capture_packets,
             self.insns_per_packet()
