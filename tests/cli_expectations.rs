@@ -274,12 +274,15 @@ fn replay_memory_does_not_grow_with_the_mapped_capture() {
     let obj = example("xdp/build/reflector.v3.o");
     let (small, large) = (dir.path("small.pcap"), dir.path("large.pcap"));
     cycled_capture(&small, "pcap/normal.pcap", 1_000);
-    cycled_capture(&large, "pcap/normal.pcap", 60_000);
+    cycled_capture(&large, "pcap/normal.pcap", 150_000);
     let replay_small = peak_kib(&["replay", &obj, &small]);
     let replay_large = peak_kib(&["replay", &obj, &large]);
     let file_kib = std::fs::metadata(&large).unwrap().len() / 1024;
+    // Kept pages would grow the peak by the file's size (34 MiB); what the reader keeps
+    // mapped at once (a release step, the kernel's fault-around, the allocator) is a few MiB
+    // whatever the file's size.
     assert!(
-        replay_large < replay_small + 4096,
-        "peak KiB: 1000 packets {replay_small}, 60000 packets {replay_large} (a file of {file_kib} KiB)"
+        replay_large < replay_small + file_kib / 4,
+        "peak KiB: 1000 packets {replay_small}, 150000 packets {replay_large} (a file of {file_kib} KiB)"
     );
 }
