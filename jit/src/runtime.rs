@@ -15,8 +15,8 @@ use bpfemu_vm::error::kfunc_error;
 use bpfemu_vm::interp::decode_code_addr;
 use bpfemu_vm::memory::MemFault;
 use bpfemu_vm::{
-    CallbackStep, CtxSpan, Executable, HelperError, HelperOutcome, Helpers, MAX_CALL_FRAMES,
-    Memory, RegionId, VmError,
+    CallbackStep, Executable, HelperError, HelperOutcome, Helpers, MAX_CALL_FRAMES, Memory,
+    RegionId, VmError,
 };
 use std::collections::HashMap;
 
@@ -72,9 +72,6 @@ pub struct RunCtx {
     shared: *const Shared,
     /// Each program's entry function, by program index (tail calls jump through it).
     prog_entries: *const [Option<JitFn>],
-    /// The converted ctx region (base, length, id), found once a run: its field loads are
-    /// answered without searching the regions.
-    ctx_region: Option<CtxSpan>,
 }
 
 /// The stack frames of the active calls, innermost last: a fixed array in the context, so that
@@ -199,10 +196,6 @@ pub unsafe extern "C" fn jit_read(ctx: *mut RunCtx, addr: u64, pc_len: u64) -> u
     // SAFETY: as above.
     let mem = unsafe { &*ctx.mem };
     let (pc, len) = unpack_access(pc_len);
-    if let Some(value) = ctx_field(ctx, mem, addr, len) {
-        ctx.scratch = value;
-        return STATUS_OK;
-    }
     match mem.read(addr, len) {
         Ok(value) => {
             ctx.scratch = value;
@@ -211,25 +204,6 @@ pub unsafe extern "C" fn jit_read(ctx: *mut RunCtx, addr: u64, pc_len: u64) -> u
         }
         Err(fault) => fail_mem(ctx, pc as u64, fault),
     }
-}
-
-/// The value of the converted ctx field at `addr` when the load is one the ctx answers (an
-/// aligned 4-byte load of a field), as [`Memory::read`] would give it; `None` for anything
-/// else, which takes the full check.
-#[inline]
-fn ctx_field(ctx: &RunCtx, mem: &Memory, addr: u64, len: usize) -> Option<u64> {
-    let CtxSpan {
-        base,
-        len: size,
-        id,
-        ..
-    } = ctx.ctx_region?;
-    let off = addr.wrapping_sub(base);
-    if off >= size || len != 4 || !off.is_multiple_of(4) {
-        return None;
-    }
-    let fields = mem.region(id)?.ctx_fields()?;
-    fields.values.get((off / 4) as usize).copied()
 }
 
 /// Validates `[addr, addr + len)` for a write: [`STATUS_OK`] or the fault.
@@ -631,7 +605,6 @@ impl Compiled {
             frames: FrameStack::new(),
             shared: &*shared,
             prog_entries: &*entries,
-            ctx_region: None,
         });
         Compiled {
             module: Some(module),
@@ -715,13 +688,11 @@ impl Executable for Compiled {
         let Some(function) = self.entries.get(entry).copied().flatten() else {
             return Err(VmError::FellOffEnd { pc: 0 });
         };
-        let ctx_region = mem.converted_ctx_span();
         let ctx = &mut *self.ctx;
-        (ctx.ctx_base, ctx.ctx_len, ctx.ctx_values) = match ctx_region {
+        (ctx.ctx_base, ctx.ctx_len, ctx.ctx_values) = match mem.converted_ctx_span() {
             Some(span) => (span.base, span.len, span.values),
             None => (0, 0, 0),
         };
-        ctx.ctx_region = ctx_region;
         ctx.cpu = helpers.cpu().map_or(u64::MAX, u64::from);
         ctx.mem = mem;
         let helpers: *mut (dyn Helpers + '_) = helpers;

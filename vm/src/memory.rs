@@ -80,7 +80,6 @@ pub struct CtxSpan {
     /// The address the program sees, and the region's length.
     pub base: u64,
     pub len: u64,
-    pub id: RegionId,
     /// The host address of the field values (`CtxFields::values`, one `u64` per 4-byte
     /// field): code that reads them directly (the trusted JIT) loads field `off / 4` from
     /// `values + 2 * off`. They stay put while the region lives
@@ -602,7 +601,6 @@ impl Memory {
         self.converted_ctx().map(|r| CtxSpan {
             base: r.base(),
             len: r.len() as u64,
-            id: r.id(),
             values: r
                 .ctx
                 .as_ref()
