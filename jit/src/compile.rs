@@ -31,20 +31,11 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::OnceLock;
 
 /// Compiles `progs` into native code; lookups in `arrays` (by map handle) are inlined.
+/// `stack_bound`, for trusted code: the verifier found that no function uses more than that
+/// many bytes of its frame, so the code can write no lower and a frame coming back is zeroed
+/// only from there (the bytes helpers wrote are tracked by the memory itself). Ignored in
+/// checked mode, whose programs nobody verified.
 pub fn compile(
-    progs: &[Program],
-    mode: Mode,
-    options: Options,
-    arrays: &[(u64, InlineArray)],
-) -> Result<Compiled, VmError> {
-    compile_bounded(progs, mode, options, arrays, None)
-}
-
-/// [`compile`] for trusted code whose verifier found that no function uses more than
-/// `stack_bound` bytes of its frame: the code can write no lower, so a frame coming back is
-/// zeroed only from there (the bytes helpers wrote are tracked by the memory itself).
-/// Ignored in checked mode, whose programs nobody verified.
-pub fn compile_bounded(
     progs: &[Program],
     mode: Mode,
     options: Options,

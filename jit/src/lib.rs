@@ -88,7 +88,7 @@ impl Jit {
     }
 
     /// Trusted code whose verifier found that no function uses more than `bytes` of its
-    /// stack frame ([`compile::compile_bounded`]).
+    /// stack frame ([`compile::compile`]).
     pub fn with_stack_bound(self, bytes: u32) -> Jit {
         Jit {
             stack_bound: Some(bytes),
@@ -127,7 +127,7 @@ impl Engine for Jit {
         progs: &[Program],
         options: Options,
     ) -> Result<Box<dyn Executable>, VmError> {
-        Ok(Box::new(compile::compile_bounded(
+        Ok(Box::new(compile::compile(
             progs,
             self.mode,
             options,
@@ -142,7 +142,7 @@ impl Engine for Jit {
         options: Options,
         arrays: &[(u64, InlineArray)],
     ) -> Result<Box<dyn Executable>, VmError> {
-        Ok(Box::new(compile::compile_bounded(
+        Ok(Box::new(compile::compile(
             progs,
             self.mode,
             options,
