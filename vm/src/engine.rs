@@ -70,18 +70,10 @@ pub trait Executable {
         helpers: &mut dyn Helpers,
         times: u64,
     ) -> Result<u64, VmError> {
-        let mut total = 0;
-        let mut result = Ok(0);
-        for run in 0..times.max(1) {
-            if run > 0 {
-                helpers.next_run();
-            }
-            result = self.run_entry(entry, args, mem, helpers);
-            total += self.executed();
-            if result.is_err() {
-                break;
-            }
-        }
+        let (result, total) = repeat_runs(times, helpers, |helpers| {
+            let result = self.run_entry(entry, args, mem, helpers);
+            (result, self.executed())
+        });
         self.set_executed(total);
         result
     }
@@ -91,6 +83,31 @@ pub trait Executable {
 
     /// Overrides [`Executable::executed`]'s answer (a repeated run's total).
     fn set_executed(&mut self, count: u64);
+}
+
+/// BPF_PROG_TEST_RUN's repeats over one engine's `run` (which gives its result and the
+/// instructions it executed): `times` runs (at least one), [`Helpers::next_run`] before each
+/// after the first, stopping at the first that fails. The last result, and the instructions
+/// of all.
+pub fn repeat_runs(
+    times: u64,
+    helpers: &mut dyn Helpers,
+    mut run: impl FnMut(&mut dyn Helpers) -> (Result<u64, VmError>, u64),
+) -> (Result<u64, VmError>, u64) {
+    let mut total = 0;
+    let mut result = Ok(0);
+    for run_index in 0..times.max(1) {
+        if run_index > 0 {
+            helpers.next_run();
+        }
+        let executed;
+        (result, executed) = run(helpers);
+        total += executed;
+        if result.is_err() {
+            break;
+        }
+    }
+    (result, total)
 }
 
 impl Engine for Interpreter {

@@ -1044,19 +1044,10 @@ fn interp_repeated(
     env: &mut XdpEnv<'_>,
     times: u64,
 ) -> (Result<u64, VmError>, u64) {
-    let mut total = 0;
-    let mut result = Ok(0);
-    for run in 0..times {
-        if run > 0 {
-            crate::helpers::Helpers::next_run(env);
-        }
-        result = interp.run_prepared(prepared, prog, args, mem, env);
-        total += interp.executed();
-        if result.is_err() {
-            break;
-        }
-    }
-    (result, total)
+    crate::engine::repeat_runs(times, env, |helpers| {
+        let result = interp.run_prepared(prepared, prog, args, mem, helpers);
+        (result, interp.executed())
+    })
 }
 
 fn refused(Refusal { errno, reason }: Refusal) -> PacketError {
