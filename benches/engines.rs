@@ -186,7 +186,8 @@ const RAW_PROGRAMS: &[(&str, &str)] = &[
         if r2 != 0 goto loop
         exit
         ",
-    ), // Counts the set bits of the 64 bytes one bit at a time: a tight shift-and-mask loop.
+    ),
+    // Counts the set bits of the 64 bytes one bit at a time: a tight shift-and-mask loop.
     (
         "bitcount",
         "
