@@ -29,6 +29,13 @@ pub const STACK_SIZE: usize = 512;
 /// accesses in the program are aligned on the host too (the kernel's stack is 8-aligned).
 const REGION_ALIGN: usize = 8;
 
+/// Bytes of unused allocation on each side of a region the memory allocates itself. A
+/// fault just outside a region is named by the nearest region; without the guard, where the
+/// host allocator put another region decided which one that was (a write 9 bytes past a stack
+/// frame was "7 before input buffer" in one run and "9 past stack frame 0" in another). With
+/// it, an address less than this far from such a region is nearer to it than to any other.
+const REGION_GUARD: usize = 4096;
+
 /// Identifies a region for its whole life; never reused within one [`Memory`] (a stack frame's
 /// region keeps its id from one call at its depth to the next, see [`Memory::add_stack_frame`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -346,7 +353,7 @@ impl Memory {
 
     /// Adds a zero-filled region of `len` bytes whose base is 8-byte aligned.
     pub fn add_zeroed(&mut self, kind: RegionKind, len: usize, writable: bool) -> RegionId {
-        self.insert_aligned(kind, vec![0; len + REGION_ALIGN - 1], len, writable)
+        self.insert_aligned(kind, len, writable)
     }
 
     /// Adds a region holding a copy of `bytes`, 8-byte aligned.
@@ -393,8 +400,7 @@ impl Memory {
     /// The first call at depth `frame` (or one whose kept region was removed): a new region.
     #[cold]
     fn new_stack_frame(&mut self, frame: usize) -> (RegionId, u64) {
-        let storage = vec![0; STACK_SIZE + REGION_ALIGN - 1];
-        let id = self.insert_aligned(RegionKind::Stack { frame }, storage, STACK_SIZE, true);
+        let id = self.insert_aligned(RegionKind::Stack { frame }, STACK_SIZE, true);
         let index = self.regions.len() - 1;
         self.regions[index].dirty_lo = STACK_SIZE;
         if frame == self.stacks.len() {
@@ -458,15 +464,12 @@ impl Memory {
         }
     }
 
-    fn insert_aligned(
-        &mut self,
-        kind: RegionKind,
-        storage: Vec<u8>,
-        len: usize,
-        writable: bool,
-    ) -> RegionId {
-        let misalign = storage.as_ptr().addr() % REGION_ALIGN;
-        let start = (REGION_ALIGN - misalign) % REGION_ALIGN;
+    /// A zeroed region of `len` bytes in an allocation of its own, 8-aligned, with
+    /// [`REGION_GUARD`] bytes on each side.
+    fn insert_aligned(&mut self, kind: RegionKind, len: usize, writable: bool) -> RegionId {
+        let storage = vec![0; REGION_GUARD + len + REGION_ALIGN - 1 + REGION_GUARD];
+        let misalign = (storage.as_ptr().addr() + REGION_GUARD) % REGION_ALIGN;
+        let start = REGION_GUARD + (REGION_ALIGN - misalign) % REGION_ALIGN;
         self.insert(kind, storage, start, len, writable)
     }
 
@@ -984,6 +987,46 @@ mod tests {
         }
         assert!(mem.write(base, 4, 0).is_err());
         assert!(mem.slice(base, 4).is_err());
+    }
+
+    #[test]
+    fn a_near_miss_names_its_own_region_wherever_the_host_put_the_others() {
+        // Small regions allocated one after the other sit next to each other on the host
+        // heap: without the guards, a few bytes past one were nearer to the next.
+        let mut mem = Memory::new();
+        let mut ids: Vec<RegionId> = (0..40)
+            .map(|i| mem.add_zeroed(RegionKind::Input, 8 + i % 5 * 8, true))
+            .collect();
+        ids.extend((0..3).map(|depth| mem.add_stack_frame(depth)));
+        for id in ids {
+            let (start, end) = {
+                let r = mem.region(id).unwrap();
+                (r.base(), r.end())
+            };
+            for (addr, by) in [
+                (end + 1, 2),
+                (end + 9, 10),
+                (start - 9, 9),
+                (start - 4095, 4095),
+            ] {
+                let fault = mem.read(addr, 1).unwrap_err();
+                let FaultCause::OutOfBounds {
+                    nearest: Some((region, position)),
+                } = &fault.cause
+                else {
+                    panic!("{fault}");
+                };
+                assert_eq!(
+                    (region.start, region.end),
+                    (start, end),
+                    "{by} bytes off: {fault}"
+                );
+                assert!(matches!(
+                    position,
+                    Position::PastEnd { .. } | Position::BeforeStart { .. }
+                ));
+            }
+        }
     }
 
     #[test]
