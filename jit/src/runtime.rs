@@ -510,6 +510,8 @@ unsafe fn run_callbacks(
     pc: usize,
 ) -> Result<u64, VmError> {
     let mut last = None;
+    // A loop calls the same callback each time: found in the entry table once.
+    let mut known: Option<(u64, (usize, JitFn))> = None;
     loop {
         let step = {
             // SAFETY: short borrows of the live context and its memory.
@@ -526,8 +528,13 @@ unsafe fn run_callbacks(
             // SAFETY: as above.
             let c = unsafe { &mut *ctx };
             let shared = unsafe { &*c.shared };
-            let entry = decode_code_addr(target)
-                .and_then(|key| shared.entries.get(&key).map(|&f| (key.1, f)))
+            let entry = known
+                .filter(|(addr, _)| *addr == target)
+                .map(|(_, entry)| entry)
+                .or_else(|| {
+                    decode_code_addr(target)
+                        .and_then(|key| shared.entries.get(&key).map(|&f| (key.1, f)))
+                })
                 .ok_or_else(|| {
                     helper_error(
                         pc,
@@ -535,6 +542,7 @@ unsafe fn run_callbacks(
                         HelperError::Failed(format!("callback {target:#x} is not a function")),
                     )
                 })?;
+            known = Some((target, entry));
             push_frame(c, pc, entry.0)?;
             entry.1
         };

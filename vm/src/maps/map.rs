@@ -47,6 +47,8 @@ pub enum ValueRef {
 #[derive(Debug)]
 pub struct Map {
     spec: MapSpec,
+    /// `spec.name`, shared with the records that name the map.
+    shared_name: super::MapName,
     map_type: MapType,
     max_entries: u32,
     imp: Imp,
@@ -84,6 +86,7 @@ impl Map {
         };
         Ok(Map {
             spec: spec.clone(),
+            shared_name: spec.name.as_str().into(),
             map_type: t,
             max_entries,
             imp,
@@ -92,6 +95,11 @@ impl Map {
 
     pub fn name(&self) -> &str {
         &self.spec.name
+    }
+
+    /// The name, to keep in a run's records without a copy.
+    pub fn shared_name(&self) -> &super::MapName {
+        &self.shared_name
     }
 
     pub fn spec(&self) -> &MapSpec {

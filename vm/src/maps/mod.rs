@@ -49,6 +49,7 @@ mod key_index;
 mod lpm;
 mod lru;
 mod map;
+mod name;
 mod queue;
 mod registry;
 mod ringbuf;
@@ -59,6 +60,7 @@ pub use create::MAX_MAP_BYTES;
 pub use dev::TargetVal;
 pub use errno::{Errno, MapResult};
 pub use map::{Map, ValueRef};
+pub use name::MapName;
 pub use registry::{MAP_HANDLE_BASE, Maps, SOCKET_HANDLE_BASE};
 pub use ringbuf::{
     BPF_RINGBUF_BUSY_BIT, BPF_RINGBUF_DISCARD_BIT, BPF_RINGBUF_HDR_SZ, Record, ReserveError,

@@ -11,7 +11,7 @@ use crate::engine::{Engine, Executable};
 use crate::error::VmError;
 use crate::fib::Fib;
 use crate::interp::{DEFAULT_INSN_BUDGET, Interpreter, Options, PreparedProgram};
-use crate::maps::{Errno, MapEnv, MapError, MapSpec, Maps};
+use crate::maps::{Errno, MapEnv, MapError, MapName, MapSpec, Maps};
 use crate::memory::{Memory, RegionKind};
 use crate::taint::{TaintSource, TaintState};
 use bpfemu_isa::{Program, RawInsn};
@@ -237,16 +237,16 @@ pub enum RedirectTarget {
     Ifindex(u32),
     /// A DEVMAP/DEVMAP_HASH entry (`ifindex` `None`: a broadcast whose key is absent).
     Dev {
-        map: String,
+        map: MapName,
         key: u32,
         ifindex: Option<u32>,
         broadcast: bool,
         exclude_ingress: bool,
     },
     /// A CPUMAP entry.
-    Cpu { map: String, cpu: u32 },
+    Cpu { map: MapName, cpu: u32 },
     /// An XSKMAP entry (the AF_XDP socket bound to this queue).
-    Xsk { map: String, queue: u32 },
+    Xsk { map: MapName, queue: u32 },
 }
 
 impl fmt::Display for RedirectTarget {

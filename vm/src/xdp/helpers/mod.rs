@@ -89,9 +89,38 @@ helpers! {
     190 xdp_store_bytes => packet::store_bytes,
 }
 
+/// One past the highest helper id in [`HELPERS`].
+const ID_LIMIT: usize = {
+    let mut limit = 0;
+    let mut i = 0;
+    while i < HELPERS.len() {
+        if HELPERS[i].id as usize >= limit {
+            limit = HELPERS[i].id as usize + 1;
+        }
+        i += 1;
+    }
+    limit
+};
+
+/// [`HELPERS`]' position of each id, `u8::MAX` for none: a call is dispatched with one load,
+/// not a search of the table (a program calls helpers on every packet).
+const POSITION_BY_ID: [u8; ID_LIMIT] = {
+    assert!(HELPERS.len() < u8::MAX as usize);
+    let mut table = [u8::MAX; ID_LIMIT];
+    let mut i = 0;
+    while i < HELPERS.len() {
+        assert!(HELPERS[i].id >= 0, "helper ids are positive");
+        table[HELPERS[i].id as usize] = i as u8;
+        i += 1;
+    }
+    table
+};
+
 /// The helper with this id, if bpfemu implements it.
+#[inline]
 pub fn lookup(id: i32) -> Option<&'static HelperDef> {
-    HELPERS.iter().find(|h| h.id == id)
+    let position = *POSITION_BY_ID.get(usize::try_from(id).ok()?)?;
+    HELPERS.get(position as usize)
 }
 
 /// What the helpers of one packet's run reach: the maps, the frame, the run's record and the
@@ -324,6 +353,18 @@ pub(crate) fn map_index(maps: &Maps, handle: u64) -> Result<usize, HelperError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lookup_finds_every_helper_by_its_id_and_nothing_else() {
+        for h in HELPERS {
+            assert_eq!(lookup(h.id).map(|found| found.name), Some(h.name));
+        }
+        let implemented: Vec<i32> = HELPERS.iter().map(|h| h.id).collect();
+        for id in [-1, 0, 4, 9, 200, 211, i32::MAX, i32::MIN] {
+            assert!(!implemented.contains(&id));
+            assert!(lookup(id).is_none(), "{id}");
+        }
+    }
 
     #[test]
     fn table_ids_match_the_uapi_names() {

@@ -36,7 +36,7 @@ pub fn redirect_map(env: &mut XdpEnv<'_>, a: [u64; 5], _mem: &mut Memory) -> Hel
     let index = map_index(env.maps, handle)?;
     let map = env.maps.get(index).expect("checked");
     let key = key as u32;
-    let name = map.name().to_string();
+    let name = map.shared_name();
     let flag_mask = match map.map_type() {
         MapType::Devmap | MapType::DevmapHash => BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS,
         MapType::Cpumap | MapType::Xskmap => 0,
