@@ -1788,6 +1788,22 @@ pub fn fib_lookup(
     }
 }
 
+/// The tables one IPv4 lookup searches: one, or main and local merged.
+#[derive(Clone, Copy)]
+struct TableSet([u32; 2]);
+
+impl TableSet {
+    const MAIN_AND_LOCAL: TableSet = TableSet([RT_TABLE_MAIN, RT_TABLE_LOCAL]);
+
+    fn one(table: u32) -> TableSet {
+        TableSet([table, table])
+    }
+
+    fn contains(self, table: u32) -> bool {
+        self.0.contains(&table)
+    }
+}
+
 /// `bpf_fib_set_fwd_params`.
 /// The table a `BPF_FIB_LOOKUP_DIRECT` lookup uses: `tbid` with `BPF_FIB_LOOKUP_TBID` (the
 /// field is cleared, as the kernel does), else main.
@@ -1846,31 +1862,44 @@ impl Fib {
     }
 
     /// The tables an IPv4 lookup in `tbid` searches (`fib_get_table`); `None`: no such table.
-    fn tables_v4(&self, tbid: u32) -> Option<Vec<u32>> {
+    fn tables_v4(&self, tbid: u32) -> Option<TableSet> {
         let tbid = if tbid == 0 { RT_TABLE_MAIN } else { tbid };
         if !self.has_table(tbid, true) {
             return None;
         }
         // Until the first custom rule the local table is an alias of main's trie.
         if self.rules_v4.is_none() && (tbid == RT_TABLE_MAIN || tbid == RT_TABLE_LOCAL) {
-            return Some(vec![RT_TABLE_MAIN, RT_TABLE_LOCAL]);
+            return Some(TableSet::MAIN_AND_LOCAL);
         }
-        Some(vec![tbid])
+        Some(TableSet::one(tbid))
     }
 
     fn nexthop_live(&self, r: &Route) -> bool {
         !r.dead && r.dev.and_then(|d| self.interface(d)).is_some_and(|i| i.up)
     }
 
-    /// `fib_table_lookup`.
-    fn table_lookup_v4(&self, tables: &[u32], flow: &Flow) -> Result<&Route, i32> {
-        let mut candidates: Vec<&Route> = self
-            .routes
-            .iter()
-            .filter(|r| r.dst.is_ipv4() && tables.contains(&r.table) && r.dst.contains(flow.daddr))
-            .collect();
-        candidates.sort_by_key(|r| (std::cmp::Reverse(r.dst.len), r.metric));
-        for r in candidates {
+    /// `fib_table_lookup`: the routes whose prefix holds the address, most specific first
+    /// (then the lowest metric, then the order given), up to the first usable one. Taken in
+    /// that order one by one rather than sorted into a list: a lookup runs per packet, and
+    /// the first candidate nearly always answers.
+    fn table_lookup_v4(&self, tables: TableSet, flow: &Flow) -> Result<&Route, i32> {
+        let rank = |(i, r): (usize, &Route)| (std::cmp::Reverse(r.dst.len), r.metric, i);
+        let mut tried = None;
+        loop {
+            let next = self
+                .routes
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| {
+                    r.dst.is_ipv4() && tables.contains(r.table) && r.dst.contains(flow.daddr)
+                })
+                .map(|candidate| (rank(candidate), candidate.1))
+                .filter(|(key, _)| tried.is_none_or(|last| *key > last))
+                .min_by_key(|(key, _)| *key);
+            let Some((key, r)) = next else {
+                return Err(E_AGAIN);
+            };
+            tried = Some(key);
             if let Some(err) = r.kind.v4_error() {
                 return Err(err);
             }
@@ -1882,7 +1911,6 @@ impl Fib {
             }
             return Ok(r);
         }
-        Err(E_AGAIN)
     }
 
     fn rule_matches(&self, rule: &Rule, flow: &Flow) -> bool {
@@ -1940,9 +1968,9 @@ impl Fib {
     /// `fib_lookup`: through the rules, or main+local then default without custom rules.
     fn fib_lookup_v4(&self, flow: &Flow) -> Result<&Route, i32> {
         let Some(rules) = &self.rules_v4 else {
-            let mut res = self.table_lookup_v4(&[RT_TABLE_MAIN, RT_TABLE_LOCAL], flow);
+            let mut res = self.table_lookup_v4(TableSet::MAIN_AND_LOCAL, flow);
             if res.is_err() && self.has_table(RT_TABLE_DEFAULT, true) {
-                res = self.table_lookup_v4(&[RT_TABLE_DEFAULT], flow);
+                res = self.table_lookup_v4(TableSet::one(RT_TABLE_DEFAULT), flow);
             }
             return res.map_err(|e| if e == E_AGAIN { E_NETUNREACH } else { e });
         };
@@ -1953,7 +1981,7 @@ impl Fib {
             match rule.action {
                 RuleAction::Table(t) => {
                     if let Some(tables) = self.tables_v4(t) {
-                        match self.table_lookup_v4(&tables, flow) {
+                        match self.table_lookup_v4(tables, flow) {
                             Err(E_AGAIN) => continue,
                             res => return res,
                         }
@@ -1981,7 +2009,7 @@ impl Fib {
         let res = if flags & BPF_FIB_LOOKUP_DIRECT != 0 {
             match self.tables_v4(take_tbid(p, flags)) {
                 None => return BPF_FIB_LKUP_RET_NOT_FWDED,
-                Some(tables) => self.table_lookup_v4(&tables, &flow),
+                Some(tables) => self.table_lookup_v4(tables, &flow),
             }
         } else {
             self.fib_lookup_v4(&flow)
