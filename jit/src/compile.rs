@@ -12,7 +12,9 @@ use crate::Mode;
 use crate::environ::RuntimeEnv;
 use crate::environ::VmEnv;
 use crate::inline::{ArrayLookup, CpuTables};
-use crate::runtime::{Compiled, FRAME_SLOT, JitFn, MAY_GOTO_SLOT, REG_SLOTS, Shared, offsets};
+use crate::runtime::{
+    Compiled, FRAME_SLOT, FrameMode, JitFn, MAY_GOTO_SLOT, REG_SLOTS, Shared, offsets,
+};
 use crate::translate::{Flow, FuncTranslator};
 use bpfemu_isa::{CallTarget, Insn, LdImm64Kind, Program, Reg};
 use bpfemu_vm::interp::decode_code_addr;
@@ -57,6 +59,24 @@ pub fn compile(
             .map_err(|e| compile_error(pc, e))?;
         ids.insert((prog, pc), id);
     }
+    let written_from = match stack_bound {
+        Some(bound) if mode == Mode::Trusted => {
+            stack_written_from(progs).max(STACK_SIZE.saturating_sub(bound as usize))
+        }
+        _ => stack_written_from(progs),
+    };
+    // Trusted code enters and leaves call frames inline; checked code asks the runtime.
+    let frames = match mode {
+        Mode::Trusted => FrameMode::Kept,
+        Mode::Checked => FrameMode::PerCall,
+    };
+    // What a call zeroes inline: everything the verifier's bound allows the frame's code and
+    // the helpers it calls to write (the memory sees helpers' writes, inline code does not);
+    // without a bound, the whole frame.
+    let inline_zero_from = match stack_bound {
+        Some(bound) if mode == Mode::Trusted => STACK_SIZE.saturating_sub(bound as usize),
+        _ => 0,
+    };
     let mut static_errors = Vec::new();
     let mut ctx = module.make_context();
     let mut fctx = FunctionBuilderContext::new();
@@ -74,6 +94,8 @@ pub fn compile(
                 mode,
                 options,
                 arrays: &arrays,
+                frames,
+                zero_from: inline_zero_from,
             },
             &ids,
             &mut static_errors,
@@ -101,13 +123,9 @@ pub fn compile(
         entries,
         static_errors,
         may_goto_loops: options.may_goto_loops,
-        stack_written_from: match stack_bound {
-            Some(bound) if mode == Mode::Trusted => {
-                stack_written_from(progs).max(STACK_SIZE.saturating_sub(bound as usize))
-            }
-            _ => stack_written_from(progs),
-        },
+        stack_written_from: written_from,
         cpu_tables,
+        frame_mode: frames,
     };
     Ok(Compiled::new(module, shared, options.insn_budget))
 }
@@ -327,6 +345,9 @@ struct Target<'a> {
     mode: Mode,
     options: Options,
     arrays: &'a HashMap<u64, ArrayLookup>,
+    frames: FrameMode,
+    /// The lowest frame byte code or helpers may have written.
+    zero_from: usize,
 }
 
 fn build_function(
@@ -346,7 +367,8 @@ fn build_function(
     let params = b.block_params(entry_block).to_vec();
     let (ctx, in_regs) = (params[0], params[1]);
     let call_conv = module.isa().default_call_conv();
-    let mut env = VmEnv::new(ctx, call_conv, static_errors);
+    let mut env =
+        VmEnv::new(ctx, call_conv, static_errors).with_frames(target.frames, target.zero_from);
 
     let regs: [_; Reg::COUNT] = std::array::from_fn(|_| b.declare_var(I64));
     let may_goto = b.declare_var(I64);

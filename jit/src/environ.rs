@@ -7,10 +7,11 @@
 //! points of [`crate::runtime`] over the vm's [`Memory`](bpfemu_vm::Memory) and
 //! [`Helpers`](bpfemu_vm::Helpers).
 
-use crate::runtime::{self, offsets};
-use bpfemu_vm::VmError;
+use crate::runtime::{self, FrameMode, offsets};
+use bpfemu_vm::{MAX_CALL_FRAMES, STACK_SIZE, VmError};
 use cranelift_codegen::ir::{
-    AbiParam, InstBuilder, MemFlagsData, SigRef, Signature, Value, types::I64,
+    AbiParam, BlockArg, InstBuilder, MemFlagsData, SigRef, Signature, Value, condcodes::IntCC,
+    types::I64,
 };
 use cranelift_codegen::isa::CallConv;
 use cranelift_frontend::{FunctionBuilder, Variable};
@@ -84,7 +85,14 @@ pub struct VmEnv<'a> {
     /// into the runtime (which reads it, and may run callbacks that add to it) and loaded
     /// back after.
     count: Option<Variable>,
+    /// How calls get their frames, and the lowest frame byte code may have written.
+    frames: FrameMode,
+    zero_from: usize,
 }
+
+/// The most frame bytes a [`FrameMode::Kept`] call zeroes inline (one store per 8 bytes);
+/// a program that may write more of its frames asks the runtime at each call.
+const INLINE_ZERO_MAX: usize = 128;
 
 impl<'a> VmEnv<'a> {
     /// `ctx` is the function's run-context parameter.
@@ -95,7 +103,72 @@ impl<'a> VmEnv<'a> {
             call_conv,
             static_errors,
             count: None,
+            frames: FrameMode::PerCall,
+            zero_from: STACK_SIZE,
         }
+    }
+
+    /// Calls get their frames as `frames` says; code and helpers write frames from byte
+    /// `zero_from` up.
+    pub fn with_frames(self, frames: FrameMode, zero_from: usize) -> Self {
+        VmEnv {
+            frames,
+            zero_from,
+            ..self
+        }
+    }
+
+    /// [`FrameMode::Kept`]'s call, inline: one depth deeper into the frame kept there,
+    /// zeroed where code may have written; the runtime only when that depth has no frame
+    /// yet, or is too deep. The status is [`runtime::STATUS_OK`] or the runtime's.
+    fn enter_kept_frame(&mut self, b: &mut FunctionBuilder, pc: usize, target: usize) -> Value {
+        let flags = MemFlagsData::trusted();
+        let depth = self.load_field(b, offsets::DEPTH);
+        let deeper = b.ins().iadd_imm_s(depth, 1);
+        let in_range = b
+            .ins()
+            .icmp_imm_u(IntCC::UnsignedLessThan, deeper, MAX_CALL_FRAMES as i64);
+        let (lookup, kept, slow, join) = (
+            b.create_block(),
+            b.create_block(),
+            b.create_block(),
+            b.create_block(),
+        );
+        b.append_block_param(kept, I64);
+        b.append_block_param(join, I64);
+        b.ins().brif(in_range, lookup, &[], slow, &[]);
+        b.seal_block(lookup);
+        b.switch_to_block(lookup);
+        let index = b.ins().ishl_imm_u(deeper, 3);
+        let slot = b.ins().iadd(self.ctx, index);
+        let top = b.ins().load(I64, flags, slot, offsets::FRAME_TOPS);
+        b.ins().brif(top, kept, &[BlockArg::Value(top)], slow, &[]);
+        b.seal_block(kept);
+        b.seal_block(slow);
+
+        b.switch_to_block(kept);
+        let top = b.block_params(kept)[0];
+        let zero = b.ins().iconst(I64, 0);
+        for byte in (self.zero_from / 8 * 8..STACK_SIZE).step_by(8) {
+            b.ins()
+                .store(flags, zero, top, byte as i32 - STACK_SIZE as i32);
+        }
+        self.store_field(b, offsets::DEPTH, deeper);
+        self.store_field(b, offsets::SCRATCH, top);
+        b.ins().jump(join, &[BlockArg::Value(zero)]);
+
+        b.switch_to_block(slow);
+        let args = [Self::konst(b, pc as u64), Self::konst(b, target as u64)];
+        let status = self.call(
+            b,
+            runtime::jit_push_frame as *const () as usize,
+            &args,
+            true,
+        );
+        b.ins().jump(join, &[BlockArg::Value(status)]);
+        b.seal_block(join);
+        b.switch_to_block(join);
+        b.block_params(join)[0]
     }
 
     /// From now on the executed count lives in `count` between calls into the runtime.
@@ -224,6 +297,9 @@ impl RuntimeEnv for VmEnv<'_> {
     }
 
     fn push_frame(&mut self, b: &mut FunctionBuilder, pc: usize, target: usize) -> Value {
+        if self.frames == FrameMode::Kept && STACK_SIZE - self.zero_from <= INLINE_ZERO_MAX {
+            return self.enter_kept_frame(b, pc, target);
+        }
         let args = [Self::konst(b, pc as u64), Self::konst(b, target as u64)];
         self.call(
             b,
@@ -234,6 +310,13 @@ impl RuntimeEnv for VmEnv<'_> {
     }
 
     fn pop_frame(&mut self, b: &mut FunctionBuilder) {
+        if self.frames == FrameMode::Kept {
+            // The frame stays for the next call at this depth.
+            let depth = self.load_field(b, offsets::DEPTH);
+            let shallower = b.ins().iadd_imm_s(depth, -1);
+            self.store_field(b, offsets::DEPTH, shallower);
+            return;
+        }
         self.call(b, runtime::jit_pop_frame as *const () as usize, &[], false);
     }
 

@@ -64,11 +64,18 @@ pub struct RunCtx {
     pub read_len: u64,
     pub write_lo: u64,
     pub write_len: u64,
+    /// Trusted code's call depth (0: the entry function's frame) and the top of each
+    /// depth's frame, 0 until the first call at that depth in the batch of runs: trusted
+    /// code enters a frame inline (see [`FrameMode::Kept`]).
+    pub depth: u64,
+    pub frame_tops: [u64; MAX_CALL_FRAMES],
     // Private to the runtime below.
     mem: *mut Memory,
     helpers: *mut dyn Helpers,
     error: Option<VmError>,
     frames: FrameStack,
+    /// The frames of [`FrameMode::Kept`], by depth (`frame_tops` holds their tops).
+    kept_frames: [Option<RegionId>; MAX_CALL_FRAMES],
     shared: *const Shared,
     /// Each program's entry function, by program index (tail calls jump through it).
     prog_entries: *const [Option<JitFn>],
@@ -118,6 +125,8 @@ pub mod offsets {
     pub const READ_LEN: i32 = 64;
     pub const WRITE_LO: i32 = 72;
     pub const WRITE_LEN: i32 = 80;
+    pub const DEPTH: i32 = 88;
+    pub const FRAME_TOPS: i32 = 96;
 }
 
 const _: () = {
@@ -132,7 +141,22 @@ const _: () = {
     assert!(std::mem::offset_of!(RunCtx, read_len) == offsets::READ_LEN as usize);
     assert!(std::mem::offset_of!(RunCtx, write_lo) == offsets::WRITE_LO as usize);
     assert!(std::mem::offset_of!(RunCtx, write_len) == offsets::WRITE_LEN as usize);
+    assert!(std::mem::offset_of!(RunCtx, depth) == offsets::DEPTH as usize);
+    assert!(std::mem::offset_of!(RunCtx, frame_tops) == offsets::FRAME_TOPS as usize);
 };
+
+/// How the frames of bpf-to-bpf calls and callbacks come and go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameMode {
+    /// Each call adds a frame to the memory and removes it on return, as the interpreter
+    /// does: an access to the frame of a call that returned faults (checked code).
+    PerCall,
+    /// A depth's frame, added at the first call at that depth, stays in the memory until the
+    /// batch of runs ends, and a call only zeroes the bytes code may have written there and
+    /// moves the depth: trusted code, whose accesses the verifier proved stay in live frames,
+    /// does it inline, without a call into the runtime.
+    Kept,
+}
 
 impl RunCtx {
     /// Forgets the regions checked code reaches inline: called wherever regions may change.
@@ -173,6 +197,7 @@ pub struct Shared {
     pub stack_written_from: usize,
     /// Tables the inlined per-CPU array lookups read.
     pub cpu_tables: crate::inline::CpuTables,
+    pub frame_mode: FrameMode,
 }
 
 /// Packs the pc and the length of an access into the one argument [`jit_read`] and
@@ -292,6 +317,10 @@ pub unsafe extern "C" fn jit_push_frame(ctx: *mut RunCtx, pc: u64, target: u64) 
 }
 
 fn push_frame(ctx: &mut RunCtx, pc: usize, target: usize) -> Result<(), VmError> {
+    // SAFETY: `shared` outlives the compiled code.
+    if unsafe { &*ctx.shared }.frame_mode == FrameMode::Kept {
+        return enter_kept_frame(ctx, pc, target);
+    }
     if ctx.frames.len() == MAX_CALL_FRAMES {
         return Err(VmError::CallDepthExceeded { pc, target });
     }
@@ -302,6 +331,52 @@ fn push_frame(ctx: &mut RunCtx, pc: usize, target: usize) -> Result<(), VmError>
     ctx.frames.push(id);
     ctx.scratch = top;
     Ok(())
+}
+
+/// [`FrameMode::Kept`]'s call: one depth deeper, into that depth's frame (added to the
+/// memory at its first call of the batch), zeroed where code or helpers may have written.
+/// Trusted code comes here only when the frame is not there yet or its zeroing is too long
+/// to inline; callbacks always.
+fn enter_kept_frame(ctx: &mut RunCtx, pc: usize, target: usize) -> Result<(), VmError> {
+    let depth = ctx.depth as usize + 1;
+    if depth >= MAX_CALL_FRAMES {
+        return Err(VmError::CallDepthExceeded { pc, target });
+    }
+    // SAFETY: `mem` outlives the run, `shared` the compiled code.
+    let (mem, shared) = unsafe { (&mut *ctx.mem, &*ctx.shared) };
+    let top = match ctx.kept_frames[depth] {
+        Some(id) => {
+            mem.clean_stack_frame(id, shared.stack_written_from);
+            ctx.frame_tops[depth]
+        }
+        None => {
+            let (id, top) = mem.push_stack_frame(depth);
+            ctx.kept_frames[depth] = Some(id);
+            ctx.frame_tops[depth] = top;
+            top
+        }
+    };
+    ctx.forget_regions();
+    ctx.depth = depth as u64;
+    ctx.scratch = top;
+    Ok(())
+}
+
+/// Ends the batch's kept frames ([`FrameMode::Kept`]): each goes back to the memory, which
+/// zeroes what was written in it when it comes back.
+fn release_kept_frames(ctx: &mut RunCtx, shared: &Shared) {
+    // SAFETY: `mem` outlives the run.
+    let mem = unsafe { &mut *ctx.mem };
+    for depth in 1..MAX_CALL_FRAMES {
+        if let Some(id) = ctx.kept_frames[depth].take() {
+            if shared.stack_written_from < bpfemu_vm::STACK_SIZE {
+                mem.note_stack_written(id, shared.stack_written_from);
+            }
+            mem.remove_stack_frame(id);
+            ctx.frame_tops[depth] = 0;
+        }
+    }
+    ctx.depth = 0;
 }
 
 /// Removes the innermost stack frame, when a call returns.
@@ -316,6 +391,11 @@ pub unsafe extern "C" fn jit_pop_frame(ctx: *mut RunCtx) {
 
 fn pop_frame(ctx: &mut RunCtx) {
     ctx.forget_regions();
+    // SAFETY: `shared` outlives the compiled code.
+    if unsafe { &*ctx.shared }.frame_mode == FrameMode::Kept {
+        ctx.depth = ctx.depth.saturating_sub(1);
+        return;
+    }
     if let Some(id) = ctx.frames.pop() {
         // SAFETY: `mem` outlives the run, `shared` the compiled code.
         let (mem, shared) = unsafe { (&mut *ctx.mem, &*ctx.shared) };
@@ -607,10 +687,13 @@ impl Compiled {
             read_len: 0,
             write_lo: 0,
             write_len: 0,
+            depth: 0,
+            frame_tops: [0; MAX_CALL_FRAMES],
             mem: std::ptr::null_mut(),
             helpers: std::ptr::null_mut::<bpfemu_vm::NoHelpers>() as *mut dyn Helpers,
             error: None,
             frames: FrameStack::new(),
+            kept_frames: [None; MAX_CALL_FRAMES],
             shared: &*shared,
             prog_entries: &*entries,
         });
@@ -644,6 +727,7 @@ fn run_once(
     top: u64,
 ) -> Result<u64, VmError> {
     ctx.executed = 0;
+    ctx.depth = 0;
     ctx.forget_regions();
     let mut regs = [0u64; REG_SLOTS];
     regs[1..6].copy_from_slice(&args);
@@ -734,6 +818,7 @@ impl Executable for Compiled {
             }
         }
         ctx.frames.pop();
+        release_kept_frames(ctx, &self.shared);
         // SAFETY: as above.
         let mem = unsafe { &mut *ctx.mem };
         if written_from < bpfemu_vm::STACK_SIZE {

@@ -99,3 +99,102 @@ fn repeated_runs_find_their_frame_zeroed() {
         }
     }
 }
+
+/// Two calls of one function at the same depth: it returns the u64 at its fp-8 as it finds
+/// it, then stores 7 there; the main function returns the second call's r0 plus ten times
+/// the first's. Trusted code keeps a depth's frame for the whole batch and zeroes it inline
+/// at each call: the second call must find zero as in the interpreter, where the frame is a
+/// fresh one.
+const CALLEE_READS_THEN_WRITES: &str = "call pc+6
+     r6 = r0
+     call pc+4
+     r6 *= 10
+     r0 += r6
+     exit
+     exit
+     r0 = *(u64 *)(r10 - 8)
+     r1 = 7
+     *(u64 *)(r10 - 8) = r1
+     exit";
+
+/// As above, but the callee's stack is written by a helper (bpf_xdp_load_bytes of the
+/// packet's first 8 bytes), which trusted code never sees.
+const CALLEE_READS_THEN_HELPER_WRITES: &str = "r7 = r1
+     r1 = r7
+     call pc+7
+     r6 = r0
+     r1 = r7
+     call pc+4
+     r6 *= 10
+     r0 += r6
+     exit
+     exit
+     r6 = *(u64 *)(r10 - 8)
+     r2 = 0
+     r3 = r10
+     r3 += -8
+     r4 = 8
+     call bpf_xdp_load_bytes#189
+     r0 = r6
+     exit";
+
+#[test]
+fn a_call_finds_its_frame_zeroed_where_the_last_call_at_its_depth_wrote() {
+    for text in [CALLEE_READS_THEN_WRITES, CALLEE_READS_THEN_HELPER_WRITES] {
+        // 16: the fast path inline; none: the whole frame, through the runtime.
+        let inline = Jit::new(Mode::Trusted).with_stack_bound(16);
+        let runtime_zeroed = Jit::new(Mode::Trusted);
+        let checked = Jit::new(Mode::Checked);
+        let engines: [Option<&dyn Engine>; 4] =
+            [None, Some(&inline), Some(&runtime_zeroed), Some(&checked)];
+        for (i, engine) in engines.into_iter().enumerate() {
+            assert_eq!(r0_of_runs(text, engine, 2), [0, 0], "engine {i}: {text}");
+            assert_eq!(r0_after_repeats(text, engine, 3), 0, "engine {i}: {text}");
+        }
+    }
+    // A bound that does not cover the callee's writes leaves them for the next call: the
+    // bound is what trusted code zeroes by.
+    let too_small = Jit::new(Mode::Trusted).with_stack_bound(0);
+    assert_eq!(
+        r0_of_runs(CALLEE_READS_THEN_WRITES, Some(&too_small), 2),
+        [7, 77]
+    );
+}
+
+fn r0_of_runs(text: &str, engine: Option<&dyn Engine>, runs: usize) -> Vec<u32> {
+    let mut rt = runtime(text, engine);
+    (0..runs)
+        .map(|_| {
+            rt.run(0, &[0x5a; 64], &PacketMeta::default())
+                .unwrap()
+                .retval
+        })
+        .collect()
+}
+
+/// A function that calls itself: the ninth frame is one too many, and trusted code (which
+/// enters frames inline) stops where the interpreter does, with the same error.
+#[test]
+fn too_deep_a_call_stops_as_in_the_interpreter() {
+    let text = "r0 = 0
+     call pc-2
+     exit";
+    let error_of = |engine: Option<&dyn Engine>| {
+        let mut rt = runtime(text, engine);
+        rt.run(0, &[0u8; 64], &PacketMeta::default())
+            .map(|o| o.retval)
+            .map_err(|e| e.to_string())
+    };
+    let expected = error_of(None);
+    assert!(
+        expected.as_ref().is_err_and(|e| e.contains("call")),
+        "{expected:?}"
+    );
+    for bound in [Some(16), None] {
+        let jit = match bound {
+            Some(bytes) => Jit::new(Mode::Trusted).with_stack_bound(bytes),
+            None => Jit::new(Mode::Trusted),
+        };
+        assert_eq!(error_of(Some(&jit)), expected, "bound {bound:?}");
+    }
+}
