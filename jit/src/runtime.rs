@@ -585,7 +585,7 @@ fn callback_failed() -> VmError {
 /// `ctx` is the live context of the running program.
 unsafe fn run_callbacks(
     ctx: *mut RunCtx,
-    mut driver: Box<dyn bpfemu_vm::CallbackLoop>,
+    mut driver: bpfemu_vm::CallbackDriver,
     id: i32,
     pc: usize,
 ) -> Result<u64, VmError> {

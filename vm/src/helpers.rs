@@ -96,7 +96,55 @@ pub enum HelperOutcome {
     /// Run program callbacks as the loop decides, then set r0 to its final answer. Helpers
     /// never call back into the interpreter themselves: the interpreter drives the loop, so
     /// callbacks count against the same budget and frame limit as everything else.
-    Callbacks(Box<dyn CallbackLoop>),
+    Callbacks(CallbackDriver),
+}
+
+/// The loop behind [`HelperOutcome::Callbacks`]: `bpf_loop`'s, the common one, without an
+/// allocation per call; any other boxed.
+pub enum CallbackDriver {
+    Counted(CountedLoop),
+    Other(Box<dyn CallbackLoop>),
+}
+
+impl CallbackDriver {
+    pub fn next(&mut self, last: Option<u64>, mem: &mut Memory) -> Result<CallbackStep, HelperError> {
+        match self {
+            CallbackDriver::Counted(counted) => Ok(counted.next(last)),
+            CallbackDriver::Other(driver) => driver.next(last, mem),
+        }
+    }
+}
+
+/// `bpf_loop(nr, callback, ctx, 0)`'s loop: the callback with (index, ctx) until it returns
+/// nonzero or `nr` calls were made; r0 is the number of calls made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CountedLoop {
+    nr: u64,
+    done: u64,
+    callback: u64,
+    ctx: u64,
+}
+
+impl CountedLoop {
+    pub fn new(nr: u64, callback: u64, ctx: u64) -> CountedLoop {
+        CountedLoop {
+            nr,
+            done: 0,
+            callback,
+            ctx,
+        }
+    }
+
+    fn next(&mut self, last: Option<u64>) -> CallbackStep {
+        if last.is_some_and(|r0| r0 != 0) || self.done == self.nr {
+            return CallbackStep::Done(self.done);
+        }
+        self.done += 1;
+        CallbackStep::Call {
+            target: self.callback,
+            args: [self.done - 1, self.ctx, 0, 0, 0],
+        }
+    }
 }
 
 impl std::fmt::Debug for HelperOutcome {
@@ -152,5 +200,34 @@ pub struct NoHelpers;
 impl Helpers for NoHelpers {
     fn call(&mut self, id: i32, _args: [u64; 5], _mem: &mut Memory) -> Result<u64, HelperError> {
         Err(HelperError::Unknown(id))
+    }
+}
+
+#[cfg(test)]
+mod counted_loop_tests {
+    use super::*;
+
+    fn steps(nr: u64, r0s: &[u64]) -> Vec<CallbackStep> {
+        let mut lp = CountedLoop::new(nr, 0x1000, 0x2000);
+        let mut out = vec![lp.next(None)];
+        for &r0 in r0s {
+            out.push(lp.next(Some(r0)));
+        }
+        out
+    }
+
+    #[test]
+    fn calls_with_the_index_and_ctx_until_nr_or_a_nonzero_return() {
+        let call = |i| CallbackStep::Call {
+            target: 0x1000,
+            args: [i, 0x2000, 0, 0, 0],
+        };
+        assert_eq!(steps(0, &[]), [CallbackStep::Done(0)]);
+        assert_eq!(
+            steps(2, &[0, 0]),
+            [call(0), call(1), CallbackStep::Done(2)]
+        );
+        // A callback that returns 1 ends the loop; its call counts.
+        assert_eq!(steps(5, &[0, 1]), [call(0), call(1), CallbackStep::Done(2)]);
     }
 }

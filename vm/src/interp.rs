@@ -22,7 +22,7 @@ pub use decoded::PreparedProgram;
 use crate::alu;
 use crate::coverage::{Coverage, FELL_THROUGH, RAN, TAKEN};
 use crate::error::{MAX_CALL_FRAMES, Unsupported, VmError, kfunc_error};
-use crate::helpers::{CallbackLoop, CallbackStep, HelperError, HelperOutcome, Helpers};
+use crate::helpers::{CallbackDriver, CallbackStep, HelperError, HelperOutcome, Helpers};
 use crate::memory::{MemFault, Memory, RegionId};
 use crate::taint::TaintState;
 use bpfemu_isa::{
@@ -107,7 +107,7 @@ struct Frame {
 
 /// A helper's callback loop in progress: where the helper was called, and the loop.
 struct PendingLoop {
-    driver: Box<dyn CallbackLoop>,
+    driver: CallbackDriver,
     helper: i32,
     call_pc: usize,
     call_prog: usize,

@@ -3,7 +3,7 @@
 //! (kernel/bpf/{arraymap,hashtab}.c `bpf_for_each_*_elem`) as a callback loop.
 
 use super::{HelperResult, XdpEnv, map_index, ret};
-use crate::helpers::{CallbackLoop, CallbackStep, HelperError, HelperOutcome};
+use crate::helpers::{CallbackDriver, CallbackLoop, CallbackStep, HelperError, HelperOutcome};
 use crate::maps::{Errno, MapType, ValueRef};
 use crate::memory::{Memory, RegionId, RegionKind};
 
@@ -55,14 +55,14 @@ pub fn for_each_map_elem(env: &mut XdpEnv<'_>, a: [u64; 5], mem: &mut Memory) ->
         key_size,
         false,
     );
-    Ok(HelperOutcome::Callbacks(Box::new(ForEach {
+    Ok(HelperOutcome::Callbacks(CallbackDriver::Other(Box::new(ForEach {
         map,
         callback,
         ctx,
         elements,
         next: 0,
         key_region,
-    })))
+    }))))
 }
 
 /// Every (key, value address) of map `index`, as the packet's CPU sees them.

@@ -2,7 +2,7 @@
 //! NUMA ids; and kernel/bpf/helpers.c's `bpf_spin_lock/unlock`, `bpf_strncmp`, `bpf_loop`.
 
 use super::{HelperResult, XdpEnv, ret};
-use crate::helpers::{CallbackLoop, CallbackStep, HelperError, HelperOutcome};
+use crate::helpers::{CallbackDriver, CountedLoop, HelperError, HelperOutcome};
 use crate::maps::Errno;
 use crate::memory::Memory;
 
@@ -108,32 +108,9 @@ pub fn bpf_loop(_env: &mut XdpEnv<'_>, a: [u64; 5], _mem: &mut Memory) -> Helper
     if nr > BPF_LOOP_MAX {
         return ret(Errno::E2BIG.as_ret() as u32 as u64);
     }
-    Ok(HelperOutcome::Callbacks(Box::new(Loop {
-        nr,
-        done: 0,
-        callback,
-        ctx,
-    })))
-}
-
-struct Loop {
-    nr: u64,
-    done: u64,
-    callback: u64,
-    ctx: u64,
-}
-
-impl CallbackLoop for Loop {
-    fn next(&mut self, last: Option<u64>, _mem: &mut Memory) -> Result<CallbackStep, HelperError> {
-        if last.is_some_and(|r0| r0 != 0) || self.done == self.nr {
-            return Ok(CallbackStep::Done(self.done));
-        }
-        self.done += 1;
-        Ok(CallbackStep::Call {
-            target: self.callback,
-            args: [self.done - 1, self.ctx, 0, 0, 0],
-        })
-    }
+    Ok(HelperOutcome::Callbacks(CallbackDriver::Counted(
+        CountedLoop::new(nr, callback, ctx),
+    )))
 }
 
 #[cfg(test)]

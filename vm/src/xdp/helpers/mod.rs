@@ -194,7 +194,10 @@ impl Helpers for XdpEnv<'_> {
     }
 
     fn call_outcome(&mut self, id: i32, args: [u64; 5], mem: &mut Memory) -> HelperResult {
-        let helper = lookup(id).ok_or(HelperError::Unknown(id))?;
+        // (No error value built before it is needed: dropping one costs a call per helper.)
+        let Some(helper) = lookup(id) else {
+            return Err(HelperError::Unknown(id));
+        };
         (helper.f)(self, args, mem)
     }
 
@@ -205,9 +208,9 @@ impl Helpers for XdpEnv<'_> {
         args: [u64; 5],
         mem: &mut Memory,
     ) -> Result<u64, HelperError> {
-        let kfunc = super::kfuncs::find(self.kfuncs, btf_id)
-            .filter(|_| off == 0)
-            .ok_or(HelperError::Unknown(btf_id))?;
+        let Some(kfunc) = super::kfuncs::find(self.kfuncs, btf_id).filter(|_| off == 0) else {
+            return Err(HelperError::Unknown(btf_id));
+        };
         (kfunc.f)(self, args, mem)
     }
 
