@@ -108,7 +108,7 @@ pub fn compile(
     module
         .finalize_definitions()
         .map_err(|e| compile_error(0, e))?;
-    let entries = ids
+    let mut entries: Vec<_> = ids
         .iter()
         .map(|(&key, &id)| {
             let code = module.get_finalized_function(id);
@@ -118,6 +118,7 @@ pub fn compile(
             })
         })
         .collect();
+    entries.sort_unstable_by_key(|(key, _)| *key);
     let shared = Shared {
         programs: progs.to_vec(),
         entries,

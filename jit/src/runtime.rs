@@ -18,7 +18,6 @@ use bpfemu_vm::{
     CallbackStep, Executable, HelperError, HelperOutcome, Helpers, MAX_CALL_FRAMES, Memory,
     RegionId, VmError,
 };
-use std::collections::HashMap;
 
 /// The run goes on.
 pub const STATUS_OK: u64 = 0;
@@ -184,8 +183,9 @@ impl RunCtx {
 /// What every run of one compiled program set shares.
 pub struct Shared {
     pub programs: Vec<Program>,
-    /// Function entries by (program, insn).
-    pub entries: HashMap<(usize, usize), JitFn>,
+    /// Function entries by (program, insn), sorted: found by binary search (a callback's
+    /// entry is looked up at each helper call that runs callbacks).
+    pub entries: Vec<((usize, usize), JitFn)>,
     /// Errors known at compile time (a jump out of the program, an unsupported instruction),
     /// raised by index.
     pub static_errors: Vec<VmError>,
@@ -198,6 +198,14 @@ pub struct Shared {
     /// Tables the inlined per-CPU array lookups read.
     pub cpu_tables: crate::inline::CpuTables,
     pub frame_mode: FrameMode,
+}
+
+impl Shared {
+    /// The compiled function that starts at `(program, insn)`.
+    pub fn entry(&self, key: (usize, usize)) -> Option<JitFn> {
+        let at = self.entries.binary_search_by_key(&key, |(k, _)| *k).ok()?;
+        Some(self.entries[at].1)
+    }
 }
 
 /// Packs the pc and the length of an access into the one argument [`jit_read`] and
@@ -612,8 +620,7 @@ unsafe fn run_callbacks(
                 .filter(|(addr, _)| *addr == target)
                 .map(|(_, entry)| entry)
                 .or_else(|| {
-                    decode_code_addr(target)
-                        .and_then(|key| shared.entries.get(&key).map(|&f| (key.1, f)))
+                    decode_code_addr(target).and_then(|key| shared.entry(key).map(|f| (key.1, f)))
                 })
                 .ok_or_else(|| {
                     helper_error(
@@ -673,7 +680,7 @@ impl Compiled {
     pub(crate) fn new(module: cranelift_jit::JITModule, shared: Shared, budget: u64) -> Compiled {
         let shared = Box::new(shared);
         let entries: Box<[Option<JitFn>]> = (0..shared.programs.len())
-            .map(|prog| shared.entries.get(&(prog, 0)).copied())
+            .map(|prog| shared.entry((prog, 0)))
             .collect();
         let ctx = Box::new(RunCtx {
             executed: 0,

@@ -107,7 +107,11 @@ pub enum CallbackDriver {
 }
 
 impl CallbackDriver {
-    pub fn next(&mut self, last: Option<u64>, mem: &mut Memory) -> Result<CallbackStep, HelperError> {
+    pub fn next(
+        &mut self,
+        last: Option<u64>,
+        mem: &mut Memory,
+    ) -> Result<CallbackStep, HelperError> {
         match self {
             CallbackDriver::Counted(counted) => Ok(counted.next(last)),
             CallbackDriver::Other(driver) => driver.next(last, mem),
@@ -223,10 +227,7 @@ mod counted_loop_tests {
             args: [i, 0x2000, 0, 0, 0],
         };
         assert_eq!(steps(0, &[]), [CallbackStep::Done(0)]);
-        assert_eq!(
-            steps(2, &[0, 0]),
-            [call(0), call(1), CallbackStep::Done(2)]
-        );
+        assert_eq!(steps(2, &[0, 0]), [call(0), call(1), CallbackStep::Done(2)]);
         // A callback that returns 1 ends the loop; its call counts.
         assert_eq!(steps(5, &[0, 1]), [call(0), call(1), CallbackStep::Done(2)]);
     }

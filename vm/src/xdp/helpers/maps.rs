@@ -55,14 +55,16 @@ pub fn for_each_map_elem(env: &mut XdpEnv<'_>, a: [u64; 5], mem: &mut Memory) ->
         key_size,
         false,
     );
-    Ok(HelperOutcome::Callbacks(CallbackDriver::Other(Box::new(ForEach {
-        map,
-        callback,
-        ctx,
-        elements,
-        next: 0,
-        key_region,
-    }))))
+    Ok(HelperOutcome::Callbacks(CallbackDriver::Other(Box::new(
+        ForEach {
+            map,
+            callback,
+            ctx,
+            elements,
+            next: 0,
+            key_region,
+        },
+    ))))
 }
 
 /// Every (key, value address) of map `index`, as the packet's CPU sees them.
