@@ -59,9 +59,31 @@ fn bit(data: &[u8], index: u32) -> usize {
     ((data[index as usize / 8] >> (7 - index % 8)) & 1) as usize
 }
 
-/// Leading bits `a` and `b` share.
+/// Leading bits `a` and `b` share. Compared 8 bytes, then 4, then 1 at a time, as big-endian
+/// words (whose leading zeros are the bits in order): a lookup compares a key with every
+/// node on its path.
 fn common_bits(a: &[u8], b: &[u8]) -> u32 {
+    let len = a.len().min(b.len());
+    let (mut a, mut b) = (&a[..len], &b[..len]);
     let mut bits = 0;
+    while let (Some((x, rest_a)), Some((y, rest_b))) =
+        (a.split_first_chunk::<8>(), b.split_first_chunk::<8>())
+    {
+        let diff = u64::from_be_bytes(*x) ^ u64::from_be_bytes(*y);
+        if diff != 0 {
+            return bits + diff.leading_zeros();
+        }
+        (a, b, bits) = (rest_a, rest_b, bits + 64);
+    }
+    if let (Some((x, rest_a)), Some((y, rest_b))) =
+        (a.split_first_chunk::<4>(), b.split_first_chunk::<4>())
+    {
+        let diff = u32::from_be_bytes(*x) ^ u32::from_be_bytes(*y);
+        if diff != 0 {
+            return bits + diff.leading_zeros();
+        }
+        (a, b, bits) = (rest_a, rest_b, bits + 32);
+    }
     for (x, y) in a.iter().zip(b) {
         let diff = x ^ y;
         if diff != 0 {
@@ -406,5 +428,32 @@ impl LpmTrie {
 
     pub(crate) fn len(&self) -> u32 {
         self.entries
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Leading equal bits, one bit at a time.
+    fn common_bits_bitwise(a: &[u8], b: &[u8]) -> u32 {
+        let bits = a.len().min(b.len()) as u32 * 8;
+        (0..bits).find(|&i| bit(a, i) != bit(b, i)).unwrap_or(bits)
+    }
+
+    #[test]
+    fn common_bits_counts_every_leading_equal_bit() {
+        for len in 0..=20usize {
+            let a: Vec<u8> = (0..len as u8).map(|i| i.wrapping_mul(37) ^ 0xa5).collect();
+            assert_eq!(common_bits(&a, &a), len as u32 * 8);
+            for flip in 0..len * 8 {
+                let mut b = a.clone();
+                b[flip / 8] ^= 0x80 >> (flip % 8);
+                assert_eq!(common_bits(&a, &b), flip as u32, "len {len} flip {flip}");
+                assert_eq!(common_bits(&a, &b), common_bits_bitwise(&a, &b));
+            }
+            // Keys of different lengths compare over the shorter.
+            assert_eq!(common_bits(&a, &a[..len / 2]), (len / 2) as u32 * 8);
+        }
     }
 }
