@@ -6,7 +6,8 @@
 #
 #   scripts/bench_corpus.sh [PACKETS] [LEVEL]      # defaults: 1000000 packets, v3 objects
 #
-# Uses the release binary (built when missing; BPFEMU=path picks another) and jq. Needs root and bpf() for the kernel's
+# Uses the release binary (built when missing; BPFEMU=path picks another, BPFEMU_PROFILE=release-lto
+# the whole-program-optimised one) and jq. Needs root and bpf() for the kernel's
 # column; a program whose bench fails is listed with the first line of its error.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,8 +15,10 @@ cd "$(dirname "$0")/.."
 packets=${1:-1000000}
 level=${2:-v3}
 command -v jq >/dev/null || { echo "bench_corpus.sh: needs jq (apt-get install jq)" >&2; exit 2; }
-bpfemu=${BPFEMU:-target/release/bpfemu}
-[ -x "$bpfemu" ] || cargo build --release --bin bpfemu
+# BPFEMU_PROFILE=release-lto measures the whole-program-optimised build (Cargo.toml).
+profile=${BPFEMU_PROFILE:-release}
+bpfemu=${BPFEMU:-target/$profile/bpfemu}
+[ -x "$bpfemu" ] || cargo build --profile "$profile" --bin bpfemu
 
 # The capture each program is benchmarked on: the one its interesting paths run on.
 capture_for() {
