@@ -60,8 +60,7 @@ fn print_line(
     let Some(end) = fmt.iter().position(|&b| b == 0) else {
         return ret(Errno::EINVAL.as_ret());
     };
-    let fmt = fmt[..end].to_vec();
-    let text = match format(&fmt, args, mem, MAX_BPRINTF_BUF) {
+    let text = match format(&fmt[..end], args, mem, MAX_BPRINTF_BUF) {
         Ok(text) => text,
         Err(e) => return ret(e.as_ret()),
     };
@@ -70,9 +69,10 @@ fn print_line(
     if shown.ends_with(b"\n") {
         shown.pop();
     }
-    env.run
-        .printk
-        .push(shown.iter().map(|&b| b as char).collect());
+    // Each byte is a char of its own (Latin-1), as the trace pipe's bytes show in a terminal.
+    let mut line = String::with_capacity(shown.len() * 2);
+    line.extend(shown.iter().map(|&b| b as char));
+    env.run.printk.push(line);
     ret(text.len as u64)
 }
 
