@@ -202,11 +202,20 @@ impl Interpreter {
         mem: &mut Memory,
         helpers: &mut dyn Helpers,
     ) -> Result<u64, VmError> {
-        let mut frames = std::mem::take(&mut self.frames);
+        // The machine borrows the frame vectors rather than taking them: a vector moved in and
+        // out whole is copied with wide loads over the narrow stores that just set its length
+        // (a store-forwarding stall each way, on every run).
+        let Interpreter {
+            options,
+            frames,
+            saved_regs,
+            executed,
+            coverage,
+            taint,
+        } = self;
         frames.clear();
-        let mut saved_regs = std::mem::take(&mut self.saved_regs);
         saved_regs.clear();
-        if let Some(taint) = self.taint.as_mut() {
+        if let Some(taint) = taint.as_mut() {
             taint.begin_run(mem);
         }
         let mut machine = Machine {
@@ -215,15 +224,15 @@ impl Interpreter {
             prog: progs[entry].program(),
             mem,
             helpers,
-            options: self.options,
+            options: *options,
             frames,
             saved_regs,
             loops: Vec::new(),
             regs: [0; REG_SLOTS],
             pc: 0,
             executed: 0,
-            coverage: self.coverage.as_mut(),
-            taint: self.taint.as_mut(),
+            coverage: coverage.as_mut(),
+            taint: taint.as_mut(),
         };
         machine.start(args);
         // The error comes back boxed (the result fits two registers), and is unboxed only
@@ -234,12 +243,11 @@ impl Interpreter {
         if let Some(coverage) = machine.coverage.as_deref_mut() {
             coverage.errors_mut().run_ended();
         }
-        for (depth, frame) in machine.frames.drain(..).enumerate() {
+        for (depth, frame) in machine.frames.iter().enumerate() {
             machine.mem.remove_stack_frame_at(depth, frame.stack);
         }
-        self.frames = machine.frames;
-        self.saved_regs = machine.saved_regs;
-        self.executed = machine.executed;
+        machine.frames.clear();
+        *executed = machine.executed;
         result.map_err(|e| *e)
     }
 }
@@ -253,9 +261,9 @@ struct Machine<'a> {
     mem: &'a mut Memory,
     helpers: &'a mut dyn Helpers,
     options: Options,
-    frames: Vec<Frame>,
+    frames: &'a mut Vec<Frame>,
     /// The caller registers of `frames[1..]`, in order.
-    saved_regs: Vec<[u64; REG_SLOTS]>,
+    saved_regs: &'a mut Vec<[u64; REG_SLOTS]>,
     loops: Vec<PendingLoop>,
     regs: [u64; REG_SLOTS],
     pc: usize,
