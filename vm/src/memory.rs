@@ -609,7 +609,8 @@ impl Memory {
     /// When the window does not fit the allocation (a bug in the caller, never program input).
     #[inline]
     pub fn set_window(&mut self, id: RegionId, off: usize, len: usize) {
-        let region = self.region_mut(id).expect("a live region");
+        let index = self.live_index(id).expect("a live region");
+        let region = &mut self.regions[index];
         assert!(
             off.checked_add(len)
                 .is_some_and(|end| end <= region.extent.1),
@@ -618,7 +619,6 @@ impl Memory {
         );
         region.start = region.extent.0 + off;
         region.len = len;
-        let index = self.live_index(id).expect("checked above");
         self.sync_span(index);
     }
 
