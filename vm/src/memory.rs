@@ -433,9 +433,13 @@ impl Memory {
             }
             region.dirty_lo = len;
             region.live = true;
+            // A kept frame is a writable stack region whose window never moves: its span
+            // keeps its base while parked, and only becomes reachable again.
+            debug_assert!(region.writable && region.ctx.is_none());
             span.dirty_lo = u64::MAX;
-            self.sync_span(index);
-            return (id, self.spans[index].base + len as u64);
+            span.read_len = len as u64;
+            span.write_len = len as u64;
+            return (id, span.base + len as u64);
         }
         self.new_stack_frame(frame)
     }
