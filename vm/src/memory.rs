@@ -1019,6 +1019,86 @@ fn position(region: &Region, addr: u64, len: usize) -> (Position, u128) {
 mod tests {
     use super::*;
 
+    /// Hinted accesses answer exactly as unhinted ones whatever happened to the hinted region
+    /// since the hint was taken: its window moved, it was parked, an earlier region was
+    /// removed (so that indices shifted), it is read-only. A span left stale by any of these
+    /// would read or write bytes the program may no longer reach.
+    #[test]
+    fn hinted_accesses_follow_every_change_to_the_regions() {
+        let mut mem = Memory::new();
+        let early = mem.add_zeroed(
+            RegionKind::Other {
+                name: "early".into(),
+            },
+            8,
+            true,
+        );
+        let frame = mem.add_windowed(RegionKind::Packet, 64, (16, 32), true);
+        let ro = mem.add_copy(
+            RegionKind::Global {
+                section: ".rodata".into(),
+            },
+            &[7; 8],
+            false,
+        );
+        let base = mem.region(frame).unwrap().base();
+        let hint = Cell::new(0);
+        mem.write_hinted(base + 30, 2, 0xbeef, &hint).unwrap();
+        assert_eq!(mem.read_hinted(base + 30, 2, &hint).unwrap(), 0xbeef);
+        let hit = hint.get();
+        // The window shrinks to its first 16 bytes: byte 30 is out of reach, with the fault
+        // an unhinted read gives.
+        mem.set_window(frame, 16, 16);
+        assert_eq!(hint.get(), hit);
+        let expected = mem.read(base + 30, 2).unwrap_err();
+        assert_eq!(mem.read_hinted(base + 30, 2, &hint).unwrap_err(), expected);
+        assert_eq!(
+            mem.write_hinted(base + 30, 2, 1, &Cell::new(hit))
+                .unwrap_err(),
+            mem.write(base + 30, 2, 1).unwrap_err()
+        );
+        // An earlier region goes and the indices shift: the frame's old hint now names the
+        // read-only region, which the write misses, to land in the frame.
+        mem.remove(early);
+        let stale = Cell::new(hit);
+        mem.write_hinted(base + 8, 1, 9, &stale).unwrap();
+        assert_eq!(mem.read(base + 8, 1).unwrap(), 9);
+        let ro_base = mem.region(ro).unwrap().base();
+        let ro_hint = Cell::new(0);
+        assert_eq!(
+            mem.read_hinted(ro_base, 8, &ro_hint).unwrap(),
+            0x0707_0707_0707_0707
+        );
+        let fault = mem.write_hinted(ro_base, 1, 0, &ro_hint).unwrap_err();
+        assert!(
+            matches!(fault.cause, FaultCause::ReadOnly { .. }),
+            "{fault}"
+        );
+        assert_eq!(mem.read(ro_base, 1).unwrap(), 7);
+    }
+
+    /// A stack frame written through the fast path is unreachable once parked and comes back
+    /// zeroed where it was written.
+    #[test]
+    fn hinted_stack_writes_are_zeroed_when_the_frame_comes_back() {
+        let mut mem = Memory::new();
+        let (id, top) = mem.push_stack_frame(0);
+        let hint = Cell::new(0);
+        mem.write_hinted(top - 8, 8, u64::MAX, &hint).unwrap();
+        mem.write_hinted(top - 300, 4, 5, &hint).unwrap();
+        mem.remove_stack_frame_at(0, id);
+        let parked = mem.read_hinted(top - 8, 8, &hint).unwrap_err();
+        assert!(
+            matches!(parked.cause, FaultCause::OutOfBounds { .. }),
+            "{parked}"
+        );
+        assert!(mem.write_hinted(top - 8, 1, 1, &hint).is_err());
+        let (again, again_top) = mem.push_stack_frame(0);
+        assert_eq!((again, again_top), (id, top));
+        assert_eq!(mem.read_hinted(top - 8, 8, &hint).unwrap(), 0);
+        assert_eq!(mem.read_hinted(top - 300, 4, &hint).unwrap(), 0);
+    }
+
     #[test]
     fn read_write_round_trip_and_cache() {
         let mut mem = Memory::new();
