@@ -1086,7 +1086,7 @@ impl Machine<'_> {
         }
         self.regs[10] = self
             .mem
-            .region(frame_stack(&self.frames))
+            .region(frame_stack(self.frames))
             .expect("live")
             .end();
         Ok(())
