@@ -457,13 +457,16 @@ impl PcapReader {
     }
 
     /// The next record of a classic pcap file when it lies whole in the buffer with a
-    /// plausible caplen: its length and frame (without the bytes, at
-    /// `[CLASSIC_RECORD_HEADER, len)` of the buffer). Read from the 16 header bytes
+    /// plausible caplen: its length, capture time and length on the wire (its bytes are
+    /// `[CLASSIC_RECORD_HEADER, len)` of the buffer). Scalars rather than a frame: the
+    /// caller builds the [`PacketRef`] once, where it is returned (a frame built here and
+    /// copied there was copied with a wide load over the narrow store of `orig_len`, a
+    /// store-forwarding stall on every packet). Read from the 16 header bytes
     /// directly, as pcap-parser reads them but without building its block; anything else
     /// (a refill, a bogus caplen, pcapng) is left to [`PcapReader::seek_packet`], whose
     /// errors stay the reader's.
     #[inline]
-    fn next_classic(&self) -> Option<(usize, PacketRef<'static>)> {
+    fn next_classic(&self) -> Option<(usize, u64, u32)> {
         let big_endian = self
             .state
             .legacy_big_endian
@@ -486,13 +489,7 @@ impl PcapReader {
             true => u64::from(ts_frac),
             false => u64::from(ts_frac) * 1000,
         };
-        let frame = PacketRef {
-            index: self.state.next_index,
-            ts_ns: u64::from(ts_sec) * 1_000_000_000 + frac_ns,
-            data: &[],
-            orig_len,
-        };
-        Some((len, frame))
+        Some((len, u64::from(ts_sec) * 1_000_000_000 + frac_ns, orig_len))
     }
 
     /// How far into the capture the reader is, in bytes (for progress).
@@ -513,11 +510,17 @@ impl PcapReader {
             return None;
         }
         self.inner.consume(std::mem::take(&mut self.pending));
-        if let Some((len, frame)) = self.next_classic() {
+        if let Some((len, ts_ns, orig_len)) = self.next_classic() {
             self.pending = len;
+            let index = self.state.next_index;
             self.state.next_index += 1;
             let data = &self.inner.data()[CLASSIC_RECORD_HEADER..len];
-            return Some(Ok(PacketRef { data, ..frame }));
+            return Some(Ok(PacketRef {
+                index,
+                ts_ns,
+                data,
+                orig_len,
+            }));
         }
         self.next_block()
     }

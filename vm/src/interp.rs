@@ -84,6 +84,8 @@ impl Default for Options {
 pub struct Interpreter {
     options: Options,
     frames: Vec<Frame>,
+    /// The caller's registers of every frame but the entry function's, innermost last.
+    saved_regs: Vec<[u64; REG_SLOTS]>,
     executed: u64,
     /// When set, every run adds what it reached (see [`Coverage`]).
     coverage: Option<Coverage>,
@@ -91,8 +93,9 @@ pub struct Interpreter {
     taint: Option<TaintState>,
 }
 
-/// One active call: its stack region, its `may_goto` count, and (for callees) what to
-/// restore in the caller on exit.
+/// One active call: its stack region, its `may_goto` count, and (for callees) where to
+/// return. A callee's caller registers are kept apart (`Machine::saved_regs`), so that the
+/// entry frame every run pushes is small.
 #[derive(Clone, Debug)]
 struct Frame {
     stack: RegionId,
@@ -102,7 +105,6 @@ struct Frame {
     return_prog: usize,
     /// A callback of a helper's loop: its exit goes back to the loop, not to `return_pc`.
     callback: bool,
-    caller_regs: [u64; REG_SLOTS],
 }
 
 /// A helper's callback loop in progress: where the helper was called, and the loop.
@@ -118,6 +120,7 @@ impl Interpreter {
         Interpreter {
             options,
             frames: Vec::with_capacity(MAX_CALL_FRAMES),
+            saved_regs: Vec::new(),
             executed: 0,
             coverage: None,
             taint: None,
@@ -199,9 +202,20 @@ impl Interpreter {
         mem: &mut Memory,
         helpers: &mut dyn Helpers,
     ) -> Result<u64, VmError> {
-        let mut frames = std::mem::take(&mut self.frames);
+        // The machine borrows the frame vectors rather than taking them: a vector moved in and
+        // out whole is copied with wide loads over the narrow stores that just set its length
+        // (a store-forwarding stall each way, on every run).
+        let Interpreter {
+            options,
+            frames,
+            saved_regs,
+            executed,
+            coverage,
+            taint,
+        } = self;
         frames.clear();
-        if let Some(taint) = self.taint.as_mut() {
+        saved_regs.clear();
+        if let Some(taint) = taint.as_mut() {
             taint.begin_run(mem);
         }
         let mut machine = Machine {
@@ -210,14 +224,15 @@ impl Interpreter {
             prog: progs[entry].program(),
             mem,
             helpers,
-            options: self.options,
+            options: *options,
             frames,
+            saved_regs,
             loops: Vec::new(),
             regs: [0; REG_SLOTS],
             pc: 0,
             executed: 0,
-            coverage: self.coverage.as_mut(),
-            taint: self.taint.as_mut(),
+            coverage: coverage.as_mut(),
+            taint: taint.as_mut(),
         };
         machine.start(args);
         // The error comes back boxed (the result fits two registers), and is unboxed only
@@ -228,11 +243,11 @@ impl Interpreter {
         if let Some(coverage) = machine.coverage.as_deref_mut() {
             coverage.errors_mut().run_ended();
         }
-        for frame in machine.frames.drain(..) {
-            machine.mem.remove_stack_frame(frame.stack);
+        for (depth, frame) in machine.frames.iter().enumerate() {
+            machine.mem.remove_stack_frame_at(depth, frame.stack);
         }
-        self.frames = machine.frames;
-        self.executed = machine.executed;
+        machine.frames.clear();
+        *executed = machine.executed;
         result.map_err(|e| *e)
     }
 }
@@ -246,7 +261,9 @@ struct Machine<'a> {
     mem: &'a mut Memory,
     helpers: &'a mut dyn Helpers,
     options: Options,
-    frames: Vec<Frame>,
+    frames: &'a mut Vec<Frame>,
+    /// The caller registers of `frames[1..]`, in order.
+    saved_regs: &'a mut Vec<[u64; REG_SLOTS]>,
     loops: Vec<PendingLoop>,
     regs: [u64; REG_SLOTS],
     pc: usize,
@@ -1052,13 +1069,12 @@ impl Machine<'_> {
         if self.frames.len() == MAX_CALL_FRAMES {
             return Err(VmError::CallDepthExceeded { pc, target: entry });
         }
-        let caller_regs = self.regs;
+        self.saved_regs.push(self.regs);
         self.push_frame(pc, entry);
         if let Some(coverage) = self.coverage.as_deref_mut() {
             coverage.errors_mut().frame_entered();
         }
         let frame = self.frames.last_mut().expect("just pushed");
-        frame.caller_regs = caller_regs;
         frame.callback = true;
         frame.return_prog = call_prog;
         self.switch_to(prog);
@@ -1070,7 +1086,7 @@ impl Machine<'_> {
         }
         self.regs[10] = self
             .mem
-            .region(frame_stack(&self.frames))
+            .region(frame_stack(self.frames))
             .expect("live")
             .end();
         Ok(())
@@ -1092,9 +1108,8 @@ impl Machine<'_> {
                 target,
             });
         }
-        let caller_regs = self.regs;
+        self.saved_regs.push(self.regs);
         self.push_frame(self.pc + 1, target);
-        self.frames.last_mut().expect("just pushed").caller_regs = caller_regs;
         self.regs[0] = 0;
         self.regs[6..10].fill(0);
         if let Some(taint) = self.taint.as_deref_mut() {
@@ -1115,7 +1130,6 @@ impl Machine<'_> {
             return_pc,
             return_prog: self.cur,
             callback: false,
-            caller_regs: [0; REG_SLOTS],
         });
         self.regs[10] = top;
         self.pc = entry;
@@ -1128,7 +1142,8 @@ impl Machine<'_> {
             return Ok(Step::Done(self.regs[0]));
         }
         let frame = self.frames.pop().expect("checked above");
-        self.mem.remove_stack_frame(frame.stack);
+        self.mem
+            .remove_stack_frame_at(self.frames.len(), frame.stack);
         // A callback's result steers its loop: a tainted one taints control.
         if frame.callback {
             let r0 = self.taint.as_deref().and_then(|t| t.reg(0));
@@ -1138,7 +1153,7 @@ impl Machine<'_> {
             taint.pop_call(!frame.callback);
         }
         let r0 = self.regs[0];
-        self.regs = frame.caller_regs;
+        self.regs = self.saved_regs.pop().expect("a callee's caller registers");
         self.switch_to(frame.return_prog);
         if frame.callback {
             self.advance_loop(Some(r0))?;

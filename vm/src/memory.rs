@@ -2,10 +2,13 @@
 //! every access against them.
 //!
 //! A program sees real host addresses (r10 is the address just past the end of a real
-//! buffer, as in the kernel), but in checked mode nothing is ever dereferenced through a raw
-//! pointer: an address is mapped back to `(region, offset)` and the bytes are reached through
-//! safe slice indexing. Each region is its own heap allocation, so an overflow from one region
-//! can never silently land in another.
+//! buffer, as in the kernel), and in checked mode an address is mapped back to
+//! `(region, offset)` before anything is touched. Each region is its own heap allocation, so
+//! an overflow from one region can never silently land in another. The interpreter's hinted
+//! accesses ([`Memory::read_hinted`], [`Memory::write_hinted`]) check the address against a
+//! compact table of the live windows (one [`Span`] per region, kept in step with the regions
+//! by every method that changes one) and only then read or write the host bytes at that
+//! address; every other access goes through safe slice indexing.
 //!
 //! Two kinds of region behave specially, for the XDP runtime:
 //! - a *windowed* region ([`Memory::add_windowed`]) is one allocation of which only a live
@@ -326,19 +329,56 @@ impl std::error::Error for MemFault {}
 #[derive(Debug, Default)]
 pub struct Memory {
     regions: Vec<Region>,
+    /// By index in `regions`: its [`Span`].
+    spans: Vec<Span>,
     /// By region id: its index in `regions`, or [`GONE`] once removed.
     index_of: Vec<u32>,
     /// Index into `regions` of the last hit; may be stale, it is always re-checked.
     last_hit: Cell<usize>,
     packet: Option<RegionId>,
     /// By call depth: the stack frame region kept for calls at that depth.
-    stacks: Vec<RegionId>,
+    stacks: Vec<StackSlot>,
     /// The converted ctx region added last, which [`Memory::converted_ctx`] tries first.
     last_ctx: Option<RegionId>,
 }
 
 /// [`Memory::index_of`] of a removed region.
 const GONE: u32 = u32::MAX;
+
+/// The stack frame region kept for one call depth: its id and its index in `regions` ([`GONE`]
+/// once removed), so that a call finds it without the id table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct StackSlot {
+    id: RegionId,
+    index: u32,
+}
+
+/// What the hinted fast path needs of a region, in one 32-byte entry per region (at the
+/// region's index): where its live window is and how much of it a program may read or write.
+/// Derived from the region by [`Memory::sync_span`] whenever the region changes.
+#[derive(Clone, Copy, Debug, Default)]
+struct Span {
+    /// The host address of the live window's first byte ([`Region::base`]).
+    base: u64,
+    /// Bytes of the window a program may read directly: its length, or 0 for a parked stack
+    /// frame and for a converted ctx (whose loads are answered from its fields).
+    read_len: u64,
+    /// Bytes a program may write directly: `read_len`, or 0 for a read-only region.
+    write_len: u64,
+    /// The lowest offset the fast path wrote since the region was last cleaned
+    /// (`u64::MAX`: none); [`Region::dirty_lo`] keeps the other writers'.
+    dirty_lo: u64,
+}
+
+impl Span {
+    /// The offset of `[addr, addr + len)` in the window when it lies wholly inside its first
+    /// `limit` bytes.
+    #[inline(always)]
+    fn offset(&self, addr: u64, len: usize, limit: u64) -> Option<u64> {
+        let off = addr.wrapping_sub(self.base);
+        (off < limit && len as u64 <= limit - off).then_some(off)
+    }
+}
 
 impl Memory {
     pub fn new() -> Memory {
@@ -380,19 +420,26 @@ impl Memory {
     /// without touching its bytes.
     #[inline]
     pub fn push_stack_frame(&mut self, frame: usize) -> (RegionId, u64) {
-        if let Some(&id) = self.stacks.get(frame)
-            && let Some(&index) = self.index_of.get(id.0 as usize)
+        if let Some(&StackSlot { id, index }) = self.stacks.get(frame)
             && let Some(region) = self.regions.get_mut(index as usize)
             && !region.live
         {
+            let index = index as usize;
             let (start, len) = (region.start, region.len);
-            let dirty = region.dirty_lo.min(len);
+            let span = &mut self.spans[index];
+            let dirty = region.dirty_lo.min(span.dirty_lo as usize).min(len);
             if dirty < len {
                 region.storage[start + dirty..start + len].fill(0);
             }
             region.dirty_lo = len;
             region.live = true;
-            return (id, region.end());
+            // A kept frame is a writable stack region whose window never moves: its span
+            // keeps its base while parked, and only becomes reachable again.
+            debug_assert!(region.writable && region.ctx.is_none());
+            span.dirty_lo = u64::MAX;
+            span.read_len = len as u64;
+            span.write_len = len as u64;
+            return (id, span.base + len as u64);
         }
         self.new_stack_frame(frame)
     }
@@ -403,10 +450,14 @@ impl Memory {
         let id = self.insert_aligned(RegionKind::Stack { frame }, STACK_SIZE, true);
         let index = self.regions.len() - 1;
         self.regions[index].dirty_lo = STACK_SIZE;
+        let slot = StackSlot {
+            id,
+            index: index as u32,
+        };
         if frame == self.stacks.len() {
-            self.stacks.push(id);
-        } else if frame < self.stacks.len() && self.region(self.stacks[frame]).is_none() {
-            self.stacks[frame] = id;
+            self.stacks.push(slot);
+        } else if frame < self.stacks.len() && self.region(self.stacks[frame].id).is_none() {
+            self.stacks[frame] = slot;
         }
         (id, self.regions[index].end())
     }
@@ -421,11 +472,17 @@ impl Memory {
         };
         let region = &mut self.regions[index];
         let (start, len) = (region.start, region.len);
-        let dirty = region.dirty_lo.min(written_from).min(len);
+        let span = &mut self.spans[index];
+        let dirty = region
+            .dirty_lo
+            .min(span.dirty_lo as usize)
+            .min(written_from)
+            .min(len);
         if dirty < len {
             region.storage[start + dirty..start + len].fill(0);
         }
         region.dirty_lo = len;
+        span.dirty_lo = u64::MAX;
         true
     }
 
@@ -446,12 +503,31 @@ impl Memory {
     pub fn remove_stack_frame(&mut self, id: RegionId) {
         if let Some(index) = self.live_index(id)
             && let RegionKind::Stack { frame } = self.regions[index].kind
-            && self.stacks.get(frame) == Some(&id)
+            && self.stacks.get(frame).map(|slot| slot.id) == Some(id)
         {
             self.regions[index].live = false;
+            self.sync_span(index);
             return;
         }
         self.remove_unkept_stack_frame(id);
+    }
+
+    /// [`Memory::remove_stack_frame`] of the frame `id` that a call at depth `frame` got: the
+    /// same, without looking the region up by its id when it is that depth's kept one.
+    #[inline]
+    pub fn remove_stack_frame_at(&mut self, frame: usize, id: RegionId) {
+        if let Some(&StackSlot { id: kept, index }) = self.stacks.get(frame)
+            && kept == id
+            && let Some(region) = self.regions.get_mut(index as usize)
+            && region.live
+        {
+            region.live = false;
+            let span = &mut self.spans[index as usize];
+            span.read_len = 0;
+            span.write_len = 0;
+            return;
+        }
+        self.remove_stack_frame(id);
     }
 
     /// [`Memory::remove_stack_frame`] of a frame that is not its depth's kept one: removed
@@ -459,7 +535,7 @@ impl Memory {
     #[cold]
     #[inline(never)]
     fn remove_unkept_stack_frame(&mut self, id: RegionId) {
-        if !self.stacks.contains(&id) {
+        if !self.stacks.iter().any(|slot| slot.id == id) {
             self.remove(id);
         }
     }
@@ -495,7 +571,26 @@ impl Memory {
             live: true,
             dirty_lo: 0,
         });
+        self.spans.push(Span::default());
+        self.sync_span(self.regions.len() - 1);
         id
+    }
+
+    /// Brings the [`Span`] of the region at `index` in step with the region: called by every
+    /// method that adds a region, moves its window, or changes whether a program may reach it.
+    #[inline]
+    fn sync_span(&mut self, index: usize) {
+        let region = &self.regions[index];
+        let read_len = match region.live && region.ctx.is_none() {
+            true => region.len as u64,
+            false => 0,
+        };
+        let span = &mut self.spans[index];
+        // The address keeps the allocation's provenance exposed, for the fast path's accesses
+        // by address.
+        span.base = region.storage.as_ptr().expose_provenance() as u64 + region.start as u64;
+        span.read_len = read_len;
+        span.write_len = if region.writable { read_len } else { 0 };
     }
 
     /// Adds a zeroed, 8-aligned allocation of `len` bytes of which only `window` (offset, length)
@@ -518,7 +613,8 @@ impl Memory {
     /// When the window does not fit the allocation (a bug in the caller, never program input).
     #[inline]
     pub fn set_window(&mut self, id: RegionId, off: usize, len: usize) {
-        let region = self.region_mut(id).expect("a live region");
+        let index = self.live_index(id).expect("a live region");
+        let region = &mut self.regions[index];
         assert!(
             off.checked_add(len)
                 .is_some_and(|end| end <= region.extent.1),
@@ -527,12 +623,14 @@ impl Memory {
         );
         region.start = region.extent.0 + off;
         region.len = len;
+        self.sync_span(index);
     }
 
     /// Adds a converted ctx region of `4 * fields.values.len()` bytes (see the module docs).
     pub fn add_converted_ctx(&mut self, fields: CtxFields) -> RegionId {
         let id = self.add_zeroed(RegionKind::Ctx, 4 * fields.values.len(), false);
         self.regions.last_mut().expect("just added").ctx = Some(fields);
+        self.sync_span(self.regions.len() - 1);
         if self.converted_ctx().is_none() {
             self.last_ctx = Some(id);
         }
@@ -566,9 +664,13 @@ impl Memory {
             self.packet = None;
         }
         let region = self.regions.remove(index);
+        self.spans.remove(index);
         self.index_of[id.0 as usize] = GONE;
         for later in &self.regions[index..] {
             self.index_of[later.id.0 as usize] -= 1;
+        }
+        for slot in &mut self.stacks {
+            slot.index = self.index_of[slot.id.0 as usize];
         }
         Some(region)
     }
@@ -643,13 +745,22 @@ impl Memory {
     /// costs the search; every access is checked the same way.
     #[inline]
     pub fn read_hinted(&self, addr: u64, len: usize, hint: &Cell<u32>) -> Result<u64, MemFault> {
-        if let Some(region) = self.regions.get(hint.get() as usize)
-            && region.ctx.is_none()
-            && let Some(off) = region.offset_of(addr, len)
+        if matches!(len, 1 | 2 | 4 | 8)
+            && let Some(span) = self.spans.get(hint.get() as usize)
+            && span.offset(addr, len, span.read_len).is_some()
         {
-            let at = region.start + off;
-            return Ok(load_le(&region.storage[at..at + len]));
+            // SAFETY: `[addr, addr + len)` lies inside the live window of a region (the span
+            // says so, and every change to a region's window, liveness or presence updates its
+            // span), which is `len` initialised bytes of the region's own allocation, alive
+            // while the region is in `self`; nothing else borrows them while `self` is shared.
+            return Ok(unsafe { load_host(addr, len) });
         }
+        self.read_missed(addr, len, hint)
+    }
+
+    /// [`Memory::read_hinted`] when the hinted region does not hold the access.
+    #[inline(never)]
+    fn read_missed(&self, addr: u64, len: usize, hint: &Cell<u32>) -> Result<u64, MemFault> {
         let value = self.read(addr, len)?;
         hint.set(self.last_hit.get() as u32);
         Ok(value)
@@ -664,16 +775,29 @@ impl Memory {
         value: u64,
         hint: &Cell<u32>,
     ) -> Result<(), MemFault> {
-        if let Some(region) = self.regions.get_mut(hint.get() as usize)
-            && region.writable
-            && region.ctx.is_none()
-            && let Some(off) = region.offset_of(addr, len)
+        if matches!(len, 1 | 2 | 4 | 8)
+            && let Some(span) = self.spans.get_mut(hint.get() as usize)
+            && let Some(off) = span.offset(addr, len, span.write_len)
         {
-            region.dirty_lo = region.dirty_lo.min(off);
-            let at = region.start + off;
-            region.storage[at..at + len].copy_from_slice(&value.to_le_bytes()[..len]);
+            span.dirty_lo = span.dirty_lo.min(off);
+            // SAFETY: `[addr, addr + len)` lies inside the live window of a writable region
+            // (see `read_hinted`), bytes of the region's own allocation that nothing else
+            // borrows while `self` is borrowed mutably.
+            unsafe { store_host(addr, len, value) };
             return Ok(());
         }
+        self.write_missed(addr, len, value, hint)
+    }
+
+    /// [`Memory::write_hinted`] when the hinted region does not hold the access.
+    #[inline(never)]
+    fn write_missed(
+        &mut self,
+        addr: u64,
+        len: usize,
+        value: u64,
+        hint: &Cell<u32>,
+    ) -> Result<(), MemFault> {
         self.write(addr, len, value)?;
         hint.set(self.last_hit.get() as u32);
         Ok(())
@@ -837,17 +961,41 @@ impl Memory {
     }
 }
 
-/// A little-endian value of 1, 2, 4 or 8 bytes.
-#[inline]
-fn load_le(bytes: &[u8]) -> u64 {
-    match *bytes {
-        [a] => a as u64,
-        [a, b] => u16::from_le_bytes([a, b]) as u64,
-        [a, b, c, d] => u32::from_le_bytes([a, b, c, d]) as u64,
-        _ => {
-            let mut word = [0u8; 8];
-            word[..bytes.len()].copy_from_slice(bytes);
-            u64::from_le_bytes(word)
+/// The little-endian value of `len` (1, 2, 4 or 8) bytes at host address `addr`.
+///
+/// # Safety
+/// `[addr, addr + len)` must be initialised bytes of a live allocation whose provenance was
+/// exposed, not written by anyone else meanwhile.
+#[inline(always)]
+unsafe fn load_host(addr: u64, len: usize) -> u64 {
+    let at = std::ptr::with_exposed_provenance::<u8>(addr as usize);
+    // SAFETY: the caller's; unaligned reads, as a program's accesses may be.
+    unsafe {
+        match len {
+            1 => at.read() as u64,
+            2 => at.cast::<u16>().read_unaligned().to_le() as u64,
+            4 => at.cast::<u32>().read_unaligned().to_le() as u64,
+            _ => at.cast::<u64>().read_unaligned().to_le(),
+        }
+    }
+}
+
+/// Writes the low `len` (1, 2, 4 or 8) bytes of `value`, little-endian, at host address
+/// `addr`.
+///
+/// # Safety
+/// `[addr, addr + len)` must be bytes of a live allocation whose provenance was exposed, that
+/// nothing else reads or writes meanwhile.
+#[inline(always)]
+unsafe fn store_host(addr: u64, len: usize, value: u64) {
+    let at = std::ptr::with_exposed_provenance_mut::<u8>(addr as usize);
+    // SAFETY: the caller's; unaligned writes, as a program's accesses may be.
+    unsafe {
+        match len {
+            1 => at.write(value as u8),
+            2 => at.cast::<u16>().write_unaligned((value as u16).to_le()),
+            4 => at.cast::<u32>().write_unaligned((value as u32).to_le()),
+            _ => at.cast::<u64>().write_unaligned(value.to_le()),
         }
     }
 }
@@ -870,6 +1018,86 @@ fn position(region: &Region, addr: u64, len: usize) -> (Position, u128) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Hinted accesses answer exactly as unhinted ones whatever happened to the hinted region
+    /// since the hint was taken: its window moved, it was parked, an earlier region was
+    /// removed (so that indices shifted), it is read-only. A span left stale by any of these
+    /// would read or write bytes the program may no longer reach.
+    #[test]
+    fn hinted_accesses_follow_every_change_to_the_regions() {
+        let mut mem = Memory::new();
+        let early = mem.add_zeroed(
+            RegionKind::Other {
+                name: "early".into(),
+            },
+            8,
+            true,
+        );
+        let frame = mem.add_windowed(RegionKind::Packet, 64, (16, 32), true);
+        let ro = mem.add_copy(
+            RegionKind::Global {
+                section: ".rodata".into(),
+            },
+            &[7; 8],
+            false,
+        );
+        let base = mem.region(frame).unwrap().base();
+        let hint = Cell::new(0);
+        mem.write_hinted(base + 30, 2, 0xbeef, &hint).unwrap();
+        assert_eq!(mem.read_hinted(base + 30, 2, &hint).unwrap(), 0xbeef);
+        let hit = hint.get();
+        // The window shrinks to its first 16 bytes: byte 30 is out of reach, with the fault
+        // an unhinted read gives.
+        mem.set_window(frame, 16, 16);
+        assert_eq!(hint.get(), hit);
+        let expected = mem.read(base + 30, 2).unwrap_err();
+        assert_eq!(mem.read_hinted(base + 30, 2, &hint).unwrap_err(), expected);
+        assert_eq!(
+            mem.write_hinted(base + 30, 2, 1, &Cell::new(hit))
+                .unwrap_err(),
+            mem.write(base + 30, 2, 1).unwrap_err()
+        );
+        // An earlier region goes and the indices shift: the frame's old hint now names the
+        // read-only region, which the write misses, to land in the frame.
+        mem.remove(early);
+        let stale = Cell::new(hit);
+        mem.write_hinted(base + 8, 1, 9, &stale).unwrap();
+        assert_eq!(mem.read(base + 8, 1).unwrap(), 9);
+        let ro_base = mem.region(ro).unwrap().base();
+        let ro_hint = Cell::new(0);
+        assert_eq!(
+            mem.read_hinted(ro_base, 8, &ro_hint).unwrap(),
+            0x0707_0707_0707_0707
+        );
+        let fault = mem.write_hinted(ro_base, 1, 0, &ro_hint).unwrap_err();
+        assert!(
+            matches!(fault.cause, FaultCause::ReadOnly { .. }),
+            "{fault}"
+        );
+        assert_eq!(mem.read(ro_base, 1).unwrap(), 7);
+    }
+
+    /// A stack frame written through the fast path is unreachable once parked and comes back
+    /// zeroed where it was written.
+    #[test]
+    fn hinted_stack_writes_are_zeroed_when_the_frame_comes_back() {
+        let mut mem = Memory::new();
+        let (id, top) = mem.push_stack_frame(0);
+        let hint = Cell::new(0);
+        mem.write_hinted(top - 8, 8, u64::MAX, &hint).unwrap();
+        mem.write_hinted(top - 300, 4, 5, &hint).unwrap();
+        mem.remove_stack_frame_at(0, id);
+        let parked = mem.read_hinted(top - 8, 8, &hint).unwrap_err();
+        assert!(
+            matches!(parked.cause, FaultCause::OutOfBounds { .. }),
+            "{parked}"
+        );
+        assert!(mem.write_hinted(top - 8, 1, 1, &hint).is_err());
+        let (again, again_top) = mem.push_stack_frame(0);
+        assert_eq!((again, again_top), (id, top));
+        assert_eq!(mem.read_hinted(top - 8, 8, &hint).unwrap(), 0);
+        assert_eq!(mem.read_hinted(top - 300, 4, &hint).unwrap(), 0);
+    }
 
     #[test]
     fn read_write_round_trip_and_cache() {

@@ -54,8 +54,8 @@ impl Machine<'_> {
         let reachable = self.reachable_from_here();
         let mut candidates: Vec<u64> = reachable.constants.iter().copied().collect();
         candidates.extend(self.regs);
-        for frame in &self.frames {
-            candidates.extend(frame.caller_regs);
+        for regs in self.saved_regs.iter() {
+            candidates.extend(regs);
         }
         candidates.extend(self.spilled_words());
         let mut values: Vec<RegionKind> = Vec::new();
