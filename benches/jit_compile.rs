@@ -3,7 +3,7 @@
 //! target is under 1 ms). Times are the thread's CPU time, so that the other processes of a
 //! busy machine count less.
 //!
-//! `cargo bench --bench jit_compile` (release); `-- trusted` for the trusted mode. For a
+//! `cargo bench --bench jit_compile` (release; `-- checked`, the default, or `-- trusted`). For a
 //! profile, `-- --repeat N NAME...` compiles only the objects whose file names contain one of
 //! the NAMEs, N times each (`perf record -g` over it, built with debug info).
 
@@ -30,7 +30,10 @@ fn main() {
         .iter()
         .enumerate()
         .filter(|&(i, a)| {
-            !a.starts_with('-') && a != "trusted" && (i == 0 || args[i - 1] != "--repeat")
+            !a.starts_with('-')
+                && a != "trusted"
+                && a != "checked"
+                && (i == 0 || args[i - 1] != "--repeat")
         })
         .map(|(_, a)| a)
         .collect();
