@@ -3,7 +3,9 @@
 //! target is under 1 ms). Times are the thread's CPU time, so that the other processes of a
 //! busy machine count less.
 //!
-//! `cargo bench --bench jit_compile` (release); `-- --mode trusted` for the trusted mode.
+//! `cargo bench --bench jit_compile` (release; `-- checked`, the default, or `-- trusted`). For a
+//! profile, `-- --repeat N NAME...` compiles only the objects whose file names contain one of
+//! the NAMEs, N times each (`perf record -g` over it, built with debug info).
 
 use bpfemu::runtime::{EngineChoice, build_runtime};
 use bpfemu_conformance::kernel::thread_cpu_ns;
@@ -16,7 +18,25 @@ use std::time::Duration;
 const ROUNDS: usize = 5;
 
 fn main() {
-    let trusted = std::env::args().any(|a| a == "trusted");
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let trusted = args.iter().any(|a| a == "trusted");
+    let rounds = args
+        .iter()
+        .position(|a| a == "--repeat")
+        .and_then(|i| args.get(i + 1)?.parse().ok())
+        .unwrap_or(ROUNDS);
+    // Names to keep: anything that is not a flag, its value, or the mode.
+    let names: Vec<&String> = args
+        .iter()
+        .enumerate()
+        .filter(|&(i, a)| {
+            !a.starts_with('-')
+                && a != "trusted"
+                && a != "checked"
+                && (i == 0 || args[i - 1] != "--repeat")
+        })
+        .map(|(_, a)| a)
+        .collect();
     let engine = if trusted {
         EngineChoice::JitTrusted
     } else {
@@ -27,6 +47,10 @@ fn main() {
         .expect("examples/xdp/build")
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|e| e == "o"))
+        .filter(|p| {
+            let file = p.file_name().unwrap().to_string_lossy();
+            names.is_empty() || names.iter().any(|n| file.contains(n.as_str()))
+        })
         .collect();
     objects.sort();
     let (mut all_insns, mut all_time) = (0usize, Duration::ZERO);
@@ -43,7 +67,7 @@ fn main() {
             continue;
         };
         let mut best = Duration::MAX;
-        for _ in 0..ROUNDS {
+        for _ in 0..rounds {
             let start = thread_cpu_ns();
             engine.apply(&mut rt).expect("the JIT compiles the corpus");
             best = best.min(Duration::from_nanos(thread_cpu_ns() - start));

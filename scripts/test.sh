@@ -41,5 +41,11 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo test"
 cargo test --workspace --locked
+# The JIT's other level (BPFEMU_JIT_OPT: trusted code without the optimiser, checked code with
+# it) against the interpreter.
+for level in none speed; do
+    echo "== cargo test -p bpfemu-jit, BPFEMU_JIT_OPT=$level"
+    BPFEMU_JIT_OPT=$level cargo test -p bpfemu-jit --locked
+done
 echo "== fuzz targets (nightly, ${BPFEMU_FUZZ_SECONDS:-30} s each)"
 ./scripts/fuzz.sh "${BPFEMU_FUZZ_SECONDS:-30}"

@@ -14,7 +14,8 @@
 //!   to host memory. The one exception is a 4-byte load inside the converted ctx region
 //!   (`struct xdp_md`), whose value is a 64-bit field: it is read from the field values the
 //!   runtime keeps (their address is in the run context), as the kernel's converted load
-//!   reads `xdp_buff`.
+//!   reads `xdp_buff`. A 4-byte load whose base register cannot hold a ctx pointer
+//!   ([`crate::ctx_loads`]) skips that test.
 
 use crate::Mode;
 use crate::environ::RuntimeEnv;
@@ -104,7 +105,9 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
     pub(crate) fn emit_load(&mut self, addr: Value, size: Size, acquire: bool, pc: usize) -> Value {
         match self.mode {
             // Only a 4-byte load may read a converted ctx field.
-            Mode::Trusted if size != Size::W => self.host_load(addr, size, acquire),
+            Mode::Trusted if size != Size::W || self.host_word_loads.contains(&pc) => {
+                self.host_load(addr, size, acquire)
+            }
             Mode::Trusted => self.trusted_word_load(addr, acquire),
             Mode::Checked => self.checked_load(addr, size, acquire, pc),
         }

@@ -8,7 +8,7 @@
 //! interpreter stops it, with the same side effects done. The blocks go to
 //! [`crate::translate`] one instruction at a time.
 
-use crate::Mode;
+use crate::ctx_loads;
 use crate::environ::RuntimeEnv;
 use crate::environ::VmEnv;
 use crate::inline::{ArrayLookup, CpuTables};
@@ -16,6 +16,7 @@ use crate::runtime::{
     Compiled, FRAME_SLOT, FrameMode, JitFn, MAY_GOTO_SLOT, REG_SLOTS, Shared, offsets,
 };
 use crate::translate::{Flow, FuncTranslator};
+use crate::{Mode, Opt};
 use bpfemu_isa::{CallTarget, Insn, LdImm64Kind, Program, Reg};
 use bpfemu_vm::interp::decode_code_addr;
 use bpfemu_vm::maps::InlineArray;
@@ -29,7 +30,7 @@ use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::OnceLock;
 
 /// Compiles `progs` into native code; lookups in `arrays` (by map handle) are inlined.
@@ -49,7 +50,8 @@ pub fn compile(
         .iter()
         .map(|(handle, array)| (*handle, cpu_tables.describe(array)))
         .collect();
-    let mut module = new_module(mode)?;
+    let opt = opt_level(mode)?;
+    let mut module = new_module(opt)?;
     let entries = find_entries(progs);
     let sig = jit_signature(&module);
     let mut ids = HashMap::new();
@@ -161,41 +163,36 @@ fn compile_error(pc: usize, e: impl std::fmt::Display) -> VmError {
     }
 }
 
-fn new_module(mode: Mode) -> Result<JITModule, VmError> {
+fn new_module(opt: Opt) -> Result<JITModule, VmError> {
     Ok(JITModule::new(JITBuilder::with_isa(
-        host_isa(mode)?,
+        host_isa(opt)?,
         default_libcall_names(),
     )))
 }
 
-/// The host's ISA with the flags of `mode`, built once per process: detecting the CPU and
+/// The host's ISA with the flags of `opt`, built once per process: detecting the CPU and
 /// building the flags costs as much as compiling a small program.
-fn host_isa(mode: Mode) -> Result<OwnedTargetIsa, VmError> {
-    static CHECKED: OnceLock<Result<OwnedTargetIsa, String>> = OnceLock::new();
-    static TRUSTED: OnceLock<Result<OwnedTargetIsa, String>> = OnceLock::new();
-    let cell = match mode {
-        Mode::Checked => &CHECKED,
-        Mode::Trusted => &TRUSTED,
+fn host_isa(opt: Opt) -> Result<OwnedTargetIsa, VmError> {
+    static SPEED: OnceLock<Result<OwnedTargetIsa, String>> = OnceLock::new();
+    static NONE: OnceLock<Result<OwnedTargetIsa, String>> = OnceLock::new();
+    let (cell, level) = match opt {
+        Opt::Speed => (&SPEED, "speed"),
+        Opt::None => (&NONE, "none"),
     };
-    cell.get_or_init(|| build_isa(mode).map_err(|e| e.to_string()))
+    cell.get_or_init(|| build_isa(level).map_err(|e| e.to_string()))
         .clone()
         .map_err(|e| compile_error(0, e))
 }
 
-/// Cranelift's settings per mode, measured on the corpus (`cargo bench --bench jit_compile`
-/// and `bpfemu bench`): the optimiser (`speed`) makes trusted code 8-15% faster a packet and
-/// costs 1.5x the compile time, which replaying many packets repays; checked code, for
-/// programs nobody verified and for fuzzing, is dominated by its checks and gains nothing from
-/// it, so it compiles without. The single-pass register allocator would halve the compile
-/// time again but makes the code 20-50% slower: both modes keep the backtracking one.
-fn build_isa(mode: Mode) -> Result<OwnedTargetIsa, Box<dyn std::error::Error>> {
+/// Cranelift's settings with the optimiser at `opt_level`. The single-pass register allocator
+/// would save 10-30% of the compile time but makes the code 20-50% slower: every level keeps
+/// the backtracking one. No unwind information: nothing unwinds through compiled code (the
+/// runtime's entry points are `extern "C"`).
+fn build_isa(opt_level: &str) -> Result<OwnedTargetIsa, Box<dyn std::error::Error>> {
     let mut flags = settings::builder();
-    let opt_level = match mode {
-        Mode::Checked => "none",
-        Mode::Trusted => "speed",
-    };
     flags.set("opt_level", opt_level)?;
     flags.set("regalloc_algorithm", "backtracking")?;
+    flags.set("unwind_info", "false")?;
     flags.set("use_colocated_libcalls", "false")?;
     flags.set("is_pic", "false")?;
     // Cranelift's IR verifier checks our translator, not the program: it runs in debug builds
@@ -207,6 +204,28 @@ fn build_isa(mode: Mode) -> Result<OwnedTargetIsa, Box<dyn std::error::Error>> {
     };
     flags.set("enable_verifier", verify_ir)?;
     Ok(cranelift_native::builder()?.finish(settings::Flags::new(flags))?)
+}
+
+/// How code is compiled: `BPFEMU_JIT_OPT=speed|none` for both modes, read once per
+/// process; without it trusted code is `speed` and checked code `none` (see [`Opt`]).
+pub fn opt_level(mode: Mode) -> Result<Opt, VmError> {
+    static CHOSEN: OnceLock<Result<Option<Opt>, String>> = OnceLock::new();
+    let chosen = CHOSEN.get_or_init(|| match std::env::var("BPFEMU_JIT_OPT").as_deref() {
+        Err(_) => Ok(None),
+        Ok("speed") => Ok(Some(Opt::Speed)),
+        Ok("none") => Ok(Some(Opt::None)),
+        Ok(other) => Err(format!(
+            "BPFEMU_JIT_OPT={other}: the JIT's level is speed or none"
+        )),
+    });
+    match chosen {
+        Ok(Some(opt)) => Ok(*opt),
+        Ok(None) => Ok(match mode {
+            Mode::Checked => Opt::None,
+            Mode::Trusted => Opt::Speed,
+        }),
+        Err(e) => Err(compile_error(0, e)),
+    }
 }
 
 /// `fn(ctx, regs) -> status`, all 64-bit.
@@ -286,6 +305,8 @@ struct Cfg {
     /// The leaders a jump from the same or a later instruction reaches: the only ones whose
     /// predecessors are not all translated when translation, in pc order, reaches them.
     loop_heads: BTreeSet<usize>,
+    /// The function's first instruction.
+    entry: usize,
 }
 
 fn blocks_of(prog: &Program, entry: usize, mode: Mode) -> Cfg {
@@ -299,34 +320,22 @@ fn blocks_of(prog: &Program, entry: usize, mode: Mode) -> Cfg {
             continue;
         }
         let insn = *prog.insn(pc).expect("only instruction starts are reached");
-        let next = pc + insn.slots();
-        let mut successors = Vec::with_capacity(2);
-        match insn {
-            Insn::Ja { off, .. } => {
-                let target = jump_target(prog, pc, off as i64);
-                jump_targets.extend(target);
-                loop_heads.extend(target.filter(|&t| t <= pc));
-                successors.extend(target);
+        let jump = match insn {
+            Insn::Ja { off, .. } => Some(off as i64),
+            Insn::Jump { off, .. } | Insn::MayGoto { off } => Some(off as i64),
+            _ => None,
+        };
+        if let Some(target) = jump.and_then(|off| jump_target(prog, pc, off)) {
+            jump_targets.insert(target);
+            if target <= pc {
+                loop_heads.insert(target);
             }
-            Insn::Jump { off, .. } | Insn::MayGoto { off } => {
-                let target = jump_target(prog, pc, off as i64);
-                jump_targets.extend(target);
-                loop_heads.extend(target.filter(|&t| t <= pc));
-                successors.extend(target);
-                successors.push(next);
-            }
-            Insn::Exit => {}
-            Insn::LdImm64 { kind, .. } if kind != LdImm64Kind::Imm => {}
-            Insn::AddrSpaceCast { imm, .. } if imm != 1 => {}
-            _ => successors.push(next),
         }
-        for s in successors {
-            if prog.insn(s).is_some() {
-                if ends_block(&insn, mode) {
-                    leaders.insert(s);
-                }
-                work.push(s);
+        for s in successors(prog, pc, &insn) {
+            if ends_block(&insn, mode) {
+                leaders.insert(s);
             }
+            work.push(s);
         }
     }
     leaders.retain(|pc| reached.contains(pc));
@@ -335,7 +344,28 @@ fn blocks_of(prog: &Program, entry: usize, mode: Mode) -> Cfg {
         leaders,
         jump_targets,
         loop_heads,
+        entry,
     }
+}
+
+/// The instructions that may run right after `insn` at `pc` within its function (calls
+/// return to the next one).
+fn successors(prog: &Program, pc: usize, insn: &Insn) -> Vec<usize> {
+    let next = pc + insn.slots();
+    let mut successors = Vec::with_capacity(2);
+    match *insn {
+        Insn::Ja { off, .. } => successors.extend(jump_target(prog, pc, off as i64)),
+        Insn::Jump { off, .. } | Insn::MayGoto { off } => {
+            successors.extend(jump_target(prog, pc, off as i64));
+            successors.push(next);
+        }
+        Insn::Exit => {}
+        Insn::LdImm64 { kind, .. } if kind != LdImm64Kind::Imm => {}
+        Insn::AddrSpaceCast { imm, .. } if imm != 1 => {}
+        _ => successors.push(next),
+    }
+    successors.retain(|&s| prog.insn(s).is_some());
+    successors
 }
 
 /// What one function is.
@@ -361,6 +391,14 @@ fn build_function(
 ) {
     let prog = &target.progs[target.prog];
     let cfg = blocks_of(prog, target.entry, target.mode);
+    let host_word_loads = match target.mode {
+        Mode::Trusted => {
+            ctx_loads::host_word_loads(prog, target.entry, &cfg.reached, |pc, insn| {
+                successors(prog, pc, insn)
+            })
+        }
+        Mode::Checked => HashSet::new(),
+    };
     let mut b = FunctionBuilder::new(func, fctx);
     let entry_block = b.create_block();
     b.append_block_params_for_function_params(entry_block);
@@ -438,14 +476,16 @@ fn build_function(
         arrays: target.arrays,
         known_r1: None,
         count,
+        host_word_loads,
     };
+    let mut counted = false;
     for &leader in &cfg.leaders {
         // Straight-line knowledge flows into a block only from the one before it, and only
         // when nothing jumps there.
         if leader == target.entry || cfg.jump_targets.contains(&leader) {
             t.known_r1 = None;
         }
-        translate_block(&mut t, &cfg, leader);
+        counted = translate_block(&mut t, &cfg, leader, counted);
     }
     t.emit_error_blocks();
     // The shared exits.
@@ -463,35 +503,61 @@ fn build_function(
     t.b.finalize(module.isa().frontend_config());
 }
 
-/// Translates the basic block that starts at `leader`.
-fn translate_block<E: RuntimeEnv>(t: &mut FuncTranslator<'_, '_, E>, cfg: &Cfg, leader: usize) {
-    let prog = t.prog;
-    // The block's instructions: up to one that ends it, or up to the next leader.
+/// The instructions of the basic block that starts at `leader`: up to one that ends it, or up
+/// to the next leader.
+fn block_insns(prog: &Program, cfg: &Cfg, mode: Mode, leader: usize) -> Vec<(usize, Insn)> {
     let mut insns = Vec::new();
     let mut pc = leader;
     loop {
         let insn = *prog.insn(pc).expect("reached");
         insns.push((pc, insn));
         let next = pc + insn.slots();
-        if ends_block(&insn, t.mode) || cfg.leaders.contains(&next) || !cfg.reached.contains(&next)
-        {
-            break;
+        if ends_block(&insn, mode) || cfg.leaders.contains(&next) || !cfg.reached.contains(&next) {
+            return insns;
         }
         pc = next;
     }
+}
+
+/// Translates the basic block that starts at `leader`. `counted`: the block before, its only
+/// predecessor, already tested the budget for it. Returns whether this block did so for the
+/// block after it: when it falls through into a block nothing jumps to, the test ends this
+/// block instead of opening that one, which saves a block a test (a third of the blocks of
+/// most programs, and of the register allocator's work).
+fn translate_block<E: RuntimeEnv>(
+    t: &mut FuncTranslator<'_, '_, E>,
+    cfg: &Cfg,
+    leader: usize,
+    counted: bool,
+) -> bool {
+    let insns = block_insns(t.prog, cfg, t.mode, leader);
     let block = t.blocks[&leader];
     if cfg.loop_heads.contains(&leader) {
         t.b.switch_to_block(block);
     } else {
         t.enter(block);
     }
-    t.count_block(leader, insns.len() as u64);
+    if !counted {
+        let body = t.b.create_block();
+        t.count_block(leader, insns.len() as u64, body);
+        t.enter(body);
+    }
     for &(pc, insn) in &insns {
         if let Flow::Ended = t.translate(pc, insn) {
-            return;
+            return false;
         }
     }
     let (pc, insn) = *insns.last().expect("a block has an instruction");
-    let next = t.next_block(pc + insn.slots());
-    t.b.ins().jump(next, &[]);
+    let next_pc = pc + insn.slots();
+    let next = t.next_block(next_pc);
+    let only_from_here = cfg.leaders.contains(&next_pc)
+        && !cfg.jump_targets.contains(&next_pc)
+        && next_pc != cfg.entry;
+    if only_from_here {
+        let len = block_insns(t.prog, cfg, t.mode, next_pc).len();
+        t.count_block(next_pc, len as u64, next);
+    } else {
+        t.b.ins().jump(next, &[]);
+    }
+    only_from_here
 }

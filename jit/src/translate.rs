@@ -21,7 +21,7 @@ use cranelift_codegen::ir::{
     types::{I8, I16, I32, I64},
 };
 use cranelift_frontend::{FunctionBuilder, Variable};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Slot size of the register array.
 const SLOT: i32 = 8;
@@ -65,6 +65,9 @@ pub struct FuncTranslator<'f, 'e, E: RuntimeEnv> {
     /// Trusted code keeps the executed count in a variable (and the budget, loaded once)
     /// between calls into the runtime; checked code keeps it in the run context.
     pub(crate) count: Option<(Variable, Value)>,
+    /// The 4-byte loads (by pc) that cannot read the ctx, so that trusted code reads host
+    /// memory without testing the address ([`crate::ctx_loads`]).
+    pub(crate) host_word_loads: HashSet<usize>,
 }
 
 /// Whether translation continues into the next slot.
@@ -96,7 +99,8 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
         self.b.switch_to_block(block);
     }
 
-    /// Counts the `count` instructions of the block starting at `start` against the budget.
+    /// Counts the `count` instructions of the block starting at `start` against the budget,
+    /// then branches to `body`, the block's code, or stops the run when the budget is out.
     ///
     /// Trusted code keeps the count in a variable: counted in the context, each block's
     /// count waited for the previous block's store (a chain through memory that cost
@@ -104,7 +108,7 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
     /// many more blocks (every load ends one), keeps it in the context: a variable changed
     /// in every block needs a block parameter at every join, the register allocator's
     /// largest cost, and the runtime reads the context anyway.
-    pub(crate) fn count_block(&mut self, start: usize, count: u64) {
+    pub(crate) fn count_block(&mut self, start: usize, count: u64, body: Block) {
         let (before, budget) = match self.count {
             Some((var, budget)) => (self.b.use_var(var), budget),
             None => {
@@ -119,7 +123,6 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
             None => self.env.store_field(&mut self.b, offsets::EXECUTED, after),
         }
         let over = self.b.ins().icmp(IntCC::UnsignedGreaterThan, after, budget);
-        let body = self.b.create_block();
         // The budget block's arguments are made in a cold block of this site, not on the
         // way into every block.
         let out_of_budget = self.b.create_block();
@@ -131,7 +134,6 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
             self.budget_block,
             &[BlockArg::Value(start), BlockArg::Value(before)],
         );
-        self.enter(body);
     }
 
     /// Stores the executed count kept in a variable into the run context, before code that
