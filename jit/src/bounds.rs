@@ -15,7 +15,7 @@
 //!   (`struct xdp_md`), whose value is a 64-bit field: it is read from the field values the
 //!   runtime keeps (their address is in the run context), as the kernel's converted load
 //!   reads `xdp_buff`. A 4-byte load whose base register cannot hold a ctx pointer
-//!   ([`crate::ctx_loads`]) skips that test.
+//!   (`ctx_loads.rs`) skips that test.
 
 use crate::Mode;
 use crate::environ::RuntimeEnv;
