@@ -381,6 +381,9 @@ impl Machine<'_> {
         self.push_frame(0, 0);
     }
 
+    /// Inlined into [`Interpreter::run_prepared`], so that the machine is a local there whose
+    /// fields (memory, programs, frames) live in registers rather than behind `self`.
+    #[inline(always)]
     fn run_loop(&mut self) -> Result<u64, Box<VmError>> {
         let budget = self.options.insn_budget;
         // A local counter, so that the hot loop keeps it in a register.

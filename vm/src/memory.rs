@@ -356,7 +356,7 @@ struct StackSlot {
 /// What the hinted fast path needs of a region, in one 32-byte entry per region (at the
 /// region's index): where its live window is and how much of it a program may read or write.
 /// Derived from the region by [`Memory::sync_span`] whenever the region changes.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 struct Span {
     /// The host address of the live window's first byte ([`Region::base`]).
     base: u64,
@@ -368,6 +368,18 @@ struct Span {
     /// The lowest offset the fast path wrote since the region was last cleaned
     /// (`u64::MAX`: none); [`Region::dirty_lo`] keeps the other writers'.
     dirty_lo: u64,
+}
+
+impl Default for Span {
+    /// Nothing reachable, nothing written.
+    fn default() -> Span {
+        Span {
+            base: 0,
+            read_len: 0,
+            write_len: 0,
+            dirty_lo: u64::MAX,
+        }
+    }
 }
 
 impl Span {
@@ -1075,6 +1087,24 @@ mod tests {
             "{fault}"
         );
         assert_eq!(mem.read(ro_base, 1).unwrap(), 7);
+    }
+
+    /// A kept stack frame comes back zeroed only where writes were seen: bytes written behind
+    /// the memory's back (as trusted compiled code does, reporting what its stack bound
+    /// covers through `note_stack_written`) stay, from the first revival on.
+    #[test]
+    fn a_revived_frame_keeps_what_no_one_reported_writing() {
+        let mut mem = Memory::new();
+        let (id, _) = mem.push_stack_frame(0);
+        mem.region_mut(id).unwrap().extent_bytes_mut()[STACK_SIZE - 1] = 7;
+        mem.remove_stack_frame_at(0, id);
+        let (again, top) = mem.push_stack_frame(0);
+        assert_eq!(again, id);
+        assert_eq!(mem.read(top - 1, 1).unwrap(), 7);
+        mem.note_stack_written(id, STACK_SIZE - 8);
+        mem.remove_stack_frame_at(0, id);
+        let (_, top) = mem.push_stack_frame(0);
+        assert_eq!(mem.read(top - 1, 1).unwrap(), 0);
     }
 
     /// A stack frame written through the fast path is unreachable once parked and comes back
