@@ -377,14 +377,20 @@ fn release_kept_frames(ctx: &mut RunCtx, shared: &Shared) {
     let mem = unsafe { &mut *ctx.mem };
     for depth in 1..MAX_CALL_FRAMES {
         if let Some(id) = ctx.kept_frames[depth].take() {
-            if shared.stack_written_from < bpfemu_vm::STACK_SIZE {
-                mem.note_stack_written(id, shared.stack_written_from);
-            }
-            mem.remove_stack_frame(id);
+            park_frame(mem, id, shared.stack_written_from);
             ctx.frame_tops[depth] = 0;
         }
     }
     ctx.depth = 0;
+}
+
+/// Gives stack frame `id` back to the memory, telling it that compiled code may have
+/// written the frame from byte `written_from` up (zeroed there when the frame comes back).
+fn park_frame(mem: &mut Memory, id: RegionId, written_from: usize) {
+    if written_from < bpfemu_vm::STACK_SIZE {
+        mem.note_stack_written(id, written_from);
+    }
+    mem.remove_stack_frame(id);
 }
 
 /// Removes the innermost stack frame, when a call returns.
@@ -407,10 +413,7 @@ fn pop_frame(ctx: &mut RunCtx) {
     if let Some(id) = ctx.frames.pop() {
         // SAFETY: `mem` outlives the run, `shared` the compiled code.
         let (mem, shared) = unsafe { (&mut *ctx.mem, &*ctx.shared) };
-        if shared.stack_written_from < bpfemu_vm::STACK_SIZE {
-            mem.note_stack_written(id, shared.stack_written_from);
-        }
-        mem.remove_stack_frame(id);
+        park_frame(mem, id, shared.stack_written_from);
     }
 }
 
@@ -827,11 +830,7 @@ impl Executable for Compiled {
         ctx.frames.pop();
         release_kept_frames(ctx, &self.shared);
         // SAFETY: as above.
-        let mem = unsafe { &mut *ctx.mem };
-        if written_from < bpfemu_vm::STACK_SIZE {
-            mem.note_stack_written(stack, written_from);
-        }
-        mem.remove_stack_frame(stack);
+        park_frame(unsafe { &mut *ctx.mem }, stack, written_from);
         self.executed = total;
         result
     }
