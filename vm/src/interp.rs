@@ -98,7 +98,9 @@ pub struct Interpreter {
 /// entry frame every run pushes is small.
 #[derive(Clone, Debug)]
 struct Frame {
-    stack: RegionId,
+    /// `None` for the entry function of a set no program of which names r10: nothing can
+    /// reach its frame, so it gets none (see [`PreparedProgram`]'s `names_r10`).
+    stack: Option<RegionId>,
     may_goto_left: u64,
     return_pc: usize,
     /// The program (in the set) to return to.
@@ -234,7 +236,8 @@ impl Interpreter {
             coverage: coverage.as_mut(),
             taint: taint.as_mut(),
         };
-        machine.start(args);
+        let frameless = !progs.iter().any(|p| p.names_r10);
+        machine.start(args, frameless);
         // The error comes back boxed (the result fits two registers), and is unboxed only
         // once the machine is cleaned up: a whole `Result<u64, VmError>` kept across the
         // cleanup was copied into the caller's slot with wide loads over the loop's narrow
@@ -244,7 +247,9 @@ impl Interpreter {
             coverage.errors_mut().run_ended();
         }
         for (depth, frame) in machine.frames.iter().enumerate() {
-            machine.mem.remove_stack_frame_at(depth, frame.stack);
+            if let Some(stack) = frame.stack {
+                machine.mem.remove_stack_frame_at(depth, stack);
+            }
         }
         machine.frames.clear();
         *executed = machine.executed;
@@ -376,9 +381,14 @@ macro_rules! match_code {
 }
 
 impl Machine<'_> {
-    fn start(&mut self, args: [u64; 5]) {
+    fn start(&mut self, args: [u64; 5], frameless: bool) {
         self.regs[1..6].copy_from_slice(&args);
-        self.push_frame(0, 0);
+        if frameless {
+            self.record_frame(None, 0);
+            self.pc = 0;
+        } else {
+            self.push_frame(0, 0);
+        }
     }
 
     /// Inlined into [`Interpreter::run_prepared`], so that the machine is a local there whose
@@ -1087,10 +1097,9 @@ impl Machine<'_> {
             taint.push_call();
             taint.enter([None; 5]);
         }
-        self.regs[10] = self
-            .mem
-            .region(frame_stack(self.frames))
-            .expect("live")
+        self.regs[10] = frame_stack(self.frames)
+            .and_then(|stack| self.mem.region(stack))
+            .expect("a callback's frame is pushed for it and live")
             .end();
         Ok(())
     }
@@ -1127,6 +1136,12 @@ impl Machine<'_> {
     fn push_frame(&mut self, return_pc: usize, entry: usize) {
         let depth = self.frames.len();
         let (stack, top) = self.mem.push_stack_frame(depth);
+        self.record_frame(Some(stack), return_pc);
+        self.regs[10] = top;
+        self.pc = entry;
+    }
+
+    fn record_frame(&mut self, stack: Option<RegionId>, return_pc: usize) {
         self.frames.push(Frame {
             stack,
             may_goto_left: self.options.may_goto_loops,
@@ -1134,8 +1149,6 @@ impl Machine<'_> {
             return_prog: self.cur,
             callback: false,
         });
-        self.regs[10] = top;
-        self.pc = entry;
     }
 
     /// Returns from the current function; `Done` when it is the entry function. A callback's
@@ -1145,8 +1158,9 @@ impl Machine<'_> {
             return Ok(Step::Done(self.regs[0]));
         }
         let frame = self.frames.pop().expect("checked above");
-        self.mem
-            .remove_stack_frame_at(self.frames.len(), frame.stack);
+        if let Some(stack) = frame.stack {
+            self.mem.remove_stack_frame_at(self.frames.len(), stack);
+        }
         // A callback's result steers its loop: a tainted one taints control.
         if frame.callback {
             let r0 = self.taint.as_deref().and_then(|t| t.reg(0));
@@ -1168,7 +1182,7 @@ impl Machine<'_> {
     }
 }
 
-fn frame_stack(frames: &[Frame]) -> RegionId {
+fn frame_stack(frames: &[Frame]) -> Option<RegionId> {
     frames.last().expect("a frame is active").stack
 }
 

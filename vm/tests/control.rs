@@ -453,3 +453,85 @@ fn helpers_unknown_and_kfuncs_and_pseudo_ld_imm64_are_errors() {
     let err = run(&[map, EXIT]).unwrap_err();
     assert!(err.to_string().contains("need the loader"), "{err}");
 }
+
+/// Answers every helper call with the number of live stack frames at the time of the call,
+/// and a tail call to program 1 for helper 12 (`bpf_tail_call`).
+struct CountFrames;
+
+impl bpfemu_vm::Helpers for CountFrames {
+    fn call(
+        &mut self,
+        _id: i32,
+        _args: [u64; 5],
+        mem: &mut bpfemu_vm::Memory,
+    ) -> Result<u64, bpfemu_vm::HelperError> {
+        let frames = mem
+            .regions()
+            .filter(|r| matches!(r.kind(), bpfemu_vm::RegionKind::Stack { .. }))
+            .count();
+        Ok(frames as u64)
+    }
+
+    fn call_outcome(
+        &mut self,
+        id: i32,
+        args: [u64; 5],
+        mem: &mut bpfemu_vm::Memory,
+    ) -> Result<bpfemu_vm::HelperOutcome, bpfemu_vm::HelperError> {
+        match id {
+            12 => Ok(bpfemu_vm::HelperOutcome::TailCall(1)),
+            _ => self
+                .call(id, args, mem)
+                .map(bpfemu_vm::HelperOutcome::Return),
+        }
+    }
+}
+
+fn frames_seen(progs: &[bpfemu_isa::Program]) -> u64 {
+    bpfemu_vm::Interpreter::default()
+        .run_set(
+            progs,
+            0,
+            [0; 5],
+            &mut bpfemu_vm::Memory::new(),
+            &mut CountFrames,
+        )
+        .unwrap_or_else(|e| panic!("program failed: {e}"))
+}
+
+#[test]
+fn a_program_that_never_names_r10_runs_without_a_stack_frame() {
+    // Nothing can reach the entry's frame, so none is made; naming r10 anywhere makes one.
+    assert_eq!(frames_seen(&[prog(&[call_helper(1), EXIT])]), 0);
+    let names_r10 = [call_helper(1), EXIT, mov_reg(R1, R10), EXIT];
+    assert_eq!(frames_seen(&[prog(&names_r10)]), 1);
+}
+
+#[test]
+fn a_frameless_entry_still_gives_its_callees_frames() {
+    // main (no r10): calls f, which stores through its frame and counts the live frames.
+    let insns = [
+        call_local(1), // 0 -> 2
+        EXIT,
+        store_imm(Size::DW, R10, -8, 40), // 2: f
+        call_helper(1),
+        load(Size::DW, R1, R10, -8),
+        alu64(AluOp::Add, R0, R1),
+        EXIT,
+    ];
+    // f names r10, so the program gets frames: main's and f's are live in f (40 + 2).
+    assert_eq!(frames_seen(&[prog(&insns)]), 42);
+    // A set whose entry does not name r10 but whose tail-call target does keeps the frame:
+    // the target runs in the entry's frame.
+    let target = [
+        store_imm(Size::DW, R10, -8, 5),
+        call_helper(1),
+        load(Size::DW, R1, R10, -8),
+        alu64(AluOp::Add, R0, R1),
+        EXIT,
+    ];
+    assert_eq!(
+        frames_seen(&[prog(&[call_helper(12), EXIT]), prog(&target)]),
+        6
+    );
+}

@@ -284,6 +284,10 @@ pub struct PreparedProgram {
     pub(crate) taken_cost: Vec<i64>,
     /// Per slot: the region index the instruction's last memory access hit.
     pub(crate) hints: Vec<Cell<u32>>,
+    /// Whether any slot names r10. A program that never does cannot reach its stack frame
+    /// (helpers only see what r1-r5 hold), so a run of it needs none: as the kernel's JIT
+    /// sets up no stack for a program of stack depth 0.
+    pub(crate) names_r10: bool,
 }
 
 impl Clone for PreparedProgram {
@@ -310,12 +314,20 @@ impl PreparedProgram {
             })
             .collect();
         let hints = (0..prog.len()).map(|_| Cell::new(0)).collect();
+        // Raw fields, so that no operand form is missed: a field that is not a register (an
+        // ld_imm64's kind, a call's) never reads 10, and a false alarm only keeps the frame.
+        let r10 = Reg::R10.index() as u8;
+        let names_r10 = prog
+            .raw()
+            .iter()
+            .any(|raw| raw.dst == r10 || raw.src == r10);
         PreparedProgram {
             prog,
             ops,
             runs,
             taken_cost,
             hints,
+            names_r10,
         }
     }
 
