@@ -5,7 +5,9 @@
 //!   an endless run;
 //! - [`verifier_vs_kernel`]: bpfemu's verdict and final error line equal the running kernel's;
 //! - [`jit_vs_interp`]: the JIT (checked mode) and the interpreter give the same r0 or the
-//!   same fault, and leave the same bytes in the buffer.
+//!   same fault, and leave the same bytes in the buffer;
+//! - [`trusted_vs_interp`]: a program the verifier accepts gives the same outcomes and map
+//!   contents under the trusted JIT (host memory, unchecked) as under the interpreter.
 //!
 //! Each panics on a finding, with the program's text, so that libFuzzer keeps the input.
 
@@ -93,55 +95,12 @@ const QUICK_INSN_LIMIT: u64 = 100_000;
 /// An accepted program must not fault in the checked interpreter.
 pub fn verifier_soundness(data: &[u8]) -> bool {
     let mut u = Unstructured::new(data);
-    let Ok(insns) = program::xdp_program(&mut u) else {
+    let Some((insns, _)) = accepted_program(&mut u) else {
         return false;
     };
-    let insns = raw(&insns);
-    // Programs reading kernel structures (map internals) cannot run here: none to read.
-    let verdict = bpfemu_verify(&insns, QUICK_INSN_LIMIT);
-    if !verdict.is_accepted() || verdict.reads_kernel_memory() {
-        return false;
-    }
-    let vm_map = VmMapSpec {
-        name: "values".into(),
-        map_type: BPF_MAP_TYPE_ARRAY,
-        key_size: 4,
-        value_size: MAP_VALUE_SIZE,
-        max_entries: MAP_ENTRIES,
-        ..VmMapSpec::default()
-    };
-    let contents: Vec<u8> = (0..MAP_VALUE_SIZE * MAP_ENTRIES)
-        .map(|_| u.arbitrary().unwrap_or(0))
-        .collect();
-    let init = MapInit::default();
-    let mut runtime = match XdpRuntime::new(
-        vec![XdpProgramSpec {
-            name: "generated".into(),
-            insns: insns.clone(),
-        }],
-        vec![(vm_map, init)],
-        XdpConfig::default(),
-    ) {
-        Ok(runtime) => runtime,
-        Err(e) => panic!(
-            "an accepted program does not prepare: {e}\n{}",
-            listing(&insns)
-        ),
-    };
-    {
-        let (maps, mem) = runtime.maps_mut();
-        for (key, value) in contents.chunks(MAP_VALUE_SIZE as usize).enumerate() {
-            let _ = maps.sys_update(mem, 0, &(key as u32).to_le_bytes(), value, 0);
-        }
-    }
+    let mut runtime = runtime_for(&insns, &map_contents(&mut u));
     for round in 0..4u64 {
-        let len = u.int_in_range(14usize..=128).unwrap_or(14);
-        let mut packet: Vec<u8> = (0..len).map(|_| u.arbitrary().unwrap_or(0)).collect();
-        packet.resize(len, 0);
-        let meta = PacketMeta {
-            ts_ns: round,
-            ..PacketMeta::default()
-        };
+        let (packet, meta) = packet(&mut u, round);
         if let Err(PacketError::Run { error, .. }) = runtime.run(0, &packet, &meta) {
             panic!(
                 "bpfemu's verifier accepted a program that stops in the checked interpreter: \
@@ -151,6 +110,115 @@ pub fn verifier_soundness(data: &[u8]) -> bool {
         }
     }
     true
+}
+
+/// An accepted program gives the same outcomes (verdict, packet, printk, executed count) and
+/// leaves the same map contents under the trusted JIT, which reaches host memory unchecked
+/// on the verifier's word, as under the interpreter.
+pub fn trusted_vs_interp(data: &[u8]) -> bool {
+    let mut u = Unstructured::new(data);
+    let Some((insns, stack_bound)) = accepted_program(&mut u) else {
+        return false;
+    };
+    let contents = map_contents(&mut u);
+    let mut interp = runtime_for(&insns, &contents);
+    let mut trusted = runtime_for(&insns, &contents);
+    let jit = Jit::new(Mode::Trusted).with_stack_bound(stack_bound);
+    if let Err(e) = trusted.set_engine(&jit) {
+        panic!(
+            "an accepted program does not compile: {e}\n{}",
+            listing(&insns)
+        );
+    }
+    for round in 0..4u64 {
+        let (packet, meta) = packet(&mut u, round);
+        let expected = interp.run(0, &packet, &meta);
+        let got = trusted.run(0, &packet, &meta);
+        if expected != got {
+            panic!(
+                "the trusted JIT and the interpreter disagree on packet {round}\n  interp:  \
+                 {expected:?}\n  trusted: {got:?}\n{}",
+                listing(&insns)
+            );
+        }
+    }
+    for key in 0..MAP_ENTRIES {
+        let key = key.to_le_bytes();
+        let (a, b) = (
+            interp.maps().sys_lookup(interp.memory(), 0, &key, 0),
+            trusted.maps().sys_lookup(trusted.memory(), 0, &key, 0),
+        );
+        if a != b {
+            panic!(
+                "the trusted JIT and the interpreter leave different map values at key \
+                 {key:?}\n  interp:  {a:?}\n  trusted: {b:?}\n{}",
+                listing(&insns)
+            );
+        }
+    }
+    true
+}
+
+/// A generated XDP program bpfemu's verifier accepts and that reads no kernel structure (map
+/// internals: none to read here), with the most stack bytes a function of it uses.
+fn accepted_program(u: &mut Unstructured) -> Option<(Vec<RawInsn>, u32)> {
+    let insns = raw(&program::xdp_program(u).ok()?);
+    let verdict = bpfemu_verify(&insns, QUICK_INSN_LIMIT);
+    if !verdict.is_accepted() || verdict.reads_kernel_memory() {
+        return None;
+    }
+    let stack_bound = verdict.stats.stack_depth.iter().copied().max().unwrap_or(0);
+    Some((insns, stack_bound))
+}
+
+/// The contents of the generated programs' array map, every value in turn.
+fn map_contents(u: &mut Unstructured) -> Vec<u8> {
+    (0..MAP_VALUE_SIZE * MAP_ENTRIES)
+        .map(|_| u.arbitrary().unwrap_or(0))
+        .collect()
+}
+
+/// The interpreter's runtime for an accepted program, its map filled with `contents`.
+fn runtime_for(insns: &[RawInsn], contents: &[u8]) -> XdpRuntime {
+    let vm_map = VmMapSpec {
+        name: "values".into(),
+        map_type: BPF_MAP_TYPE_ARRAY,
+        key_size: 4,
+        value_size: MAP_VALUE_SIZE,
+        max_entries: MAP_ENTRIES,
+        ..VmMapSpec::default()
+    };
+    let mut runtime = match XdpRuntime::new(
+        vec![XdpProgramSpec {
+            name: "generated".into(),
+            insns: insns.to_vec(),
+        }],
+        vec![(vm_map, MapInit::default())],
+        XdpConfig::default(),
+    ) {
+        Ok(runtime) => runtime,
+        Err(e) => panic!(
+            "an accepted program does not prepare: {e}\n{}",
+            listing(insns)
+        ),
+    };
+    let (maps, mem) = runtime.maps_mut();
+    for (key, value) in contents.chunks(MAP_VALUE_SIZE as usize).enumerate() {
+        let _ = maps.sys_update(mem, 0, &(key as u32).to_le_bytes(), value, 0);
+    }
+    runtime
+}
+
+/// Packet `round` of a run: 14 to 128 bytes from the fuzzer's bytes.
+fn packet(u: &mut Unstructured, round: u64) -> (Vec<u8>, PacketMeta) {
+    let len = u.int_in_range(14usize..=128).unwrap_or(14);
+    let mut packet: Vec<u8> = (0..len).map(|_| u.arbitrary().unwrap_or(0)).collect();
+    packet.resize(len, 0);
+    let meta = PacketMeta {
+        ts_ns: round,
+        ..PacketMeta::default()
+    };
+    (packet, meta)
 }
 
 /// The kernel's verdict with a log of messages and statistics only: a level-2 trace of a
@@ -302,6 +370,15 @@ mod tests {
         assert!(
             accepted > 10,
             "only {accepted} of 150 programs were accepted"
+        );
+    }
+
+    #[test]
+    fn the_trusted_jit_agrees_with_the_interpreter_on_accepted_programs() {
+        let compared = inputs(150).filter(|data| trusted_vs_interp(data)).count();
+        assert!(
+            compared > 10,
+            "only {compared} of 150 programs were compared"
         );
     }
 

@@ -29,6 +29,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("verifier_soundness", engines::verifier_soundness),
     ("verifier_vs_kernel", engines::verifier_vs_kernel),
     ("jit_vs_interp", engines::jit_vs_interp),
+    ("trusted_vs_interp", engines::trusted_vs_interp),
 ];
 
 /// The body the committed corpus of target `name` is held to: the target's own, or where the
