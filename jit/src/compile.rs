@@ -130,13 +130,17 @@ pub fn compile(
         cpu_tables,
         frame_mode: frames,
     };
-    Ok(Compiled::new(module, shared, options.insn_budget))
+    Ok(Compiled::new(
+        crate::runtime::Code::Cranelift(Box::new(module)),
+        shared,
+        options.insn_budget,
+    ))
 }
 
 /// The lowest stack byte (region offset) the programs' code may store to directly: stores and
 /// atomics at a constant offset from r10 write from `STACK_SIZE + off`; one through any other
 /// register may write anywhere (a pointer into the frame), so the whole frame counts.
-fn stack_written_from(progs: &[Program]) -> usize {
+pub(crate) fn stack_written_from(progs: &[Program]) -> usize {
     let stack = STACK_SIZE as i64;
     let lowest = progs
         .iter()
@@ -245,7 +249,7 @@ fn jump_target(prog: &Program, pc: usize, off: i64) -> Option<usize> {
 }
 
 /// Every function entry of the set, sorted.
-fn find_entries(progs: &[Program]) -> Vec<(usize, usize)> {
+pub(crate) fn find_entries(progs: &[Program]) -> Vec<(usize, usize)> {
     let mut entries: BTreeSet<(usize, usize)> = (0..progs.len()).map(|p| (p, 0)).collect();
     for (p, prog) in progs.iter().enumerate() {
         for (pc, insn) in prog.iter() {
@@ -296,21 +300,21 @@ fn ends_block(insn: &Insn, mode: Mode) -> bool {
 }
 
 /// The shape of one function.
-struct Cfg {
+pub(crate) struct Cfg {
     /// The instructions reachable from the entry without calls.
-    reached: BTreeSet<usize>,
+    pub(crate) reached: BTreeSet<usize>,
     /// The block leaders among them.
-    leaders: BTreeSet<usize>,
+    pub(crate) leaders: BTreeSet<usize>,
     /// The leaders some jump reaches.
-    jump_targets: BTreeSet<usize>,
+    pub(crate) jump_targets: BTreeSet<usize>,
     /// The leaders a jump from the same or a later instruction reaches: the only ones whose
     /// predecessors are not all translated when translation, in pc order, reaches them.
-    loop_heads: BTreeSet<usize>,
+    pub(crate) loop_heads: BTreeSet<usize>,
     /// The function's first instruction.
-    entry: usize,
+    pub(crate) entry: usize,
 }
 
-fn blocks_of(prog: &Program, entry: usize, mode: Mode) -> Cfg {
+pub(crate) fn blocks_of(prog: &Program, entry: usize, mode: Mode) -> Cfg {
     let mut reached = BTreeSet::new();
     let mut leaders = BTreeSet::from([entry]);
     let mut jump_targets = BTreeSet::new();
@@ -351,7 +355,7 @@ fn blocks_of(prog: &Program, entry: usize, mode: Mode) -> Cfg {
 
 /// The instructions that may run right after `insn` at `pc` within its function (calls
 /// return to the next one).
-fn successors(prog: &Program, pc: usize, insn: &Insn) -> Vec<usize> {
+pub(crate) fn successors(prog: &Program, pc: usize, insn: &Insn) -> Vec<usize> {
     let next = pc + insn.slots();
     let mut successors = Vec::with_capacity(2);
     match *insn {
@@ -506,7 +510,12 @@ fn build_function(
 
 /// The instructions of the basic block that starts at `leader`: up to one that ends it, or up
 /// to the next leader.
-fn block_insns(prog: &Program, cfg: &Cfg, mode: Mode, leader: usize) -> Vec<(usize, Insn)> {
+pub(crate) fn block_insns(
+    prog: &Program,
+    cfg: &Cfg,
+    mode: Mode,
+    leader: usize,
+) -> Vec<(usize, Insn)> {
     let mut insns = Vec::new();
     let mut pc = leader;
     loop {

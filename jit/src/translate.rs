@@ -810,7 +810,7 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
 
 /// Whether `insn` may change register `r` (conservatively: calls, exits and legacy packet
 /// loads count as writing every register).
-fn may_write(insn: &Insn, r: Reg) -> bool {
+pub(crate) fn may_write(insn: &Insn, r: Reg) -> bool {
     match *insn {
         Insn::Alu { dst, .. }
         | Insn::Neg { dst, .. }
