@@ -333,7 +333,7 @@ impl Session {
             }
         })?;
         let stack_bound = match opts.engine {
-            crate::runtime::EngineChoice::JitTrusted => Some(
+            engine if engine.is_trusted() => Some(
                 crate::runtime::require_verified(&object, &path_str, &program_name)
                     .map_err(DiffError::Unverified)?,
             ),

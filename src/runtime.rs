@@ -23,6 +23,10 @@ pub enum EngineChoice {
     Jit,
     /// The Cranelift JIT on host memory directly: only for programs a verifier accepted.
     JitTrusted,
+    /// The baseline JIT (x86-64 code straight from each instruction, compiled some fifty
+    /// times faster than Cranelift's) on host memory directly: as `JitTrusted`, only for
+    /// programs a verifier accepted.
+    JitBaseline,
 }
 
 impl EngineChoice {
@@ -32,7 +36,14 @@ impl EngineChoice {
             EngineChoice::Interp => "interp",
             EngineChoice::Jit => "jit",
             EngineChoice::JitTrusted => "jit-trusted",
+            EngineChoice::JitBaseline => "jit-baseline",
         }
+    }
+
+    /// Whether the engine reaches host memory unchecked: it runs only what bpfemu's verifier
+    /// accepts ([`require_verified`]).
+    pub fn is_trusted(self) -> bool {
+        matches!(self, EngineChoice::JitTrusted | EngineChoice::JitBaseline)
     }
 
     /// Makes `runtime` run its programs with this engine (compiling them for the JIT).
@@ -52,11 +63,10 @@ impl EngineChoice {
             EngineChoice::Interp => return Ok(()),
             EngineChoice::Jit => bpfemu_jit::Jit::new(bpfemu_jit::Mode::Checked),
             EngineChoice::JitTrusted => bpfemu_jit::Jit::new(bpfemu_jit::Mode::Trusted),
+            EngineChoice::JitBaseline => bpfemu_jit::Jit::new(bpfemu_jit::Mode::Trusted).baseline(),
         };
         match stack_bound {
-            Some(bytes) if self == EngineChoice::JitTrusted => {
-                runtime.set_engine(&jit.with_stack_bound(bytes))
-            }
+            Some(bytes) if self.is_trusted() => runtime.set_engine(&jit.with_stack_bound(bytes)),
             _ => runtime.set_engine(&jit),
         }
     }
