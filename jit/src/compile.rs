@@ -30,7 +30,7 @@ use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::OnceLock;
 
 /// Compiles `progs` into native code; lookups in `arrays` (by map handle) are inlined.
@@ -243,7 +243,7 @@ fn jit_signature(module: &JITModule) -> Signature {
 }
 
 /// The pc `off` reaches from `pc`, when an instruction starts there.
-fn jump_target(prog: &Program, pc: usize, off: i64) -> Option<usize> {
+pub(crate) fn jump_target(prog: &Program, pc: usize, off: i64) -> Option<usize> {
     let t = usize::try_from(pc as i64 + 1 + off).ok()?;
     prog.insn(t).map(|_| t)
 }
@@ -281,7 +281,7 @@ pub(crate) fn find_entries(progs: &[Program]) -> Vec<(usize, usize)> {
 /// Whether the run may stop at this instruction or it has effects beyond registers, so that
 /// it must end its block: a budget that runs out inside a block then stops it before any
 /// effect the interpreter would not have had.
-fn ends_block(insn: &Insn, mode: Mode) -> bool {
+pub(crate) fn ends_block(insn: &Insn, mode: Mode) -> bool {
     match insn {
         Insn::Ja { .. }
         | Insn::Jump { .. }
@@ -355,22 +355,26 @@ pub(crate) fn blocks_of(prog: &Program, entry: usize, mode: Mode) -> Cfg {
 
 /// The instructions that may run right after `insn` at `pc` within its function (calls
 /// return to the next one).
-pub(crate) fn successors(prog: &Program, pc: usize, insn: &Insn) -> Vec<usize> {
+pub(crate) fn successors<'p>(
+    prog: &'p Program,
+    pc: usize,
+    insn: &Insn,
+) -> impl Iterator<Item = usize> + use<'p> {
     let next = pc + insn.slots();
-    let mut successors = Vec::with_capacity(2);
-    match *insn {
-        Insn::Ja { off, .. } => successors.extend(jump_target(prog, pc, off as i64)),
+    let (jump, fall) = match *insn {
+        Insn::Ja { off, .. } => (jump_target(prog, pc, off as i64), None),
         Insn::Jump { off, .. } | Insn::MayGoto { off } => {
-            successors.extend(jump_target(prog, pc, off as i64));
-            successors.push(next);
+            (jump_target(prog, pc, off as i64), Some(next))
         }
-        Insn::Exit => {}
-        Insn::LdImm64 { kind, .. } if kind != LdImm64Kind::Imm => {}
-        Insn::AddrSpaceCast { imm, .. } if imm != 1 => {}
-        _ => successors.push(next),
-    }
-    successors.retain(|&s| prog.insn(s).is_some());
-    successors
+        Insn::Exit => (None, None),
+        Insn::LdImm64 { kind, .. } if kind != LdImm64Kind::Imm => (None, None),
+        Insn::AddrSpaceCast { imm, .. } if imm != 1 => (None, None),
+        _ => (None, Some(next)),
+    };
+    [jump, fall]
+        .into_iter()
+        .flatten()
+        .filter(move |&s| prog.insn(s).is_some())
 }
 
 /// What one function is.
@@ -397,12 +401,13 @@ fn build_function(
     let prog = &target.progs[target.prog];
     let cfg = blocks_of(prog, target.entry, target.mode);
     let host_word_loads = match target.mode {
-        Mode::Trusted => {
-            ctx_loads::host_word_loads(prog, target.entry, &cfg.reached, |pc, insn| {
-                successors(prog, pc, insn)
-            })
-        }
-        Mode::Checked => HashSet::new(),
+        Mode::Trusted => ctx_loads::host_word_loads(
+            prog,
+            target.entry,
+            |pc| cfg.reached.contains(&pc),
+            |pc, insn| successors(prog, pc, insn),
+        ),
+        Mode::Checked => Vec::new(),
     };
     let mut b = FunctionBuilder::new(func, fctx);
     let entry_block = b.create_block();

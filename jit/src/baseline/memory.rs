@@ -35,7 +35,7 @@ impl FnCompiler<'_> {
         pc: usize,
     ) {
         let (d, s) = (host(dst), host(src));
-        let direct = size != Size::W || (!acquire && self.host_word_loads.contains(&pc));
+        let direct = size != Size::W || (!acquire && self.host_word_loads[pc]);
         if direct {
             self.host_load(size, sign_extend, d, mem(s, off as i32));
             return;

@@ -34,7 +34,7 @@ mod jumps;
 mod memory;
 pub mod x86;
 
-use crate::compile::{Cfg, block_insns, blocks_of, find_entries, stack_written_from, successors};
+use crate::compile::{ends_block, find_entries, jump_target, stack_written_from, successors};
 use crate::ctx_loads;
 use crate::inline::{ArrayLookup, CpuTables};
 use crate::runtime::{self, Compiled, FrameMode, JitFn, REG_SLOTS, Shared, offsets};
@@ -42,7 +42,7 @@ use crate::{Mode, translate::may_write};
 use bpfemu_isa::{Insn, LdImm64Kind, Program, Reg};
 use bpfemu_vm::maps::InlineArray;
 use bpfemu_vm::{Options, STACK_SIZE, VmError};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use x86::*;
 
 /// The host register of each eBPF register.
@@ -121,7 +121,7 @@ pub fn compile(
             entries: &labels,
             arrays: &arrays,
             known_r1: None,
-            host_word_loads: HashSet::new(),
+            host_word_loads: Vec::new(),
             may_goto_loops: options.may_goto_loops,
             zero_from,
         };
@@ -166,6 +166,71 @@ fn compile_error(e: impl std::fmt::Display) -> VmError {
     }
 }
 
+/// The shape of one function, as `compile::blocks_of` finds it for Cranelift (the same
+/// blocks, so that the budget stops a run at the same place), in vectors by pc.
+struct Cfg {
+    /// The instructions reachable from the entry without calls.
+    reached: Vec<bool>,
+    /// Block leaders (among the reached ones): the entry, and what follows an instruction
+    /// that ends a block.
+    leader: Vec<bool>,
+    /// The leaders some jump reaches.
+    jump_target: Vec<bool>,
+}
+
+impl Cfg {
+    fn of(prog: &Program, entry: usize) -> Cfg {
+        let n = prog.len() + 1;
+        let mut cfg = Cfg {
+            reached: vec![false; n],
+            leader: vec![false; n],
+            jump_target: vec![false; n],
+        };
+        cfg.leader[entry] = true;
+        let mut work = vec![entry];
+        while let Some(pc) = work.pop() {
+            if std::mem::replace(&mut cfg.reached[pc], true) {
+                continue;
+            }
+            let insn = *prog.insn(pc).expect("only instruction starts are reached");
+            let jump = match insn {
+                Insn::Ja { off, .. } => Some(off as i64),
+                Insn::Jump { off, .. } | Insn::MayGoto { off } => Some(off as i64),
+                _ => None,
+            };
+            if let Some(t) = jump.and_then(|off| jump_target(prog, pc, off)) {
+                cfg.jump_target[t] = true;
+            }
+            let ends = ends_block(&insn, Mode::Trusted);
+            for s in successors(prog, pc, &insn) {
+                cfg.leader[s] |= ends;
+                if !cfg.reached[s] {
+                    work.push(s);
+                }
+            }
+        }
+        cfg
+    }
+
+    /// The instructions of the block that starts at `leader`: up to one that ends it, or up
+    /// to the next leader.
+    fn block<'p>(
+        &'p self,
+        prog: &'p Program,
+        leader: usize,
+    ) -> impl Iterator<Item = (usize, Insn)> + Clone + 'p {
+        let mut pc = Some(leader);
+        std::iter::from_fn(move || {
+            let at = pc?;
+            let insn = *prog.insn(at).expect("reached");
+            let next = at + insn.slots();
+            pc = (!ends_block(&insn, Mode::Trusted) && !self.leader[next] && self.reached[next])
+                .then_some(next);
+            Some((at, insn))
+        })
+    }
+}
+
 /// Whether translation goes on into the next instruction.
 pub(crate) enum Flow {
     Next,
@@ -200,7 +265,7 @@ pub(crate) struct FnCompiler<'a> {
     pub(crate) arrays: &'a HashMap<u64, ArrayLookup>,
     /// The constant r1 holds, when straight-line code since an `ld_imm64` says so.
     pub(crate) known_r1: Option<u64>,
-    pub(crate) host_word_loads: HashSet<usize>,
+    pub(crate) host_word_loads: Vec<bool>,
     pub(crate) may_goto_loops: u64,
     /// The lowest frame byte code or helpers may write.
     pub(crate) zero_from: usize,
@@ -208,25 +273,30 @@ pub(crate) struct FnCompiler<'a> {
 
 impl FnCompiler<'_> {
     fn compile(mut self, entry: usize) {
-        let cfg = blocks_of(self.prog, entry, Mode::Trusted);
+        let cfg = Cfg::of(self.prog, entry);
         let prog = self.prog;
-        self.host_word_loads = ctx_loads::host_word_loads(prog, entry, &cfg.reached, |pc, insn| {
-            successors(prog, pc, insn)
-        });
+        self.host_word_loads = ctx_loads::host_word_loads(
+            prog,
+            entry,
+            |pc| cfg.reached[pc],
+            |pc, insn| successors(prog, pc, insn),
+        );
         self.blocks = vec![None; prog.len() + 1];
-        for &pc in &cfg.leaders {
+        let leaders: Vec<usize> = (0..prog.len())
+            .filter(|&pc| cfg.leader[pc] && cfg.reached[pc])
+            .collect();
+        for &pc in &leaders {
             self.blocks[pc] = Some(self.a.label());
         }
         self.epilogue = self.a.label();
         self.prologue();
-        let leaders: Vec<usize> = cfg.leaders.iter().copied().collect();
         // Blocks go in pc order, and a loop may jump back before the entry.
         if leaders.first() != Some(&entry) {
             let label = self.blocks[entry].expect("the entry leads a block");
             self.a.jmp(label);
         }
         for (i, &leader) in leaders.iter().enumerate() {
-            if leader == entry || cfg.jump_targets.contains(&leader) {
+            if leader == entry || cfg.jump_target[leader] {
                 self.known_r1 = None;
             }
             let next_leader = leaders.get(i + 1).copied();
@@ -265,11 +335,13 @@ impl FnCompiler<'_> {
 
     /// One basic block: the budget test for its instructions, then each of them.
     fn block(&mut self, cfg: &Cfg, leader: usize, next_leader: Option<usize>) {
-        let insns = block_insns(self.prog, cfg, Mode::Trusted, leader);
+        let insns = cfg.block(self.prog, leader);
         let label = self.blocks[leader].expect("a leader has a label");
         self.a.bind(label);
-        self.count(leader, insns.len() as u64);
-        for &(pc, insn) in &insns {
+        self.count(leader, insns.clone().count() as u64);
+        let mut last = (leader, Insn::Exit);
+        for (pc, insn) in insns {
+            last = (pc, insn);
             let flow = self.insn(pc, insn);
             self.known_r1 = match insn {
                 Insn::LdImm64 {
@@ -285,7 +357,7 @@ impl FnCompiler<'_> {
                 return;
             }
         }
-        let (pc, insn) = *insns.last().expect("a block has an instruction");
+        let (pc, insn) = last;
         let next = pc + insn.slots();
         if next_leader == Some(next) {
             return;
