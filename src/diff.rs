@@ -334,7 +334,7 @@ impl Session {
         })?;
         let stack_bound = match opts.engine {
             engine if engine.is_trusted() => Some(
-                crate::runtime::require_verified(&object, &path_str, &program_name)
+                crate::runtime::require_verified_for(engine, &object, &path_str, &program_name)
                     .map_err(DiffError::Unverified)?,
             ),
             _ => None,

@@ -417,8 +417,13 @@ impl Replayer {
             crate::record_types::RecordTypes::resolve(&object, path, &opts.record_types)?;
         let stack_bound = match opts.engine {
             engine if engine.is_trusted() => Some(
-                runtime::require_verified(&object, &path.display().to_string(), &program_name)
-                    .map_err(|e| anyhow::anyhow!(e))?,
+                runtime::require_verified_for(
+                    engine,
+                    &object,
+                    &path.display().to_string(),
+                    &program_name,
+                )
+                .map_err(|e| anyhow::anyhow!(e))?,
             ),
             _ => None,
         };

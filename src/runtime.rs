@@ -78,6 +78,18 @@ impl EngineChoice {
 /// of them uses (the verifier's `stack depth`); `Err` the verifier's rejection, placed at its
 /// source line as `bpfemu verify` places it; `object` names the file in it.
 pub fn require_verified(obj: &Object, object: &str, program: &str) -> Result<u32, String> {
+    require_verified_for(EngineChoice::JitTrusted, obj, object, program)
+}
+
+/// [`require_verified`] for `engine` (`jit-trusted` or `jit-baseline`), which its messages
+/// name.
+pub fn require_verified_for(
+    engine: EngineChoice,
+    obj: &Object,
+    object: &str,
+    program: &str,
+) -> Result<u32, String> {
+    let name = engine.name();
     let chosen = obj.programs.iter().filter(|p| p.name == program);
     let to_verify: Vec<&ProgramSpec> = if chosen.clone().any(makes_tail_calls) {
         obj.programs.iter().collect()
@@ -93,7 +105,7 @@ pub fn require_verified(obj: &Object, object: &str, program: &str) -> Result<u32
         if verdict.reads_kernel_memory() {
             return Err(format!(
                 "{object}: program {} reads kernel structures (a map's internals) that bpfemu \
-                 does not emulate: --engine jit-trusted cannot run it; run it with --engine jit \
+                 does not emulate: --engine {name} cannot run it; run it with --engine jit \
                  (every access checked)",
                 spec.name
             ));
@@ -104,7 +116,7 @@ pub fn require_verified(obj: &Object, object: &str, program: &str) -> Result<u32
                 verdict,
             };
             return Err(format!(
-                "{}--engine jit-trusted runs only what bpfemu's verifier accepts, and it rejects \
+                "{}--engine {name} runs only what bpfemu's verifier accepts, and it rejects \
                  program {}: run it with --engine jit (every access checked)",
                 crate::verify::error_text(object, &rejected),
                 spec.name

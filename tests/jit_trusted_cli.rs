@@ -123,6 +123,12 @@ fn refused_with_the_verifiers_message(
         stderr.contains("rejects program xdp_unchecked: run it with --engine jit"),
         "{stderr}"
     );
+    assert!(
+        stderr.contains(&format!(
+            "--engine {engine} runs only what bpfemu's verifier accepts"
+        )),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -669,6 +669,7 @@ fn helper_error(pc: usize, id: i32, e: HelperError) -> VmError {
 /// (unmapped when dropped).
 pub enum Code {
     Cranelift(Box<cranelift_jit::JITModule>),
+    #[cfg(target_arch = "x86_64")]
     Native(crate::baseline::CodeMemory),
 }
 

@@ -649,6 +649,40 @@ impl CodeMemory {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::CodeMemory;
+
+    /// The permissions `/proc/self/maps` gives the mapping that holds `addr`.
+    fn permissions_at(addr: usize) -> Option<String> {
+        let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+        maps.lines().find_map(|line| {
+            let (range, rest) = line.split_once(' ')?;
+            let (lo, hi) = range.split_once('-')?;
+            let (lo, hi) = (
+                usize::from_str_radix(lo, 16).ok()?,
+                usize::from_str_radix(hi, 16).ok()?,
+            );
+            (lo..hi)
+                .contains(&addr)
+                .then(|| rest.split(' ').next().unwrap_or("").to_owned())
+        })
+    }
+
+    #[test]
+    fn code_is_executable_and_never_writable() {
+        // mov eax, 42; ret
+        let code = CodeMemory::new(&[0xb8, 42, 0, 0, 0, 0xc3]).unwrap();
+        let addr = code.ptr as usize;
+        assert_eq!(permissions_at(addr).as_deref(), Some("r-xp"));
+        // SAFETY: the bytes are a complete function of this signature.
+        let f = unsafe { std::mem::transmute::<*mut u8, extern "C" fn() -> u32>(code.ptr) };
+        assert_eq!(f(), 42);
+        drop(code);
+        assert_ne!(permissions_at(addr).as_deref(), Some("r-xp"));
+    }
+}
+
 impl Drop for CodeMemory {
     fn drop(&mut self) {
         // SAFETY: the mapping was made in `new` with this length and nothing points into it
