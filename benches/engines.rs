@@ -69,6 +69,7 @@ fn xdp(c: &mut Criterion) {
             ("interp", EngineChoice::Interp),
             ("jit", EngineChoice::Jit),
             ("jit-trusted", EngineChoice::JitTrusted),
+            ("jit-baseline", EngineChoice::JitBaseline),
         ] {
             let mut r = replayer(&object, engine);
             let meta = PacketMeta::default();

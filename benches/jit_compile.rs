@@ -3,7 +3,8 @@
 //! target is under 1 ms). Times are the thread's CPU time, so that the other processes of a
 //! busy machine count less.
 //!
-//! `cargo bench --bench jit_compile` (release; `-- checked`, the default, or `-- trusted`). For a
+//! `cargo bench --bench jit_compile` (release; `-- checked`, the default, `-- trusted`, or
+//! `-- baseline`: trusted code from the baseline compiler, `bpfemu_jit::Tier`). For a
 //! profile, `-- --repeat N NAME...` compiles only the objects whose file names contain one of
 //! the NAMEs, N times each (`perf record -g` over it, built with debug info).
 
@@ -20,6 +21,7 @@ const ROUNDS: usize = 5;
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let trusted = args.iter().any(|a| a == "trusted");
+    let baseline = args.iter().any(|a| a == "baseline");
     let rounds = args
         .iter()
         .position(|a| a == "--repeat")
@@ -32,12 +34,15 @@ fn main() {
         .filter(|&(i, a)| {
             !a.starts_with('-')
                 && a != "trusted"
+                && a != "baseline"
                 && a != "checked"
                 && (i == 0 || args[i - 1] != "--repeat")
         })
         .map(|(_, a)| a)
         .collect();
-    let engine = if trusted {
+    let engine = if baseline {
+        EngineChoice::JitBaseline
+    } else if trusted {
         EngineChoice::JitTrusted
     } else {
         EngineChoice::Jit

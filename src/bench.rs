@@ -2,8 +2,9 @@
 //! kernel on the same packets and map contents, in one run, on one pinned CPU.
 //!
 //! The engines are the interpreter, the JIT checked (every access validated, as the
-//! interpreter does) and the JIT trusted (host memory directly: only what bpfemu's verifier
-//! accepts, as for replay; else the report says why it did not run); `--engine` picks some.
+//! interpreter does), the JIT trusted and the baseline JIT (both on host memory directly: only
+//! what bpfemu's verifier accepts, as for replay; else the report says why it did not run);
+//! `--engine` picks some.
 //! Each runs on a runtime of its own with the same map contents, two loops over the capture
 //! cycled up to `--packets` (read once, so memory stays bounded by the capture):
 //!
@@ -59,7 +60,7 @@ pub struct BenchOptions {
 /// One engine's figures.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EngineFigures {
-    /// "interp", "jit" (checked) or "jit-trusted".
+    /// "interp", "jit" (checked), "jit-trusted" or "jit-baseline".
     pub engine: &'static str,
     /// Time to get the program ready to run: loading, the runtime, the maps, the compile.
     pub prepare: Duration,
@@ -118,10 +119,11 @@ pub struct BenchReport {
 }
 
 /// The engines measured, in the report's order.
-const ENGINES: [EngineChoice; 3] = [
+const ENGINES: [EngineChoice; 4] = [
     EngineChoice::Interp,
     EngineChoice::Jit,
     EngineChoice::JitTrusted,
+    EngineChoice::JitBaseline,
 ];
 
 pub fn bench(opts: &BenchOptions) -> Result<BenchReport> {

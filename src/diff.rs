@@ -333,8 +333,8 @@ impl Session {
             }
         })?;
         let stack_bound = match opts.engine {
-            crate::runtime::EngineChoice::JitTrusted => Some(
-                crate::runtime::require_verified(&object, &path_str, &program_name)
+            engine if engine.is_trusted() => Some(
+                crate::runtime::require_verified_for(engine, &object, &path_str, &program_name)
                     .map_err(DiffError::Unverified)?,
             ),
             _ => None,

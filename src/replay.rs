@@ -416,9 +416,14 @@ impl Replayer {
         let record_types =
             crate::record_types::RecordTypes::resolve(&object, path, &opts.record_types)?;
         let stack_bound = match opts.engine {
-            runtime::EngineChoice::JitTrusted => Some(
-                runtime::require_verified(&object, &path.display().to_string(), &program_name)
-                    .map_err(|e| anyhow::anyhow!(e))?,
+            engine if engine.is_trusted() => Some(
+                runtime::require_verified_for(
+                    engine,
+                    &object,
+                    &path.display().to_string(),
+                    &program_name,
+                )
+                .map_err(|e| anyhow::anyhow!(e))?,
             ),
             _ => None,
         };

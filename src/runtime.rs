@@ -23,6 +23,10 @@ pub enum EngineChoice {
     Jit,
     /// The Cranelift JIT on host memory directly: only for programs a verifier accepted.
     JitTrusted,
+    /// The baseline JIT (x86-64 code straight from each instruction, compiled some eighty
+    /// times faster than Cranelift's) on host memory directly: as `JitTrusted`, only for
+    /// programs a verifier accepted.
+    JitBaseline,
 }
 
 impl EngineChoice {
@@ -32,7 +36,14 @@ impl EngineChoice {
             EngineChoice::Interp => "interp",
             EngineChoice::Jit => "jit",
             EngineChoice::JitTrusted => "jit-trusted",
+            EngineChoice::JitBaseline => "jit-baseline",
         }
+    }
+
+    /// Whether the engine reaches host memory unchecked: it runs only what bpfemu's verifier
+    /// accepts ([`require_verified`]).
+    pub fn is_trusted(self) -> bool {
+        matches!(self, EngineChoice::JitTrusted | EngineChoice::JitBaseline)
     }
 
     /// Makes `runtime` run its programs with this engine (compiling them for the JIT).
@@ -52,11 +63,10 @@ impl EngineChoice {
             EngineChoice::Interp => return Ok(()),
             EngineChoice::Jit => bpfemu_jit::Jit::new(bpfemu_jit::Mode::Checked),
             EngineChoice::JitTrusted => bpfemu_jit::Jit::new(bpfemu_jit::Mode::Trusted),
+            EngineChoice::JitBaseline => bpfemu_jit::Jit::new(bpfemu_jit::Mode::Trusted).baseline(),
         };
         match stack_bound {
-            Some(bytes) if self == EngineChoice::JitTrusted => {
-                runtime.set_engine(&jit.with_stack_bound(bytes))
-            }
+            Some(bytes) if self.is_trusted() => runtime.set_engine(&jit.with_stack_bound(bytes)),
             _ => runtime.set_engine(&jit),
         }
     }
@@ -68,6 +78,18 @@ impl EngineChoice {
 /// of them uses (the verifier's `stack depth`); `Err` the verifier's rejection, placed at its
 /// source line as `bpfemu verify` places it; `object` names the file in it.
 pub fn require_verified(obj: &Object, object: &str, program: &str) -> Result<u32, String> {
+    require_verified_for(EngineChoice::JitTrusted, obj, object, program)
+}
+
+/// [`require_verified`] for `engine` (`jit-trusted` or `jit-baseline`), which its messages
+/// name.
+pub fn require_verified_for(
+    engine: EngineChoice,
+    obj: &Object,
+    object: &str,
+    program: &str,
+) -> Result<u32, String> {
+    let name = engine.name();
     let chosen = obj.programs.iter().filter(|p| p.name == program);
     let to_verify: Vec<&ProgramSpec> = if chosen.clone().any(makes_tail_calls) {
         obj.programs.iter().collect()
@@ -83,7 +105,7 @@ pub fn require_verified(obj: &Object, object: &str, program: &str) -> Result<u32
         if verdict.reads_kernel_memory() {
             return Err(format!(
                 "{object}: program {} reads kernel structures (a map's internals) that bpfemu \
-                 does not emulate: --engine jit-trusted cannot run it; run it with --engine jit \
+                 does not emulate: --engine {name} cannot run it; run it with --engine jit \
                  (every access checked)",
                 spec.name
             ));
@@ -94,7 +116,7 @@ pub fn require_verified(obj: &Object, object: &str, program: &str) -> Result<u32
                 verdict,
             };
             return Err(format!(
-                "{}--engine jit-trusted runs only what bpfemu's verifier accepts, and it rejects \
+                "{}--engine {name} runs only what bpfemu's verifier accepts, and it rejects \
                  program {}: run it with --engine jit (every access checked)",
                 crate::verify::error_text(object, &rejected),
                 spec.name

@@ -123,6 +123,31 @@ fn corpus_v2_and_v4_have_no_mismatch() {
     }
 }
 
+/// Every corpus program under the baseline JIT (`--engine jit-baseline`, trusted code from
+/// the baseline compiler, run after bpfemu's verifier accepted it) agrees with the kernel: v3
+/// over every capture, v2 and v4 over the normal and malformed ones.
+#[test]
+fn corpus_has_no_mismatch_under_the_baseline_jit() {
+    if !kernel_or_skip("corpus_has_no_mismatch_under_the_baseline_jit") {
+        return;
+    }
+    let engine = ["--engine", "jit-baseline"];
+    let mut packets = 0;
+    for obj in corpus("v3") {
+        for cap in captures() {
+            packets += diff_clean(&obj, &cap, &engine);
+        }
+    }
+    for level in ["v2", "v4"] {
+        for obj in corpus(level) {
+            for cap in ["normal.pcap", "malformed.pcap"] {
+                packets += diff_clean(&obj, &root().join("examples/pcap").join(cap), &engine);
+            }
+        }
+    }
+    assert!(packets > 0);
+}
+
 /// l4lb with VIPs set through `--maps`: the connection table fills on both sides; its
 /// `last_seen_ns` holds clock readings and is reported as not compared, the rest is equal.
 #[test]

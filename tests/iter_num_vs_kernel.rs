@@ -202,6 +202,11 @@ fn iterators_match_the_kernel_in_the_trusted_jit() {
     compare_all(EngineChoice::JitTrusted);
 }
 
+#[test]
+fn iterators_match_the_kernel_in_the_baseline_jit() {
+    compare_all(EngineChoice::JitBaseline);
+}
+
 /// What `iter_edges` records, spelled out (so that a change on both sides at once shows):
 /// the kernel's answers as this machine's 6.18 gives them.
 #[test]
@@ -346,6 +351,7 @@ fn registers_after_the_kfuncs_match_the_kernel() {
                 EngineChoice::Interp,
                 EngineChoice::Jit,
                 EngineChoice::JitTrusted,
+                EngineChoice::JitBaseline,
             ] {
                 let spec = XdpProgramSpec {
                     name: "probe".into(),

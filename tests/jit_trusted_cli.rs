@@ -1,7 +1,8 @@
 //! `--engine jit-trusted` runs only what bpfemu's own verifier accepts, `--no-verify` or not: a
 //! rejected program is refused with the verifier's message at its source line (no kernel
 //! involved), an accepted one runs with the interpreter's results, and a program that makes
-//! tail calls needs every program of the object accepted.
+//! tail calls needs every program of the object accepted. `--engine jit-baseline` (the same
+//! trusted code from the baseline compiler) obeys the same rules: every test runs both.
 
 use bpfemu_verifier::{Options, ProgramInput, verify};
 use std::path::PathBuf;
@@ -26,6 +27,9 @@ fn text(bytes: &[u8]) -> String {
 }
 
 /// The per-packet JSON lines of a replay, and its summary without the timings.
+/// The engines that run host code, verified programs only.
+const TRUSTED: [&str; 2] = ["jit-trusted", "jit-baseline"];
+
 fn replay_json(obj: &str, pcap: &str, prog: &str, engine: &str) -> (Vec<String>, String) {
     let out = bpfemu(&[
         "replay", obj, pcap, "--prog", prog, "--engine", engine, "--json",
@@ -57,15 +61,46 @@ fn a_program_the_verifier_rejects_is_refused_with_its_message() {
         .rejection()
         .expect("the kernel rejects this program; so must bpfemu's verifier");
     let pcap = path("examples/pcap/normal.pcap");
-    let out = bpfemu(&[
+    for engine in TRUSTED {
+        refused_with_the_verifiers_message(&obj_path, &pcap, engine, prog, rejection);
+    }
+    // The checked JIT runs it, and reports the fault the verifier foresaw on a short packet
+    // or runs it clean on a long one: either way it is not refused.
+    let checked = bpfemu(&[
         "replay",
         &obj_path,
         &pcap,
         "--prog",
         "xdp_unchecked",
         "--engine",
-        "jit-trusted",
-        // Even told to skip the verifier, the trusted JIT will not run it.
+        "jit",
+        "--json",
+        "--no-verify",
+    ]);
+    assert!(!checked.stdout.is_empty(), "{}", text(&checked.stderr));
+    assert!(
+        checked.status.code() != Some(2),
+        "{}",
+        text(&checked.stderr)
+    );
+}
+
+fn refused_with_the_verifiers_message(
+    obj_path: &str,
+    pcap: &str,
+    engine: &str,
+    prog: &bpfemu_loader::ProgramSpec,
+    rejection: &bpfemu_verifier::Rejection,
+) {
+    let out = bpfemu(&[
+        "replay",
+        obj_path,
+        pcap,
+        "--prog",
+        "xdp_unchecked",
+        "--engine",
+        engine,
+        // Even told to skip the verifier, trusted code will not run it.
         "--no-verify",
     ]);
     let stderr = text(&out.stderr);
@@ -88,24 +123,11 @@ fn a_program_the_verifier_rejects_is_refused_with_its_message() {
         stderr.contains("rejects program xdp_unchecked: run it with --engine jit"),
         "{stderr}"
     );
-    // The checked JIT runs it, and reports the fault the verifier foresaw on a short packet
-    // or runs it clean on a long one: either way it is not refused.
-    let checked = bpfemu(&[
-        "replay",
-        &obj_path,
-        &pcap,
-        "--prog",
-        "xdp_unchecked",
-        "--engine",
-        "jit",
-        "--json",
-        "--no-verify",
-    ]);
-    assert!(!checked.stdout.is_empty(), "{}", text(&checked.stderr));
     assert!(
-        checked.status.code() != Some(2),
-        "{}",
-        text(&checked.stderr)
+        stderr.contains(&format!(
+            "--engine {engine} runs only what bpfemu's verifier accepts"
+        )),
+        "{stderr}"
     );
 }
 
@@ -114,10 +136,12 @@ fn an_accepted_program_runs_as_the_interpreter_runs_it() {
     // Its neighbour in the object is rejected; it makes no tail calls, so that does not matter.
     let obj = path("tests/data/verify/unchecked_read.o");
     let pcap = path("examples/pcap/normal.pcap");
-    let trusted = replay_json(&obj, &pcap, "xdp_ok", "jit-trusted");
     let interp = replay_json(&obj, &pcap, "xdp_ok", "interp");
-    assert!(!trusted.0.is_empty());
-    assert_eq!(trusted, interp);
+    for engine in TRUSTED {
+        let trusted = replay_json(&obj, &pcap, "xdp_ok", engine);
+        assert!(!trusted.0.is_empty());
+        assert_eq!(trusted, interp, "{engine}");
+    }
 }
 
 #[test]
@@ -132,10 +156,12 @@ fn tail_calls_need_every_program_verified_and_then_run_alike() {
     assert!(all_accepted, "the kernel accepts every tailcall program");
     let entry = &loaded.programs[0].name;
     let pcap = path("examples/pcap/flows.pcap");
-    let trusted = replay_json(&obj, &pcap, entry, "jit-trusted");
     let interp = replay_json(&obj, &pcap, entry, "interp");
-    assert!(!trusted.0.is_empty());
-    assert_eq!(trusted, interp);
+    for engine in TRUSTED {
+        let trusted = replay_json(&obj, &pcap, entry, engine);
+        assert!(!trusted.0.is_empty());
+        assert_eq!(trusted, interp, "{engine}");
+    }
 }
 
 #[test]
@@ -153,13 +179,15 @@ fn a_tail_call_into_a_rejected_program_is_refused() {
             engine,
         ])
     };
-    let out = run("jit-trusted");
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("rejects program unchecked_stage: run it with --engine jit"),
-        "{stderr}"
-    );
+    for engine in TRUSTED {
+        let out = run(engine);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{engine}: {stderr}");
+        assert!(
+            stderr.contains("rejects program unchecked_stage: run it with --engine jit"),
+            "{stderr}"
+        );
+    }
     // Checked, the same dispatcher runs.
     let out = run("jit");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -176,16 +204,18 @@ fn a_program_reading_kernel_structures_is_refused() {
     assert!(verdict.is_accepted(), "{:?}", verdict.rejection());
     assert!(verdict.reads_kernel_memory());
     let pcap = path("examples/pcap/normal.pcap");
-    let out = bpfemu(&["replay", &obj_path, &pcap, "--engine", "jit-trusted"]);
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(
-        out.stdout.is_empty(),
-        "no packet ran: {}",
-        text(&out.stdout)
-    );
-    assert!(
-        stderr.contains("program xdp_map_internals reads kernel structures"),
-        "{stderr}"
-    );
+    for engine in TRUSTED {
+        let out = bpfemu(&["replay", &obj_path, &pcap, "--engine", engine]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{engine}: {stderr}");
+        assert!(
+            out.stdout.is_empty(),
+            "no packet ran: {}",
+            text(&out.stdout)
+        );
+        assert!(
+            stderr.contains("program xdp_map_internals reads kernel structures"),
+            "{stderr}"
+        );
+    }
 }

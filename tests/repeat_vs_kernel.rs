@@ -125,6 +125,7 @@ fn run_again_repeats_as_test_run_does() {
             EngineChoice::Interp,
             EngineChoice::Jit,
             EngineChoice::JitTrusted,
+            EngineChoice::JitBaseline,
         ] {
             let mut replayer = replayer(&object, maps.clone(), engine);
             let mut differs = 0;

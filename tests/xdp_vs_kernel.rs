@@ -389,6 +389,19 @@ fn corpus_v4_matches_kernel_under_the_trusted_jit() {
     compare_level("v4", EngineChoice::JitTrusted);
 }
 
+/// The baseline JIT (x86-64 templates) on host memory, on the v4 corpus and on v3 (whose
+/// instruction choices differ: plain loads and byte swaps, no gotol), each object run only
+/// after the kernel's verifier accepted it.
+#[test]
+fn corpus_v4_matches_kernel_under_the_baseline_jit() {
+    compare_level("v4", EngineChoice::JitBaseline);
+}
+
+#[test]
+fn corpus_v3_matches_kernel_under_the_baseline_jit() {
+    compare_level("v3", EngineChoice::JitBaseline);
+}
+
 /// Packet sizes at test_run's limits: refused (with the kernel's errno) or run alike. Above
 /// 3520 bytes the rest goes into fragments, up to 17 pages (73152 bytes in all); beyond that
 /// the kernel refuses with ENOMEM. `tests/xdp_frags_vs_kernel.rs` covers the frag helpers.

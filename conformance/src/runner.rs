@@ -19,6 +19,11 @@ pub enum EngineKind {
     Interp,
     /// The Cranelift JIT in checked mode (the suite's programs are not verified).
     Jit,
+    /// The baseline JIT's trusted code (`bpfemu_jit::Tier::Baseline`), on the tests where
+    /// trusted mode applies: those that expect a result. A test that expects an error is
+    /// skipped, since trusted code checks nothing (its programs must pass a verifier).
+    #[serde(rename = "jit-baseline")]
+    JitBaseline,
 }
 
 impl EngineKind {
@@ -26,6 +31,9 @@ impl EngineKind {
         match self {
             EngineKind::Interp => Box::new(bpfemu_vm::Interpreter::default()),
             EngineKind::Jit => Box::new(bpfemu_jit::Jit::new(bpfemu_jit::Mode::Checked)),
+            EngineKind::JitBaseline => {
+                Box::new(bpfemu_jit::Jit::new(bpfemu_jit::Mode::Trusted).baseline())
+            }
         }
     }
 }
@@ -180,6 +188,11 @@ pub fn build_program(case: &TestCase) -> Result<Program, (Stage, String)> {
 pub fn run_case(case: &TestCase, engine: EngineKind) -> Outcome {
     if let Some(reason) = skip_reason(case) {
         return Outcome::Skip { reason };
+    }
+    if engine == EngineKind::JitBaseline && matches!(case.expect, Expectation::Error(_)) {
+        return Outcome::Skip {
+            reason: "it expects an error, and trusted code checks nothing".into(),
+        };
     }
     let program = match build_program(case) {
         Ok(p) => p,

@@ -105,7 +105,7 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
     pub(crate) fn emit_load(&mut self, addr: Value, size: Size, acquire: bool, pc: usize) -> Value {
         match self.mode {
             // Only a 4-byte load may read a converted ctx field.
-            Mode::Trusted if size != Size::W || self.host_word_loads.contains(&pc) => {
+            Mode::Trusted if size != Size::W || self.host_word_loads.get(pc) == Some(&true) => {
                 self.host_load(addr, size, acquire)
             }
             Mode::Trusted => self.trusted_word_load(addr, acquire),

@@ -30,7 +30,7 @@ use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::OnceLock;
 
 /// Compiles `progs` into native code; lookups in `arrays` (by map handle) are inlined.
@@ -130,13 +130,17 @@ pub fn compile(
         cpu_tables,
         frame_mode: frames,
     };
-    Ok(Compiled::new(module, shared, options.insn_budget))
+    Ok(Compiled::new(
+        crate::runtime::Code::Cranelift(Box::new(module)),
+        shared,
+        options.insn_budget,
+    ))
 }
 
 /// The lowest stack byte (region offset) the programs' code may store to directly: stores and
 /// atomics at a constant offset from r10 write from `STACK_SIZE + off`; one through any other
 /// register may write anywhere (a pointer into the frame), so the whole frame counts.
-fn stack_written_from(progs: &[Program]) -> usize {
+pub(crate) fn stack_written_from(progs: &[Program]) -> usize {
     let stack = STACK_SIZE as i64;
     let lowest = progs
         .iter()
@@ -239,13 +243,13 @@ fn jit_signature(module: &JITModule) -> Signature {
 }
 
 /// The pc `off` reaches from `pc`, when an instruction starts there.
-fn jump_target(prog: &Program, pc: usize, off: i64) -> Option<usize> {
+pub(crate) fn jump_target(prog: &Program, pc: usize, off: i64) -> Option<usize> {
     let t = usize::try_from(pc as i64 + 1 + off).ok()?;
     prog.insn(t).map(|_| t)
 }
 
 /// Every function entry of the set, sorted.
-fn find_entries(progs: &[Program]) -> Vec<(usize, usize)> {
+pub(crate) fn find_entries(progs: &[Program]) -> Vec<(usize, usize)> {
     let mut entries: BTreeSet<(usize, usize)> = (0..progs.len()).map(|p| (p, 0)).collect();
     for (p, prog) in progs.iter().enumerate() {
         for (pc, insn) in prog.iter() {
@@ -277,7 +281,7 @@ fn find_entries(progs: &[Program]) -> Vec<(usize, usize)> {
 /// Whether the run may stop at this instruction or it has effects beyond registers, so that
 /// it must end its block: a budget that runs out inside a block then stops it before any
 /// effect the interpreter would not have had.
-fn ends_block(insn: &Insn, mode: Mode) -> bool {
+pub(crate) fn ends_block(insn: &Insn, mode: Mode) -> bool {
     match insn {
         Insn::Ja { .. }
         | Insn::Jump { .. }
@@ -296,21 +300,21 @@ fn ends_block(insn: &Insn, mode: Mode) -> bool {
 }
 
 /// The shape of one function.
-struct Cfg {
+pub(crate) struct Cfg {
     /// The instructions reachable from the entry without calls.
-    reached: BTreeSet<usize>,
+    pub(crate) reached: BTreeSet<usize>,
     /// The block leaders among them.
-    leaders: BTreeSet<usize>,
+    pub(crate) leaders: BTreeSet<usize>,
     /// The leaders some jump reaches.
-    jump_targets: BTreeSet<usize>,
+    pub(crate) jump_targets: BTreeSet<usize>,
     /// The leaders a jump from the same or a later instruction reaches: the only ones whose
     /// predecessors are not all translated when translation, in pc order, reaches them.
-    loop_heads: BTreeSet<usize>,
+    pub(crate) loop_heads: BTreeSet<usize>,
     /// The function's first instruction.
-    entry: usize,
+    pub(crate) entry: usize,
 }
 
-fn blocks_of(prog: &Program, entry: usize, mode: Mode) -> Cfg {
+pub(crate) fn blocks_of(prog: &Program, entry: usize, mode: Mode) -> Cfg {
     let mut reached = BTreeSet::new();
     let mut leaders = BTreeSet::from([entry]);
     let mut jump_targets = BTreeSet::new();
@@ -351,22 +355,26 @@ fn blocks_of(prog: &Program, entry: usize, mode: Mode) -> Cfg {
 
 /// The instructions that may run right after `insn` at `pc` within its function (calls
 /// return to the next one).
-fn successors(prog: &Program, pc: usize, insn: &Insn) -> Vec<usize> {
+pub(crate) fn successors<'p>(
+    prog: &'p Program,
+    pc: usize,
+    insn: &Insn,
+) -> impl Iterator<Item = usize> + use<'p> {
     let next = pc + insn.slots();
-    let mut successors = Vec::with_capacity(2);
-    match *insn {
-        Insn::Ja { off, .. } => successors.extend(jump_target(prog, pc, off as i64)),
+    let (jump, fall) = match *insn {
+        Insn::Ja { off, .. } => (jump_target(prog, pc, off as i64), None),
         Insn::Jump { off, .. } | Insn::MayGoto { off } => {
-            successors.extend(jump_target(prog, pc, off as i64));
-            successors.push(next);
+            (jump_target(prog, pc, off as i64), Some(next))
         }
-        Insn::Exit => {}
-        Insn::LdImm64 { kind, .. } if kind != LdImm64Kind::Imm => {}
-        Insn::AddrSpaceCast { imm, .. } if imm != 1 => {}
-        _ => successors.push(next),
-    }
-    successors.retain(|&s| prog.insn(s).is_some());
-    successors
+        Insn::Exit => (None, None),
+        Insn::LdImm64 { kind, .. } if kind != LdImm64Kind::Imm => (None, None),
+        Insn::AddrSpaceCast { imm, .. } if imm != 1 => (None, None),
+        _ => (None, Some(next)),
+    };
+    [jump, fall]
+        .into_iter()
+        .flatten()
+        .filter(move |&s| prog.insn(s).is_some())
 }
 
 /// What one function is.
@@ -393,12 +401,13 @@ fn build_function(
     let prog = &target.progs[target.prog];
     let cfg = blocks_of(prog, target.entry, target.mode);
     let host_word_loads = match target.mode {
-        Mode::Trusted => {
-            ctx_loads::host_word_loads(prog, target.entry, &cfg.reached, |pc, insn| {
-                successors(prog, pc, insn)
-            })
-        }
-        Mode::Checked => HashSet::new(),
+        Mode::Trusted => ctx_loads::host_word_loads(
+            prog,
+            target.entry,
+            |pc| cfg.reached.contains(&pc),
+            |pc, insn| successors(prog, pc, insn),
+        ),
+        Mode::Checked => Vec::new(),
     };
     let mut b = FunctionBuilder::new(func, fctx);
     let entry_block = b.create_block();
@@ -506,7 +515,12 @@ fn build_function(
 
 /// The instructions of the basic block that starts at `leader`: up to one that ends it, or up
 /// to the next leader.
-fn block_insns(prog: &Program, cfg: &Cfg, mode: Mode, leader: usize) -> Vec<(usize, Insn)> {
+pub(crate) fn block_insns(
+    prog: &Program,
+    cfg: &Cfg,
+    mode: Mode,
+    leader: usize,
+) -> Vec<(usize, Insn)> {
     let mut insns = Vec::new();
     let mut pc = leader;
     loop {

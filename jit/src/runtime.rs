@@ -665,9 +665,17 @@ fn helper_error(pc: usize, id: i32, e: HelperError) -> VmError {
     }
 }
 
+/// Who owns a program set's code memory: Cranelift's module, or the baseline tier's pages
+/// (unmapped when dropped).
+pub enum Code {
+    Cranelift(Box<cranelift_jit::JITModule>),
+    #[cfg(target_arch = "x86_64")]
+    Native(crate::baseline::CodeMemory),
+}
+
 /// The native code of one program set, with its shared tables. Dropping it frees the code.
 pub struct Compiled {
-    pub(crate) module: Option<cranelift_jit::JITModule>,
+    pub(crate) module: Option<Code>,
     /// Boxed: the kept context points at it.
     pub(crate) shared: Box<Shared>,
     pub(crate) executed: u64,
@@ -680,7 +688,7 @@ pub struct Compiled {
 }
 
 impl Compiled {
-    pub(crate) fn new(module: cranelift_jit::JITModule, shared: Shared, budget: u64) -> Compiled {
+    pub(crate) fn new(module: Code, shared: Shared, budget: u64) -> Compiled {
         let shared = Box::new(shared);
         let entries: Box<[Option<JitFn>]> = (0..shared.programs.len())
             .map(|prog| shared.entry((prog, 0)))
@@ -719,7 +727,8 @@ impl Compiled {
 
 impl Drop for Compiled {
     fn drop(&mut self) {
-        if let Some(module) = self.module.take() {
+        // The baseline tier's pages unmap themselves when dropped.
+        if let Some(Code::Cranelift(module)) = self.module.take() {
             // SAFETY: no compiled function runs (runs borrow `self` mutably) and the entry
             // table that points into the code is dropped with `self`.
             unsafe { module.free_memory() };

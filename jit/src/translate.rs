@@ -21,7 +21,7 @@ use cranelift_codegen::ir::{
     types::{I8, I16, I32, I64},
 };
 use cranelift_frontend::{FunctionBuilder, Variable};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 /// Slot size of the register array.
 const SLOT: i32 = 8;
@@ -67,7 +67,7 @@ pub struct FuncTranslator<'f, 'e, E: RuntimeEnv> {
     pub(crate) count: Option<(Variable, Value)>,
     /// The 4-byte loads (by pc) that cannot read the ctx, so that trusted code reads host
     /// memory without testing the address ([`crate::ctx_loads`]).
-    pub(crate) host_word_loads: HashSet<usize>,
+    pub(crate) host_word_loads: Vec<bool>,
 }
 
 /// Whether translation continues into the next slot.
@@ -810,7 +810,7 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
 
 /// Whether `insn` may change register `r` (conservatively: calls, exits and legacy packet
 /// loads count as writing every register).
-fn may_write(insn: &Insn, r: Reg) -> bool {
+pub(crate) fn may_write(insn: &Insn, r: Reg) -> bool {
     match *insn {
         Insn::Alu { dst, .. }
         | Insn::Neg { dst, .. }

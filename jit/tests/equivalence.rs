@@ -16,7 +16,7 @@ use bpfemu_isa::{
     AluOp, AtomicOp, ByteOrder, CallTarget, Insn, JmpCond, LdImm64Kind, Program, Reg, Size, Source,
     Width,
 };
-use bpfemu_jit::{Jit, Mode};
+use bpfemu_jit::{Jit, Mode, Tier};
 use bpfemu_vm::memory::{FaultCause, Position};
 use bpfemu_vm::{Engine, HelperError, Helpers, Interpreter, Memory, Options, RegionKind, VmError};
 use proptest::prelude::*;
@@ -439,13 +439,21 @@ fn check(seed: u64) -> Result<(), TestCaseError> {
         .as_ref()
         .is_err_and(|e| e.contains(" bytes: "));
     if !memory_fault && !misaligned_atomics(&prog) {
-        let trusted = run(
-            &Jit::with_options(Mode::Trusted, options()),
-            &prog,
-            &input,
-            args,
-        );
-        prop_assert_eq!(&interp, &trusted, "trusted JIT differs on\n{}", text);
+        for tier in [Tier::Cranelift, Tier::Baseline] {
+            let trusted = run(
+                &Jit::with_options(Mode::Trusted, options()).with_tier(tier),
+                &prog,
+                &input,
+                args,
+            );
+            prop_assert_eq!(
+                &interp,
+                &trusted,
+                "trusted JIT ({:?}) differs on\n{}",
+                tier,
+                text
+            );
+        }
     }
     Ok(())
 }
@@ -531,6 +539,20 @@ fn edge_cases_agree() {
             [0; 3],
         );
         assert_eq!(a, b, "{}", bpfemu_isa::disasm::program_text(&prog));
+        for tier in [Tier::Cranelift, Tier::Baseline] {
+            let c = run(
+                &Jit::with_options(Mode::Trusted, options()).with_tier(tier),
+                &prog,
+                &input,
+                [0; 3],
+            );
+            assert_eq!(
+                a,
+                c,
+                "{tier:?}: {}",
+                bpfemu_isa::disasm::program_text(&prog)
+            );
+        }
         assert!(a.executed > 0);
     }
 }

@@ -6,7 +6,7 @@
 
 use bpfemu_isa::RawInsn;
 use bpfemu_isa::asm::assemble_kernel;
-use bpfemu_jit::{Jit, Mode};
+use bpfemu_jit::{Jit, Mode, Tier};
 use bpfemu_vm::maps::{MapSpec, MapType};
 use bpfemu_vm::xdp::{MapInit, PacketMeta, XdpConfig, XdpProgramSpec, XdpRuntime};
 
@@ -48,10 +48,10 @@ fn runtime(insns: &[RawInsn], value_size: u32) -> XdpRuntime {
 }
 
 /// Every packet's result on every CPU, then both maps' contents, as text.
-fn results(insns: &[RawInsn], value_size: u32, mode: Option<Mode>) -> Vec<String> {
+fn results(insns: &[RawInsn], value_size: u32, jit: Option<Jit>) -> Vec<String> {
     let mut rt = runtime(insns, value_size);
-    if let Some(mode) = mode {
-        rt.set_engine(&Jit::new(mode)).expect("the JIT compiles it");
+    if let Some(jit) = jit {
+        rt.set_engine(&jit).expect("the JIT compiles it");
     }
     let mut out = Vec::new();
     for key_byte in [0u8, 1, 5, 7, 8, 9, 200, 255] {
@@ -83,8 +83,11 @@ fn agree(text: &str, value_size: u32, modes: &[Mode]) {
     let interp = results(&insns, value_size, None);
     assert!(interp.iter().any(|r| r.contains(": 2 in")), "{interp:#?}");
     for &mode in modes {
-        let jit = results(&insns, value_size, Some(mode));
-        assert_eq!(jit, interp, "{mode:?}");
+        // Trusted code from both tiers.
+        for tier in [Tier::Cranelift, Tier::Baseline] {
+            let jit = results(&insns, value_size, Some(Jit::new(mode).with_tier(tier)));
+            assert_eq!(jit, interp, "{mode:?} {tier:?}");
+        }
     }
 }
 
@@ -184,7 +187,7 @@ fn a_bad_key_pointer_faults_alike() {
     let insns = program(text);
     let interp = results(&insns, 8, None);
     assert!(interp.iter().any(|r| r.contains("stopped")), "{interp:#?}");
-    assert_eq!(results(&insns, 8, Some(Mode::Checked)), interp);
+    assert_eq!(results(&insns, 8, Some(Jit::new(Mode::Checked))), interp);
 }
 
 /// r1 holds one of two maps depending on the packet: the translator knows neither, and the

@@ -10,7 +10,7 @@
 
 use bpfemu_isa::RawInsn;
 use bpfemu_isa::asm::assemble_kernel;
-use bpfemu_jit::{Jit, Mode};
+use bpfemu_jit::{Jit, Mode, Tier};
 use bpfemu_vm::xdp::kfuncs::KfuncResolver;
 use bpfemu_vm::xdp::{PacketMeta, XdpConfig, XdpProgramSpec, XdpRuntime};
 
@@ -87,15 +87,15 @@ fn iterate(start: i32, end: i32) -> String {
     text
 }
 
-fn run(insns: &[RawInsn], mode: Option<Mode>) -> String {
+fn run(insns: &[RawInsn], jit: Option<Jit>) -> String {
     let programs = vec![XdpProgramSpec {
         name: "iter".into(),
         insns: insns.to_vec(),
     }];
     let mut rt = XdpRuntime::new(programs, vec![], XdpConfig::default()).expect("it builds");
     rt.runnable(0).expect("the kfuncs resolve");
-    if let Some(mode) = mode {
-        rt.set_engine(&Jit::new(mode)).expect("the JIT compiles it");
+    if let Some(jit) = jit {
+        rt.set_engine(&jit).expect("the JIT compiles it");
     }
     match rt.run(0, &[0u8; 64], &PacketMeta::default()) {
         Ok(o) => format!(
@@ -106,6 +106,15 @@ fn run(insns: &[RawInsn], mode: Option<Mode>) -> String {
         ),
         Err(e) => e.to_string(),
     }
+}
+
+/// Checked code, and trusted code from both tiers.
+fn jits() -> [Jit; 3] {
+    [
+        Jit::new(Mode::Checked),
+        Jit::new(Mode::Trusted),
+        Jit::new(Mode::Trusted).with_tier(Tier::Baseline),
+    ]
 }
 
 fn word(out: &str, index: usize) -> String {
@@ -134,8 +143,8 @@ fn the_iterator_agrees_in_every_engine() {
         };
         let interp = run(&insns, None);
         assert!(interp.starts_with("2 in"), "{start}..{end}: {interp}");
-        for mode in [Mode::Checked, Mode::Trusted] {
-            assert_eq!(run(&insns, Some(mode)), interp, "{start}..{end}, {mode:?}");
+        for jit in jits() {
+            assert_eq!(run(&insns, Some(jit)), interp, "{start}..{end}, {jit:?}");
         }
         // A value handed out is at the iterator's own address.
         if start < end && (end as i64 - start as i64) <= 8 * 1024 * 1024 {
@@ -173,8 +182,9 @@ fn a_bad_iterator_pointer_is_a_fault_in_every_engine() {
             ),
         "{interp}"
     );
-    assert_eq!(run(&insns, Some(Mode::Checked)), interp);
-    assert_eq!(run(&insns, Some(Mode::Trusted)), interp);
+    for jit in jits() {
+        assert_eq!(run(&insns, Some(jit)), interp, "{jit:?}");
+    }
 }
 
 #[test]

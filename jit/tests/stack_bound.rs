@@ -7,9 +7,16 @@
 //! there, which shows the bound is what decides.
 
 use bpfemu_isa::asm::assemble_kernel;
-use bpfemu_jit::{Jit, Mode};
+use bpfemu_jit::{Jit, Mode, Tier};
 use bpfemu_vm::Engine;
 use bpfemu_vm::xdp::{PacketMeta, XdpConfig, XdpProgramSpec, XdpRuntime};
+
+/// Trusted code of both tiers: every test runs under each.
+const TIERS: [Tier; 2] = [Tier::Cranelift, Tier::Baseline];
+
+fn trusted(tier: Tier) -> Jit {
+    Jit::new(Mode::Trusted).with_tier(tier)
+}
 
 /// r0 = the u64 at fp-16 as the run finds it, then 7 stored there through a pointer.
 const READ_THEN_WRITE: &str = "r0 = *(u64 *)(r10 - 16)
@@ -47,18 +54,26 @@ fn r0_of_three_runs(engine: Option<&dyn Engine>) -> Vec<u32> {
 #[test]
 fn a_bound_that_covers_the_writes_zeroes_them() {
     assert_eq!(r0_of_three_runs(None), [0, 0, 0]);
-    for bound in [16, 24, 512] {
-        let jit = Jit::new(Mode::Trusted).with_stack_bound(bound);
-        assert_eq!(r0_of_three_runs(Some(&jit)), [0, 0, 0], "bound {bound}");
+    for tier in TIERS {
+        for bound in [16, 24, 512] {
+            let jit = trusted(tier).with_stack_bound(bound);
+            assert_eq!(
+                r0_of_three_runs(Some(&jit)),
+                [0, 0, 0],
+                "bound {bound} {tier:?}"
+            );
+        }
+        // Without a bound the whole frame is zeroed (a store through a pointer).
+        assert_eq!(r0_of_three_runs(Some(&trusted(tier))), [0, 0, 0]);
     }
-    // Without a bound the whole frame is zeroed (a store through a pointer).
-    assert_eq!(r0_of_three_runs(Some(&Jit::new(Mode::Trusted))), [0, 0, 0]);
 }
 
 #[test]
 fn the_bound_decides_what_is_zeroed() {
-    let too_small = Jit::new(Mode::Trusted).with_stack_bound(8);
-    assert_eq!(r0_of_three_runs(Some(&too_small)), [0, 7, 7]);
+    for tier in TIERS {
+        let too_small = trusted(tier).with_stack_bound(8);
+        assert_eq!(r0_of_three_runs(Some(&too_small)), [0, 7, 7], "{tier:?}");
+    }
     // Checked code is never bounded: nobody verified it.
     let checked = Jit::new(Mode::Checked).with_stack_bound(8);
     assert_eq!(r0_of_three_runs(Some(&checked)), [0, 0, 0]);
@@ -88,14 +103,17 @@ fn r0_after_repeats(text: &str, engine: Option<&dyn Engine>, times: u64) -> u32 
 
 #[test]
 fn repeated_runs_find_their_frame_zeroed() {
-    for text in [READ_THEN_WRITE, READ_THEN_HELPER_WRITES] {
-        let trusted = Jit::new(Mode::Trusted);
-        let bounded = Jit::new(Mode::Trusted).with_stack_bound(16);
+    for (text, tier) in [READ_THEN_WRITE, READ_THEN_HELPER_WRITES]
+        .into_iter()
+        .flat_map(|text| TIERS.map(|tier| (text, tier)))
+    {
+        let trusted = trusted(tier);
+        let bounded = trusted.with_stack_bound(16);
         let checked = Jit::new(Mode::Checked);
         let engines: [Option<&dyn Engine>; 4] =
             [None, Some(&trusted), Some(&bounded), Some(&checked)];
         for engine in engines {
-            assert_eq!(r0_after_repeats(text, engine, 3), 0, "{text}");
+            assert_eq!(r0_after_repeats(text, engine, 3), 0, "{text} {tier:?}");
         }
     }
 }
@@ -140,26 +158,40 @@ const CALLEE_READS_THEN_HELPER_WRITES: &str = "r7 = r1
 
 #[test]
 fn a_call_finds_its_frame_zeroed_where_the_last_call_at_its_depth_wrote() {
-    for text in [CALLEE_READS_THEN_WRITES, CALLEE_READS_THEN_HELPER_WRITES] {
+    for (text, tier) in [CALLEE_READS_THEN_WRITES, CALLEE_READS_THEN_HELPER_WRITES]
+        .into_iter()
+        .flat_map(|text| TIERS.map(|tier| (text, tier)))
+    {
         // 16: the fast path inline; none: the whole frame, through the runtime.
-        let inline = Jit::new(Mode::Trusted).with_stack_bound(16);
-        let runtime_zeroed = Jit::new(Mode::Trusted);
+        let inline = trusted(tier).with_stack_bound(16);
+        let runtime_zeroed = trusted(tier);
         let checked = Jit::new(Mode::Checked);
         let engines: [Option<&dyn Engine>; 4] =
             [None, Some(&inline), Some(&runtime_zeroed), Some(&checked)];
         for (i, engine) in engines.into_iter().enumerate() {
-            assert_eq!(r0_of_runs(text, engine, 2), [0, 0], "engine {i}: {text}");
-            assert_eq!(r0_after_repeats(text, engine, 3), 0, "engine {i}: {text}");
+            assert_eq!(
+                r0_of_runs(text, engine, 2),
+                [0, 0],
+                "engine {i} {tier:?}: {text}"
+            );
+            assert_eq!(
+                r0_after_repeats(text, engine, 3),
+                0,
+                "engine {i} {tier:?}: {text}"
+            );
         }
     }
     // A bound that does not cover the callee's writes leaves them for the next call at its
     // depth in the batch (the frame is kept from run to run): the bound is what trusted code
     // zeroes by. After the batch's first run, every run finds 7 in both calls (r0 7 + 10 * 7).
-    let too_small = Jit::new(Mode::Trusted).with_stack_bound(0);
-    assert_eq!(
-        r0_after_repeats(CALLEE_READS_THEN_WRITES, Some(&too_small), 3),
-        77
-    );
+    for tier in TIERS {
+        let too_small = trusted(tier).with_stack_bound(0);
+        assert_eq!(
+            r0_after_repeats(CALLEE_READS_THEN_WRITES, Some(&too_small), 3),
+            77,
+            "{tier:?}"
+        );
+    }
 }
 
 fn r0_of_runs(text: &str, engine: Option<&dyn Engine>, runs: usize) -> Vec<u32> {
@@ -191,11 +223,14 @@ fn too_deep_a_call_stops_as_in_the_interpreter() {
         expected.as_ref().is_err_and(|e| e.contains("call")),
         "{expected:?}"
     );
-    for bound in [Some(16), None] {
+    for (bound, tier) in [Some(16), None]
+        .into_iter()
+        .flat_map(|bound| TIERS.map(|tier| (bound, tier)))
+    {
         let jit = match bound {
-            Some(bytes) => Jit::new(Mode::Trusted).with_stack_bound(bytes),
-            None => Jit::new(Mode::Trusted),
+            Some(bytes) => trusted(tier).with_stack_bound(bytes),
+            None => trusted(tier),
         };
-        assert_eq!(error_of(Some(&jit)), expected, "bound {bound:?}");
+        assert_eq!(error_of(Some(&jit)), expected, "bound {bound:?} {tier:?}");
     }
 }

@@ -1,0 +1,691 @@
+//! The baseline tier: trusted programs compiled straight to x86-64 machine code, one template
+//! per eBPF instruction, as the kernel's own JIT does. It compiles some eighty times faster than
+//! Cranelift (no IR, no register allocation, no optimiser) into code that runs over the same
+//! runtime ([`crate::runtime`]) with the same contract: the same [`JitFn`] signature, run
+//! context, statuses, entry points and exact budget.
+//!
+//! One file per concern:
+//! - this file: the driver (functions, blocks, the budget count, prologue and epilogue, the
+//!   cold stubs) and the code memory;
+//! - [`x86`]: the instruction encoder;
+//! - `alu.rs`: arithmetic, moves, sign extension, byte swaps, division;
+//! - `jumps.rs`: conditional and unconditional jumps, `may_goto`;
+//! - `memory.rs`: loads, stores (the ctx test of 4-byte loads) and atomics;
+//! - `calls.rs`: helpers (inlined ones, tail calls), kfuncs, bpf-to-bpf calls, legacy packet
+//!   loads, exits.
+//!
+//! ## Registers
+//!
+//! eBPF registers live in host registers the whole time (the kernel's mapping): r0 `rax`,
+//! r1 `rdi`, r2 `rsi`, r3 `rdx`, r4 `rcx`, r5 `r8`, r6 `rbx`, r7 `r13`, r8 `r14`, r9 `r15`,
+//! r10 `rbp`. `r12` holds the run context, `r9` the executed count (stored into the context
+//! before every call out and loaded back after), `r10` and `r11` are scratch. r0-r5 are
+//! caller-saved: code that calls the runtime keeps them in the frame's save area.
+//!
+//! ## Frame
+//!
+//! `[rsp, rsp + 104)`: the register array of calls this function makes (13 slots); then the
+//! register array it was called with, the frame top, the `may_goto` count and the save area
+//! of r0-r5.
+
+mod alu;
+mod calls;
+mod jumps;
+mod memory;
+pub mod x86;
+
+use crate::compile::{ends_block, find_entries, jump_target, stack_written_from, successors};
+use crate::ctx_loads;
+use crate::inline::{ArrayLookup, CpuTables};
+use crate::runtime::{self, Compiled, FrameMode, JitFn, REG_SLOTS, Shared, offsets};
+use crate::{Mode, translate::may_write};
+use bpfemu_isa::{Insn, LdImm64Kind, Program, Reg};
+use bpfemu_vm::maps::InlineArray;
+use bpfemu_vm::{Options, STACK_SIZE, VmError};
+use std::collections::HashMap;
+use x86::*;
+
+/// The host register of each eBPF register.
+pub(crate) const REGS: [R; Reg::COUNT] = [RAX, RDI, RSI, RDX, RCX, R8, RBX, R13, R14, R15, RBP];
+/// The run context.
+pub(crate) const CTX: R = R12;
+/// The executed count.
+pub(crate) const COUNT: R = R9;
+/// Scratch registers.
+pub(crate) const T1: R = R10;
+pub(crate) const T2: R = R11;
+
+/// Frame slots (offsets from `rsp`).
+pub(crate) const OUT_REGS: i32 = 0;
+pub(crate) const IN_REGS: i32 = REG_SLOTS as i32 * 8;
+pub(crate) const FRAME_TOP: i32 = IN_REGS + 8;
+pub(crate) const MAY_GOTO: i32 = FRAME_TOP + 8;
+pub(crate) const SAVE: i32 = MAY_GOTO + 8;
+/// The frame's size: after the return address and six pushes, a multiple of 16 keeps calls
+/// aligned.
+const FRAME_SIZE: i32 = (SAVE + 6 * 8 + 8) / 16 * 16 + 8;
+const _: () = assert!((8 + 6 * 8 + FRAME_SIZE) % 16 == 0 && FRAME_SIZE >= SAVE + 48);
+
+/// The callee-saved registers the prologue pushes.
+const PUSHED: [R; 6] = [RBP, RBX, R12, R13, R14, R15];
+
+pub(crate) fn host(r: Reg) -> R {
+    REGS[r.index()]
+}
+
+/// The address of a runtime entry point.
+macro_rules! entry {
+    ($f:path) => {
+        $f as *const () as usize as u64
+    };
+}
+pub(crate) use entry;
+
+/// Compiles trusted `progs` into native code (see [`crate::compile::compile`] for `arrays`
+/// and `stack_bound`).
+pub fn compile(
+    progs: &[Program],
+    options: Options,
+    arrays: &[(u64, InlineArray)],
+    stack_bound: Option<u32>,
+) -> Result<Compiled, VmError> {
+    let mut cpu_tables = CpuTables::default();
+    let arrays: HashMap<u64, ArrayLookup> = arrays
+        .iter()
+        .map(|(handle, array)| (*handle, cpu_tables.describe(array)))
+        .collect();
+    let entries = find_entries(progs);
+    let written_from = match stack_bound {
+        Some(bound) => stack_written_from(progs).max(STACK_SIZE.saturating_sub(bound as usize)),
+        None => stack_written_from(progs),
+    };
+    let zero_from = match stack_bound {
+        Some(bound) => STACK_SIZE.saturating_sub(bound as usize),
+        None => 0,
+    };
+    let mut a = Asm::new();
+    a.buf
+        .reserve(progs.iter().map(|p| p.len()).sum::<usize>() * 16 + 256);
+    let labels: HashMap<(usize, usize), Label> = entries.iter().map(|&k| (k, a.label())).collect();
+    let mut static_errors = Vec::new();
+    for &(prog, pc) in &entries {
+        a.bind(labels[&(prog, pc)]);
+        let f = FnCompiler {
+            a: &mut a,
+            prog: &progs[prog],
+            prog_index: prog,
+            blocks: Vec::new(),
+            epilogue: Label(0),
+            cold: Vec::new(),
+            static_errors: &mut static_errors,
+            entries: &labels,
+            arrays: &arrays,
+            known_r1: None,
+            host_word_loads: Vec::new(),
+            may_goto_loops: options.may_goto_loops,
+            zero_from,
+        };
+        f.compile(pc);
+    }
+    if !a.resolve() {
+        return Err(compile_error("a jump to an unbound label"));
+    }
+    let code = CodeMemory::new(&a.buf).map_err(compile_error)?;
+    let mut entries: Vec<_> = labels
+        .iter()
+        .map(|(&key, &label)| {
+            let offset = a.offset_of(label).expect("every entry is bound") as usize;
+            // SAFETY: the offset is inside the code, where a function compiled with the
+            // JitFn signature starts.
+            (key, unsafe {
+                std::mem::transmute::<*const u8, JitFn>(code.ptr.add(offset))
+            })
+        })
+        .collect();
+    entries.sort_unstable_by_key(|(key, _)| *key);
+    let shared = Shared {
+        programs: progs.to_vec(),
+        entries,
+        static_errors,
+        may_goto_loops: options.may_goto_loops,
+        stack_written_from: written_from,
+        cpu_tables,
+        frame_mode: FrameMode::Kept,
+    };
+    Ok(Compiled::new(
+        runtime::Code::Native(code),
+        shared,
+        options.insn_budget,
+    ))
+}
+
+fn compile_error(e: impl std::fmt::Display) -> VmError {
+    VmError::Compile {
+        pc: 0,
+        message: e.to_string(),
+    }
+}
+
+/// The shape of one function, as `compile::blocks_of` finds it for Cranelift (the same
+/// blocks, so that the budget stops a run at the same place), in vectors by pc.
+struct Cfg {
+    /// The instructions reachable from the entry without calls.
+    reached: Vec<bool>,
+    /// Block leaders (among the reached ones): the entry, and what follows an instruction
+    /// that ends a block.
+    leader: Vec<bool>,
+    /// The leaders some jump reaches.
+    jump_target: Vec<bool>,
+}
+
+impl Cfg {
+    fn of(prog: &Program, entry: usize) -> Cfg {
+        let n = prog.len() + 1;
+        let mut cfg = Cfg {
+            reached: vec![false; n],
+            leader: vec![false; n],
+            jump_target: vec![false; n],
+        };
+        cfg.leader[entry] = true;
+        let mut work = vec![entry];
+        while let Some(pc) = work.pop() {
+            if std::mem::replace(&mut cfg.reached[pc], true) {
+                continue;
+            }
+            let insn = *prog.insn(pc).expect("only instruction starts are reached");
+            let jump = match insn {
+                Insn::Ja { off, .. } => Some(off as i64),
+                Insn::Jump { off, .. } | Insn::MayGoto { off } => Some(off as i64),
+                _ => None,
+            };
+            if let Some(t) = jump.and_then(|off| jump_target(prog, pc, off)) {
+                cfg.jump_target[t] = true;
+            }
+            let ends = ends_block(&insn, Mode::Trusted);
+            for s in successors(prog, pc, &insn) {
+                cfg.leader[s] |= ends;
+                if !cfg.reached[s] {
+                    work.push(s);
+                }
+            }
+        }
+        cfg
+    }
+
+    /// The instructions of the block that starts at `leader`: up to one that ends it, or up
+    /// to the next leader.
+    fn block<'p>(
+        &'p self,
+        prog: &'p Program,
+        leader: usize,
+    ) -> impl Iterator<Item = (usize, Insn)> + Clone + 'p {
+        let mut pc = Some(leader);
+        std::iter::from_fn(move || {
+            let at = pc?;
+            let insn = *prog.insn(at).expect("reached");
+            let next = at + insn.slots();
+            pc = (!ends_block(&insn, Mode::Trusted) && !self.leader[next] && self.reached[next])
+                .then_some(next);
+            Some((at, insn))
+        })
+    }
+}
+
+/// Whether translation goes on into the next instruction.
+pub(crate) enum Flow {
+    Next,
+    Ended,
+}
+
+/// Code emitted after a function's blocks, off the hot path.
+enum Cold {
+    /// The budget ran out at the block starting at `start`, of `count` instructions.
+    Budget {
+        label: Label,
+        start: usize,
+        count: u64,
+    },
+    /// A compile-time error, raised by index.
+    Fail { label: Label, index: usize },
+}
+
+/// The state of one function's compilation.
+pub(crate) struct FnCompiler<'a> {
+    pub(crate) a: &'a mut Asm,
+    pub(crate) prog: &'a Program,
+    pub(crate) prog_index: usize,
+    /// The label of each block leader, by pc.
+    blocks: Vec<Option<Label>>,
+    /// Returns the status in `rax`.
+    pub(crate) epilogue: Label,
+    cold: Vec<Cold>,
+    static_errors: &'a mut Vec<VmError>,
+    /// Every function of the set.
+    pub(crate) entries: &'a HashMap<(usize, usize), Label>,
+    pub(crate) arrays: &'a HashMap<u64, ArrayLookup>,
+    /// The constant r1 holds, when straight-line code since an `ld_imm64` says so.
+    pub(crate) known_r1: Option<u64>,
+    pub(crate) host_word_loads: Vec<bool>,
+    pub(crate) may_goto_loops: u64,
+    /// The lowest frame byte code or helpers may write.
+    pub(crate) zero_from: usize,
+}
+
+impl FnCompiler<'_> {
+    fn compile(mut self, entry: usize) {
+        let cfg = Cfg::of(self.prog, entry);
+        let prog = self.prog;
+        self.host_word_loads = ctx_loads::host_word_loads(
+            prog,
+            entry,
+            |pc| cfg.reached[pc],
+            |pc, insn| successors(prog, pc, insn),
+        );
+        self.blocks = vec![None; prog.len() + 1];
+        let leaders: Vec<usize> = (0..prog.len())
+            .filter(|&pc| cfg.leader[pc] && cfg.reached[pc])
+            .collect();
+        for &pc in &leaders {
+            self.blocks[pc] = Some(self.a.label());
+        }
+        self.epilogue = self.a.label();
+        self.prologue();
+        // Blocks go in pc order, and a loop may jump back before the entry.
+        if leaders.first() != Some(&entry) {
+            let label = self.blocks[entry].expect("the entry leads a block");
+            self.a.jmp(label);
+        }
+        for (i, &leader) in leaders.iter().enumerate() {
+            if leader == entry || cfg.jump_target[leader] {
+                self.known_r1 = None;
+            }
+            let next_leader = leaders.get(i + 1).copied();
+            self.block(&cfg, leader, next_leader);
+        }
+        self.emit_cold();
+        self.a.bind(self.epilogue);
+        self.a.arith_ri(Sz::Q, Arith::Add, RSP, FRAME_SIZE);
+        for &r in PUSHED.iter().rev() {
+            self.a.pop(r);
+        }
+        self.a.ret();
+    }
+
+    fn prologue(&mut self) {
+        for r in PUSHED {
+            self.a.push(r);
+        }
+        self.a.arith_ri(Sz::Q, Arith::Sub, RSP, FRAME_SIZE);
+        self.a.mov_rr(Sz::Q, CTX, RDI);
+        self.a.store(Sz::Q, mem(RSP, IN_REGS), RSI);
+        let slot = |i: usize| mem(RSI, i as i32 * 8);
+        self.a.load_zx(Sz::Q, T1, slot(runtime::MAY_GOTO_SLOT));
+        self.a.store(Sz::Q, mem(RSP, MAY_GOTO), T1);
+        self.a.load_zx(Sz::Q, T1, slot(runtime::FRAME_SLOT));
+        self.a.store(Sz::Q, mem(RSP, FRAME_TOP), T1);
+        self.a.load_zx(Sz::Q, COUNT, mem(CTX, offsets::EXECUTED));
+        // r2 lives in rsi, the array's pointer: loaded last.
+        for (i, &r) in REGS.iter().enumerate() {
+            if r != RSI {
+                self.a.load_zx(Sz::Q, r, slot(i));
+            }
+        }
+        self.a.load_zx(Sz::Q, RSI, slot(Reg::R2.index()));
+    }
+
+    /// One basic block: the budget test for its instructions, then each of them.
+    fn block(&mut self, cfg: &Cfg, leader: usize, next_leader: Option<usize>) {
+        let insns = cfg.block(self.prog, leader);
+        let label = self.blocks[leader].expect("a leader has a label");
+        self.a.bind(label);
+        self.count(leader, insns.clone().count() as u64);
+        let mut last = (leader, Insn::Exit);
+        for (pc, insn) in insns {
+            last = (pc, insn);
+            let flow = self.insn(pc, insn);
+            self.known_r1 = match insn {
+                Insn::LdImm64 {
+                    dst: Reg::R1,
+                    kind: LdImm64Kind::Imm,
+                    imm,
+                    next_imm,
+                } => Some(Insn::imm64(imm, next_imm)),
+                _ if may_write(&insn, Reg::R1) => None,
+                _ => self.known_r1,
+            };
+            if let Flow::Ended = flow {
+                return;
+            }
+        }
+        let (pc, insn) = last;
+        let next = pc + insn.slots();
+        if next_leader == Some(next) {
+            return;
+        }
+        let target = self.next_label(next);
+        self.a.jmp(target);
+    }
+
+    /// Counts `n` instructions of the block at `start`; the run stops when they pass the
+    /// budget.
+    fn count(&mut self, start: usize, n: u64) {
+        let label = self.a.label();
+        self.a.arith_ri(Sz::Q, Arith::Add, COUNT, n as i32);
+        self.a
+            .arith_rm(Sz::Q, Arith::Cmp, COUNT, mem(CTX, offsets::BUDGET));
+        self.a.jcc(Cc::A, label);
+        self.cold.push(Cold::Budget {
+            label,
+            start,
+            count: n,
+        });
+    }
+
+    fn emit_cold(&mut self) {
+        for cold in std::mem::take(&mut self.cold) {
+            match cold {
+                Cold::Budget {
+                    label,
+                    start,
+                    count,
+                } => {
+                    self.a.bind(label);
+                    // The count before the block is what the runtime reads.
+                    self.a.arith_ri(Sz::Q, Arith::Sub, COUNT, count as i32);
+                    self.call_rt(
+                        entry!(runtime::jit_budget_exhausted),
+                        &[Arg::Imm(self.prog_index as u64), Arg::Imm(start as u64)],
+                    );
+                    self.a.jmp(self.epilogue);
+                }
+                Cold::Fail { label, index } => {
+                    self.a.bind(label);
+                    self.call_rt(entry!(runtime::jit_fail), &[Arg::Imm(index as u64)]);
+                    self.a.jmp(self.epilogue);
+                }
+            }
+        }
+    }
+
+    /// A label that stops the run with `error`.
+    pub(crate) fn fail_label(&mut self, error: VmError) -> Label {
+        let index = self.static_errors.len();
+        self.static_errors.push(error);
+        let label = self.a.label();
+        self.cold.push(Cold::Fail { label, index });
+        label
+    }
+
+    /// Stops the run with `error` here.
+    pub(crate) fn fail(&mut self, error: VmError) -> Flow {
+        let label = self.fail_label(error);
+        self.a.jmp(label);
+        Flow::Ended
+    }
+
+    /// The block that continues at `next`, or the fell-off-the-end error.
+    fn next_label(&mut self, next: usize) -> Label {
+        match self.blocks.get(next).copied().flatten() {
+            Some(label) => label,
+            None => self.fail_label(VmError::FellOffEnd {
+                pc: self.prog.len().saturating_sub(1),
+            }),
+        }
+    }
+
+    /// The block of the instruction `off` after `pc`, or the interpreter's error when no
+    /// instruction starts there.
+    pub(crate) fn target_label(&mut self, pc: usize, off: i64) -> Label {
+        let target = pc as i64 + 1 + off;
+        if let Some(label) = usize::try_from(target)
+            .ok()
+            .and_then(|t| self.blocks.get(t).copied().flatten())
+        {
+            return label;
+        }
+        let len = self.prog.len();
+        let error = match usize::try_from(target).ok().filter(|&t| t < len) {
+            None => VmError::JumpOutOfProgram { pc, target, len },
+            Some(index) => VmError::JumpIntoLdImm64 { pc, target: index },
+        };
+        self.fail_label(error)
+    }
+
+    /// Calls a runtime entry point with the context and `args`; the count is stored before
+    /// and loaded back after. The status is in `rax`; r0-r5 are lost.
+    pub(crate) fn call_rt(&mut self, f: u64, args: &[Arg]) {
+        const ARGS: [R; 5] = [RSI, RDX, RCX, R8, R9];
+        self.a.store(Sz::Q, mem(CTX, offsets::EXECUTED), COUNT);
+        self.a.mov_rr(Sz::Q, RDI, CTX);
+        for (&arg, &to) in args.iter().zip(ARGS.iter()) {
+            match arg {
+                Arg::Imm(v) => self.a.mov_imm64(to, v),
+                Arg::Reg(r) => self.a.mov_rr(Sz::Q, to, r),
+            }
+        }
+        self.a.call_abs(f, RAX);
+        self.a.load_zx(Sz::Q, COUNT, mem(CTX, offsets::EXECUTED));
+    }
+
+    /// Keeps r`from`..=r`to` (of r0-r5) in the save area.
+    pub(crate) fn spill(&mut self, from: usize, to: usize) {
+        for (i, &r) in REGS.iter().enumerate().take(to + 1).skip(from) {
+            self.a.store(Sz::Q, mem(RSP, SAVE + i as i32 * 8), r);
+        }
+    }
+
+    /// Takes r`from`..=r`to` back from the save area.
+    pub(crate) fn reload(&mut self, from: usize, to: usize) {
+        for (i, &r) in REGS.iter().enumerate().take(to + 1).skip(from) {
+            self.a.load_zx(Sz::Q, r, mem(RSP, SAVE + i as i32 * 8));
+        }
+    }
+
+    /// Compiles the instruction at `pc`.
+    fn insn(&mut self, pc: usize, insn: Insn) -> Flow {
+        use bpfemu_vm::Unsupported;
+        match insn {
+            Insn::Alu {
+                width,
+                op,
+                dst,
+                src,
+            } => self.alu(width, op, host(dst), src),
+            Insn::Neg { width, dst } => self.a.neg(alu::size(width), host(dst)),
+            Insn::MovSx {
+                width,
+                dst,
+                src,
+                bits,
+            } => self.movsx(width, host(dst), host(src), bits),
+            Insn::AddrSpaceCast { dst, src, imm } => {
+                if imm != 1 {
+                    return self.fail(VmError::Unsupported {
+                        pc,
+                        what: Unsupported::ArenaCast,
+                    });
+                }
+                self.a.mov_rr(Sz::W, host(dst), host(src));
+            }
+            Insn::Endian { order, bits, dst } => self.endian(order, bits, host(dst)),
+            Insn::LdImm64 {
+                dst,
+                kind,
+                imm,
+                next_imm,
+            } => {
+                if kind != LdImm64Kind::Imm {
+                    return self.fail(VmError::Unsupported {
+                        pc,
+                        what: Unsupported::PseudoLdImm64(kind),
+                    });
+                }
+                self.a.mov_imm64(host(dst), Insn::imm64(imm, next_imm));
+            }
+            Insn::LdAbs { size, imm } => {
+                self.a.mov_imm64(T1, imm as i64 as u64);
+                return self.legacy_load(size, pc);
+            }
+            Insn::LdInd { size, src, imm } => {
+                self.a.mov_rr(Sz::Q, T1, host(src));
+                self.a.arith_ri(Sz::Q, Arith::Add, T1, imm);
+                return self.legacy_load(size, pc);
+            }
+            Insn::Load {
+                size,
+                sign_extend,
+                dst,
+                src,
+                off,
+            } => self.load(size, sign_extend, dst, src, off, false, pc),
+            Insn::Store {
+                size,
+                dst,
+                off,
+                imm,
+            } => self
+                .a
+                .store_imm(memory::sz(size), mem(host(dst), off as i32), imm),
+            Insn::StoreReg {
+                size,
+                dst,
+                src,
+                off,
+            } => self
+                .a
+                .store(memory::sz(size), mem(host(dst), off as i32), host(src)),
+            Insn::Atomic {
+                size,
+                op,
+                dst,
+                src,
+                off,
+            } => self.atomic(size, op, dst, src, off, pc),
+            Insn::Ja { off, .. } => {
+                let target = self.target_label(pc, off as i64);
+                self.a.jmp(target);
+                return Flow::Ended;
+            }
+            Insn::Jump {
+                width,
+                cond,
+                dst,
+                src,
+                off,
+            } => self.jump(width, cond, host(dst), src, pc, off),
+            Insn::MayGoto { off } => self.may_goto(pc, off),
+            Insn::Call(target) => return self.call(target, pc),
+            Insn::Exit => return self.exit(),
+        }
+        Flow::Next
+    }
+}
+
+/// An argument of a runtime call: a constant or a scratch register (never one the argument
+/// registers overwrite).
+#[derive(Clone, Copy)]
+pub(crate) enum Arg {
+    Imm(u64),
+    Reg(R),
+}
+
+/// Executable memory holding a program set's code: written while mapped read-write, then
+/// mapped read-execute, never both; unmapped on drop.
+pub struct CodeMemory {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the memory is immutable after construction and owned by this value alone.
+unsafe impl Send for CodeMemory {}
+// SAFETY: as above: shared access only reads (executes) it.
+unsafe impl Sync for CodeMemory {}
+
+impl CodeMemory {
+    /// Copies `code` into fresh pages and makes them executable.
+    pub fn new(code: &[u8]) -> Result<CodeMemory, String> {
+        let len = code.len().max(1);
+        // SAFETY: an anonymous private mapping, not aliasing any Rust object.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(format!(
+                "mmap of {len} bytes of code: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        let memory = CodeMemory {
+            ptr: ptr as *mut u8,
+            len,
+        };
+        // SAFETY: the mapping is `len >= code.len()` bytes, writable, and ours alone.
+        unsafe { std::ptr::copy_nonoverlapping(code.as_ptr(), memory.ptr, code.len()) };
+        // SAFETY: the mapping is ours; from now on it is only read and executed.
+        if unsafe { libc::mprotect(ptr, len, libc::PROT_READ | libc::PROT_EXEC) } != 0 {
+            return Err(format!(
+                "mprotect of the code: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        Ok(memory)
+    }
+
+    /// The code's size in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CodeMemory;
+
+    /// The permissions `/proc/self/maps` gives the mapping that holds `addr`.
+    fn permissions_at(addr: usize) -> Option<String> {
+        let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+        maps.lines().find_map(|line| {
+            let (range, rest) = line.split_once(' ')?;
+            let (lo, hi) = range.split_once('-')?;
+            let (lo, hi) = (
+                usize::from_str_radix(lo, 16).ok()?,
+                usize::from_str_radix(hi, 16).ok()?,
+            );
+            (lo..hi)
+                .contains(&addr)
+                .then(|| rest.split(' ').next().unwrap_or("").to_owned())
+        })
+    }
+
+    #[test]
+    fn code_is_executable_and_never_writable() {
+        // mov eax, 42; ret
+        let code = CodeMemory::new(&[0xb8, 42, 0, 0, 0, 0xc3]).unwrap();
+        let addr = code.ptr as usize;
+        assert_eq!(permissions_at(addr).as_deref(), Some("r-xp"));
+        // SAFETY: the bytes are a complete function of this signature.
+        let f = unsafe { std::mem::transmute::<*mut u8, extern "C" fn() -> u32>(code.ptr) };
+        assert_eq!(f(), 42);
+        drop(code);
+        assert_ne!(permissions_at(addr).as_deref(), Some("r-xp"));
+    }
+}
+
+impl Drop for CodeMemory {
+    fn drop(&mut self) {
+        // SAFETY: the mapping was made in `new` with this length and nothing points into it
+        // any more (the compiled functions die with their `Compiled`).
+        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
+    }
+}
