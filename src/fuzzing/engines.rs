@@ -7,7 +7,7 @@
 //! - [`jit_vs_interp`]: the JIT (checked mode) and the interpreter give the same r0 or the
 //!   same fault, and leave the same bytes in the buffer;
 //! - [`trusted_vs_interp`]: a program the verifier accepts gives the same outcomes and map
-//!   contents under the trusted JIT (host memory, unchecked) as under the interpreter.
+//!   contents under both trusted JIT tiers (host memory, unchecked) as under the interpreter.
 //!
 //! Each panics on a finding, with the program's text, so that libFuzzer keeps the input.
 
@@ -113,8 +113,8 @@ pub fn verifier_soundness(data: &[u8]) -> bool {
 }
 
 /// An accepted program gives the same outcomes (verdict, packet, printk, executed count) and
-/// leaves the same map contents under the trusted JIT, which reaches host memory unchecked
-/// on the verifier's word, as under the interpreter.
+/// leaves the same map contents under the trusted JIT, Cranelift's and the baseline's, which
+/// reach host memory unchecked on the verifier's word, as under the interpreter.
 pub fn trusted_vs_interp(data: &[u8]) -> bool {
     let mut u = Unstructured::new(data);
     let Some((insns, stack_bound)) = accepted_program(&mut u) else {
@@ -122,38 +122,44 @@ pub fn trusted_vs_interp(data: &[u8]) -> bool {
     };
     let contents = map_contents(&mut u);
     let mut interp = runtime_for(&insns, &contents);
-    let mut trusted = runtime_for(&insns, &contents);
+    // Both trusted tiers: Cranelift's and the baseline's x86-64 templates.
     let jit = Jit::new(Mode::Trusted).with_stack_bound(stack_bound);
-    if let Err(e) = trusted.set_engine(&jit) {
-        panic!(
-            "an accepted program does not compile: {e}\n{}",
-            listing(&insns)
-        );
-    }
+    let mut tiers = [("cranelift", jit), ("baseline", jit.baseline())].map(|(name, jit)| {
+        let mut runtime = runtime_for(&insns, &contents);
+        if let Err(e) = runtime.set_engine(&jit) {
+            panic!(
+                "an accepted program does not compile ({name}): {e}\n{}",
+                listing(&insns)
+            );
+        }
+        (name, runtime)
+    });
     for round in 0..4u64 {
         let (packet, meta) = packet(&mut u, round);
         let expected = interp.run(0, &packet, &meta);
-        let got = trusted.run(0, &packet, &meta);
-        if expected != got {
-            panic!(
-                "the trusted JIT and the interpreter disagree on packet {round}\n  interp:  \
-                 {expected:?}\n  trusted: {got:?}\n{}",
-                listing(&insns)
-            );
+        for (name, trusted) in &mut tiers {
+            let got = trusted.run(0, &packet, &meta);
+            if expected != got {
+                panic!(
+                    "the trusted JIT ({name}) and the interpreter disagree on packet {round}\n  \
+                     interp:  {expected:?}\n  trusted: {got:?}\n{}",
+                    listing(&insns)
+                );
+            }
         }
     }
     for key in 0..MAP_ENTRIES {
         let key = key.to_le_bytes();
-        let (a, b) = (
-            interp.maps().sys_lookup(interp.memory(), 0, &key, 0),
-            trusted.maps().sys_lookup(trusted.memory(), 0, &key, 0),
-        );
-        if a != b {
-            panic!(
-                "the trusted JIT and the interpreter leave different map values at key \
-                 {key:?}\n  interp:  {a:?}\n  trusted: {b:?}\n{}",
-                listing(&insns)
-            );
+        let expected = interp.maps().sys_lookup(interp.memory(), 0, &key, 0);
+        for (name, trusted) in &tiers {
+            let got = trusted.maps().sys_lookup(trusted.memory(), 0, &key, 0);
+            if expected != got {
+                panic!(
+                    "the trusted JIT ({name}) and the interpreter leave different map values at \
+                     key {key:?}\n  interp:  {expected:?}\n  trusted: {got:?}\n{}",
+                    listing(&insns)
+                );
+            }
         }
     }
     true
