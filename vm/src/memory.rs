@@ -638,6 +638,45 @@ impl Memory {
         self.sync_span(index);
     }
 
+    /// Loads a windowed region and its converted ctx for the next run in one step: zeroes
+    /// `[zero_from, at)` of the allocation, copies `bytes` to offset `at`, makes them the live
+    /// window and sets every field of ctx region `ctx` to `fields`. The same as
+    /// `extent_bytes_mut` + [`Memory::set_window`] + [`Memory::set_ctx_fields`], with each
+    /// region looked up once: an XDP frame is reloaded this way for every packet.
+    ///
+    /// # Panics
+    /// When the bytes do not fit the allocation, or `ctx` is not a live converted ctx with as
+    /// many fields (bugs in the caller, never program input).
+    #[inline]
+    pub fn load_window_and_ctx(
+        &mut self,
+        id: RegionId,
+        zero_from: usize,
+        at: usize,
+        bytes: &[u8],
+        ctx: RegionId,
+        fields: &[u64],
+    ) {
+        let index = self.live_index(id).expect("a live region");
+        let region = &mut self.regions[index];
+        let (extent_start, extent_len) = region.extent;
+        let extent = &mut region.storage[extent_start..extent_start + extent_len];
+        if zero_from < at {
+            extent[zero_from..at].fill(0);
+        }
+        extent[at..at + bytes.len()].copy_from_slice(bytes);
+        region.start = extent_start + at;
+        region.len = bytes.len();
+        self.sync_span(index);
+        let ctx_index = self.live_index(ctx).expect("a live region");
+        let values = &mut self.regions[ctx_index]
+            .ctx
+            .as_mut()
+            .expect("a converted ctx")
+            .values;
+        values.copy_from_slice(fields);
+    }
+
     /// Adds a converted ctx region of `4 * fields.values.len()` bytes (see the module docs).
     pub fn add_converted_ctx(&mut self, fields: CtxFields) -> RegionId {
         let id = self.add_zeroed(RegionKind::Ctx, 4 * fields.values.len(), false);
