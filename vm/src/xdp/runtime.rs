@@ -490,11 +490,16 @@ impl XdpRuntime {
         let arrays: Vec<_> = (0..self.maps.len())
             .filter_map(|i| Some((self.maps.handle(i), self.maps.get(i)?.inline_array()?)))
             .collect();
-        self.compiled = Some(engine.prepare_set_with_arrays(
-            &self.programs,
-            *self.interp.options(),
-            &arrays,
-        )?);
+        let mut compiled =
+            engine.prepare_set_with_arrays(&self.programs, *self.interp.options(), &arrays)?;
+        // This runtime's memory is the engine's alone between its runs, but for the
+        // interpreter's, before which run_frame_repeated parks the engine's frames: they may
+        // stay live from packet to packet.
+        compiled.keep_frames();
+        if let Some(old) = self.compiled.as_mut() {
+            old.release_frames(&mut self.mem);
+        }
+        self.compiled = Some(compiled);
         Ok(())
     }
 
@@ -912,6 +917,11 @@ impl XdpRuntime {
         let compiled = self.compiled.is_some()
             && self.interp.coverage_mut().is_none()
             && self.interp.taint().is_none();
+        if !compiled && let Some(exe) = self.compiled.as_mut() {
+            // The engine's frames, kept live from its last run, make way for the
+            // interpreter's.
+            exe.release_frames(&mut self.mem);
+        }
         let run = &mut self.last_run;
         run.reset(meta.cpu, Clock { ts_ns: meta.ts_ns });
         let mut env = XdpEnv {
