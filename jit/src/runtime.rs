@@ -820,7 +820,7 @@ impl Executable for Compiled {
         // only through the context, and does not run now.
         let stack_mem = unsafe { &mut *ctx.mem };
         let (stack, top) = match self.kept_entry.take() {
-            Some((id, top)) if stack_mem.clean_stack_frame(id, written_from) => (id, top),
+            Some((id, top)) if stack_mem.clean_stack_frame_at(0, id, written_from) => (id, top),
             _ => stack_mem.push_stack_frame(0),
         };
         ctx.frames.push(stack);

@@ -23,7 +23,7 @@ use crate::alu;
 use crate::coverage::{Coverage, FELL_THROUGH, RAN, TAKEN};
 use crate::error::{MAX_CALL_FRAMES, Unsupported, VmError, kfunc_error};
 use crate::helpers::{CallbackDriver, CallbackStep, HelperError, HelperOutcome, Helpers};
-use crate::memory::{MemFault, Memory, RegionId};
+use crate::memory::{MemFault, Memory, RegionId, STACK_SIZE};
 use crate::taint::TaintState;
 use bpfemu_isa::{
     AluOp, AtomicOp, ByteOrder, CallTarget, Insn, JmpCond, LdImm64Kind, Program, Reg, Size, Source,
@@ -91,6 +91,11 @@ pub struct Interpreter {
     coverage: Option<Coverage>,
     /// When set, every run tracks taint (see [`crate::taint`]).
     taint: Option<TaintState>,
+    /// Whether a run's entry frame stays live in the memory for the next run
+    /// ([`Interpreter::keep_frames`]).
+    keep_frames: bool,
+    /// The entry frame (its id and top) the last run left live.
+    kept_entry: Option<(RegionId, u64)>,
 }
 
 /// One active call: its stack region, its `may_goto` count, and (for callees) where to
@@ -124,6 +129,27 @@ impl Interpreter {
             executed: 0,
             coverage: None,
             taint: None,
+            keep_frames: false,
+            kept_entry: None,
+        }
+    }
+
+    /// Leaves a run's entry stack frame live in the memory after the run (the regions do not
+    /// change twice on every packet), for the next run on the same memory to take back, zeroed
+    /// where the last one wrote: the same bytes as a parked frame brought back. Runs that
+    /// record coverage or taint (which look at the regions) park it first. For a caller that
+    /// runs this interpreter alone on one memory; it parks the frame
+    /// ([`Interpreter::release_frames`]) before anything else pushes a stack frame there.
+    pub fn keep_frames(&mut self) {
+        self.keep_frames = true;
+    }
+
+    /// Parks the entry frame [`Interpreter::keep_frames`] left live in `mem`, as after a run
+    /// without it; keeping goes on from the next run.
+    #[inline]
+    pub fn release_frames(&mut self, mem: &mut Memory) {
+        if let Some((stack, _)) = self.kept_entry.take() {
+            mem.remove_stack_frame_at(0, stack);
         }
     }
 
@@ -212,9 +238,24 @@ impl Interpreter {
             executed,
             coverage,
             taint,
+            keep_frames,
+            kept_entry,
         } = self;
         frames.clear();
         saved_regs.clear();
+        let keep = *keep_frames && coverage.is_none() && taint.is_none();
+        // The entry frame the last run left live, cleaned in place where that run wrote (the
+        // memory saw every write): what parking it and bringing it back would leave.
+        let entry_frame = match kept_entry.take() {
+            Some((stack, top)) if keep && mem.clean_stack_frame_at(0, stack, STACK_SIZE) => {
+                Some((stack, top))
+            }
+            Some((stack, _)) => {
+                mem.remove_stack_frame_at(0, stack);
+                None
+            }
+            None => None,
+        };
         if let Some(taint) = taint.as_mut() {
             taint.begin_run(mem);
         }
@@ -234,7 +275,7 @@ impl Interpreter {
             coverage: coverage.as_mut(),
             taint: taint.as_mut(),
         };
-        machine.start(args);
+        let entry_top = machine.start(args, entry_frame);
         // The error comes back boxed (the result fits two registers), and is unboxed only
         // once the machine is cleaned up: a whole `Result<u64, VmError>` kept across the
         // cleanup was copied into the caller's slot with wide loads over the loop's narrow
@@ -244,7 +285,11 @@ impl Interpreter {
             coverage.errors_mut().run_ended();
         }
         for (depth, frame) in machine.frames.iter().enumerate() {
-            machine.mem.remove_stack_frame_at(depth, frame.stack);
+            if depth == 0 && keep {
+                *kept_entry = Some((frame.stack, entry_top));
+            } else {
+                machine.mem.remove_stack_frame_at(depth, frame.stack);
+            }
         }
         machine.frames.clear();
         *executed = machine.executed;
@@ -376,9 +421,15 @@ macro_rules! match_code {
 }
 
 impl Machine<'_> {
-    fn start(&mut self, args: [u64; 5]) {
+    /// Sets r1-r5 and enters the entry function, in `frame` (a live entry frame, its id and
+    /// top) or a new one; gives the entry frame's top.
+    fn start(&mut self, args: [u64; 5], frame: Option<(RegionId, u64)>) -> u64 {
         self.regs[1..6].copy_from_slice(&args);
-        self.push_frame(0, 0);
+        match frame {
+            Some((stack, top)) => self.enter_frame(stack, top, 0, 0),
+            None => self.push_frame(0, 0),
+        }
+        self.regs[10]
     }
 
     /// Inlined into [`Interpreter::run_prepared`], so that the machine is a local there whose
@@ -1127,6 +1178,13 @@ impl Machine<'_> {
     fn push_frame(&mut self, return_pc: usize, entry: usize) {
         let depth = self.frames.len();
         let (stack, top) = self.mem.push_stack_frame(depth);
+        self.enter_frame(stack, top, return_pc, entry);
+    }
+
+    /// Adds a frame over the live stack region `stack` (whose top is `top`), and continues at
+    /// `entry`.
+    #[inline]
+    fn enter_frame(&mut self, stack: RegionId, top: u64, return_pc: usize, entry: usize) {
         self.frames.push(Frame {
             stack,
             may_goto_left: self.options.may_goto_loops,

@@ -498,6 +498,40 @@ impl Memory {
         true
     }
 
+    /// [`Memory::clean_stack_frame`] of the frame `id` kept for call depth `frame`, found
+    /// through that depth's slot rather than the id table (as
+    /// [`Memory::remove_stack_frame_at`]): for an engine that keeps its entry frame live from
+    /// one run to the next, on every packet. False when `id` is not that depth's live frame.
+    #[inline]
+    pub fn clean_stack_frame_at(
+        &mut self,
+        frame: usize,
+        id: RegionId,
+        written_from: usize,
+    ) -> bool {
+        let Some(&StackSlot { id: kept, index }) = self.stacks.get(frame) else {
+            return false;
+        };
+        let index = index as usize;
+        if kept != id || !self.regions.get(index).is_some_and(|r| r.live) {
+            return false;
+        }
+        let region = &mut self.regions[index];
+        let (start, len) = (region.start, region.len);
+        let span = &mut self.spans[index];
+        let dirty = region
+            .dirty_lo
+            .min(span.dirty_lo as usize)
+            .min(written_from)
+            .min(len);
+        if dirty < len {
+            region.storage[start + dirty..start + len].fill(0);
+        }
+        region.dirty_lo = len;
+        span.dirty_lo = u64::MAX;
+        true
+    }
+
     /// Records that code which writes memory directly (the JIT) may have written stack frame
     /// `id` from byte `lowest` of the region up: when the frame comes back for the next call
     /// those bytes are zeroed, as the interpreter's frames are where it wrote.

@@ -470,10 +470,16 @@ impl XdpRuntime {
             programs: prepared,
             unprepared,
             kfuncs: kfuncs.into_resolved(),
-            interp: Interpreter::new(Options {
-                insn_budget: cfg.insn_budget,
-                ..Options::default()
-            }),
+            interp: {
+                let mut interp = Interpreter::new(Options {
+                    insn_budget: cfg.insn_budget,
+                    ..Options::default()
+                });
+                // The runtime's memory is the interpreter's alone between its runs, but for
+                // the JIT's, before which run_frame_repeated parks the interpreter's frame.
+                interp.keep_frames();
+                interp
+            },
             compiled: None,
             prandom: Prandom::new(cfg.seed, cfg.cpus),
             // No FIB given: a fresh network namespace's (the loopback alone).
@@ -917,9 +923,11 @@ impl XdpRuntime {
         let compiled = self.compiled.is_some()
             && self.interp.coverage_mut().is_none()
             && self.interp.taint().is_none();
-        if !compiled && let Some(exe) = self.compiled.as_mut() {
-            // The engine's frames, kept live from its last run, make way for the
-            // interpreter's.
+        // Each engine keeps its frames live from one of its runs to the next, and parks them
+        // before the other runs.
+        if compiled {
+            self.interp.release_frames(&mut self.mem);
+        } else if let Some(exe) = self.compiled.as_mut() {
             exe.release_frames(&mut self.mem);
         }
         let run = &mut self.last_run;
