@@ -342,6 +342,26 @@ pub struct Memory {
     last_ctx: Option<RegionId>,
 }
 
+/// Zeroes `frame[from..]`, where a stack frame was written. A tail of at most 32 bytes (what
+/// most programs write) is zeroed with two fixed-size stores that may overlap, as memset does
+/// it, without the call to memset, which cost a few percent of a fast replay on every packet.
+#[inline(always)]
+fn zero_written(frame: &mut [u8], from: usize) {
+    let tail = &mut frame[from..];
+    let n = tail.len();
+    match n {
+        16..=32 => {
+            tail[..16].copy_from_slice(&[0; 16]);
+            tail[n - 16..].copy_from_slice(&[0; 16]);
+        }
+        8..=15 => {
+            tail[..8].copy_from_slice(&[0; 8]);
+            tail[n - 8..].copy_from_slice(&[0; 8]);
+        }
+        _ => tail.fill(0),
+    }
+}
+
 /// [`Memory::index_of`] of a removed region.
 const GONE: u32 = u32::MAX;
 
@@ -441,7 +461,7 @@ impl Memory {
             let span = &mut self.spans[index];
             let dirty = region.dirty_lo.min(span.dirty_lo as usize).min(len);
             if dirty < len {
-                region.storage[start + dirty..start + len].fill(0);
+                zero_written(&mut region.storage[start..start + len], dirty);
             }
             region.dirty_lo = len;
             region.live = true;
@@ -491,7 +511,7 @@ impl Memory {
             .min(written_from)
             .min(len);
         if dirty < len {
-            region.storage[start + dirty..start + len].fill(0);
+            zero_written(&mut region.storage[start..start + len], dirty);
         }
         region.dirty_lo = len;
         span.dirty_lo = u64::MAX;
@@ -525,7 +545,7 @@ impl Memory {
             .min(written_from)
             .min(len);
         if dirty < len {
-            region.storage[start + dirty..start + len].fill(0);
+            zero_written(&mut region.storage[start..start + len], dirty);
         }
         region.dirty_lo = len;
         span.dirty_lo = u64::MAX;
