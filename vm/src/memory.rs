@@ -340,6 +340,10 @@ pub struct Memory {
     stacks: Vec<StackSlot>,
     /// The converted ctx region added last, which [`Memory::converted_ctx`] tries first.
     last_ctx: Option<RegionId>,
+    /// [`Memory::converted_ctx_span`]'s answer, kept in step with the ctx regions (which never
+    /// move while they live): an engine asks at the start of every run, and looking the region
+    /// up each time was a few percent of a fast replay.
+    ctx_span: Option<CtxSpan>,
 }
 
 /// Zeroes `frame[from..]`, where a stack frame was written. A tail of at most 32 bytes (what
@@ -739,7 +743,25 @@ impl Memory {
         if self.converted_ctx().is_none() {
             self.last_ctx = Some(id);
         }
+        self.note_converted_ctx();
         id
+    }
+
+    /// Notes [`Memory::converted_ctx`] and its span again, after a ctx region came or went.
+    fn note_converted_ctx(&mut self) {
+        let found = self.converted_ctx().map(|r| {
+            let span = CtxSpan {
+                base: r.base(),
+                len: r.len() as u64,
+                values: r
+                    .ctx
+                    .as_ref()
+                    .map_or(0, |f| f.values.as_ptr().addr() as u64),
+            };
+            (r.id(), span)
+        });
+        self.last_ctx = found.map(|(id, _)| id);
+        self.ctx_span = found.map(|(_, span)| span);
     }
 
     /// Sets field `index` of a converted ctx region.
@@ -777,6 +799,9 @@ impl Memory {
         for slot in &mut self.stacks {
             slot.index = self.index_of[slot.id.0 as usize];
         }
+        if region.ctx.is_some() {
+            self.note_converted_ctx();
+        }
         Some(region)
     }
 
@@ -808,14 +833,7 @@ impl Memory {
     /// start of every run.
     #[inline]
     pub fn converted_ctx_span(&self) -> Option<CtxSpan> {
-        self.converted_ctx().map(|r| CtxSpan {
-            base: r.base(),
-            len: r.len() as u64,
-            values: r
-                .ctx
-                .as_ref()
-                .map_or(0, |f| f.values.as_ptr().addr() as u64),
-        })
+        self.ctx_span
     }
 
     /// The live regions (parked stack frames are not).
@@ -1314,8 +1332,14 @@ mod tests {
         let third = mem.add_converted_ctx(fields());
         mem.remove(second);
         assert_eq!(mem.converted_ctx().map(Region::id), Some(third));
+        let span = mem.converted_ctx_span().expect("a live ctx");
+        let region = mem.converted_ctx().expect("a live ctx");
+        assert_eq!((span.base, span.len), (region.base(), region.len() as u64));
+        let values = region.ctx_fields().expect("a ctx").values.as_ptr().addr() as u64;
+        assert_eq!(span.values, values);
         mem.remove(third);
         assert!(mem.converted_ctx().is_none());
+        assert!(mem.converted_ctx_span().is_none());
     }
 
     #[test]
