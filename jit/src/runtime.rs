@@ -685,6 +685,11 @@ pub struct Compiled {
     pub(crate) ctx: Box<RunCtx>,
     /// Each program's entry function, by program index (what `ctx.prog_entries` points at).
     pub(crate) entries: Box<[Option<JitFn>]>,
+    /// Whether the frames of a run stay live in the memory for the next run
+    /// ([`Executable::keep_frames`]).
+    pub(crate) keep_frames: bool,
+    /// The entry frame (its id and top) the last run left live, with [`Compiled::keep_frames`].
+    pub(crate) kept_entry: Option<(RegionId, u64)>,
 }
 
 impl Compiled {
@@ -721,6 +726,8 @@ impl Compiled {
             executed: 0,
             ctx,
             entries,
+            keep_frames: false,
+            kept_entry: None,
         }
     }
 }
@@ -737,14 +744,15 @@ impl Drop for Compiled {
 }
 
 /// One run of `function` with the context set up, in the entry frame whose top is `top`: the
-/// count from zero, then the frames a stopped run left above the entry's popped.
+/// count from zero, then the frames a stopped run left above the entry's popped. Gives r0, or
+/// `None` when the run stopped (its error is then in `ctx.error`).
 fn run_once(
     ctx: &mut RunCtx,
     shared: &Shared,
     function: JitFn,
     args: [u64; 5],
     top: u64,
-) -> Result<u64, VmError> {
+) -> Option<u64> {
     ctx.executed = 0;
     ctx.depth = 0;
     ctx.forget_regions();
@@ -759,10 +767,7 @@ fn run_once(
     while ctx.frames.len() > 1 {
         pop_frame(ctx);
     }
-    match status {
-        STATUS_OK => Ok(regs[0]),
-        _ => Err(ctx.error.take().unwrap_or(VmError::FellOffEnd { pc: 0 })),
-    }
+    (status == STATUS_OK).then_some(regs[0])
 }
 
 impl Executable for Compiled {
@@ -813,15 +818,21 @@ impl Executable for Compiled {
         ctx.helpers = unsafe {
             std::mem::transmute::<*mut (dyn Helpers + '_), *mut (dyn Helpers + 'static)>(helpers)
         };
+        let written_from = self.shared.stack_written_from;
         // The entry frame is the same for every run of the batch: zeroed where the last run
-        // wrote, as a parked frame brought back would be.
+        // wrote, as a parked frame brought back would be. The one the last batch left live
+        // (keep_frames) is cleaned in place: the same bytes as parking it then bringing it
+        // back, without the two changes to the memory's regions on every packet.
         // SAFETY: the memory is the caller's, borrowed for this call; compiled code reaches it
         // only through the context, and does not run now.
-        let (stack, top) = unsafe { &mut *ctx.mem }.push_stack_frame(0);
+        let stack_mem = unsafe { &mut *ctx.mem };
+        let (stack, top) = match self.kept_entry.take() {
+            Some((id, top)) if stack_mem.clean_stack_frame_at(0, id, written_from) => (id, top),
+            _ => stack_mem.push_stack_frame(0),
+        };
         ctx.frames.push(stack);
-        let written_from = self.shared.stack_written_from;
         let mut total = 0;
-        let mut result = Ok(0);
+        let mut r0 = Some(0);
         for run in 0..times.max(1) {
             if run > 0 {
                 // SAFETY: as above; the helpers outlive this call.
@@ -830,18 +841,49 @@ impl Executable for Compiled {
                     (*ctx.mem).clean_stack_frame(stack, written_from);
                 }
             }
-            result = run_once(ctx, &self.shared, function, args, top);
+            r0 = run_once(ctx, &self.shared, function, args, top);
             total += ctx.executed;
-            if result.is_err() {
+            if r0.is_none() {
                 break;
             }
         }
         ctx.frames.pop();
-        release_kept_frames(ctx, &self.shared);
-        // SAFETY: as above.
-        park_frame(unsafe { &mut *ctx.mem }, stack, written_from);
+        if self.keep_frames {
+            // Left live for the next run, which cleans them where this one wrote
+            // (release_frames parks them otherwise).
+            self.kept_entry = Some((stack, top));
+        } else {
+            release_kept_frames(ctx, &self.shared);
+            // SAFETY: as above.
+            park_frame(unsafe { &mut *ctx.mem }, stack, written_from);
+        }
         self.executed = total;
-        result
+        // The result is built here, where it is returned: a whole `Result` kept across the
+        // loop and the clean-up was copied out with wide loads over the narrow stores that
+        // had just built it (a store-forwarding stall on every packet, a fifth of this
+        // function's time in a fast replay).
+        match r0 {
+            Some(r0) => Ok(r0),
+            None => Err(self
+                .ctx
+                .error
+                .take()
+                .unwrap_or(VmError::FellOffEnd { pc: 0 })),
+        }
+    }
+
+    fn keep_frames(&mut self) {
+        self.keep_frames = true;
+    }
+
+    fn release_frames(&mut self, mem: &mut Memory) {
+        let written_from = self.shared.stack_written_from;
+        if let Some((stack, _)) = self.kept_entry.take() {
+            park_frame(mem, stack, written_from);
+        }
+        let ctx = &mut *self.ctx;
+        ctx.mem = mem;
+        release_kept_frames(ctx, &self.shared);
     }
 
     fn executed(&self) -> u64 {

@@ -83,6 +83,22 @@ pub trait Executable {
 
     /// Overrides [`Executable::executed`]'s answer (a repeated run's total).
     fn set_executed(&mut self, count: u64);
+
+    /// Lets the engine leave the stack frames of a run live in its memory after the run, for
+    /// the next run on the same memory to take back (zeroed where the last one wrote, as a
+    /// parked frame brought back is), instead of parking them after every run: for a caller
+    /// that runs one program set on one memory packet after packet. A frame live between runs
+    /// is seen by nothing but address lookups, which only runs make; the caller parks the
+    /// frames ([`Executable::release_frames`]) before anything else pushes a stack frame on
+    /// that memory (another engine's run) or before the engine is dropped. An engine may
+    /// ignore this.
+    fn keep_frames(&mut self) {}
+
+    /// Parks the frames [`Executable::keep_frames`] left live in `mem`, as after a run without
+    /// it; keeping goes on from the next run.
+    fn release_frames(&mut self, mem: &mut Memory) {
+        let _ = mem;
+    }
 }
 
 /// BPF_PROG_TEST_RUN's repeats over one engine's `run` (which gives its result and the

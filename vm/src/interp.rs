@@ -23,7 +23,7 @@ use crate::alu;
 use crate::coverage::{Coverage, FELL_THROUGH, RAN, TAKEN};
 use crate::error::{MAX_CALL_FRAMES, Unsupported, VmError, kfunc_error};
 use crate::helpers::{CallbackDriver, CallbackStep, HelperError, HelperOutcome, Helpers};
-use crate::memory::{MemFault, Memory, RegionId};
+use crate::memory::{MemFault, Memory, RegionId, STACK_SIZE};
 use crate::taint::TaintState;
 use bpfemu_isa::{
     AluOp, AtomicOp, ByteOrder, CallTarget, Insn, JmpCond, LdImm64Kind, Program, Reg, Size, Source,
@@ -91,6 +91,11 @@ pub struct Interpreter {
     coverage: Option<Coverage>,
     /// When set, every run tracks taint (see [`crate::taint`]).
     taint: Option<TaintState>,
+    /// Whether a run's entry frame stays live in the memory for the next run
+    /// ([`Interpreter::keep_frames`]).
+    keep_frames: bool,
+    /// The entry frame (its id and top) the last run left live.
+    kept_entry: Option<(RegionId, u64)>,
 }
 
 /// One active call: its stack region, its `may_goto` count, and (for callees) where to
@@ -126,6 +131,27 @@ impl Interpreter {
             executed: 0,
             coverage: None,
             taint: None,
+            keep_frames: false,
+            kept_entry: None,
+        }
+    }
+
+    /// Leaves a run's entry stack frame live in the memory after the run (the regions do not
+    /// change twice on every packet), for the next run on the same memory to take back, zeroed
+    /// where the last one wrote: the same bytes as a parked frame brought back. Runs that
+    /// record coverage or taint (which look at the regions) park it first. For a caller that
+    /// runs this interpreter alone on one memory; it parks the frame
+    /// ([`Interpreter::release_frames`]) before anything else pushes a stack frame there.
+    pub fn keep_frames(&mut self) {
+        self.keep_frames = true;
+    }
+
+    /// Parks the entry frame [`Interpreter::keep_frames`] left live in `mem`, as after a run
+    /// without it; keeping goes on from the next run.
+    #[inline]
+    pub fn release_frames(&mut self, mem: &mut Memory) {
+        if let Some((stack, _)) = self.kept_entry.take() {
+            mem.remove_stack_frame_at(0, stack);
         }
     }
 
@@ -214,9 +240,26 @@ impl Interpreter {
             executed,
             coverage,
             taint,
+            keep_frames,
+            kept_entry,
         } = self;
         frames.clear();
         saved_regs.clear();
+        // A set that never names r10 runs without an entry frame (see `names_r10`).
+        let frameless = !progs.iter().any(|p| p.names_r10);
+        let keep = *keep_frames && coverage.is_none() && taint.is_none() && !frameless;
+        // The entry frame the last run left live, cleaned in place where that run wrote (the
+        // memory saw every write): what parking it and bringing it back would leave.
+        let entry_frame = match kept_entry.take() {
+            Some((stack, top)) if keep && mem.clean_stack_frame_at(0, stack, STACK_SIZE) => {
+                Some((stack, top))
+            }
+            Some((stack, _)) => {
+                mem.remove_stack_frame_at(0, stack);
+                None
+            }
+            None => None,
+        };
         if let Some(taint) = taint.as_mut() {
             taint.begin_run(mem);
         }
@@ -236,8 +279,7 @@ impl Interpreter {
             coverage: coverage.as_mut(),
             taint: taint.as_mut(),
         };
-        let frameless = !progs.iter().any(|p| p.names_r10);
-        machine.start(args, frameless);
+        let entry_top = machine.start(args, frameless, entry_frame);
         // The error comes back boxed (the result fits two registers), and is unboxed only
         // once the machine is cleaned up: a whole `Result<u64, VmError>` kept across the
         // cleanup was copied into the caller's slot with wide loads over the loop's narrow
@@ -247,7 +289,12 @@ impl Interpreter {
             coverage.errors_mut().run_ended();
         }
         for (depth, frame) in machine.frames.iter().enumerate() {
-            if let Some(stack) = frame.stack {
+            let Some(stack) = frame.stack else {
+                continue;
+            };
+            if depth == 0 && keep {
+                *kept_entry = Some((stack, entry_top));
+            } else {
                 machine.mem.remove_stack_frame_at(depth, stack);
             }
         }
@@ -381,14 +428,16 @@ macro_rules! match_code {
 }
 
 impl Machine<'_> {
-    fn start(&mut self, args: [u64; 5], frameless: bool) {
+    /// Sets r1-r5 and enters the entry function: in `frame` (a live entry frame, its id and
+    /// top), without one when `frameless`, or in a new one; gives the entry frame's top.
+    fn start(&mut self, args: [u64; 5], frameless: bool, frame: Option<(RegionId, u64)>) -> u64 {
         self.regs[1..6].copy_from_slice(&args);
-        if frameless {
-            self.record_frame(None, 0);
-            self.pc = 0;
-        } else {
-            self.push_frame(0, 0);
+        match frame {
+            Some((stack, top)) => self.enter_frame(Some(stack), top, 0, 0),
+            None if frameless => self.enter_frame(None, 0, 0, 0),
+            None => self.push_frame(0, 0),
         }
+        self.regs[10]
     }
 
     /// Inlined into [`Interpreter::run_prepared`], so that the machine is a local there whose
@@ -1136,12 +1185,13 @@ impl Machine<'_> {
     fn push_frame(&mut self, return_pc: usize, entry: usize) {
         let depth = self.frames.len();
         let (stack, top) = self.mem.push_stack_frame(depth);
-        self.record_frame(Some(stack), return_pc);
-        self.regs[10] = top;
-        self.pc = entry;
+        self.enter_frame(Some(stack), top, return_pc, entry);
     }
 
-    fn record_frame(&mut self, stack: Option<RegionId>, return_pc: usize) {
+    /// Adds a frame over the live stack region `stack` (whose top is `top`; none for a
+    /// frameless entry), and continues at `entry`.
+    #[inline]
+    fn enter_frame(&mut self, stack: Option<RegionId>, top: u64, return_pc: usize, entry: usize) {
         self.frames.push(Frame {
             stack,
             may_goto_left: self.options.may_goto_loops,
@@ -1149,6 +1199,8 @@ impl Machine<'_> {
             return_prog: self.cur,
             callback: false,
         });
+        self.regs[10] = top;
+        self.pc = entry;
     }
 
     /// Returns from the current function; `Done` when it is the entry function. A callback's

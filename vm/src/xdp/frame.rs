@@ -179,14 +179,9 @@ impl XdpFrame {
         let (linear, rest) = input.split_at(input.len().min(MAX_LINEAR_SIZE + meta_len));
         let meta = XDP_PACKET_HEADROOM - meta_len;
         let end = meta + linear.len();
-        let lo = self.headroom_lo;
-        let bytes = self.extent_mut(mem);
         // What the last packet may have left in the headroom goes back to zero (past the
         // packet, nothing is visible until adjust_tail zeroes it).
-        if lo < meta {
-            bytes[lo..meta].fill(0);
-        }
-        bytes[meta..end].copy_from_slice(linear);
+        let zero_from = self.headroom_lo;
         if !self.frags.is_empty() {
             self.spare_frags.append(&mut self.frags);
         }
@@ -196,15 +191,16 @@ impl XdpFrame {
         (self.meta, self.data, self.end) = (meta, XDP_PACKET_HEADROOM, end);
         self.headroom_lo = meta;
         (self.ingress_ifindex, self.rx_queue_index) = (ingress_ifindex, rx_queue_index);
-        // The bounds and the receive queue from here, not read back from `self` just after
-        // the stores above: a wide load of two of them would wait for those stores (a
+        // The bytes, the window and the ctx fields in one memory operation (each region
+        // looked up once); the bounds from here, not read back from `self` just after the
+        // stores above: a wide load of two of them would wait for those stores (a
         // store-forwarding stall that cost more than the rest of the load).
-        self.publish(
-            mem,
+        let fields = self.fields(
             [meta, XDP_PACKET_HEADROOM, end],
             ingress_ifindex,
             rx_queue_index,
         );
+        mem.load_window_and_ctx(self.region, zero_from, meta, linear, self.ctx, &fields);
         Ok(())
     }
 
@@ -327,6 +323,20 @@ impl XdpFrame {
         rx_queue_index: u32,
     ) {
         self.headroom_lo = self.headroom_lo.min(meta);
+        let fields = self.fields([meta, data, end], ingress_ifindex, rx_queue_index);
+        mem.set_window(self.region, meta, end - meta);
+        mem.set_ctx_fields(self.ctx, &fields);
+    }
+
+    /// The ctx fields the program loads, for the bounds `[data_meta, data, data_end]` and
+    /// receive queue given.
+    #[inline(always)]
+    fn fields(
+        &self,
+        [meta, data, end]: [usize; 3],
+        ingress_ifindex: u32,
+        rx_queue_index: u32,
+    ) -> [u64; ctx::FIELDS] {
         let base = self.base;
         let mut fields = [0u64; ctx::FIELDS];
         fields[CtxField::Data as usize] = base + data as u64;
@@ -335,8 +345,7 @@ impl XdpFrame {
         fields[CtxField::IngressIfindex as usize] = ingress_ifindex as u64;
         fields[CtxField::RxQueueIndex as usize] = rx_queue_index as u64;
         fields[CtxField::EgressIfindex as usize] = 0;
-        mem.set_window(self.region, meta, end - meta);
-        mem.set_ctx_fields(self.ctx, &fields);
+        fields
     }
 
     /// `bpf_xdp_adjust_head`: moves `data` (and the metadata with it) by `delta`; the packet

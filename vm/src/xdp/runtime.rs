@@ -470,10 +470,16 @@ impl XdpRuntime {
             programs: prepared,
             unprepared,
             kfuncs: kfuncs.into_resolved(),
-            interp: Interpreter::new(Options {
-                insn_budget: cfg.insn_budget,
-                ..Options::default()
-            }),
+            interp: {
+                let mut interp = Interpreter::new(Options {
+                    insn_budget: cfg.insn_budget,
+                    ..Options::default()
+                });
+                // The runtime's memory is the interpreter's alone between its runs, but for
+                // the JIT's, before which run_frame_repeated parks the interpreter's frame.
+                interp.keep_frames();
+                interp
+            },
             compiled: None,
             prandom: Prandom::new(cfg.seed, cfg.cpus),
             // No FIB given: a fresh network namespace's (the loopback alone).
@@ -490,11 +496,16 @@ impl XdpRuntime {
         let arrays: Vec<_> = (0..self.maps.len())
             .filter_map(|i| Some((self.maps.handle(i), self.maps.get(i)?.inline_array()?)))
             .collect();
-        self.compiled = Some(engine.prepare_set_with_arrays(
-            &self.programs,
-            *self.interp.options(),
-            &arrays,
-        )?);
+        let mut compiled =
+            engine.prepare_set_with_arrays(&self.programs, *self.interp.options(), &arrays)?;
+        // This runtime's memory is the engine's alone between its runs, but for the
+        // interpreter's, before which run_frame_repeated parks the engine's frames: they may
+        // stay live from packet to packet.
+        compiled.keep_frames();
+        if let Some(old) = self.compiled.as_mut() {
+            old.release_frames(&mut self.mem);
+        }
+        self.compiled = Some(compiled);
         Ok(())
     }
 
@@ -912,6 +923,13 @@ impl XdpRuntime {
         let compiled = self.compiled.is_some()
             && self.interp.coverage_mut().is_none()
             && self.interp.taint().is_none();
+        // Each engine keeps its frames live from one of its runs to the next, and parks them
+        // before the other runs.
+        if compiled {
+            self.interp.release_frames(&mut self.mem);
+        } else if let Some(exe) = self.compiled.as_mut() {
+            exe.release_frames(&mut self.mem);
+        }
         let run = &mut self.last_run;
         run.reset(meta.cpu, Clock { ts_ns: meta.ts_ns });
         let mut env = XdpEnv {
