@@ -648,6 +648,14 @@ impl CodeMemory {
     }
 }
 
+impl Drop for CodeMemory {
+    fn drop(&mut self) {
+        // SAFETY: the mapping was made in `new` with this length and nothing points into it
+        // any more (the compiled functions die with their `Compiled`).
+        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::CodeMemory;
@@ -679,13 +687,5 @@ mod tests {
         assert_eq!(f(), 42);
         drop(code);
         assert_ne!(permissions_at(addr).as_deref(), Some("r-xp"));
-    }
-}
-
-impl Drop for CodeMemory {
-    fn drop(&mut self) {
-        // SAFETY: the mapping was made in `new` with this length and nothing points into it
-        // any more (the compiled functions die with their `Compiled`).
-        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
     }
 }
