@@ -8,6 +8,7 @@ use super::{
     Arg, COUNT, CTX, FRAME_TOP, Flow, FnCompiler, IN_REGS, MAY_GOTO, OUT_REGS, REGS, SAVE, T1, T2,
     entry,
 };
+use crate::Mode;
 use crate::inline::{ArrayBase, ArrayLookup, GET_SMP_PROCESSOR_ID, MAP_LOOKUP_ELEM};
 use crate::runtime::{self, FRAME_SLOT, MAY_GOTO_SLOT, STATUS_SPECIAL, offsets};
 use bpfemu_isa::{CallTarget, Reg, Size};
@@ -72,6 +73,8 @@ impl FnCompiler<'_> {
                 self.helper_through_runtime(id, pc);
                 self.a.bind(done);
             }
+            // Checked code asks the helper: the inline lookup reads the key at r2 unchecked.
+            MAP_LOOKUP_ELEM if self.mode == Mode::Checked => self.helper_through_runtime(id, pc),
             MAP_LOOKUP_ELEM => match self.known_r1.and_then(|map| self.arrays.get(&map)).copied() {
                 Some(array) => self.inline_array_lookup(array, pc),
                 None => self.helper_through_runtime(id, pc),
@@ -182,8 +185,9 @@ impl FnCompiler<'_> {
         self.a.load_zx(Sz::Q, RAX, mem(CTX, offsets::SCRATCH));
     }
 
-    /// A bpf-to-bpf call: the next depth's kept frame (zeroed where code may have written),
-    /// r1-r5 passed, r0 returned, r6-r9 kept (callee-saved), r1-r5 as they were.
+    /// A bpf-to-bpf call: the next depth's kept frame (zeroed where code may have written) in
+    /// trusted code, a fresh frame from the runtime in checked code; r1-r5 passed, r0
+    /// returned, r6-r9 kept (callee-saved), r1-r5 as they were.
     fn call_local(&mut self, rel: i32, pc: usize) -> Flow {
         let target = pc as i64 + 1 + rel as i64;
         let callee = usize::try_from(target)
@@ -197,7 +201,8 @@ impl FnCompiler<'_> {
         self.spill(1, 5);
         // The frame's top in T2.
         let (slow, have) = (self.a.label(), self.a.label());
-        if STACK_SIZE - self.zero_from <= INLINE_ZERO_MAX {
+        let per_call = self.mode == Mode::Checked;
+        if !per_call && STACK_SIZE - self.zero_from <= INLINE_ZERO_MAX {
             self.a.load_zx(Sz::Q, T1, mem(CTX, offsets::DEPTH));
             self.a.arith_ri(Sz::Q, Arith::Add, T1, 1);
             self.a
@@ -239,9 +244,15 @@ impl FnCompiler<'_> {
         self.a.call_label(callee);
         self.a.load_zx(Sz::Q, COUNT, mem(CTX, offsets::EXECUTED));
         self.propagate_unless_ok();
-        // The frame stays for the next call at this depth.
-        self.a
-            .arith_mi(Sz::Q, Arith::Sub, mem(CTX, offsets::DEPTH), 1);
+        if per_call {
+            // The callee's frame leaves the memory ([`FrameMode::PerCall`]): an access to it
+            // faults from now on. (A run that stopped leaves its frames to the runtime.)
+            self.call_rt(entry!(runtime::jit_pop_frame), &[]);
+        } else {
+            // The frame stays for the next call at this depth.
+            self.a
+                .arith_mi(Sz::Q, Arith::Sub, mem(CTX, offsets::DEPTH), 1);
+        }
         self.a.load_zx(Sz::Q, RAX, out_slot(0));
         self.reload(1, 5);
         Flow::Next
