@@ -422,7 +422,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Engine::JitBaselineChecked => EngineKind::JitBaselineChecked,
                 Engine::JitTrusted | Engine::JitBaseline => anyhow::bail!(
                     "--engine {} runs verified programs only; the suite's programs are \
-                     not verified: use --engine jit",
+                     not verified: use --engine jit or jit-baseline-checked",
                     engine.choice().name()
                 ),
             };
