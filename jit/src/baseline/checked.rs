@@ -107,7 +107,6 @@ impl FnCompiler<'_> {
 
     /// A checked `dst = *(size *)(src + off)`, zero- or sign-extended (a load-acquire is the
     /// same on x86).
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn checked_load(
         &mut self,
         size: Size,
