@@ -73,8 +73,6 @@ impl FnCompiler<'_> {
                 self.helper_through_runtime(id, pc);
                 self.a.bind(done);
             }
-            // Checked code asks the helper: the inline lookup reads the key at r2 unchecked.
-            MAP_LOOKUP_ELEM if self.mode == Mode::Checked => self.helper_through_runtime(id, pc),
             MAP_LOOKUP_ELEM => match self.known_r1.and_then(|map| self.arrays.get(&map)).copied() {
                 Some(array) => self.inline_array_lookup(array, pc),
                 None => self.helper_through_runtime(id, pc),
@@ -84,10 +82,22 @@ impl FnCompiler<'_> {
     }
 
     /// An array lookup as the kernel inlines it: r0 = the element of the u32 key at r2, or 0
-    /// past the end; a per-CPU array on a CPU the helpers do not model asks the helper.
+    /// past the end; a per-CPU array on a CPU the helpers do not model asks the helper, and
+    /// so does checked code whose key is not in the function's own frame.
     fn inline_array_lookup(&mut self, array: ArrayLookup, pc: usize) {
         let (slow, null, done) = (self.a.label(), self.a.label(), self.a.label());
-        // `slow`: a per-CPU array on a CPU the helpers do not model.
+        let key = REGS[Reg::R2.index()];
+        let checked = self.mode == Mode::Checked;
+        if checked {
+            // The key is read inline only where it is surely readable, as in Cranelift's
+            // checked code: anywhere else the helper reads it, and faults as the interpreter.
+            self.a.lea(T1, mem(key, STACK_SIZE as i32));
+            self.a.arith_rm(Sz::Q, Arith::Sub, T1, mem(RSP, FRAME_TOP));
+            self.a
+                .arith_ri(Sz::Q, Arith::Cmp, T1, (STACK_SIZE - 4) as i32);
+            self.a.jcc(Cc::A, slow);
+        }
+        // `slow` also: a per-CPU array on a CPU the helpers do not model.
         match array.base {
             ArrayBase::Fixed(base) => self.a.mov_imm64(T1, base),
             ArrayBase::PerCpu { table, copies } => {
@@ -99,7 +109,6 @@ impl FnCompiler<'_> {
                 self.a.load_zx(Sz::Q, T1, mem_index(T2, T1, 8, 0));
             }
         }
-        let key = REGS[Reg::R2.index()];
         self.a.load_zx(Sz::W, T2, mem(key, 0));
         self.a.mov_imm32(RAX, array.max_entries);
         self.a.arith_rr(Sz::Q, Arith::Cmp, T2, RAX);
@@ -115,7 +124,7 @@ impl FnCompiler<'_> {
         self.a.jmp(done);
         self.a.bind(null);
         self.a.mov_imm32(RAX, 0);
-        if matches!(array.base, ArrayBase::PerCpu { .. }) {
+        if checked || matches!(array.base, ArrayBase::PerCpu { .. }) {
             self.a.jmp(done);
             self.a.bind(slow);
             self.helper_through_runtime(MAP_LOOKUP_ELEM, pc);
