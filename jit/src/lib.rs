@@ -46,18 +46,21 @@
 //!     Insn::Exit,
 //! ])
 //! .unwrap();
-//! let mut exe = Jit::new(Mode::Checked).prepare(&prog).unwrap();
-//! let mut mem = Memory::new();
-//! let buf = mem.add_copy(RegionKind::Input, &[0, 0, 0, 0, 0x10, 0, 0, 0], true);
-//! let addr = mem.region(buf).unwrap().base();
-//! assert_eq!(exe.run([addr, 8, 0, 0, 0], &mut mem, &mut NoHelpers), Ok(0x18));
+//! // Checked code from either tier.
+//! for jit in [Jit::new(Mode::Checked), Jit::new(Mode::Checked).baseline()] {
+//!     let mut exe = jit.prepare(&prog).unwrap();
+//!     let mut mem = Memory::new();
+//!     let buf = mem.add_copy(RegionKind::Input, &[0, 0, 0, 0, 0x10, 0, 0, 0], true);
+//!     let addr = mem.region(buf).unwrap().base();
+//!     assert_eq!(exe.run([addr, 8, 0, 0, 0], &mut mem, &mut NoHelpers), Ok(0x18));
 //!
-//! // Past the end of the buffer: the interpreter's fault, not undefined behaviour.
-//! let err = exe.run([addr + 2, 8, 0, 0, 0], &mut mem, &mut NoHelpers).unwrap_err();
-//! assert_eq!(
-//!     err.to_string(),
-//!     "insn 0: invalid read of 4 bytes at input+6: 2 bytes past the end of input buffer (8 bytes)"
-//! );
+//!     // Past the end of the buffer: the interpreter's fault, not undefined behaviour.
+//!     let err = exe.run([addr + 2, 8, 0, 0, 0], &mut mem, &mut NoHelpers).unwrap_err();
+//!     assert_eq!(
+//!         err.to_string(),
+//!         "insn 0: invalid read of 4 bytes at input+6: 2 bytes past the end of input buffer (8 bytes)"
+//!     );
+//! }
 //! ```
 
 #[cfg(target_arch = "x86_64")]
