@@ -70,6 +70,7 @@ fn xdp(c: &mut Criterion) {
             ("jit", EngineChoice::Jit),
             ("jit-trusted", EngineChoice::JitTrusted),
             ("jit-baseline", EngineChoice::JitBaseline),
+            ("jit-baseline-checked", EngineChoice::JitBaselineChecked),
         ] {
             let mut r = replayer(&object, engine);
             let meta = PacketMeta::default();

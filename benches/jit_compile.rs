@@ -3,8 +3,9 @@
 //! target is under 1 ms). Times are the thread's CPU time, so that the other processes of a
 //! busy machine count less.
 //!
-//! `cargo bench --bench jit_compile` (release; `-- checked`, the default, `-- trusted`, or
-//! `-- baseline`: trusted code from the baseline compiler, `bpfemu_jit::Tier`). For a
+//! `cargo bench --bench jit_compile` (release; `-- checked`, the default, `-- trusted`,
+//! `-- baseline`: trusted code from the baseline compiler, `bpfemu_jit::Tier`, or
+//! `-- baseline-checked`: checked code from it). For a
 //! profile, `-- --repeat N NAME...` compiles only the objects whose file names contain one of
 //! the NAMEs, N times each (`perf record -g` over it, built with debug info).
 
@@ -22,6 +23,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let trusted = args.iter().any(|a| a == "trusted");
     let baseline = args.iter().any(|a| a == "baseline");
+    let baseline_checked = args.iter().any(|a| a == "baseline-checked");
     let rounds = args
         .iter()
         .position(|a| a == "--repeat")
@@ -35,12 +37,15 @@ fn main() {
             !a.starts_with('-')
                 && a != "trusted"
                 && a != "baseline"
+                && a != "baseline-checked"
                 && a != "checked"
                 && (i == 0 || args[i - 1] != "--repeat")
         })
         .map(|(_, a)| a)
         .collect();
-    let engine = if baseline {
+    let engine = if baseline_checked {
+        EngineChoice::JitBaselineChecked
+    } else if baseline {
         EngineChoice::JitBaseline
     } else if trusted {
         EngineChoice::JitTrusted

@@ -31,8 +31,8 @@ capture_for() {
     esac
 }
 
-fmt='%-15s %8s %10s %10s %12s %12s %10s %12s %12s %8s %8s %10s\n'
-printf "$fmt" program insns/run interp jit jit-trusted jit-baseline kernel trusted/kern baseline/kern compile base-ms replay
+fmt='%-15s %8s %10s %10s %12s %12s %12s %10s %12s %12s %8s %8s %10s\n'
+printf "$fmt" program insns/run interp jit jit-trusted jit-baseline base-checked kernel trusted/kern baseline/kern compile base-ms replay
 logsum=0
 count=0
 blogsum=0
@@ -52,14 +52,15 @@ for obj in examples/xdp/build/*."$level".o; do
     row=$(jq -r '
         def ns(e): if e.ns_per_packet then (e.ns_per_packet * 10 | round / 10 | tostring) else "-" end;
         [ .program, (.insns_per_packet * 10 | round / 10 | tostring),
-          ns(.engines[0]), ns(.engines[1]), ns(.engines[2]), ns(.engines[3]), ns(.kernel),
+          ns(.engines[0]), ns(.engines[1]), ns(.engines[2]), ns(.engines[3]), ns(.engines[4]),
+          ns(.kernel),
           (.engines[2].time_vs_kernel // "-" | tostring),
           (.engines[3].time_vs_kernel // "-" | tostring),
           ((.engines[2].compile_ms // .engines[1].compile_ms // 0) * 1000 | round / 1000 | tostring),
           ((.engines[3].compile_ms // 0) * 1000 | round / 1000 | tostring),
           ns(.engines[2].replay // {}) ]
         | @tsv' <<<"$doc")
-    IFS=$'\t' read -r _prog ipp interp jit trusted base kernel ratio bratio compile bcompile replay <<<"$row"
+    IFS=$'\t' read -r _prog ipp interp jit trusted base bchecked kernel ratio bratio compile bcompile replay <<<"$row"
     if [ "$ratio" != "-" ]; then
         logsum=$(awk -v s="$logsum" -v r="$ratio" 'BEGIN { print s + log(r) }')
         count=$((count + 1))
@@ -70,9 +71,10 @@ for obj in examples/xdp/build/*."$level".o; do
         bcount=$((bcount + 1))
         bratio=$(awk -v r="$bratio" 'BEGIN { printf "%.3fx", r }')
     fi
-    printf "$fmt" "$name" "$ipp" "$interp" "$jit" "$trusted" "$base" "$kernel" "$ratio" "$bratio" "$compile" "$bcompile" "$replay"
+    printf "$fmt" "$name" "$ipp" "$interp" "$jit" "$trusted" "$base" "$bchecked" "$kernel" "$ratio" "$bratio" "$compile" "$bcompile" "$replay"
 done
-echo "(ns a run in test_run's loop, the thread's CPU time; kernel: BPF_PROG_TEST_RUN's own duration;"
+echo "(ns a run in test_run's loop, the thread's CPU time; base-checked: jit-baseline-checked's;"
+echo " kernel: BPF_PROG_TEST_RUN's own duration;"
 echo " compile and base-ms: jit-trusted's and jit-baseline's compile in ms;"
 echo " replay: jit-trusted's ns a packet loaded afresh and run)"
 if [ "$count" -gt 0 ]; then

@@ -60,7 +60,7 @@ pub struct BenchOptions {
 /// One engine's figures.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EngineFigures {
-    /// "interp", "jit" (checked), "jit-trusted" or "jit-baseline".
+    /// "interp", "jit" (checked), "jit-trusted", "jit-baseline" or "jit-baseline-checked".
     pub engine: &'static str,
     /// Time to get the program ready to run: loading, the runtime, the maps, the compile.
     pub prepare: Duration,
@@ -119,11 +119,12 @@ pub struct BenchReport {
 }
 
 /// The engines measured, in the report's order.
-const ENGINES: [EngineChoice; 4] = [
+const ENGINES: [EngineChoice; 5] = [
     EngineChoice::Interp,
     EngineChoice::Jit,
     EngineChoice::JitTrusted,
     EngineChoice::JitBaseline,
+    EngineChoice::JitBaselineChecked,
 ];
 
 pub fn bench(opts: &BenchOptions) -> Result<BenchReport> {

@@ -239,7 +239,8 @@ struct BenchArgs {
     /// Benchmark the program even if bpfemu's verifier rejects it.
     #[arg(long)]
     no_verify: bool,
-    /// An engine to measure (repeatable; default: interp, jit, jit-trusted and jit-baseline).
+    /// An engine to measure (repeatable; default: interp, jit, jit-trusted, jit-baseline and
+    /// jit-baseline-checked).
     #[arg(long, value_enum)]
     engine: Vec<Engine>,
     #[command(flatten)]
@@ -373,6 +374,9 @@ enum Engine {
     /// code made straight from each instruction, compiled some eighty times faster than
     /// Cranelift's.
     JitBaseline,
+    /// The baseline JIT, every memory access checked as the interpreter checks it (as jit),
+    /// compiled as fast as jit-baseline.
+    JitBaselineChecked,
 }
 
 impl Engine {
@@ -383,6 +387,7 @@ impl Engine {
             Engine::Jit => EngineChoice::Jit,
             Engine::JitTrusted => EngineChoice::JitTrusted,
             Engine::JitBaseline => EngineChoice::JitBaseline,
+            Engine::JitBaselineChecked => EngineChoice::JitBaselineChecked,
         }
     }
 }
@@ -414,9 +419,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let engine = match engine {
                 Engine::Interp => EngineKind::Interp,
                 Engine::Jit => EngineKind::Jit,
+                Engine::JitBaselineChecked => EngineKind::JitBaselineChecked,
                 Engine::JitTrusted | Engine::JitBaseline => anyhow::bail!(
                     "--engine {} runs verified programs only; the suite's programs are \
-                     not verified: use --engine jit",
+                     not verified: use --engine jit or jit-baseline-checked",
                     engine.choice().name()
                 ),
             };

@@ -27,6 +27,9 @@ pub enum EngineChoice {
     /// times faster than Cranelift's) on host memory directly: as `JitTrusted`, only for
     /// programs a verifier accepted.
     JitBaseline,
+    /// The baseline JIT's checked code: every memory access checked as the interpreter
+    /// checks it (as `Jit`), compiled as fast as `JitBaseline`.
+    JitBaselineChecked,
 }
 
 impl EngineChoice {
@@ -37,6 +40,7 @@ impl EngineChoice {
             EngineChoice::Jit => "jit",
             EngineChoice::JitTrusted => "jit-trusted",
             EngineChoice::JitBaseline => "jit-baseline",
+            EngineChoice::JitBaselineChecked => "jit-baseline-checked",
         }
     }
 
@@ -64,6 +68,9 @@ impl EngineChoice {
             EngineChoice::Jit => bpfemu_jit::Jit::new(bpfemu_jit::Mode::Checked),
             EngineChoice::JitTrusted => bpfemu_jit::Jit::new(bpfemu_jit::Mode::Trusted),
             EngineChoice::JitBaseline => bpfemu_jit::Jit::new(bpfemu_jit::Mode::Trusted).baseline(),
+            EngineChoice::JitBaselineChecked => {
+                bpfemu_jit::Jit::new(bpfemu_jit::Mode::Checked).baseline()
+            }
         };
         match stack_bound {
             Some(bytes) if self.is_trusted() => runtime.set_engine(&jit.with_stack_bound(bytes)),

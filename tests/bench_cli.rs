@@ -69,7 +69,16 @@ fn bench_runs_every_engine_on_the_same_packets() {
         .iter()
         .map(|e| e["engine"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["interp", "jit", "jit-trusted", "jit-baseline"]);
+    assert_eq!(
+        names,
+        [
+            "interp",
+            "jit",
+            "jit-trusted",
+            "jit-baseline",
+            "jit-baseline-checked"
+        ]
+    );
     let interp_insns = engines[0]["insns"].as_u64().unwrap();
     for engine in engines {
         assert_eq!(engine["errors"], 0, "{engine}");

@@ -148,6 +148,31 @@ fn corpus_has_no_mismatch_under_the_baseline_jit() {
     assert!(packets > 0);
 }
 
+/// Every corpus program under the baseline JIT's checked code (`--engine
+/// jit-baseline-checked`, no verifier involved) agrees with the kernel, over the same
+/// captures as the trusted baseline.
+#[test]
+fn corpus_has_no_mismatch_under_the_checked_baseline_jit() {
+    if !kernel_or_skip("corpus_has_no_mismatch_under_the_checked_baseline_jit") {
+        return;
+    }
+    let engine = ["--engine", "jit-baseline-checked"];
+    let mut packets = 0;
+    for obj in corpus("v3") {
+        for cap in captures() {
+            packets += diff_clean(&obj, &cap, &engine);
+        }
+    }
+    for level in ["v2", "v4"] {
+        for obj in corpus(level) {
+            for cap in ["normal.pcap", "malformed.pcap"] {
+                packets += diff_clean(&obj, &root().join("examples/pcap").join(cap), &engine);
+            }
+        }
+    }
+    assert!(packets > 0);
+}
+
 /// l4lb with VIPs set through `--maps`: the connection table fills on both sides; its
 /// `last_seen_ns` holds clock readings and is reported as not compared, the rest is equal.
 #[test]

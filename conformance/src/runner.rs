@@ -24,6 +24,9 @@ pub enum EngineKind {
     /// skipped, since trusted code checks nothing (its programs must pass a verifier).
     #[serde(rename = "jit-baseline")]
     JitBaseline,
+    /// The baseline JIT's checked code, on every test (as `Jit`).
+    #[serde(rename = "jit-baseline-checked")]
+    JitBaselineChecked,
 }
 
 impl EngineKind {
@@ -33,6 +36,9 @@ impl EngineKind {
             EngineKind::Jit => Box::new(bpfemu_jit::Jit::new(bpfemu_jit::Mode::Checked)),
             EngineKind::JitBaseline => {
                 Box::new(bpfemu_jit::Jit::new(bpfemu_jit::Mode::Trusted).baseline())
+            }
+            EngineKind::JitBaselineChecked => {
+                Box::new(bpfemu_jit::Jit::new(bpfemu_jit::Mode::Checked).baseline())
             }
         }
     }

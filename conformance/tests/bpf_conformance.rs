@@ -46,6 +46,13 @@ fn every_suite_test_passes_under_the_baseline_jit() {
     every_suite_test_passes_under(EngineKind::JitBaseline);
 }
 
+/// Checked code from the baseline compiler, on every test, those that expect an error too:
+/// the suite's programs are not verified, so its checks must stop them as the interpreter's.
+#[test]
+fn every_suite_test_passes_under_the_checked_baseline_jit() {
+    every_suite_test_passes_under(EngineKind::JitBaselineChecked);
+}
+
 fn every_suite_test_passes_under(engine: EngineKind) {
     let reports = run_with("tests", engine);
     assert!(reports.len() >= 300, "only {} tests found", reports.len());

@@ -2,11 +2,13 @@
 //! runtime (its memory regions, maps and helpers) with the interpreter's exact results.
 //!
 //! Two tiers ([`Tier`]): Cranelift (optimised code, some 13 ms per 1,000 instructions to
-//! compile trusted code) and, for trusted code on x86-64, the [`baseline`] compiler, which
-//! emits x86-64 machine code straight from each instruction as the kernel's JIT does (about
-//! 0.16 ms per 1,000 instructions) into functions with the same signature, run context,
-//! statuses and exact budget, driven by the same [`runtime`]:
-//! `Jit::new(Mode::Trusted).baseline()`.
+//! compile trusted code) and, on x86-64, the [`baseline`] compiler, which emits x86-64
+//! machine code straight from each instruction as the kernel's JIT does (about 0.16 ms per
+//! 1,000 instructions) into functions with the same signature, run context, statuses and
+//! exact budget, driven by the same [`runtime`]: `Jit::new(Mode::Trusted).baseline()`, and
+//! for checked code `Jit::new(Mode::Checked).baseline()`, whose accesses are validated as
+//! [`bounds`] validates Cranelift's (the same inline region cache, the same runtime entry
+//! points and faults, a frame per call).
 //!
 //! The shape follows wasmtime's bytecode translator, one file per concern:
 //! - [`compile`]: the driver. Finds the functions of a program set (entries, bpf-to-bpf call
@@ -44,18 +46,21 @@
 //!     Insn::Exit,
 //! ])
 //! .unwrap();
-//! let mut exe = Jit::new(Mode::Checked).prepare(&prog).unwrap();
-//! let mut mem = Memory::new();
-//! let buf = mem.add_copy(RegionKind::Input, &[0, 0, 0, 0, 0x10, 0, 0, 0], true);
-//! let addr = mem.region(buf).unwrap().base();
-//! assert_eq!(exe.run([addr, 8, 0, 0, 0], &mut mem, &mut NoHelpers), Ok(0x18));
+//! // Checked code from either tier.
+//! for jit in [Jit::new(Mode::Checked), Jit::new(Mode::Checked).baseline()] {
+//!     let mut exe = jit.prepare(&prog).unwrap();
+//!     let mut mem = Memory::new();
+//!     let buf = mem.add_copy(RegionKind::Input, &[0, 0, 0, 0, 0x10, 0, 0, 0], true);
+//!     let addr = mem.region(buf).unwrap().base();
+//!     assert_eq!(exe.run([addr, 8, 0, 0, 0], &mut mem, &mut NoHelpers), Ok(0x18));
 //!
-//! // Past the end of the buffer: the interpreter's fault, not undefined behaviour.
-//! let err = exe.run([addr + 2, 8, 0, 0, 0], &mut mem, &mut NoHelpers).unwrap_err();
-//! assert_eq!(
-//!     err.to_string(),
-//!     "insn 0: invalid read of 4 bytes at input+6: 2 bytes past the end of input buffer (8 bytes)"
-//! );
+//!     // Past the end of the buffer: the interpreter's fault, not undefined behaviour.
+//!     let err = exe.run([addr + 2, 8, 0, 0, 0], &mut mem, &mut NoHelpers).unwrap_err();
+//!     assert_eq!(
+//!         err.to_string(),
+//!         "insn 0: invalid read of 4 bytes at input+6: 2 bytes past the end of input buffer (8 bytes)"
+//!     );
+//! }
 //! ```
 
 #[cfg(target_arch = "x86_64")]
@@ -98,15 +103,14 @@ pub enum Opt {
     None,
 }
 
-/// Which compiler makes trusted code.
+/// Which compiler makes the code.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Tier {
     /// Cranelift: optimised code, about 13 ms per 1,000 instructions to compile.
     #[default]
     Cranelift,
     /// The [`baseline`] compiler: one x86-64 template per instruction, compiled some eighty
-    /// times faster. Trusted mode on x86-64 only: checked code (and other hosts) stay on
-    /// Cranelift.
+    /// times faster; both modes, on x86-64 only (other hosts stay on Cranelift).
     Baseline,
 }
 
@@ -130,7 +134,7 @@ impl Jit {
         }
     }
 
-    /// Trusted code from the [`baseline`] compiler ([`Tier::Baseline`]).
+    /// Code from the [`baseline`] compiler ([`Tier::Baseline`]), trusted or checked.
     pub fn baseline(self) -> Jit {
         self.with_tier(Tier::Baseline)
     }
@@ -139,12 +143,11 @@ impl Jit {
         Jit { tier, ..self }
     }
 
-    /// The tier that compiles this engine's code: the baseline applies to trusted code on
-    /// x86-64 only.
+    /// The tier that compiles this engine's code: the baseline applies on x86-64 only.
     pub fn tier(&self) -> Tier {
-        match self.mode {
-            Mode::Trusted if cfg!(target_arch = "x86_64") => self.tier,
-            _ => Tier::Cranelift,
+        match cfg!(target_arch = "x86_64") {
+            true => self.tier,
+            false => Tier::Cranelift,
         }
     }
 
@@ -181,7 +184,9 @@ impl Jit {
     ) -> Result<Box<dyn Executable>, VmError> {
         let compiled = match self.tier() {
             #[cfg(target_arch = "x86_64")]
-            Tier::Baseline => baseline::compile(progs, options, arrays, self.stack_bound)?,
+            Tier::Baseline => {
+                baseline::compile(progs, self.mode, options, arrays, self.stack_bound)?
+            }
             _ => compile::compile(progs, self.mode, options, arrays, self.stack_bound)?,
         };
         Ok(Box::new(compiled))
@@ -191,7 +196,8 @@ impl Jit {
 impl Engine for Jit {
     fn name(&self) -> &'static str {
         match (self.mode, self.tier()) {
-            (Mode::Checked, _) => "jit",
+            (Mode::Checked, Tier::Cranelift) => "jit",
+            (Mode::Checked, Tier::Baseline) => "jit-baseline-checked",
             (Mode::Trusted, Tier::Cranelift) => "jit-trusted",
             (Mode::Trusted, Tier::Baseline) => "jit-baseline",
         }

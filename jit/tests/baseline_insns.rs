@@ -6,6 +6,7 @@
 //! without fetch. The operands sit in the registers x86 treats specially (r0 is rax, the
 //! dividend; r3 is rdx; r4 is rcx, the shift count) as well as in plain ones, and every
 //! register is compared after the instruction, so a template that clobbers a neighbour fails.
+//! Each case runs in both modes: checked code's access checks keep r0-r5 across their calls.
 
 use bpfemu_isa::{
     AluOp, AtomicOp, ByteOrder, Insn, JmpCond, LdImm64Kind, Program, Reg, Size, Source, Width,
@@ -102,21 +103,20 @@ fn input() -> [u8; 64] {
     std::array::from_fn(|i| (i as u8).wrapping_mul(37).wrapping_add(0x81))
 }
 
-/// The program gives the same r0 and buffer under the interpreter and the baseline tier.
+/// The program gives the same r0 and buffer under the interpreter and the baseline tier, in
+/// both modes (checked code's loads and stores go through its access checks).
 fn agree(prog: &Program, input: &[u8; 64]) {
     let interp = run(&Interpreter::default(), prog, input);
     assert!(interp.0.is_ok(), "{interp:?}");
-    let jit = run(
-        &Jit::new(Mode::Trusted).with_tier(Tier::Baseline),
-        prog,
-        input,
-    );
-    assert_eq!(
-        jit,
-        interp,
-        "the baseline differs on\n{}",
-        bpfemu_isa::disasm::program_text(prog)
-    );
+    for mode in [Mode::Trusted, Mode::Checked] {
+        let jit = run(&Jit::new(mode).with_tier(Tier::Baseline), prog, input);
+        assert_eq!(
+            jit,
+            interp,
+            "the baseline ({mode:?}) differs on\n{}",
+            bpfemu_isa::disasm::program_text(prog)
+        );
+    }
 }
 
 #[test]
@@ -354,5 +354,70 @@ fn atomics_of_both_sizes_with_and_without_fetch() {
             },
         ];
         agree(&program(&[(0, 0x8899_aabb_ccdd_eeff)], &body), &input());
+    }
+}
+
+/// Checked code's faults are the interpreter's, message and all (the instruction index, the
+/// access, the region and where the address lies in it), under both tiers: loads, stores and
+/// atomics past the end of the buffer or below it, below the frame, misaligned atomics that
+/// fit (done by the runtime) and that do not.
+#[test]
+fn checked_faults_read_as_the_interpreters() {
+    let atomic = |size, op, off| Insn::Atomic {
+        size,
+        op,
+        dst: Reg::R1,
+        src: r(2),
+        off,
+    };
+    let load = |size, src, off| Insn::Load {
+        size,
+        sign_extend: false,
+        dst: r(0),
+        src,
+        off,
+    };
+    let len = 64 + 8 * DATA.len() as i16;
+    let cases: Vec<(Vec<Insn>, bool)> = vec![
+        (vec![load(Size::W, Reg::R1, len - 2)], true),
+        (vec![load(Size::DW, Reg::R1, -1)], true),
+        (vec![load(Size::B, Reg::R10, -513)], true),
+        (vec![load(Size::H, Reg::R10, -2)], false),
+        (
+            vec![Insn::Store {
+                size: Size::DW,
+                dst: Reg::R1,
+                off: len - 4,
+                imm: 7,
+            }],
+            true,
+        ),
+        (
+            vec![Insn::StoreReg {
+                size: Size::H,
+                dst: Reg::R10,
+                src: r(2),
+                off: 0,
+            }],
+            true,
+        ),
+        (vec![atomic(Size::W, AtomicOp::Add, len - 2)], true),
+        (vec![atomic(Size::DW, AtomicOp::FetchAdd, len - 5)], true),
+        (vec![atomic(Size::DW, AtomicOp::FetchOr, 3)], false),
+        (vec![atomic(Size::W, AtomicOp::Cmpxchg, 1)], false),
+        (vec![atomic(Size::W, AtomicOp::Xchg, 2)], false),
+    ];
+    for (body, faults) in cases {
+        let mut insns = vec![ld(2, 0x1122_3344_5566_7788), ld(0, 0x1122_3344)];
+        insns.extend(body);
+        insns.push(Insn::Exit);
+        let prog = Program::from_insns(&insns).unwrap();
+        let text = bpfemu_isa::disasm::program_text(&prog);
+        let interp = run(&Interpreter::default(), &prog, &input());
+        assert_eq!(interp.0.is_err(), faults, "{interp:?}\n{text}");
+        for tier in [Tier::Cranelift, Tier::Baseline] {
+            let jit = run(&Jit::new(Mode::Checked).with_tier(tier), &prog, &input());
+            assert_eq!(jit, interp, "checked {tier:?} differs on\n{text}");
+        }
     }
 }

@@ -414,6 +414,9 @@ fn options() -> Options {
     }
 }
 
+/// Both tiers, in both modes.
+const TIERS: [Tier; 2] = [Tier::Cranelift, Tier::Baseline];
+
 fn misaligned_atomics(prog: &Program) -> bool {
     prog.iter().any(|(_, insn)| {
         matches!(insn, Insn::Atomic { size, off, .. } if *off as i64 % size.bytes() as i64 != 0)
@@ -427,19 +430,27 @@ fn check(seed: u64) -> Result<(), TestCaseError> {
     let args = [g.imm() as i64 as u64, g.next(), g.below(4)];
     let text = bpfemu_isa::disasm::program_text(&prog);
     let interp = run(&Interpreter::new(options()), &prog, &input, args);
-    let checked = run(
-        &Jit::with_options(Mode::Checked, options()),
-        &prog,
-        &input,
-        args,
-    );
-    prop_assert_eq!(&interp, &checked, "checked JIT differs on\n{}", text);
+    for tier in TIERS {
+        let checked = run(
+            &Jit::with_options(Mode::Checked, options()).with_tier(tier),
+            &prog,
+            &input,
+            args,
+        );
+        prop_assert_eq!(
+            &interp,
+            &checked,
+            "checked JIT ({:?}) differs on\n{}",
+            tier,
+            text
+        );
+    }
     let memory_fault = interp
         .result
         .as_ref()
         .is_err_and(|e| e.contains(" bytes: "));
     if !memory_fault && !misaligned_atomics(&prog) {
-        for tier in [Tier::Cranelift, Tier::Baseline] {
+        for tier in TIERS {
             let trusted = run(
                 &Jit::with_options(Mode::Trusted, options()).with_tier(tier),
                 &prog,
@@ -532,14 +543,21 @@ fn edge_cases_agree() {
         let prog = Program::from_insns(&insns).unwrap();
         let input = [0u8; INPUT_LEN];
         let a = run(&Interpreter::new(options()), &prog, &input, [0; 3]);
-        let b = run(
-            &Jit::with_options(Mode::Checked, options()),
-            &prog,
-            &input,
-            [0; 3],
-        );
-        assert_eq!(a, b, "{}", bpfemu_isa::disasm::program_text(&prog));
-        for tier in [Tier::Cranelift, Tier::Baseline] {
+        for tier in TIERS {
+            let b = run(
+                &Jit::with_options(Mode::Checked, options()).with_tier(tier),
+                &prog,
+                &input,
+                [0; 3],
+            );
+            assert_eq!(
+                a,
+                b,
+                "checked {tier:?}: {}",
+                bpfemu_isa::disasm::program_text(&prog)
+            );
+        }
+        for tier in TIERS {
             let c = run(
                 &Jit::with_options(Mode::Trusted, options()).with_tier(tier),
                 &prog,

@@ -83,7 +83,7 @@ fn agree(text: &str, value_size: u32, modes: &[Mode]) {
     let interp = results(&insns, value_size, None);
     assert!(interp.iter().any(|r| r.contains(": 2 in")), "{interp:#?}");
     for &mode in modes {
-        // Trusted code from both tiers.
+        // Both tiers, in each mode.
         for tier in [Tier::Cranelift, Tier::Baseline] {
             let jit = results(&insns, value_size, Some(Jit::new(mode).with_tier(tier)));
             assert_eq!(jit, interp, "{mode:?} {tier:?}");
@@ -187,7 +187,10 @@ fn a_bad_key_pointer_faults_alike() {
     let insns = program(text);
     let interp = results(&insns, 8, None);
     assert!(interp.iter().any(|r| r.contains("stopped")), "{interp:#?}");
-    assert_eq!(results(&insns, 8, Some(Jit::new(Mode::Checked))), interp);
+    for tier in [Tier::Cranelift, Tier::Baseline] {
+        let jit = Jit::new(Mode::Checked).with_tier(tier);
+        assert_eq!(results(&insns, 8, Some(jit)), interp, "{tier:?}");
+    }
 }
 
 /// r1 holds one of two maps depending on the packet: the translator knows neither, and the

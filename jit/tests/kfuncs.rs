@@ -108,10 +108,11 @@ fn run(insns: &[RawInsn], jit: Option<Jit>) -> String {
     }
 }
 
-/// Checked code, and trusted code from both tiers.
-fn jits() -> [Jit; 3] {
+/// Checked code and trusted code, each from both tiers.
+fn jits() -> [Jit; 4] {
     [
         Jit::new(Mode::Checked),
+        Jit::new(Mode::Checked).with_tier(Tier::Baseline),
         Jit::new(Mode::Trusted),
         Jit::new(Mode::Trusted).with_tier(Tier::Baseline),
     ]

@@ -6,7 +6,7 @@
 //! where the interpreter faults, with the same message, and agree where both succeed.
 
 use bpfemu_isa::asm::assemble_kernel;
-use bpfemu_jit::{Jit, Mode};
+use bpfemu_jit::{Jit, Mode, Tier};
 use bpfemu_vm::xdp::{PacketMeta, XdpConfig, XdpProgramSpec, XdpRuntime};
 
 fn runtime(text: &str) -> XdpRuntime {
@@ -18,11 +18,16 @@ fn runtime(text: &str) -> XdpRuntime {
     XdpRuntime::new(programs, vec![], XdpConfig::default()).expect("the runtime builds")
 }
 
-/// The outcome of every packet length, as text, under `mode` (`None`: the interpreter).
-fn outcomes(text: &str, mode: Option<Mode>) -> Vec<String> {
+/// Both tiers of checked code.
+const TIERS: [Tier; 2] = [Tier::Cranelift, Tier::Baseline];
+
+/// The outcome of every packet length, as text, under checked code of `tier` (`None`: the
+/// interpreter).
+fn outcomes(text: &str, tier: Option<Tier>) -> Vec<String> {
     let mut rt = runtime(text);
-    if let Some(mode) = mode {
-        rt.set_engine(&Jit::new(mode)).expect("the JIT compiles it");
+    if let Some(tier) = tier {
+        let jit = Jit::new(Mode::Checked).with_tier(tier);
+        rt.set_engine(&jit).expect("the JIT compiles it");
     }
     [14usize, 20, 40, 64]
         .iter()
@@ -54,7 +59,13 @@ fn assert_checked_jit_agrees(text: &str, expect_fault: &str) {
         interp.iter().any(|o| o.contains(expect_fault)),
         "the program does not fault as the test means: {interp:#?}"
     );
-    assert_eq!(without_place(outcomes(text, Some(Mode::Checked))), interp);
+    for tier in TIERS {
+        assert_eq!(
+            without_place(outcomes(text, Some(tier))),
+            interp,
+            "checked {tier:?}"
+        );
+    }
 }
 
 #[test]
@@ -148,8 +159,49 @@ fn ctx_loads_answered_inline_fault_where_the_interpreter_faults() {
          r2 -= r3
          r0 += r2
          exit";
-    assert_eq!(
-        outcomes(fields, Some(Mode::Checked)),
-        outcomes(fields, None)
+    for tier in TIERS {
+        assert_eq!(
+            outcomes(fields, Some(tier)),
+            outcomes(fields, None),
+            "{tier:?}"
+        );
+    }
+}
+
+#[test]
+fn an_access_that_starts_in_the_cached_region_and_ends_past_it_faults() {
+    // The first packet access finds the packet for the inline path; the second starts two
+    // bytes before its end and is four bytes long: the inline test must see its end too.
+    assert_checked_jit_agrees(
+        "r2 = *(u32 *)(r1 + 0)
+         r3 = *(u32 *)(r1 + 4)
+         r0 = *(u8 *)(r2 + 0)
+         r3 += -2
+         r0 = *(u32 *)(r3 + 0)
+         exit",
+        "insn 4: invalid read",
+    );
+    assert_checked_jit_agrees(
+        "r2 = *(u32 *)(r1 + 0)
+         r3 = *(u32 *)(r1 + 4)
+         r0 = 1
+         *(u8 *)(r2 + 0) = r0
+         r3 += -2
+         *(u32 *)(r3 + 0) = r0
+         exit",
+        "insn 5: invalid write",
+    );
+}
+
+#[test]
+fn an_access_just_below_the_cached_region_faults() {
+    // An address below the region's start is a huge offset from it, whose end wraps: the
+    // inline test must not take it for one inside.
+    assert_checked_jit_agrees(
+        "r2 = *(u32 *)(r1 + 0)
+         r0 = *(u8 *)(r2 + 0)
+         r0 = *(u32 *)(r2 - 2)
+         exit",
+        "insn 2: invalid read",
     );
 }

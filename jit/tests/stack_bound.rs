@@ -18,6 +18,10 @@ fn trusted(tier: Tier) -> Jit {
     Jit::new(Mode::Trusted).with_tier(tier)
 }
 
+fn checked(tier: Tier) -> Jit {
+    Jit::new(Mode::Checked).with_tier(tier)
+}
+
 /// r0 = the u64 at fp-16 as the run finds it, then 7 stored there through a pointer.
 const READ_THEN_WRITE: &str = "r0 = *(u64 *)(r10 - 16)
      r2 = r10
@@ -75,8 +79,14 @@ fn the_bound_decides_what_is_zeroed() {
         assert_eq!(r0_of_three_runs(Some(&too_small)), [0, 7, 7], "{tier:?}");
     }
     // Checked code is never bounded: nobody verified it.
-    let checked = Jit::new(Mode::Checked).with_stack_bound(8);
-    assert_eq!(r0_of_three_runs(Some(&checked)), [0, 0, 0]);
+    for tier in TIERS {
+        let checked = checked(tier).with_stack_bound(8);
+        assert_eq!(
+            r0_of_three_runs(Some(&checked)),
+            [0, 0, 0],
+            "checked {tier:?}"
+        );
+    }
 }
 
 /// r0 = the u64 at fp-16 as the run finds it, then bpf_xdp_load_bytes writes the packet's
@@ -109,7 +119,7 @@ fn repeated_runs_find_their_frame_zeroed() {
     {
         let trusted = trusted(tier);
         let bounded = trusted.with_stack_bound(16);
-        let checked = Jit::new(Mode::Checked);
+        let checked = checked(tier);
         let engines: [Option<&dyn Engine>; 4] =
             [None, Some(&trusted), Some(&bounded), Some(&checked)];
         for engine in engines {
@@ -165,7 +175,7 @@ fn a_call_finds_its_frame_zeroed_where_the_last_call_at_its_depth_wrote() {
         // 16: the fast path inline; none: the whole frame, through the runtime.
         let inline = trusted(tier).with_stack_bound(16);
         let runtime_zeroed = trusted(tier);
-        let checked = Jit::new(Mode::Checked);
+        let checked = checked(tier);
         let engines: [Option<&dyn Engine>; 4] =
             [None, Some(&inline), Some(&runtime_zeroed), Some(&checked)];
         for (i, engine) in engines.into_iter().enumerate() {
@@ -232,5 +242,9 @@ fn too_deep_a_call_stops_as_in_the_interpreter() {
             None => trusted(tier),
         };
         assert_eq!(error_of(Some(&jit)), expected, "bound {bound:?} {tier:?}");
+    }
+    // Checked code gets a frame per call from the runtime, which stops it in the same place.
+    for tier in TIERS {
+        assert_eq!(error_of(Some(&checked(tier))), expected, "checked {tier:?}");
     }
 }

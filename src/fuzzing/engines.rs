@@ -14,7 +14,7 @@
 use super::program::{self, MAP_ENTRIES, MAP_VALUE_SIZE};
 use arbitrary::Unstructured;
 use bpfemu_isa::{Insn, Program, RawInsn};
-use bpfemu_jit::{Jit, Mode};
+use bpfemu_jit::{Jit, Mode, Tier};
 use bpfemu_loader::{MapOrigin, MapSpec as LoaderMapSpec};
 use bpfemu_verifier::{Options as VerifierOptions, ProgramInput, verify};
 use bpfemu_vm::maps::MapSpec as VmMapSpec;
@@ -318,22 +318,25 @@ pub fn jit_vs_interp(data: &[u8]) -> bool {
     let interp = Interpreter::new(options);
     let interp_result: Result<u64, VmError> =
         bpfemu_vm::run_on_buffer_with(&interp, &prog, &mut interp_buf, &mut NoHelpers);
-    let mut jit_buf = buffer;
-    let jit = Jit::with_options(Mode::Checked, options);
-    let jit_result = bpfemu_vm::run_on_buffer_with(&jit, &prog, &mut jit_buf, &mut NoHelpers);
-    let same_result = match (&interp_result, &jit_result) {
-        (Ok(a), Ok(b)) => a == b,
-        // Faults name host addresses of different runs: compare the kind and the place.
-        (Err(a), Err(b)) => same_fault(a, b),
-        _ => false,
-    };
-    if !same_result || interp_buf != jit_buf {
-        panic!(
-            "the JIT and the interpreter disagree\n  interp: {interp_result:?}\n  jit:    {jit_result:?}\n  \
-             buffers equal: {}\n{}",
-            interp_buf == jit_buf,
-            bpfemu_isa::disasm::program_text(&prog)
-        );
+    // Both tiers of checked code: Cranelift's and the baseline's.
+    for tier in [Tier::Cranelift, Tier::Baseline] {
+        let mut jit_buf = buffer;
+        let jit = Jit::with_options(Mode::Checked, options).with_tier(tier);
+        let jit_result = bpfemu_vm::run_on_buffer_with(&jit, &prog, &mut jit_buf, &mut NoHelpers);
+        let same_result = match (&interp_result, &jit_result) {
+            (Ok(a), Ok(b)) => a == b,
+            // Faults name host addresses of different runs: compare the kind and the place.
+            (Err(a), Err(b)) => same_fault(a, b),
+            _ => false,
+        };
+        if !same_result || interp_buf != jit_buf {
+            panic!(
+                "the JIT ({tier:?}) and the interpreter disagree\n  interp: {interp_result:?}\n  \
+                 jit:    {jit_result:?}\n  buffers equal: {}\n{}",
+                interp_buf == jit_buf,
+                bpfemu_isa::disasm::program_text(&prog)
+            );
+        }
     }
     true
 }

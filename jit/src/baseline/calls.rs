@@ -8,6 +8,7 @@ use super::{
     Arg, COUNT, CTX, FRAME_TOP, Flow, FnCompiler, IN_REGS, MAY_GOTO, OUT_REGS, REGS, SAVE, T1, T2,
     entry,
 };
+use crate::Mode;
 use crate::inline::{ArrayBase, ArrayLookup, GET_SMP_PROCESSOR_ID, MAP_LOOKUP_ELEM};
 use crate::runtime::{self, FRAME_SLOT, MAY_GOTO_SLOT, STATUS_SPECIAL, offsets};
 use bpfemu_isa::{CallTarget, Reg, Size};
@@ -81,10 +82,22 @@ impl FnCompiler<'_> {
     }
 
     /// An array lookup as the kernel inlines it: r0 = the element of the u32 key at r2, or 0
-    /// past the end; a per-CPU array on a CPU the helpers do not model asks the helper.
+    /// past the end; a per-CPU array on a CPU the helpers do not model asks the helper, and
+    /// so does checked code whose key is not in the function's own frame.
     fn inline_array_lookup(&mut self, array: ArrayLookup, pc: usize) {
         let (slow, null, done) = (self.a.label(), self.a.label(), self.a.label());
-        // `slow`: a per-CPU array on a CPU the helpers do not model.
+        let key = REGS[Reg::R2.index()];
+        let checked = self.mode == Mode::Checked;
+        if checked {
+            // The key is read inline only where it is surely readable, as in Cranelift's
+            // checked code: anywhere else the helper reads it, and faults as the interpreter.
+            self.a.lea(T1, mem(key, STACK_SIZE as i32));
+            self.a.arith_rm(Sz::Q, Arith::Sub, T1, mem(RSP, FRAME_TOP));
+            self.a
+                .arith_ri(Sz::Q, Arith::Cmp, T1, (STACK_SIZE - 4) as i32);
+            self.a.jcc(Cc::A, slow);
+        }
+        // `slow` also: a per-CPU array on a CPU the helpers do not model.
         match array.base {
             ArrayBase::Fixed(base) => self.a.mov_imm64(T1, base),
             ArrayBase::PerCpu { table, copies } => {
@@ -96,7 +109,6 @@ impl FnCompiler<'_> {
                 self.a.load_zx(Sz::Q, T1, mem_index(T2, T1, 8, 0));
             }
         }
-        let key = REGS[Reg::R2.index()];
         self.a.load_zx(Sz::W, T2, mem(key, 0));
         self.a.mov_imm32(RAX, array.max_entries);
         self.a.arith_rr(Sz::Q, Arith::Cmp, T2, RAX);
@@ -112,7 +124,7 @@ impl FnCompiler<'_> {
         self.a.jmp(done);
         self.a.bind(null);
         self.a.mov_imm32(RAX, 0);
-        if matches!(array.base, ArrayBase::PerCpu { .. }) {
+        if checked || matches!(array.base, ArrayBase::PerCpu { .. }) {
             self.a.jmp(done);
             self.a.bind(slow);
             self.helper_through_runtime(MAP_LOOKUP_ELEM, pc);
@@ -182,8 +194,9 @@ impl FnCompiler<'_> {
         self.a.load_zx(Sz::Q, RAX, mem(CTX, offsets::SCRATCH));
     }
 
-    /// A bpf-to-bpf call: the next depth's kept frame (zeroed where code may have written),
-    /// r1-r5 passed, r0 returned, r6-r9 kept (callee-saved), r1-r5 as they were.
+    /// A bpf-to-bpf call: the next depth's kept frame (zeroed where code may have written) in
+    /// trusted code, a fresh frame from the runtime in checked code; r1-r5 passed, r0
+    /// returned, r6-r9 kept (callee-saved), r1-r5 as they were.
     fn call_local(&mut self, rel: i32, pc: usize) -> Flow {
         let target = pc as i64 + 1 + rel as i64;
         let callee = usize::try_from(target)
@@ -197,7 +210,8 @@ impl FnCompiler<'_> {
         self.spill(1, 5);
         // The frame's top in T2.
         let (slow, have) = (self.a.label(), self.a.label());
-        if STACK_SIZE - self.zero_from <= INLINE_ZERO_MAX {
+        let per_call = self.mode == Mode::Checked;
+        if !per_call && STACK_SIZE - self.zero_from <= INLINE_ZERO_MAX {
             self.a.load_zx(Sz::Q, T1, mem(CTX, offsets::DEPTH));
             self.a.arith_ri(Sz::Q, Arith::Add, T1, 1);
             self.a
@@ -239,9 +253,15 @@ impl FnCompiler<'_> {
         self.a.call_label(callee);
         self.a.load_zx(Sz::Q, COUNT, mem(CTX, offsets::EXECUTED));
         self.propagate_unless_ok();
-        // The frame stays for the next call at this depth.
-        self.a
-            .arith_mi(Sz::Q, Arith::Sub, mem(CTX, offsets::DEPTH), 1);
+        if per_call {
+            // The callee's frame leaves the memory ([`FrameMode::PerCall`]): an access to it
+            // faults from now on. (A run that stopped leaves its frames to the runtime.)
+            self.call_rt(entry!(runtime::jit_pop_frame), &[]);
+        } else {
+            // The frame stays for the next call at this depth.
+            self.a
+                .arith_mi(Sz::Q, Arith::Sub, mem(CTX, offsets::DEPTH), 1);
+        }
         self.a.load_zx(Sz::Q, RAX, out_slot(0));
         self.reload(1, 5);
         Flow::Next

@@ -87,9 +87,15 @@ impl FnCompiler<'_> {
             }
             _ => {}
         }
+        self.a.lea(T1, mem(host(dst), off as i32));
+        self.atomic_at_t1(size, op, s);
+    }
+
+    /// The read-modify-write `op` of `size` at the address in t1 with operand `s`, on the
+    /// hardware's locked instructions (the address is aligned).
+    pub(crate) fn atomic_at_t1(&mut self, size: Size, op: AtomicOp, s: R) {
         let w = sz(size);
         let at = mem(T1, 0);
-        self.a.lea(T1, mem(host(dst), off as i32));
         match op {
             AtomicOp::Add => self.a.lock_arith_mr(w, Arith::Add, at, s),
             AtomicOp::Or => self.a.lock_arith_mr(w, Arith::Or, at, s),
@@ -135,7 +141,9 @@ impl FnCompiler<'_> {
                 self.a.load_zx(Sz::Q, COUNT, mem(CTX, offsets::EXECUTED));
                 self.a.mov_rr(Sz::Q, s, T2);
             }
-            AtomicOp::LoadAcquire | AtomicOp::StoreRelease => unreachable!("handled above"),
+            AtomicOp::LoadAcquire | AtomicOp::StoreRelease => {
+                unreachable!("callers treat them as a load and a store")
+            }
         }
     }
 }

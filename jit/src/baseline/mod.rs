@@ -1,5 +1,7 @@
-//! The baseline tier: trusted programs compiled straight to x86-64 machine code, one template
-//! per eBPF instruction, as the kernel's own JIT does. It compiles some eighty times faster than
+//! The baseline tier: programs compiled straight to x86-64 machine code, one template per
+//! eBPF instruction, as the kernel's own JIT does. Trusted code reaches memory directly;
+//! checked code validates every access (`checked.rs`) and gets a frame per call from the
+//! runtime ([`FrameMode::PerCall`]), as Cranelift's checked code does. It compiles some eighty times faster than
 //! Cranelift (no IR, no register allocation, no optimiser) into code that runs over the same
 //! runtime ([`crate::runtime`]) with the same contract: the same [`JitFn`] signature, run
 //! context, statuses, entry points and exact budget.
@@ -10,7 +12,9 @@
 //! - [`x86`]: the instruction encoder;
 //! - `alu.rs`: arithmetic, moves, sign extension, byte swaps, division;
 //! - `jumps.rs`: conditional and unconditional jumps, `may_goto`;
-//! - `memory.rs`: loads, stores (the ctx test of 4-byte loads) and atomics;
+//! - `memory.rs`: trusted loads, stores (the ctx test of 4-byte loads) and atomics;
+//! - `checked.rs`: checked loads, stores and atomics: the inline region tests and the cold
+//!   stubs that call the runtime's checks;
 //! - `calls.rs`: helpers (inlined ones, tail calls), kfuncs, bpf-to-bpf calls, legacy packet
 //!   loads, exits.
 //!
@@ -30,6 +34,7 @@
 
 mod alu;
 mod calls;
+mod checked;
 mod jumps;
 mod memory;
 pub mod x86;
@@ -81,10 +86,11 @@ macro_rules! entry {
 }
 pub(crate) use entry;
 
-/// Compiles trusted `progs` into native code (see [`crate::compile::compile`] for `arrays`
-/// and `stack_bound`).
+/// Compiles `progs` into native code for `mode` (see [`crate::compile::compile`] for
+/// `arrays` and `stack_bound`, which checked mode ignores: nobody verified its programs).
 pub fn compile(
     progs: &[Program],
+    mode: Mode,
     options: Options,
     arrays: &[(u64, InlineArray)],
     stack_bound: Option<u32>,
@@ -95,6 +101,7 @@ pub fn compile(
         .map(|(handle, array)| (*handle, cpu_tables.describe(array)))
         .collect();
     let entries = find_entries(progs);
+    let stack_bound = stack_bound.filter(|_| mode == Mode::Trusted);
     let written_from = match stack_bound {
         Some(bound) => stack_written_from(progs).max(STACK_SIZE.saturating_sub(bound as usize)),
         None => stack_written_from(progs),
@@ -102,6 +109,12 @@ pub fn compile(
     let zero_from = match stack_bound {
         Some(bound) => STACK_SIZE.saturating_sub(bound as usize),
         None => 0,
+    };
+    // Trusted code enters and leaves call frames inline; checked code asks the runtime for a
+    // frame per call, so that an access to a returned call's frame faults.
+    let frame_mode = match mode {
+        Mode::Trusted => FrameMode::Kept,
+        Mode::Checked => FrameMode::PerCall,
     };
     let mut a = Asm::new();
     a.buf
@@ -112,6 +125,7 @@ pub fn compile(
         a.bind(labels[&(prog, pc)]);
         let f = FnCompiler {
             a: &mut a,
+            mode,
             prog: &progs[prog],
             prog_index: prog,
             blocks: Vec::new(),
@@ -150,7 +164,7 @@ pub fn compile(
         may_goto_loops: options.may_goto_loops,
         stack_written_from: written_from,
         cpu_tables,
-        frame_mode: FrameMode::Kept,
+        frame_mode,
     };
     Ok(Compiled::new(
         runtime::Code::Native(code),
@@ -179,7 +193,7 @@ struct Cfg {
 }
 
 impl Cfg {
-    fn of(prog: &Program, entry: usize) -> Cfg {
+    fn of(prog: &Program, entry: usize, mode: Mode) -> Cfg {
         let n = prog.len() + 1;
         let mut cfg = Cfg {
             reached: vec![false; n],
@@ -201,7 +215,7 @@ impl Cfg {
             if let Some(t) = jump.and_then(|off| jump_target(prog, pc, off)) {
                 cfg.jump_target[t] = true;
             }
-            let ends = ends_block(&insn, Mode::Trusted);
+            let ends = ends_block(&insn, mode);
             for s in successors(prog, pc, &insn) {
                 cfg.leader[s] |= ends;
                 if !cfg.reached[s] {
@@ -218,13 +232,14 @@ impl Cfg {
         &'p self,
         prog: &'p Program,
         leader: usize,
+        mode: Mode,
     ) -> impl Iterator<Item = (usize, Insn)> + Clone + 'p {
         let mut pc = Some(leader);
         std::iter::from_fn(move || {
             let at = pc?;
             let insn = *prog.insn(at).expect("reached");
             let next = at + insn.slots();
-            pc = (!ends_block(&insn, Mode::Trusted) && !self.leader[next] && self.reached[next])
+            pc = (!ends_block(&insn, mode) && !self.leader[next] && self.reached[next])
                 .then_some(next);
             Some((at, insn))
         })
@@ -247,11 +262,15 @@ enum Cold {
     },
     /// A compile-time error, raised by index.
     Fail { label: Label, index: usize },
+    /// The runtime's check of a checked access.
+    Access(checked::Slow),
 }
 
 /// The state of one function's compilation.
 pub(crate) struct FnCompiler<'a> {
     pub(crate) a: &'a mut Asm,
+    /// Checked code validates every access and gets a frame per call from the runtime.
+    pub(crate) mode: Mode,
     pub(crate) prog: &'a Program,
     pub(crate) prog_index: usize,
     /// The label of each block leader, by pc.
@@ -273,14 +292,17 @@ pub(crate) struct FnCompiler<'a> {
 
 impl FnCompiler<'_> {
     fn compile(mut self, entry: usize) {
-        let cfg = Cfg::of(self.prog, entry);
+        let cfg = Cfg::of(self.prog, entry, self.mode);
         let prog = self.prog;
-        self.host_word_loads = ctx_loads::host_word_loads(
-            prog,
-            entry,
-            |pc| cfg.reached[pc],
-            |pc, insn| successors(prog, pc, insn),
-        );
+        // Checked code tests every 4-byte load against the ctx (in its cold stub).
+        if self.mode == Mode::Trusted {
+            self.host_word_loads = ctx_loads::host_word_loads(
+                prog,
+                entry,
+                |pc| cfg.reached[pc],
+                |pc, insn| successors(prog, pc, insn),
+            );
+        }
         self.blocks = vec![None; prog.len() + 1];
         let leaders: Vec<usize> = (0..prog.len())
             .filter(|&pc| cfg.leader[pc] && cfg.reached[pc])
@@ -335,7 +357,7 @@ impl FnCompiler<'_> {
 
     /// One basic block: the budget test for its instructions, then each of them.
     fn block(&mut self, cfg: &Cfg, leader: usize, next_leader: Option<usize>) {
-        let insns = cfg.block(self.prog, leader);
+        let insns = cfg.block(self.prog, leader, self.mode);
         let label = self.blocks[leader].expect("a leader has a label");
         self.a.bind(label);
         self.count(leader, insns.clone().count() as u64);
@@ -403,8 +425,14 @@ impl FnCompiler<'_> {
                     self.call_rt(entry!(runtime::jit_fail), &[Arg::Imm(index as u64)]);
                     self.a.jmp(self.epilogue);
                 }
+                Cold::Access(slow) => self.emit_slow(slow),
             }
         }
+    }
+
+    /// Queues the stub of a checked access.
+    pub(crate) fn push_slow(&mut self, slow: checked::Slow) {
+        self.cold.push(Cold::Access(slow));
     }
 
     /// A label that stops the run with `error`.
@@ -537,30 +565,44 @@ impl FnCompiler<'_> {
                 dst,
                 src,
                 off,
-            } => self.load(size, sign_extend, dst, src, off, false, pc),
+            } => match self.mode {
+                Mode::Trusted => self.load(size, sign_extend, dst, src, off, false, pc),
+                Mode::Checked => self.checked_load(size, sign_extend, dst, src, off, pc),
+            },
             Insn::Store {
                 size,
                 dst,
                 off,
                 imm,
-            } => self
-                .a
-                .store_imm(memory::sz(size), mem(host(dst), off as i32), imm),
+            } => match self.mode {
+                Mode::Trusted => {
+                    self.a
+                        .store_imm(memory::sz(size), mem(host(dst), off as i32), imm)
+                }
+                Mode::Checked => self.checked_store_imm(size, dst, off, imm, pc),
+            },
             Insn::StoreReg {
                 size,
                 dst,
                 src,
                 off,
-            } => self
-                .a
-                .store(memory::sz(size), mem(host(dst), off as i32), host(src)),
+            } => match self.mode {
+                Mode::Trusted => {
+                    self.a
+                        .store(memory::sz(size), mem(host(dst), off as i32), host(src))
+                }
+                Mode::Checked => self.checked_store(size, dst, src, off, pc),
+            },
             Insn::Atomic {
                 size,
                 op,
                 dst,
                 src,
                 off,
-            } => self.atomic(size, op, dst, src, off, pc),
+            } => match self.mode {
+                Mode::Trusted => self.atomic(size, op, dst, src, off, pc),
+                Mode::Checked => self.checked_atomic(size, op, dst, src, off, pc),
+            },
             Insn::Ja { off, .. } => {
                 let target = self.target_label(pc, off as i64);
                 self.a.jmp(target);
