@@ -45,11 +45,13 @@ pub fn compile(
     arrays: &[(u64, InlineArray)],
     stack_bound: Option<u32>,
 ) -> Result<Compiled, VmError> {
-    let mut cpu_tables = CpuTables::default();
-    let arrays: HashMap<u64, ArrayLookup> = arrays
-        .iter()
-        .map(|(handle, array)| (*handle, cpu_tables.describe(array)))
-        .collect();
+    let SetPlan {
+        arrays,
+        cpu_tables,
+        written_from,
+        zero_from: inline_zero_from,
+        frames,
+    } = SetPlan::new(progs, mode, arrays, stack_bound);
     let opt = opt_level(mode)?;
     let mut module = new_module(opt)?;
     let entries = find_entries(progs);
@@ -61,24 +63,6 @@ pub fn compile(
             .map_err(|e| compile_error(pc, e))?;
         ids.insert((prog, pc), id);
     }
-    let written_from = match stack_bound {
-        Some(bound) if mode == Mode::Trusted => {
-            stack_written_from(progs).max(STACK_SIZE.saturating_sub(bound as usize))
-        }
-        _ => stack_written_from(progs),
-    };
-    // Trusted code enters and leaves call frames inline; checked code asks the runtime.
-    let frames = match mode {
-        Mode::Trusted => FrameMode::Kept,
-        Mode::Checked => FrameMode::PerCall,
-    };
-    // What a call zeroes inline: everything the verifier's bound allows the frame's code and
-    // the helpers it calls to write (the memory sees helpers' writes, inline code does not);
-    // without a bound, the whole frame.
-    let inline_zero_from = match stack_bound {
-        Some(bound) if mode == Mode::Trusted => STACK_SIZE.saturating_sub(bound as usize),
-        _ => 0,
-    };
     let mut static_errors = Vec::new();
     let mut ctx = module.make_context();
     let mut fctx = FunctionBuilderContext::new();
@@ -135,6 +119,52 @@ pub fn compile(
         shared,
         options.insn_budget,
     ))
+}
+
+/// What both tiers derive from a program set before they emit code.
+pub(crate) struct SetPlan {
+    /// The inlined array lookups, by map handle.
+    pub(crate) arrays: HashMap<u64, ArrayLookup>,
+    pub(crate) cpu_tables: CpuTables,
+    /// The lowest frame byte the code may write directly (what a parked frame zeroes).
+    pub(crate) written_from: usize,
+    /// What a call zeroes inline: everything the verifier's bound allows the frame's code and
+    /// the helpers it calls to write (the memory sees helpers' writes, inline code does not);
+    /// without a bound, the whole frame.
+    pub(crate) zero_from: usize,
+    /// Trusted code enters and leaves call frames inline; checked code asks the runtime for a
+    /// frame per call, so that an access to a returned call's frame faults.
+    pub(crate) frames: FrameMode,
+}
+
+impl SetPlan {
+    /// The plan for `progs` in `mode`; `stack_bound` counts for trusted code only.
+    pub(crate) fn new(
+        progs: &[Program],
+        mode: Mode,
+        arrays: &[(u64, InlineArray)],
+        stack_bound: Option<u32>,
+    ) -> SetPlan {
+        let mut cpu_tables = CpuTables::default();
+        let arrays = arrays
+            .iter()
+            .map(|(handle, array)| (*handle, cpu_tables.describe(array)))
+            .collect();
+        let bound_bottom = stack_bound
+            .filter(|_| mode == Mode::Trusted)
+            .map(|bound| STACK_SIZE.saturating_sub(bound as usize));
+        let frames = match mode {
+            Mode::Trusted => FrameMode::Kept,
+            Mode::Checked => FrameMode::PerCall,
+        };
+        SetPlan {
+            arrays,
+            cpu_tables,
+            written_from: stack_written_from(progs).max(bound_bottom.unwrap_or(0)),
+            zero_from: bound_bottom.unwrap_or(0),
+            frames,
+        }
+    }
 }
 
 /// The lowest stack byte (region offset) the programs' code may store to directly: stores and

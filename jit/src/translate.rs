@@ -232,16 +232,7 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
     /// Translates the instruction at `pc`.
     pub(crate) fn translate(&mut self, pc: usize, insn: Insn) -> Flow {
         let flow = self.translate_insn(pc, insn);
-        self.known_r1 = match insn {
-            Insn::LdImm64 {
-                dst: Reg::R1,
-                kind: LdImm64Kind::Imm,
-                imm,
-                next_imm,
-            } => Some(Insn::imm64(imm, next_imm)),
-            _ if may_write(&insn, Reg::R1) => None,
-            _ => self.known_r1,
-        };
+        self.known_r1 = r1_after(&insn, self.known_r1);
         flow
     }
 
@@ -805,6 +796,22 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
         let r0 = self.b.ins().load(I64, MemFlagsData::trusted(), out, 0);
         self.set(Reg::R0, r0);
         Flow::Next
+    }
+}
+
+/// The constant r1 holds after `insn` when it held `before`: an `ld_imm64` of a constant into
+/// r1 sets it, anything else that may write r1 forgets it (what lets a map lookup right after
+/// its map's `ld_imm64` be inlined).
+pub(crate) fn r1_after(insn: &Insn, before: Option<u64>) -> Option<u64> {
+    match *insn {
+        Insn::LdImm64 {
+            dst: Reg::R1,
+            kind: LdImm64Kind::Imm,
+            imm,
+            next_imm,
+        } => Some(Insn::imm64(imm, next_imm)),
+        _ if may_write(insn, Reg::R1) => None,
+        _ => before,
     }
 }
 

@@ -39,14 +39,14 @@ mod jumps;
 mod memory;
 pub mod x86;
 
-use crate::compile::{ends_block, find_entries, jump_target, stack_written_from, successors};
+use crate::compile::{SetPlan, ends_block, find_entries, jump_target, successors};
 use crate::ctx_loads;
-use crate::inline::{ArrayLookup, CpuTables};
-use crate::runtime::{self, Compiled, FrameMode, JitFn, REG_SLOTS, Shared, offsets};
-use crate::{Mode, translate::may_write};
+use crate::inline::ArrayLookup;
+use crate::runtime::{self, Compiled, JitFn, REG_SLOTS, Shared, offsets};
+use crate::{Mode, translate::r1_after};
 use bpfemu_isa::{Insn, LdImm64Kind, Program, Reg};
 use bpfemu_vm::maps::InlineArray;
-use bpfemu_vm::{Options, STACK_SIZE, VmError};
+use bpfemu_vm::{Options, VmError};
 use std::collections::HashMap;
 use x86::*;
 
@@ -95,27 +95,14 @@ pub fn compile(
     arrays: &[(u64, InlineArray)],
     stack_bound: Option<u32>,
 ) -> Result<Compiled, VmError> {
-    let mut cpu_tables = CpuTables::default();
-    let arrays: HashMap<u64, ArrayLookup> = arrays
-        .iter()
-        .map(|(handle, array)| (*handle, cpu_tables.describe(array)))
-        .collect();
+    let SetPlan {
+        arrays,
+        cpu_tables,
+        written_from,
+        zero_from,
+        frames: frame_mode,
+    } = SetPlan::new(progs, mode, arrays, stack_bound);
     let entries = find_entries(progs);
-    let stack_bound = stack_bound.filter(|_| mode == Mode::Trusted);
-    let written_from = match stack_bound {
-        Some(bound) => stack_written_from(progs).max(STACK_SIZE.saturating_sub(bound as usize)),
-        None => stack_written_from(progs),
-    };
-    let zero_from = match stack_bound {
-        Some(bound) => STACK_SIZE.saturating_sub(bound as usize),
-        None => 0,
-    };
-    // Trusted code enters and leaves call frames inline; checked code asks the runtime for a
-    // frame per call, so that an access to a returned call's frame faults.
-    let frame_mode = match mode {
-        Mode::Trusted => FrameMode::Kept,
-        Mode::Checked => FrameMode::PerCall,
-    };
     let mut a = Asm::new();
     a.buf
         .reserve(progs.iter().map(|p| p.len()).sum::<usize>() * 16 + 256);
@@ -365,16 +352,7 @@ impl FnCompiler<'_> {
         for (pc, insn) in insns {
             last = (pc, insn);
             let flow = self.insn(pc, insn);
-            self.known_r1 = match insn {
-                Insn::LdImm64 {
-                    dst: Reg::R1,
-                    kind: LdImm64Kind::Imm,
-                    imm,
-                    next_imm,
-                } => Some(Insn::imm64(imm, next_imm)),
-                _ if may_write(&insn, Reg::R1) => None,
-                _ => self.known_r1,
-            };
+            self.known_r1 = r1_after(&insn, self.known_r1);
             if let Flow::Ended = flow {
                 return;
             }
