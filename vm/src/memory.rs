@@ -461,23 +461,38 @@ impl Memory {
             && !region.live
         {
             let index = index as usize;
-            let (start, len) = (region.start, region.len);
-            let span = &mut self.spans[index];
-            let dirty = region.dirty_lo.min(span.dirty_lo as usize).min(len);
-            if dirty < len {
-                zero_written(&mut region.storage[start..start + len], dirty);
-            }
-            region.dirty_lo = len;
+            let len = region.len;
             region.live = true;
             // A kept frame is a writable stack region whose window never moves: its span
             // keeps its base while parked, and only becomes reachable again.
             debug_assert!(region.writable && region.ctx.is_none());
-            span.dirty_lo = u64::MAX;
+            self.zero_written_stack(index, len);
+            let span = &mut self.spans[index];
             span.read_len = len as u64;
             span.write_len = len as u64;
             return (id, span.base + len as u64);
         }
         self.new_stack_frame(frame)
+    }
+
+    /// Zeroes what was written in the stack region at `index`: from byte `written_from` up
+    /// (code writing memory directly), and wherever the memory saw writes; then marks the
+    /// region clean. What a frame needs before its next call, parked or kept live.
+    #[inline]
+    fn zero_written_stack(&mut self, index: usize, written_from: usize) {
+        let region = &mut self.regions[index];
+        let (start, len) = (region.start, region.len);
+        let span = &mut self.spans[index];
+        let dirty = region
+            .dirty_lo
+            .min(span.dirty_lo as usize)
+            .min(written_from)
+            .min(len);
+        if dirty < len {
+            zero_written(&mut region.storage[start..start + len], dirty);
+        }
+        region.dirty_lo = len;
+        span.dirty_lo = u64::MAX;
     }
 
     /// The first call at depth `frame` (or one whose kept region was removed): a new region.
@@ -506,19 +521,7 @@ impl Memory {
         let Some(index) = self.live_index(id) else {
             return false;
         };
-        let region = &mut self.regions[index];
-        let (start, len) = (region.start, region.len);
-        let span = &mut self.spans[index];
-        let dirty = region
-            .dirty_lo
-            .min(span.dirty_lo as usize)
-            .min(written_from)
-            .min(len);
-        if dirty < len {
-            zero_written(&mut region.storage[start..start + len], dirty);
-        }
-        region.dirty_lo = len;
-        span.dirty_lo = u64::MAX;
+        self.zero_written_stack(index, written_from);
         true
     }
 
@@ -540,19 +543,7 @@ impl Memory {
         if kept != id || !self.regions.get(index).is_some_and(|r| r.live) {
             return false;
         }
-        let region = &mut self.regions[index];
-        let (start, len) = (region.start, region.len);
-        let span = &mut self.spans[index];
-        let dirty = region
-            .dirty_lo
-            .min(span.dirty_lo as usize)
-            .min(written_from)
-            .min(len);
-        if dirty < len {
-            zero_written(&mut region.storage[start..start + len], dirty);
-        }
-        region.dirty_lo = len;
-        span.dirty_lo = u64::MAX;
+        self.zero_written_stack(index, written_from);
         true
     }
 
