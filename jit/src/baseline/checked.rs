@@ -219,15 +219,12 @@ impl FnCompiler<'_> {
                 self.a.bind(label);
                 let d = host(dst);
                 if size == Size::W {
-                    self.ctx_field(d, sign_extend, done);
+                    self.ctx_field(d, sign_extend, done, true);
                 }
-                self.spill(0, 5);
-                self.call_rt(
+                self.call_rt_or_leave(
                     entry!(runtime::jit_read),
                     &[Arg::Reg(T2), Arg::Imm(pack_access(pc, size.bytes()))],
                 );
-                self.leave_unless_ok();
-                self.reload(0, 5);
                 // The value as the runtime read it (a ctx field's is 64 bits), then extended
                 // as the interpreter extends it.
                 self.a.load_zx(Sz::Q, d, mem(CTX, offsets::SCRATCH));
@@ -245,13 +242,10 @@ impl FnCompiler<'_> {
                 pc,
             } => {
                 self.a.bind(label);
-                self.spill(0, 5);
-                self.call_rt(
+                self.call_rt_or_leave(
                     entry!(runtime::jit_write_check),
                     &[Arg::Reg(T2), Arg::Imm(pack_access(pc, size.bytes()))],
                 );
-                self.leave_unless_ok();
-                self.reload(0, 5);
                 // t2 did not survive the call.
                 self.a.lea(T2, mem(host(base), off as i32));
                 self.a.jmp(ok);
@@ -268,9 +262,8 @@ impl FnCompiler<'_> {
                 // The operand in t1: the argument registers are r1-r4's, which the moves into
                 // them would overwrite. The expected value is r0's rax, which they do not.
                 self.a.mov_rr(Sz::Q, T1, host(src));
-                self.spill(0, 5);
                 let op_size = ((op.imm() as u32 as u64) << 8) | size.bytes() as u64;
-                self.call_rt(
+                self.call_rt_or_leave(
                     entry!(runtime::jit_atomic_unaligned),
                     &[
                         Arg::Reg(T2),
@@ -280,8 +273,6 @@ impl FnCompiler<'_> {
                         Arg::Imm(pc as u64),
                     ],
                 );
-                self.leave_unless_ok();
-                self.reload(0, 5);
                 let old = match op {
                     AtomicOp::Cmpxchg => Some(RAX),
                     _ if op.fetches() => Some(host(src)),
@@ -295,33 +286,13 @@ impl FnCompiler<'_> {
         }
     }
 
-    /// An aligned 4-byte load of the converted ctx (address in t2): `d` gets the field's
-    /// value from the field values and the code goes on at `done`; any other address falls
-    /// through (to the runtime, which faults on the rest of the ctx).
-    fn ctx_field(&mut self, d: R, sign_extend: bool, done: Label) {
-        let other = self.a.label();
-        self.a.mov_rr(Sz::Q, T1, T2);
-        self.a
-            .arith_rm(Sz::Q, Arith::Sub, T1, mem(CTX, offsets::CTX_BASE));
-        self.a
-            .arith_rm(Sz::Q, Arith::Cmp, T1, mem(CTX, offsets::CTX_LEN));
-        self.a.jcc(Cc::Ae, other);
-        self.a.test_ri(Sz::Q, T1, 3);
-        self.a.jcc(Cc::Ne, other);
-        // Field `off / 4` is the u64 at `values + 8 * (off / 4)`. t2 is not needed past here:
-        // the field's value is final.
-        self.a.load_zx(Sz::Q, T2, mem(CTX, offsets::CTX_VALUES));
-        self.a.load_zx(Sz::Q, d, mem_index(T2, T1, 2, 0));
-        if sign_extend {
-            self.a.movsx_rr(Sz::Q, Sz::W, d, d);
-        }
-        self.a.jmp(done);
-        self.a.bind(other);
-    }
-
-    /// Leaves the function with the status in rax unless it is OK (0).
-    fn leave_unless_ok(&mut self) {
+    /// Calls runtime entry point `f`, which may fault: r0-r5 kept in the save area across the
+    /// call, and the function left with the status in rax unless it is OK (0).
+    fn call_rt_or_leave(&mut self, f: u64, args: &[Arg]) {
+        self.spill(0, 5);
+        self.call_rt(f, args);
         self.a.test_rr(Sz::Q, RAX, RAX);
         self.a.jcc(Cc::Ne, self.epilogue);
+        self.reload(0, 5);
     }
 }

@@ -40,24 +40,38 @@ impl FnCompiler<'_> {
             self.host_load(size, sign_extend, d, mem(s, off as i32));
             return;
         }
-        // Field `off / 4` of the ctx is the u64 at `values + 8 * (off / 4)`.
-        let (host_mem, done) = (self.a.label(), self.a.label());
+        // The verifier allows only aligned ctx loads: no alignment test.
+        let done = self.a.label();
         self.a.lea(T2, mem(s, off as i32));
+        self.ctx_field(d, sign_extend, done, false);
+        self.host_load(size, sign_extend, d, mem(T2, 0));
+        self.a.bind(done);
+    }
+
+    /// A 4-byte load from the address in t2 when it is in the converted ctx (and 4-aligned,
+    /// when `aligned_only`): `d` gets the field's value from the field values and the code
+    /// goes on at `done`; any other address falls through, t2 intact.
+    pub(crate) fn ctx_field(&mut self, d: R, sign_extend: bool, done: Label, aligned_only: bool) {
+        let other = self.a.label();
         self.a.mov_rr(Sz::Q, T1, T2);
         self.a
             .arith_rm(Sz::Q, Arith::Sub, T1, mem(CTX, offsets::CTX_BASE));
         self.a
             .arith_rm(Sz::Q, Arith::Cmp, T1, mem(CTX, offsets::CTX_LEN));
-        self.a.jcc(Cc::Ae, host_mem);
+        self.a.jcc(Cc::Ae, other);
+        if aligned_only {
+            self.a.test_ri(Sz::Q, T1, 3);
+            self.a.jcc(Cc::Ne, other);
+        }
+        // Field `off / 4` is the u64 at `values + 8 * (off / 4)`. t2 is not needed past here:
+        // the field's value is final.
         self.a.load_zx(Sz::Q, T2, mem(CTX, offsets::CTX_VALUES));
         self.a.load_zx(Sz::Q, d, mem_index(T2, T1, 2, 0));
         if sign_extend {
             self.a.movsx_rr(Sz::Q, Sz::W, d, d);
         }
         self.a.jmp(done);
-        self.a.bind(host_mem);
-        self.host_load(size, sign_extend, d, mem(T2, 0));
-        self.a.bind(done);
+        self.a.bind(other);
     }
 
     fn host_load(&mut self, size: Size, sign_extend: bool, d: R, m: Mem) {
