@@ -15,14 +15,14 @@
 //! `cargo bench --bench engines [-- FILTER]`. Ratios between lines of a group are what to read:
 //! every line of a group runs the same instructions on the same bytes.
 
+use bpfemu::jit::Engine;
 use bpfemu::pcap::PcapReader;
 use bpfemu::replay::{ReplayOptions, Replayer};
-use bpfemu::runtime::EngineChoice;
 use bpfemu_conformance::kernel;
 use bpfemu_isa::Program;
 use bpfemu_isa::asm::assemble_kernel;
 use bpfemu_jit::{Jit, Mode};
-use bpfemu_vm::engine::{Engine, Executable};
+use bpfemu_vm::engine::{Engine as VmEngine, Executable};
 use bpfemu_vm::memory::{Memory, RegionKind};
 use bpfemu_vm::xdp::PacketMeta;
 use bpfemu_vm::{Interpreter, NoHelpers, Options};
@@ -49,7 +49,7 @@ fn first_packet(capture: &str) -> Vec<u8> {
     reader.next().expect("a packet").expect("readable").data
 }
 
-fn replayer(object: &Path, engine: EngineChoice) -> Replayer {
+fn replayer(object: &Path, engine: Engine) -> Replayer {
     let opts = ReplayOptions {
         object: object.to_path_buf(),
         cpus: 1,
@@ -66,11 +66,11 @@ fn xdp(c: &mut Criterion) {
         let packet = first_packet(capture);
         let mut group = c.benchmark_group(format!("xdp/{name}"));
         for (label, engine) in [
-            ("interp", EngineChoice::Interp),
-            ("jit", EngineChoice::Jit),
-            ("jit-trusted", EngineChoice::JitTrusted),
-            ("jit-baseline", EngineChoice::JitBaseline),
-            ("jit-baseline-checked", EngineChoice::JitBaselineChecked),
+            ("interp", Engine::Interp),
+            ("jit", Engine::Jit),
+            ("jit-trusted", Engine::JitTrusted),
+            ("jit-baseline", Engine::JitBaseline),
+            ("jit-baseline-checked", Engine::JitBaselineChecked),
         ] {
             let mut r = replayer(&object, engine);
             let meta = PacketMeta::default();
@@ -330,7 +330,7 @@ struct OnBuffer {
 }
 
 impl OnBuffer {
-    fn new(engine: &dyn Engine, prog: &Program, buf: &[u8]) -> OnBuffer {
+    fn new(engine: &dyn VmEngine, prog: &Program, buf: &[u8]) -> OnBuffer {
         let exe = engine.prepare(prog).expect("the bench program prepares");
         let mut mem = Memory::new();
         let id = mem.add_copy(RegionKind::Input, buf, true);

@@ -9,7 +9,8 @@
 //! profile, `-- --repeat N NAME...` compiles only the objects whose file names contain one of
 //! the NAMEs, N times each (`perf record -g` over it, built with debug info).
 
-use bpfemu::runtime::{EngineChoice, build_runtime};
+use bpfemu::jit::Engine;
+use bpfemu::vm_runtime::build_runtime;
 use bpfemu_conformance::kernel::thread_cpu_ns;
 use bpfemu_loader::{LoadOptions, load_file};
 use bpfemu_vm::xdp::XdpConfig;
@@ -44,13 +45,13 @@ fn main() {
         .map(|(_, a)| a)
         .collect();
     let engine = if baseline_checked {
-        EngineChoice::JitBaselineChecked
+        Engine::JitBaselineChecked
     } else if baseline {
-        EngineChoice::JitBaseline
+        Engine::JitBaseline
     } else if trusted {
-        EngineChoice::JitTrusted
+        Engine::JitTrusted
     } else {
-        EngineChoice::Jit
+        Engine::Jit
     };
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/xdp/build");
     let mut objects: Vec<PathBuf> = std::fs::read_dir(&dir)
@@ -79,7 +80,8 @@ fn main() {
         let mut best = Duration::MAX;
         for _ in 0..rounds {
             let start = thread_cpu_ns();
-            engine.apply(&mut rt).expect("the JIT compiles the corpus");
+            rt.set_engine(&*engine.build(None))
+                .expect("the JIT compiles the corpus");
             best = best.min(Duration::from_nanos(thread_cpu_ns() - start));
         }
         let name = path.file_name().unwrap().to_string_lossy();

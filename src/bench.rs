@@ -31,14 +31,16 @@
 
 use crate::diff::{self, DiffOptions, Session};
 use crate::pcap::{Packet, PcapReader};
+use crate::prepare::Prepared;
 use crate::progress::Progress;
 use crate::replay::{ReplayOptions, Replayer};
-use crate::runtime::EngineChoice;
 use anyhow::{Context, Result, bail};
 use bpfemu_conformance::kernel as kbpf;
+use bpfemu_jit::Engine;
 use bpfemu_vm::xdp::PacketMeta;
 use serde_json::json;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[derive(Clone, Debug, Default)]
@@ -54,7 +56,9 @@ pub struct BenchOptions {
     /// Show each engine's progress on standard error when it is a terminal.
     pub progress: bool,
     /// The engines to measure, in the report's order (none given: all three).
-    pub engines: Vec<EngineChoice>,
+    pub engines: Vec<Engine>,
+    /// `--no-verify`: measure a program bpfemu's verifier rejects (checked engines only).
+    pub no_verify: bool,
 }
 
 /// One engine's figures.
@@ -62,7 +66,8 @@ pub struct BenchOptions {
 pub struct EngineFigures {
     /// "interp", "jit" (checked), "jit-trusted", "jit-baseline" or "jit-baseline-checked".
     pub engine: &'static str,
-    /// Time to get the program ready to run: loading, the runtime, the maps, the compile.
+    /// Time to get the program ready to run: the runtime, the maps, the compile (the object
+    /// is loaded and verified once, before any engine).
     pub prepare: Duration,
     /// The JIT's compile alone (zero for the interpreter).
     pub compile: Duration,
@@ -118,20 +123,19 @@ pub struct BenchReport {
     pub kernel: Result<KernelFigures, String>,
 }
 
-/// The engines measured, in the report's order.
-const ENGINES: [EngineChoice; 5] = [
-    EngineChoice::Interp,
-    EngineChoice::Jit,
-    EngineChoice::JitTrusted,
-    EngineChoice::JitBaseline,
-    EngineChoice::JitBaselineChecked,
-];
-
 pub fn bench(opts: &BenchOptions) -> Result<BenchReport> {
     // The program and maps first, on both sides: a wrong name fails before the capture is
     // read. The kernel session pins this thread to CPU 0, where bpfemu then runs too.
+    // One object, verified once, for every engine and the kernel's side; a program the
+    // verifier rejects is refused here, before anything runs.
+    let prepared = Arc::new(Prepared::open(
+        &opts.object,
+        opts.program.as_deref(),
+        &opts.load,
+    )?);
+    prepared.admit(Engine::Interp, opts.no_verify)?;
     let session = match diff::kernel_ready() {
-        Ok(()) => Ok(kernel_session(opts)?),
+        Ok(()) => Ok(kernel_session(&prepared, opts)?),
         Err(why) => Err(why),
     };
     // As many virtual CPUs as the kernel has, as diff gives them: map files may name CPUs
@@ -139,20 +143,20 @@ pub fn bench(opts: &BenchOptions) -> Result<BenchReport> {
     let cpus = session.as_ref().map_or(1, Session::cpus);
     // The interpreter's runtime first: its errors (a bad object, map file or program name)
     // are the command's.
-    let (interp, prepare) = bpfemu_replayer(opts, cpus, EngineChoice::Interp)?;
-    crate::replay::print_warnings(&opts.object, &interp.object);
+    let (interp, prepare) = bpfemu_replayer(&prepared, opts, cpus, Engine::Interp)?;
+    crate::replay::print_warnings(&opts.object, interp.object());
     let program = interp.program_name.clone();
     let capture = read_capture(opts)?;
     let mut interp = Some((interp, prepare));
     let chosen = match opts.engines.is_empty() {
-        true => &ENGINES[..],
+        true => &Engine::ALL[..],
         false => &opts.engines[..],
     };
     let engines = chosen
         .iter()
         .map(|&choice| EngineRun {
             engine: choice.name(),
-            figures: engine_figures(opts, cpus, choice, &mut interp, &capture),
+            figures: engine_figures(&prepared, opts, cpus, choice, &mut interp, &capture),
         })
         .collect();
     Ok(BenchReport {
@@ -167,16 +171,17 @@ pub fn bench(opts: &BenchOptions) -> Result<BenchReport> {
 /// One engine over the capture, each on a runtime of its own with the maps as `--maps` sets
 /// them; or why it cannot run.
 fn engine_figures(
+    prepared: &Arc<Prepared>,
     opts: &BenchOptions,
     cpus: u32,
-    choice: EngineChoice,
+    choice: Engine,
     interp: &mut Option<(Replayer, Duration)>,
     capture: &[Packet],
 ) -> Result<EngineFigures, String> {
     // The trusted JIT's runtime is refused when bpfemu's verifier rejects what it would run.
     let (mut replayer, prepare) = match (choice, interp.take()) {
-        (EngineChoice::Interp, Some(ready)) => ready,
-        _ => bpfemu_replayer(opts, cpus, choice).map_err(|e| format!("{e:#}"))?,
+        (Engine::Interp, Some(ready)) => ready,
+        _ => bpfemu_replayer(prepared, opts, cpus, choice).map_err(|e| format!("{e:#}"))?,
     };
     Ok(measure_runtime(
         choice.name(),
@@ -196,11 +201,12 @@ fn read_capture(opts: &BenchOptions) -> Result<Vec<Packet>> {
     Ok(packets)
 }
 
-fn kernel_session(opts: &BenchOptions) -> Result<Session> {
+fn kernel_session(prepared: &Arc<Prepared>, opts: &BenchOptions) -> Result<Session> {
     let diff_opts = DiffOptions {
         program: opts.program.clone(),
         load: opts.load.clone(),
         fib: opts.fib.clone(),
+        no_verify: opts.no_verify,
         ..DiffOptions::new(&opts.object)
     };
     let doc: Option<serde_json::Value> = match &opts.maps {
@@ -215,15 +221,20 @@ fn kernel_session(opts: &BenchOptions) -> Result<Session> {
         None => None,
     };
     // Global data goes in before the kernel's load (read-only data is frozen then).
-    Ok(Session::open_with_maps(&diff_opts, doc.as_ref())?)
+    Ok(Session::open_prepared(
+        Arc::clone(prepared),
+        &diff_opts,
+        doc.as_ref(),
+    )?)
 }
 
 /// bpfemu's runtime for `engine` with the maps as `--maps` sets them, and the time it took to
 /// prepare.
 fn bpfemu_replayer(
+    prepared: &Arc<Prepared>,
     opts: &BenchOptions,
     cpus: u32,
-    engine: EngineChoice,
+    engine: Engine,
 ) -> Result<(Replayer, Duration)> {
     let replay_opts = ReplayOptions {
         object: opts.object.clone(),
@@ -234,10 +245,11 @@ fn bpfemu_replayer(
         cpus,
         ifindex: 1,
         engine,
+        no_verify: opts.no_verify,
         ..ReplayOptions::default()
     };
     let start = Instant::now();
-    let replayer = Replayer::new(&replay_opts)?;
+    let replayer = Replayer::with(Arc::clone(prepared), &replay_opts)?;
     Ok((replayer, start.elapsed()))
 }
 

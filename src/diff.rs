@@ -77,6 +77,7 @@ mod events;
 
 pub use events::{EventComparison, EventRecord};
 
+use crate::prepare::{OpenError, Prepared, Refusal, RunSetup};
 use crate::replay::hex;
 use bpfemu_conformance::kernel::{self, BPF_PROG_TYPE_XDP};
 use bpfemu_conformance::kernel::{self as kbpf, CpuPin, TestRunOutput, XdpMd};
@@ -87,18 +88,18 @@ use bpfemu_conformance::kernel_object::{
 };
 use bpfemu_conformance::netns::{Entered, HeldNetns, Netns};
 use bpfemu_isa::RawInsn;
+use bpfemu_jit::Engine;
 use bpfemu_loader::btf::json::{self as mapjson, MapContents, MapValue};
 use bpfemu_loader::btf::{Btf, BtfKind, TypeId};
 use bpfemu_loader::{LoadOptions, Object};
 use bpfemu_vm::taint::TaintSource;
-use bpfemu_vm::xdp::{
-    PacketError, PacketMeta, PacketTaint, XdpAction, XdpConfig, XdpOutcome, XdpRuntime,
-};
+use bpfemu_vm::xdp::{PacketError, PacketMeta, PacketTaint, XdpAction, XdpOutcome, XdpRuntime};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 // ---------------------------------------------------------------------------------------------
 // Errors
@@ -117,9 +118,9 @@ pub enum DiffError {
     },
     #[error("{path}: {message}")]
     Program { path: String, message: String },
-    /// `--engine jit-trusted` on a program bpfemu's verifier rejects.
+    /// The program may not run: bpfemu's verifier rejects it, or the engine cannot run it.
     #[error("{0}")]
-    Unverified(String),
+    Refused(#[source] Refusal),
     #[error("maps: {0}")]
     Maps(String),
     #[error("{path}: map {map}: cannot read the kernel's records: {source}")]
@@ -262,7 +263,9 @@ pub struct DiffOptions {
     /// namespace the kernel side runs in (see the module docs).
     pub fib: Option<PathBuf>,
     /// The engine that runs bpfemu's side.
-    pub engine: crate::runtime::EngineChoice,
+    pub engine: Engine,
+    /// `--no-verify`: compare a program bpfemu's verifier rejects (bpfemu's side checked).
+    pub no_verify: bool,
     /// `ingress_ifindex` and `rx_queue_index` of every packet, handed to both sides as
     /// test_run's ctx (each side checks them as it does); `None`: no ctx (the loopback, queue 0).
     pub ifindex: Option<u32>,
@@ -285,7 +288,7 @@ pub struct Session {
     /// Readers of the kernel's ring buffers and perf events (dropped before the maps).
     kernel_events: KernelEvents,
     kernel: KernelObject,
-    object: Object,
+    prepared: Arc<Prepared>,
     ours: XdpRuntime,
     /// bpfemu again, tracking taint (only for objects that read the clock or random numbers).
     taint: Option<XdpRuntime>,
@@ -321,24 +324,32 @@ impl Session {
         maps: Option<&serde_json::Value>,
     ) -> Result<Session, DiffError> {
         let path_str = opts.object.display().to_string();
-        let object =
-            bpfemu_loader::load_file(&opts.object, &opts.load).map_err(|e| DiffError::Load {
-                path: path_str.clone(),
-                message: e.to_string(),
-            })?;
-        let program_name = pick_program(&object, opts.program.as_deref()).map_err(|message| {
-            DiffError::Program {
-                path: path_str.clone(),
-                message,
-            }
-        })?;
-        let stack_bound = match opts.engine {
-            engine if engine.is_trusted() => Some(
-                crate::runtime::require_verified_for(engine, &object, &path_str, &program_name)
-                    .map_err(DiffError::Unverified)?,
-            ),
-            _ => None,
-        };
+        let prepared = Prepared::open(&opts.object, opts.program.as_deref(), &opts.load).map_err(
+            |e| match e {
+                OpenError::Load(e) => DiffError::Load {
+                    path: path_str.clone(),
+                    message: e.to_string(),
+                },
+                OpenError::Program { path, why } => DiffError::Program { path, message: why },
+            },
+        )?;
+        Session::open_prepared(Arc::new(prepared), opts, maps)
+    }
+
+    /// [`Self::open_with_maps`] for an object a command has opened already (see [`Prepared`]);
+    /// `opts`' object, program and load options are `prepared`'s.
+    pub fn open_prepared(
+        prepared: Arc<Prepared>,
+        opts: &DiffOptions,
+        maps: Option<&serde_json::Value>,
+    ) -> Result<Session, DiffError> {
+        let path_str = prepared.path().display().to_string();
+        // Refused before the kernel is needed, as a rejected program would never reach it.
+        prepared
+            .admit(opts.engine, opts.no_verify)
+            .map_err(DiffError::Refused)?;
+        let object = prepared.object();
+        let program_name = prepared.program_name().to_owned();
         kernel_ready().map_err(DiffError::KernelUnavailable)?;
         let fib =
             match &opts.fib {
@@ -406,26 +417,18 @@ impl Session {
             })?;
         let nondeterminism = scan_nondeterminism(&object);
         let build = |seed: u64| {
-            let cfg = XdpConfig {
+            let setup = RunSetup {
+                engine: opts.engine,
                 cpus,
                 seed,
                 fib: fib.clone(),
-                // kfunc ids name functions of the BTF the loader resolved them against.
-                kernel_btf: opts.load.target_btf.clone(),
-                ..XdpConfig::default()
+                maps: None,
+                no_verify: opts.no_verify,
             };
-            let mut rt =
-                crate::runtime::build_runtime(&object, cfg).map_err(|e| DiffError::Load {
-                    path: path_str.clone(),
-                    message: e.to_string(),
-                })?;
-            opts.engine
-                .apply_verified(&mut rt, stack_bound)
-                .map_err(|e| DiffError::Load {
-                    path: path_str.clone(),
-                    message: e.to_string(),
-                })?;
-            Ok(rt)
+            prepared.runtime(&setup).map_err(|e| DiffError::Load {
+                path: path_str.clone(),
+                message: format!("{e:#}"),
+            })
         };
         let ours = build(opts.seed)?;
         let taint = match nondeterminism.any() {
@@ -436,18 +439,12 @@ impl Session {
             }
             false => None,
         };
-        let program = ours
-            .program_index(&program_name)
-            .expect("the program comes from the object");
-        ours.runnable(program).map_err(|e| DiffError::Load {
-            path: path_str.clone(),
-            message: e.to_string(),
-        })?;
+        let program = prepared.program_index();
         let pin = CpuPin::new(0).map_err(DiffError::Pin)?;
         let mut session = Session {
             kernel_events,
             kernel,
-            object,
+            prepared: Arc::clone(&prepared),
             ours,
             taint,
             program,
@@ -510,7 +507,7 @@ impl Session {
     }
 
     pub fn object(&self) -> &Object {
-        &self.object
+        self.prepared.object()
     }
 
     /// Possible CPUs of the kernel, and virtual CPUs of bpfemu.
@@ -528,9 +525,12 @@ impl Session {
 
     /// Sets map contents on both sides from a `--maps` document (see [`crate::mapio`]).
     pub fn set_maps_json(&mut self, doc: &serde_json::Value) -> Result<(), DiffError> {
-        let contents =
-            mapjson::parse_map_contents(doc, &self.object.maps, self.object.btf.as_ref())
-                .map_err(|e| DiffError::Maps(e.to_string()))?;
+        let contents = mapjson::parse_map_contents(
+            doc,
+            &self.prepared.object().maps,
+            self.prepared.object().btf.as_ref(),
+        )
+        .map_err(|e| DiffError::Maps(e.to_string()))?;
         self.set_maps(&contents)
     }
 
@@ -546,7 +546,8 @@ impl Session {
     fn write_maps(&mut self, contents: &[MapContents], kernel_too: bool) -> Result<(), DiffError> {
         for map in contents {
             let spec = self
-                .object
+                .prepared
+                .object()
                 .maps
                 .iter()
                 .find(|m| m.name == map.name)
@@ -558,7 +559,7 @@ impl Session {
                     .map_err(|e| DiffError::Maps(format!("map {}: entry {i}: {e}", map.name)))?;
                 if let Some(fd) = fd {
                     kbpf::map_update_fd(fd, &entry.key, &value, 0).map_err(|errno| {
-                        let frozen = if errno == EPERM && is_global_data(&self.object, &map.name) {
+                        let frozen = if errno == EPERM && is_global_data(self.prepared.object(), &map.name) {
                             " (read-only data is frozen once the program is loaded: give it with --maps)"
                         } else {
                             ""
@@ -588,7 +589,8 @@ impl Session {
     /// Empties a map on both sides: hash-like maps lose every key, arrays get zero values.
     pub fn clear_map(&mut self, name: &str) -> Result<(), DiffError> {
         let spec = self
-            .object
+            .prepared
+            .object()
             .maps
             .iter()
             .find(|m| m.name == name)
@@ -701,7 +703,7 @@ impl Session {
     /// Compares every map's contents (see the module docs for what is left out, and why).
     pub fn compare_maps(&mut self) -> Result<Vec<MapReport>, DiffError> {
         let mut reports = Vec::new();
-        for (index, spec) in self.object.maps.iter().enumerate() {
+        for (index, spec) in self.prepared.object().maps.iter().enumerate() {
             let type_name = map_type_name(spec.map_type);
             if let Some(reason) = not_comparable(spec.map_type) {
                 reports.push(MapReport::skipped(&spec.name, type_name, reason));
@@ -715,7 +717,7 @@ impl Session {
                 ));
                 continue;
             };
-            let layout = MapLayout::new(spec, self.object.btf.as_ref());
+            let layout = MapLayout::new(spec, self.prepared.object().btf.as_ref());
             let taint = self.taint.as_ref();
             // Only a map that holds tainted bytes has its entries' taint looked up.
             let tainted = taint.filter(|rt| rt.map_has_taint(index));
@@ -833,41 +835,6 @@ fn initial_entries(
         }
     }
     Ok(out)
-}
-
-/// The program to compare: the one named, or the object's only XDP program.
-fn pick_program(object: &Object, wanted: Option<&str>) -> Result<String, String> {
-    let xdp: Vec<&str> = object
-        .programs
-        .iter()
-        .filter(|p| p.prog_type == BPF_PROG_TYPE_XDP)
-        .map(|p| p.name.as_str())
-        .collect();
-    // A section name picks the program in it, as `ip link set ... sec S` does.
-    let wanted = wanted.map(|w| object.find_program(w).map_or(w, |p| p.name.as_str()));
-    match wanted {
-        Some(name) if xdp.contains(&name) => Ok(name.to_owned()),
-        Some(name) => Err(format!(
-            "no XDP program `{name}`; the object has {}",
-            if xdp.is_empty() {
-                "none".to_owned()
-            } else {
-                xdp.join(", ")
-            }
-        )),
-        None => match xdp.as_slice() {
-            [only] => Ok((*only).to_owned()),
-            [] => Err("no XDP program in this object".to_owned()),
-            several if object.iproute2_default(several).is_some() => Ok(object
-                .iproute2_default(several)
-                .unwrap_or_default()
-                .to_owned()),
-            [first, ..] => Err(format!(
-                "several XDP programs ({}); choose one with --prog (the first is `{first}`)",
-                xdp.join(", ")
-            )),
-        },
-    }
 }
 
 /// A value in the syscall layout: per-CPU maps get one 8-byte-padded copy per CPU.
@@ -2009,6 +1976,7 @@ fn check_host_rx(ifindex: Option<u32>, rxq: Option<u32>) -> Result<(), String> {
 }
 
 pub fn diff_capture(
+    prepared: Arc<Prepared>,
     opts: &DiffOptions,
     capture: &Path,
     maps: Option<&Path>,
@@ -2028,14 +1996,14 @@ pub fn diff_capture(
     let mut reader = crate::pcap::PcapReader::open(capture)?;
     let mut session = match (&doc, maps) {
         (Some(doc), Some(file)) => {
-            Session::open_with_maps(opts, Some(doc)).map_err(|e| match e {
+            Session::open_prepared(prepared, opts, Some(doc)).map_err(|e| match e {
                 DiffError::Maps(m) => anyhow::anyhow!("{}: {m}", file.display()),
                 other => other.into(),
             })?
         }
-        _ => Session::open(opts)?,
+        _ => Session::open_prepared(prepared, opts, None)?,
     };
-    crate::replay::print_warnings(&opts.object, &session.object);
+    crate::replay::print_warnings(&opts.object, session.object());
     let mut notable = Vec::new();
     let mut count = 0;
     let mut progress = crate::progress::Progress::capture(opts.progress, capture, 8);

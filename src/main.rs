@@ -5,8 +5,10 @@ mod inspect;
 
 use anyhow::Context;
 use bpfemu::conformance::runner::{self, EngineKind, Mode};
+use bpfemu::prepare::{Prepared, Refusal, RefusalKind};
+use bpfemu_jit::Engine;
 use bpfemu_loader::{LoadOptions, Object};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -140,6 +142,9 @@ struct FuzzArgs {
     /// Where findings, the corpus and the coverage report go.
     #[arg(long, value_name = "DIR", default_value = "fuzz-out")]
     out: PathBuf,
+    /// Fuzz the program even if bpfemu's verifier rejects it (in checked mode, faults reported).
+    #[arg(long)]
+    no_verify: bool,
     /// One JSON document instead of the text summary.
     #[arg(long)]
     json: bool,
@@ -309,7 +314,8 @@ impl ReplayArgs {
     fn options(&self) -> bpfemu::replay::ReplayOptions {
         use std::io::IsTerminal;
         bpfemu::replay::ReplayOptions {
-            engine: self.engine.choice(),
+            engine: self.engine,
+            no_verify: self.no_verify,
             object: self.obj.clone(),
             capture: self.pcap.clone(),
             program: self.prog.clone(),
@@ -361,42 +367,21 @@ fn parse_map_size(arg: &str) -> Result<(String, u32), String> {
     Ok((name.to_string(), n))
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Engine {
-    /// The reference interpreter (checked memory).
-    Interp,
-    /// The Cranelift JIT, every memory access checked as the interpreter checks it.
-    Jit,
-    /// The Cranelift JIT on host memory, for verified programs only: bpfemu's verifier must
-    /// accept the program first (and every program of the object when it makes tail calls).
-    JitTrusted,
-    /// The baseline JIT on host memory, for verified programs only (as jit-trusted): x86-64
-    /// code made straight from each instruction, compiled some eighty times faster than
-    /// Cranelift's.
-    JitBaseline,
-    /// The baseline JIT, every memory access checked as the interpreter checks it (as jit),
-    /// compiled as fast as jit-baseline.
-    JitBaselineChecked,
-}
-
-impl Engine {
-    fn choice(self) -> bpfemu::runtime::EngineChoice {
-        use bpfemu::runtime::EngineChoice;
-        match self {
-            Engine::Interp => EngineChoice::Interp,
-            Engine::Jit => EngineChoice::Jit,
-            Engine::JitTrusted => EngineChoice::JitTrusted,
-            Engine::JitBaseline => EngineChoice::JitBaseline,
-            Engine::JitBaselineChecked => EngineChoice::JitBaselineChecked,
-        }
-    }
-}
-
 fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(code) => code,
         // A reader that stops early (`bpfemu replay ... --json | head`) is not an error.
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        // A program refused before it ran: the verifier's placed message as it stands.
+        Err(e) if refusal(&e).is_some() => {
+            let refused = refusal(&e).expect("matched");
+            let text = match refused.kind {
+                RefusalKind::Rejected => refused.text.clone(),
+                RefusalKind::EngineCannotRun => format!("bpfemu: {}", refused.text),
+            };
+            let _ = writeln!(std::io::stderr(), "{text}");
+            ExitCode::from(refused.exit_code())
+        }
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "bpfemu: {}", render_error(&e));
             ExitCode::from(2)
@@ -423,7 +408,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Engine::JitTrusted | Engine::JitBaseline => anyhow::bail!(
                     "--engine {} runs verified programs only; the suite's programs are \
                      not verified: use --engine jit or jit-baseline-checked",
-                    engine.choice().name()
+                    engine.name()
                 ),
             };
             let mode = if expect_fail {
@@ -477,14 +462,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             json,
             load,
         } => verify(&obj, prog.as_deref(), log_level, json, &load),
-        Command::Replay(args) => {
-            if let Some(refused) =
-                verify_first(&args.obj, args.prog.as_deref(), &args.load, args.no_verify)?
-            {
-                return Ok(refused);
-            }
-            Ok(ExitCode::from(bpfemu::replay::replay(&args.options())?))
-        }
+        Command::Replay(args) => Ok(ExitCode::from(bpfemu::replay::replay(&args.options())?)),
         Command::Diff(args) => diff(&args),
         Command::Fuzz(args) => {
             let opts = bpfemu::fuzz::FuzzOptions {
@@ -496,6 +474,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     fib: args.fib.clone(),
                     maps: args.maps.clone(),
                     load: args.load.options(),
+                    no_verify: args.no_verify,
                     ..Default::default()
                 },
                 seeds: args.seeds.clone(),
@@ -509,11 +488,6 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::from(bpfemu::fuzz::fuzz(&opts)?))
         }
         Command::Bench(args) => {
-            if let Some(refused) =
-                verify_first(&args.obj, args.prog.as_deref(), &args.load, args.no_verify)?
-            {
-                return Ok(refused);
-            }
             let report = bpfemu::bench::bench(&bpfemu::bench::BenchOptions {
                 object: args.obj.clone(),
                 capture: args.pcap.clone(),
@@ -523,7 +497,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 packets: args.packets,
                 load: args.load.options(),
                 progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
-                engines: args.engine.iter().map(|e| e.choice()).collect(),
+                engines: args.engine.clone(),
+                no_verify: args.no_verify,
             })?;
             if args.json {
                 let doc = serde_json::to_string_pretty(&report.to_json())?;
@@ -536,49 +511,24 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// As the kernel verifies a program before it runs it: the program to run (`--prog`, or every
-/// program when none is named) must pass bpfemu's verifier, else the verifier's message and
-/// exit 1 (`Some`), unless `--no-verify`.
-fn verify_first(
-    obj: &Path,
-    prog: Option<&str>,
-    load: &LoadArgs,
-    no_verify: bool,
-) -> anyhow::Result<Option<ExitCode>> {
-    if no_verify {
-        return Ok(None);
-    }
-    let object = bpfemu_loader::load_file(obj, &load.options())?;
-    let name = obj.display().to_string();
-    let selected = object
-        .programs
-        .iter()
-        .filter(|p| prog.is_none_or(|n| p.name == n));
-    for prog in selected {
-        if let Err(refusal) = bpfemu::verify::require_accepted(&object, &name, prog) {
-            eprintln!("{refusal}");
-            return Ok(Some(ExitCode::from(1)));
-        }
-    }
-    Ok(None)
-}
-
 /// `bpfemu diff`: exit 0 when equal, 1 on a mismatch, 2 when the kernel is out of reach.
 fn diff(args: &DiffArgs) -> anyhow::Result<ExitCode> {
     use bpfemu::diff;
-    // `--verifier` compares verdicts, so it verifies nothing first; a comparison of runs does,
-    // before it needs the kernel, as a rejected program would never reach it.
-    if !args.verifier {
-        let refused = verify_first(&args.obj, args.prog.as_deref(), &args.load, args.no_verify)?;
-        if let Some(refused) = refused {
-            return Ok(refused);
+    // A comparison of runs verifies first, before it needs the kernel, as a rejected program
+    // would never reach it; `--verifier` compares verdicts, so it verifies nothing first.
+    let prepared = match args.verifier {
+        true => None,
+        false => {
+            let prepared = Prepared::open(&args.obj, args.prog.as_deref(), &args.load.options())?;
+            prepared.admit(args.engine, args.no_verify)?;
+            Some(std::sync::Arc::new(prepared))
         }
-    }
+    };
     if let Err(why) = diff::kernel_ready() {
         eprintln!("bpfemu diff: {why}");
         return Ok(ExitCode::from(2));
     }
-    if args.verifier {
+    let Some(prepared) = prepared else {
         let verdicts = diff::verify_in_kernel(&args.obj, &args.load.options())?;
         if args.json {
             let doc = serde_json::json!({
@@ -599,7 +549,7 @@ fn diff(args: &DiffArgs) -> anyhow::Result<ExitCode> {
             .any(|v| v.bpfemu.verified && !v.kernel.accepted);
         let disagree = verdicts.iter().any(|v| !v.agree);
         return Ok(ExitCode::from(u8::from(rejected || disagree)));
-    }
+    };
     let pcap = args.pcap.as_deref().context("a capture is needed")?;
     let opts = diff::DiffOptions {
         object: args.obj.clone(),
@@ -607,7 +557,8 @@ fn diff(args: &DiffArgs) -> anyhow::Result<ExitCode> {
         load: args.load.options(),
         seed: args.seed,
         fib: args.fib.clone(),
-        engine: args.engine.choice(),
+        engine: args.engine,
+        no_verify: args.no_verify,
         ifindex: args.ifindex,
         rxq: args.rxq,
         progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
@@ -616,7 +567,7 @@ fn diff(args: &DiffArgs) -> anyhow::Result<ExitCode> {
     // A closed pipe stops the printing; the comparison still ends normally, so that the
     // kernel side (namespace, programs, maps) is torn down as usual.
     let mut closed: Option<std::io::Error> = None;
-    let report = diff::diff_capture(&opts, pcap, args.maps.as_deref(), |cmp| {
+    let report = diff::diff_capture(prepared, &opts, pcap, args.maps.as_deref(), |cmp| {
         if !json && closed.is_none() {
             closed = write!(stdout(), "{}", diff::format_packet(cmp)).err();
         }
@@ -754,6 +705,13 @@ fn strip_os_error_code(text: &str) -> String {
 /// quietly (see [`main`]) instead of `println!`'s panic.
 fn stdout() -> std::io::StdoutLock<'static> {
     std::io::stdout().lock()
+}
+
+/// The refusal that ended a command, wherever it sits in the error's chain.
+fn refusal(error: &anyhow::Error) -> Option<&Refusal> {
+    error
+        .chain()
+        .find_map(|cause| cause.downcast_ref::<Refusal>())
 }
 
 fn is_broken_pipe(error: &anyhow::Error) -> bool {

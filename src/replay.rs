@@ -11,20 +11,20 @@ use crate::digest::{HashingReader, StreamDigest};
 use crate::expect::{Checker, PacketRecord, Recorder, RunIdentity, file_name, map_delta};
 use crate::mapio::MapIo;
 use crate::pcap::{Packet, PacketRef, PcapReadError, PcapReader, PcapWriter};
+use crate::prepare::{Prepared, RunSetup};
 use crate::progress::Progress;
 use crate::rss;
-use crate::runtime;
 use anyhow::{Context, Result, bail};
+use bpfemu_jit::Engine;
 use bpfemu_loader::{LoadOptions, Object};
-use bpfemu_vm::xdp::{
-    PacketError, PacketMeta, XdpAction, XdpConfig, XdpOutcome, XdpRuntime, XdpVerdict,
-};
+use bpfemu_vm::xdp::{PacketError, PacketMeta, XdpAction, XdpOutcome, XdpRuntime, XdpVerdict};
 use serde_json::json;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What `bpfemu replay` was asked to do.
@@ -48,7 +48,9 @@ pub struct ReplayOptions {
     /// Show a progress bar (a terminal, no JSON).
     pub progress: bool,
     /// The engine that runs the program.
-    pub engine: runtime::EngineChoice,
+    pub engine: Engine,
+    /// `--no-verify`: run a program bpfemu's verifier rejects (checked engines only).
+    pub no_verify: bool,
     /// `--record-type MAP=TYPE`: records of MAP shown typed by TYPE of the object's BTF.
     pub record_types: Vec<(String, String)>,
 }
@@ -394,7 +396,8 @@ impl ActionCaptures {
 
 /// The loaded program and its runtime, ready for packets.
 pub struct Replayer {
-    pub object: Object,
+    /// The object and its program, as every command opens them.
+    pub prepared: Arc<Prepared>,
     pub runtime: XdpRuntime,
     pub program: usize,
     pub program_name: String,
@@ -408,75 +411,56 @@ pub struct Replayer {
 }
 
 impl Replayer {
+    /// Opens the object (see [`Prepared`]) and makes the runtime that replays its program.
     pub fn new(opts: &ReplayOptions) -> Result<Replayer> {
-        let path = &opts.object;
-        // The loader's errors name the file.
-        let object = bpfemu_loader::load_file(path, &opts.load)?;
-        let program_name = pick_program(&object, opts.program.as_deref())?;
+        let prepared = Prepared::open(&opts.object, opts.program.as_deref(), &opts.load)?;
+        Replayer::with(Arc::new(prepared), opts)
+    }
+
+    /// The runtime that replays `prepared`'s program as `opts` asks (its object and program
+    /// fields are `prepared`'s).
+    pub fn with(prepared: Arc<Prepared>, opts: &ReplayOptions) -> Result<Replayer> {
+        let path = prepared.path();
         let record_types =
-            crate::record_types::RecordTypes::resolve(&object, path, &opts.record_types)?;
-        let stack_bound = match opts.engine {
-            engine if engine.is_trusted() => Some(
-                runtime::require_verified_for(
-                    engine,
-                    &object,
-                    &path.display().to_string(),
-                    &program_name,
-                )
-                .map_err(|e| anyhow::anyhow!(e))?,
-            ),
-            _ => None,
-        };
+            crate::record_types::RecordTypes::resolve(prepared.object(), path, &opts.record_types)?;
         let fib = match &opts.fib {
             Some(file) => Some(bpfemu_vm::fib::Fib::from_json_file(file)?),
             None => None,
         };
-        let config = XdpConfig {
-            cpus: opts.cpus.max(1),
+        let setup = RunSetup {
+            engine: opts.engine,
+            cpus: opts.cpus,
             seed: opts.seed,
             fib,
-            // kfunc ids name functions of the BTF the loader resolved them against.
-            kernel_btf: opts.load.target_btf.clone(),
-            ..XdpConfig::default()
+            maps: opts.maps.as_deref(),
+            no_verify: opts.no_verify,
         };
-        let mut runtime = runtime::build_runtime(&object, config)
-            .with_context(|| format!("{}: cannot prepare the program", path.display()))?;
-        let compile_start = Instant::now();
-        opts.engine
-            .apply_verified(&mut runtime, stack_bound)
-            .with_context(|| format!("{}: cannot compile the program", path.display()))?;
-        let compile_time = match opts.engine {
-            runtime::EngineChoice::Interp => Duration::ZERO,
-            _ => compile_start.elapsed(),
-        };
-        if let Some(file) = &opts.maps {
-            MapIo::new(&object, &mut runtime).load_file(file)?;
-        }
+        let (runtime, compile_time) = prepared.runtime_timed(&setup)?;
         if let Some(rxq) = opts.rxq {
             // As test_run refuses the ctx, before any packet.
             runtime
                 .check_rx(opts.ifindex, rxq)
                 .map_err(|e| anyhow::anyhow!("--rxq {rxq} with --ifindex {}: {e}", opts.ifindex))?;
         }
-        let program = runtime
-            .program_index(&program_name)
-            .expect("program chosen from the object");
-        runtime
-            .runnable(program)
-            .with_context(|| format!("{}: cannot prepare the program", path.display()))?;
+        let program = prepared.program_index();
         if let Some(reason) = runtime.test_run_refusal(program) {
             anyhow::bail!("{}: {reason}", path.display());
         }
         Ok(Replayer {
-            object,
+            program_name: prepared.program_name().to_owned(),
+            prepared,
             runtime,
             program,
-            program_name,
             compile_time,
             opts: opts.clone(),
             events: Vec::new(),
             record_types,
         })
+    }
+
+    /// The object the program comes from.
+    pub fn object(&self) -> &Object {
+        self.prepared.object()
     }
 
     /// Runs one packet: steered to its CPU, at its capture time.
@@ -517,7 +501,7 @@ impl Replayer {
 
     /// Every map's entries as raw bytes (what expectations compare).
     pub fn raw_maps(&mut self) -> Result<crate::mapio::RawMaps> {
-        MapIo::new(&self.object, &mut self.runtime).raw_snapshot()
+        MapIo::new(self.prepared.object(), &mut self.runtime).raw_snapshot()
     }
 
     /// Runs one packet for its verdict only (the fast path: nothing is copied); the CPU it
@@ -546,7 +530,7 @@ impl Replayer {
     /// The maps as `--dump-maps` writes them; a ring buffer or perf event array lists the
     /// records the replay produced in it, each with its packet.
     pub fn maps_json(&mut self) -> Result<serde_json::Value> {
-        let mut doc = MapIo::new(&self.object, &mut self.runtime).dump()?;
+        let mut doc = MapIo::new(self.prepared.object(), &mut self.runtime).dump()?;
         for (packet, e) in &self.events {
             if let Some(list) = doc.get_mut(&e.map).and_then(|v| v.as_array_mut()) {
                 let mut record = e.to_json();
@@ -571,49 +555,6 @@ pub fn print_warnings(path: &Path, object: &Object) {
     }
 }
 
-/// The program to run: the one named, or the object's only XDP program.
-fn pick_program(object: &Object, wanted: Option<&str>) -> Result<String> {
-    const BPF_PROG_TYPE_XDP: u32 = 6;
-    let names: Vec<&str> = object.programs.iter().map(|p| p.name.as_str()).collect();
-    if let Some(name) = wanted {
-        // A section name picks the program in it, as `ip link set ... sec S` does.
-        let Some(p) = object.find_program(name) else {
-            bail!(
-                "{}: no program `{name}`; it has {}",
-                object.name,
-                names.join(", ")
-            );
-        };
-        if p.prog_type != BPF_PROG_TYPE_XDP {
-            bail!(
-                "{}: program `{name}` (section {}) is not an XDP program",
-                object.name,
-                p.section
-            );
-        }
-        return Ok(p.name.clone());
-    }
-    let xdp: Vec<&str> = object
-        .programs
-        .iter()
-        .filter(|p| p.prog_type == BPF_PROG_TYPE_XDP)
-        .map(|p| p.name.as_str())
-        .collect();
-    match xdp.as_slice() {
-        [only] => Ok((*only).to_owned()),
-        [] => bail!("{}: no XDP program in this object", object.name),
-        several if object.iproute2_default(several).is_some() => Ok(object
-            .iproute2_default(several)
-            .unwrap_or_default()
-            .to_owned()),
-        [first, ..] => bail!(
-            "{}: several XDP programs ({}); choose one with --prog (the first is `{first}`)",
-            object.name,
-            xdp.join(", ")
-        ),
-    }
-}
-
 /// Runs the whole replay as the command line asked; returns the process exit code: 0, or 1
 /// when a packet faulted or a check found a difference.
 pub fn replay(opts: &ReplayOptions) -> Result<u8> {
@@ -625,7 +566,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<u8> {
         .map(ActionCaptures::new)
         .transpose()?;
     let mut replayer = Replayer::new(opts)?;
-    print_warnings(&opts.object, &replayer.object);
+    print_warnings(&opts.object, replayer.object());
     let expectations = opts.record.is_some() || opts.check.is_some();
     let identity = if expectations {
         Some(run_identity(opts, &replayer.program_name)?)
@@ -761,7 +702,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<u8> {
             recorder.finish(summary.packets, digest.clone(), &map_delta(before, &after))?;
         }
         if let (Some(checker), Some(file)) = (checker, &opts.check) {
-            let object = &replayer.object;
+            let object = replayer.prepared.object();
             let describe = |map: &str, key: &[u8], value: &[u8]| {
                 crate::mapio::describe_entry(object, map, key, value)
             };

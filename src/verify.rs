@@ -54,16 +54,23 @@ pub fn not_verified_reason(program: &ProgramSpec) -> String {
     format!("not verified: bpfemu's verifier judges XDP programs, and this is a {kind} program")
 }
 
-/// Verifies the programs of `obj` (only `only` when given; `None` from an unknown name).
+/// Verifies the programs of `obj`: only `only` when given, a function name or, as the other
+/// commands' `--prog` takes it, a section name (every program of that section); `None` from
+/// a name that is neither.
 pub fn verify_object<'a>(
     obj: &'a Object,
     only: Option<&str>,
     log_level: u32,
 ) -> Option<Report<'a>> {
+    let by_function = |name: &str| obj.programs.iter().any(|p| p.name == name);
     let selected: Vec<&ProgramSpec> = obj
         .programs
         .iter()
-        .filter(|p| only.is_none_or(|name| p.name == name))
+        .filter(|p| match only {
+            None => true,
+            Some(name) if by_function(name) => p.name == name,
+            Some(section) => p.section == section,
+        })
         .collect();
     if only.is_some() && selected.is_empty() {
         return None;
@@ -84,24 +91,6 @@ pub fn verify_object<'a>(
             .collect(),
         not_verified: other,
     })
-}
-
-/// Verifies one program; `Err` with the verifier's message, placed, when it is rejected. What
-/// `replay`, `diff` and `bench` call before they run a program.
-pub fn require_accepted(obj: &Object, object: &str, program: &ProgramSpec) -> Result<(), String> {
-    let verdict = verify(&ProgramInput::new(obj, program), &Options::default());
-    match verdict.rejection() {
-        None => Ok(()),
-        Some(_) => {
-            let v = ProgramVerdict { program, verdict };
-            Err(format!(
-                "{}bpfemu: {object}: the verifier rejects program {} (--no-verify runs it \
-                 unverified, in checked mode)",
-                error_text(object, &v),
-                program.name
-            ))
-        }
-    }
 }
 
 /// The instruction at `pc` as the kernel's log prints it (`12: (71) r0 = *(u8 *)(r2 +14)`).

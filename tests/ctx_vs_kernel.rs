@@ -16,7 +16,7 @@
 //! Skipped with a message when bpf() is out of reach, unless `BPFEMU_REQUIRE_KERNEL=1`.
 
 use bpfemu::pcap::PcapReader;
-use bpfemu::runtime::build_runtime;
+use bpfemu::vm_runtime::build_runtime;
 use bpfemu_conformance::libbpf::{LibbpfObject, LogOptions, XdpMd, kernel_or_skip, test_run_xdp};
 use bpfemu_conformance::netns::Netns;
 use bpfemu_loader::{LoadOptions, load_file};

@@ -24,8 +24,9 @@
 //!
 //! Skipped with a message when bpf() is out of reach, unless `BPFEMU_REQUIRE_KERNEL=1`.
 
+use bpfemu::jit::Engine;
 use bpfemu::replay::hex;
-use bpfemu::runtime::{EngineChoice, build_runtime};
+use bpfemu::vm_runtime::build_runtime;
 use bpfemu_conformance::libbpf::{
     LibbpfObject, LogOptions, kernel_or_skip, map_entries_fd, test_run,
 };
@@ -135,7 +136,7 @@ fn kernel_maps(kobj: &LibbpfObject, rt: &XdpRuntime) -> Dump {
 
 /// Runs every packet through the kernel and through bpfemu under `engine`; returns the
 /// number of packets compared.
-fn compare(file: &str, packets: &[Vec<u8>], engine: EngineChoice) -> usize {
+fn compare(file: &str, packets: &[Vec<u8>], engine: Engine) -> usize {
     let path = object(file);
     let obj = load_file(&path, &LoadOptions::default()).expect("bpfemu loads");
     let cfg = XdpConfig {
@@ -151,8 +152,7 @@ fn compare(file: &str, packets: &[Vec<u8>], engine: EngineChoice) -> usize {
         "{file}: kernel load failed: {}",
         loaded.failure_tail(20)
     );
-    engine
-        .apply(&mut rt)
+    rt.set_engine(&*engine.build(None))
         .unwrap_or_else(|e| panic!("{file}, {}: {e}", engine.name()));
     let mut compared = 0;
     for prog in &obj.programs {
@@ -175,7 +175,7 @@ fn compare(file: &str, packets: &[Vec<u8>], engine: EngineChoice) -> usize {
     compared
 }
 
-fn compare_all(engine: EngineChoice) {
+fn compare_all(engine: Engine) {
     if !kernel_or_skip("iter_num_vs_kernel") {
         return;
     }
@@ -189,22 +189,22 @@ fn compare_all(engine: EngineChoice) {
 
 #[test]
 fn iterators_match_the_kernel_in_the_interpreter() {
-    compare_all(EngineChoice::Interp);
+    compare_all(Engine::Interp);
 }
 
 #[test]
 fn iterators_match_the_kernel_in_the_checked_jit() {
-    compare_all(EngineChoice::Jit);
+    compare_all(Engine::Jit);
 }
 
 #[test]
 fn iterators_match_the_kernel_in_the_trusted_jit() {
-    compare_all(EngineChoice::JitTrusted);
+    compare_all(Engine::JitTrusted);
 }
 
 #[test]
 fn iterators_match_the_kernel_in_the_baseline_jit() {
-    compare_all(EngineChoice::JitBaseline);
+    compare_all(Engine::JitBaseline);
 }
 
 /// What `iter_edges` records, spelled out (so that a change on both sides at once shows):
@@ -348,17 +348,17 @@ fn registers_after_the_kfuncs_match_the_kernel() {
             let theirs = test_run(std::os::fd::AsFd::as_fd(&fd), &packet, None, 1)
                 .unwrap_or_else(|e| panic!("{at}: errno {e}"));
             for engine in [
-                EngineChoice::Interp,
-                EngineChoice::Jit,
-                EngineChoice::JitTrusted,
-                EngineChoice::JitBaseline,
+                Engine::Interp,
+                Engine::Jit,
+                Engine::JitTrusted,
+                Engine::JitBaseline,
             ] {
                 let spec = XdpProgramSpec {
                     name: "probe".into(),
                     insns: insns.clone(),
                 };
                 let mut rt = XdpRuntime::new(vec![spec], vec![], XdpConfig::default()).unwrap();
-                engine.apply(&mut rt).unwrap();
+                rt.set_engine(&*engine.build(None)).unwrap();
                 let ours = rt
                     .run(0, &packet, &PacketMeta::default())
                     .unwrap_or_else(|e| panic!("{at}, {}: {e}", engine.name()));

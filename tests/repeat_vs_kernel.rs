@@ -15,9 +15,9 @@
 //! Skipped with a message when bpf() is out of reach, unless `BPFEMU_REQUIRE_KERNEL=1`.
 
 use bpfemu::diff::{DiffOptions, Session};
+use bpfemu::jit::Engine;
 use bpfemu::pcap::PcapReader;
 use bpfemu::replay::{ReplayOptions, Replayer};
-use bpfemu::runtime::EngineChoice;
 use bpfemu_conformance::kernel::test_run;
 use bpfemu_conformance::libbpf::kernel_or_skip;
 use bpfemu_vm::xdp::PacketMeta;
@@ -60,7 +60,7 @@ fn maps_file(program: &str) -> Option<PathBuf> {
     file.exists().then_some(file)
 }
 
-fn replayer(object: &Path, maps: Option<PathBuf>, engine: EngineChoice) -> Replayer {
+fn replayer(object: &Path, maps: Option<PathBuf>, engine: Engine) -> Replayer {
     let opts = ReplayOptions {
         object: object.to_path_buf(),
         maps,
@@ -122,10 +122,10 @@ fn run_again_repeats_as_test_run_does() {
             .take(40)
             .collect();
         for engine in [
-            EngineChoice::Interp,
-            EngineChoice::Jit,
-            EngineChoice::JitTrusted,
-            EngineChoice::JitBaseline,
+            Engine::Interp,
+            Engine::Jit,
+            Engine::JitTrusted,
+            Engine::JitBaseline,
         ] {
             let mut replayer = replayer(&object, maps.clone(), engine);
             let mut differs = 0;

@@ -16,8 +16,8 @@
 mod common;
 
 use bpfemu::replay::hex;
-use bpfemu::runtime::build_runtime;
 use bpfemu::traffic::{Frame, Ipv6, Network, Transport};
+use bpfemu::vm_runtime::build_runtime;
 use bpfemu_conformance::kernel::{self, BPF_PROG_TYPE_XDP};
 use bpfemu_conformance::libbpf::{
     LibbpfObject, LogOptions, TestRunOutput, kernel_or_skip, test_run,

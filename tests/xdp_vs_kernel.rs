@@ -33,9 +33,10 @@
 
 mod common;
 
+use bpfemu::jit::Engine;
 use bpfemu::pcap::PcapReader;
 use bpfemu::replay::hex;
-use bpfemu::runtime::{EngineChoice, build_runtime};
+use bpfemu::vm_runtime::build_runtime;
 use bpfemu_conformance::libbpf::{LibbpfObject, LogOptions, kernel_or_skip, test_run};
 use bpfemu_loader::btf::json::{MapValue, parse_map_contents};
 use bpfemu_loader::{LoadOptions, MapOrigin, Object, load_file};
@@ -262,11 +263,7 @@ fn packets() -> Vec<(String, usize, u64, Vec<u8>)> {
 }
 
 /// Compares one object; returns the number of packets compared.
-fn compare_object(
-    path: &Path,
-    packets: &[(String, usize, u64, Vec<u8>)],
-    engine: EngineChoice,
-) -> usize {
+fn compare_object(path: &Path, packets: &[(String, usize, u64, Vec<u8>)], engine: Engine) -> usize {
     let stem = path.file_name().unwrap().to_string_lossy();
     let stem = stem.split('.').next().unwrap().to_string();
     let obj = load_file(path, &LoadOptions::default()).expect("bpfemu loads");
@@ -287,8 +284,7 @@ fn compare_object(
     );
     apply_setup_kernel(&stem, &mut kobj, &setup, true);
     // After the kernel's verifier accepted the object: trusted code may run it.
-    engine
-        .apply(&mut rt)
+    rt.set_engine(&*engine.build(None))
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut compared = 0;
     let mut verdicts: BTreeMap<String, usize> = BTreeMap::new();
@@ -341,7 +337,7 @@ fn corpus(level: &str) -> Vec<PathBuf> {
         .collect()
 }
 
-fn compare_level(level: &str, engine: EngineChoice) {
+fn compare_level(level: &str, engine: Engine) {
     if !kernel_or_skip("xdp_vs_kernel") {
         return;
     }
@@ -362,31 +358,31 @@ fn compare_level(level: &str, engine: EngineChoice) {
 
 #[test]
 fn corpus_v2_matches_kernel() {
-    compare_level("v2", EngineChoice::Interp);
+    compare_level("v2", Engine::Interp);
 }
 
 #[test]
 fn corpus_v3_matches_kernel() {
-    compare_level("v3", EngineChoice::Interp);
+    compare_level("v3", Engine::Interp);
 }
 
 #[test]
 fn corpus_v4_matches_kernel() {
-    compare_level("v4", EngineChoice::Interp);
+    compare_level("v4", Engine::Interp);
 }
 
 /// The JIT, checked, on the v3 corpus (v2 and v4 differ from v3 in instruction choice only;
 /// the random-program equivalence in `jit/tests` covers every instruction).
 #[test]
 fn corpus_v3_matches_kernel_under_the_jit() {
-    compare_level("v3", EngineChoice::Jit);
+    compare_level("v3", Engine::Jit);
 }
 
 /// The JIT on host memory, on the v4 corpus (movsx, sign-extending loads, gotol, bswap), each
 /// object run only after the kernel's verifier accepted it.
 #[test]
 fn corpus_v4_matches_kernel_under_the_trusted_jit() {
-    compare_level("v4", EngineChoice::JitTrusted);
+    compare_level("v4", Engine::JitTrusted);
 }
 
 /// The baseline JIT (x86-64 templates) on host memory, on the v4 corpus and on v3 (whose
@@ -394,12 +390,12 @@ fn corpus_v4_matches_kernel_under_the_trusted_jit() {
 /// after the kernel's verifier accepted it.
 #[test]
 fn corpus_v4_matches_kernel_under_the_baseline_jit() {
-    compare_level("v4", EngineChoice::JitBaseline);
+    compare_level("v4", Engine::JitBaseline);
 }
 
 #[test]
 fn corpus_v3_matches_kernel_under_the_baseline_jit() {
-    compare_level("v3", EngineChoice::JitBaseline);
+    compare_level("v3", Engine::JitBaseline);
 }
 
 /// Packet sizes at test_run's limits: refused (with the kernel's errno) or run alike. Above

@@ -68,14 +68,17 @@ pub mod baseline;
 pub mod bounds;
 pub mod compile;
 mod ctx_loads;
+mod engine;
 pub mod environ;
 pub mod inline;
 pub mod runtime;
 pub mod translate;
 
+pub use engine::Engine;
+
 use bpfemu_isa::Program;
 use bpfemu_vm::maps::InlineArray;
-use bpfemu_vm::{Engine, Executable, Options, VmError};
+use bpfemu_vm::{Engine as VmEngine, Executable, Options, VmError};
 
 /// How compiled code reaches memory.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -160,7 +163,7 @@ impl Jit {
         }
     }
 
-    /// With run limits other than the default (used by [`Engine::prepare`]).
+    /// With run limits other than the default (used by [`VmEngine::prepare`]).
     pub fn with_options(mode: Mode, options: Options) -> Jit {
         Jit {
             mode,
@@ -193,7 +196,7 @@ impl Jit {
     }
 }
 
-impl Engine for Jit {
+impl VmEngine for Jit {
     fn name(&self) -> &'static str {
         match (self.mode, self.tier()) {
             (Mode::Checked, Tier::Cranelift) => "jit",

@@ -294,7 +294,7 @@ impl Runner {
     /// looked at it`.
     fn describe_ignored(&self, e: &bpfemu_vm::coverage::IgnoredError) -> String {
         let name = bpfemu_isa::helpers::helper_name(e.helper).unwrap_or("unknown");
-        let spec = self.replayer.object.programs.get(e.prog);
+        let spec = self.replayer.object().programs.get(e.prog);
         let mut place = format!("insn {}", e.pc);
         if let Some(spec) = spec {
             if e.prog != self.replayer.program {
@@ -402,7 +402,7 @@ pub fn fuzz(opts: &FuzzOptions) -> Result<u8> {
     prepare_out_dir(&opts.out)?;
     let seeds = initial_packets(opts)?;
     let mut runner = Runner::new(opts)?;
-    crate::replay::print_warnings(&opts.replay.object, &runner.replayer.object);
+    crate::replay::print_warnings(&opts.replay.object, runner.replayer.object());
     let total = runner.empty_coverage();
     let mut fuzzer = Fuzzer {
         runner,
@@ -605,7 +605,7 @@ fn write_outputs(
     write_pcap(&out.join("corpus.pcap"), corpus.iter().cloned())?;
 
     // Coverage of every program that ran: the one under test and its tail-call targets.
-    let object = &runner.replayer.object;
+    let object = runner.replayer.object();
     let reports: Vec<report::SourceCoverage> = object
         .programs
         .iter()
