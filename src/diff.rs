@@ -88,6 +88,7 @@ use bpfemu_conformance::kernel_object::{
 };
 use bpfemu_conformance::netns::{Entered, HeldNetns, Netns};
 use bpfemu_isa::RawInsn;
+use bpfemu_isa::uapi::*;
 use bpfemu_jit::Engine;
 use bpfemu_loader::btf::json::{self as mapjson, MapContents, MapValue};
 use bpfemu_loader::btf::{Btf, BtfKind, TypeId};
@@ -169,7 +170,7 @@ pub fn kernel_ready() -> Result<(), String> {
 }
 
 fn errno_name(errno: i32) -> String {
-    bpfemu_vm::maps::Errno(errno).to_string()
+    Errno(errno).to_string()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -595,7 +596,7 @@ impl Session {
             .iter()
             .find(|m| m.name == name)
             .ok_or_else(|| DiffError::Maps(format!("no map named {name}")))?;
-        let is_array = matches!(spec.map_type, 2 | 6);
+        let is_array = is_index_keyed(spec.map_type);
         let zero = vec![0u8; kbpf::sys_value_size(spec.map_type, spec.value_size, self.cpus)];
         if let Some(fd) = self.kernel.map_fd(name) {
             let keys = kernel_keys(fd, spec.key_size as usize, spec.max_entries as usize + 1)
@@ -704,15 +705,15 @@ impl Session {
     pub fn compare_maps(&mut self) -> Result<Vec<MapReport>, DiffError> {
         let mut reports = Vec::new();
         for (index, spec) in self.prepared.object().maps.iter().enumerate() {
-            let type_name = map_type_name(spec.map_type);
+            let type_name = map_type_short_name(spec.map_type).unwrap_or_else(|| "unknown".into());
             if let Some(reason) = not_comparable(spec.map_type) {
-                reports.push(MapReport::skipped(&spec.name, type_name, reason));
+                reports.push(MapReport::skipped(&spec.name, &type_name, reason));
                 continue;
             }
             let Some(fd) = self.kernel.map_fd(&spec.name) else {
                 reports.push(MapReport::skipped(
                     &spec.name,
-                    type_name,
+                    &type_name,
                     "the program does not use it (the kernel side has only what it needs)",
                 ));
                 continue;
@@ -794,14 +795,14 @@ impl Session {
                     }
                 }
             }
-            reports.push(acc.finish(&spec.name, type_name));
+            reports.push(acc.finish(&spec.name, &type_name));
         }
         Ok(reports)
     }
 }
 
 /// The errno of a write to a frozen map.
-const EPERM: i32 = 1;
+const EPERM: i32 = Errno::EPERM.0;
 
 /// Whether the object's map `name` holds global data (`.rodata`, `.data`, `.bss`, `.kconfig`).
 fn is_global_data(object: &Object, name: &str) -> bool {
@@ -916,7 +917,7 @@ impl Outcome {
         match r {
             Ok(o) => Outcome::Ran {
                 retval: o.retval,
-                action: action_name(o.retval),
+                action: XdpAction::from_retval(o.retval).name().into_owned(),
                 data: o.data,
             },
             Err(errno) => Outcome::Refused {
@@ -930,7 +931,7 @@ impl Outcome {
         match r {
             Ok(o) => Outcome::Ran {
                 retval: o.retval,
-                action: action_name(o.retval),
+                action: XdpAction::from_retval(o.retval).name().into_owned(),
                 data: o.data_out,
             },
             Err(PacketError::Refused { errno, reason }) => Outcome::Refused {
@@ -957,10 +958,6 @@ impl Outcome {
             Outcome::Stopped { error } => format!("stopped: {error}"),
         }
     }
-}
-
-fn action_name(retval: u32) -> String {
-    crate::replay::action_name(XdpAction::from_retval(retval)).into_owned()
 }
 
 /// How one packet compared.
@@ -1463,59 +1460,40 @@ fn is_zero(n: &usize) -> bool {
 /// Why a map type's contents are not compared, or `None` when they are.
 fn not_comparable(map_type: u32) -> Option<&'static str> {
     match map_type {
-        1 | 2 | 5 | 6 | 9 | 10 | 11 => None,
-        3 => Some("a prog array holds program references (kernel fds vs. bpfemu indices)"),
-        12 | 13 => Some("a map-in-map holds map references (kernel fds vs. bpfemu indices)"),
-        14 | 25 => Some("a devmap holds devices (the kernel returns its own program ids)"),
-        16 => Some("a cpumap holds CPU queues (the kernel returns its own program ids)"),
-        17 => Some("an xskmap holds AF_XDP sockets, which the syscall side cannot read"),
-        4 => Some("a perf event array is an event channel, not stored state"),
-        27 => Some("a ring buffer's records are consumed by user space, not iterated"),
-        22 | 23 => Some("a queue or stack can only be read by popping it"),
-        30 => Some("a bloom filter cannot be iterated"),
+        BPF_MAP_TYPE_HASH
+        | BPF_MAP_TYPE_ARRAY
+        | BPF_MAP_TYPE_PERCPU_HASH
+        | BPF_MAP_TYPE_PERCPU_ARRAY
+        | BPF_MAP_TYPE_LRU_HASH
+        | BPF_MAP_TYPE_LRU_PERCPU_HASH
+        | BPF_MAP_TYPE_LPM_TRIE => None,
+        BPF_MAP_TYPE_PROG_ARRAY => {
+            Some("a prog array holds program references (kernel fds vs. bpfemu indices)")
+        }
+        BPF_MAP_TYPE_ARRAY_OF_MAPS | BPF_MAP_TYPE_HASH_OF_MAPS => {
+            Some("a map-in-map holds map references (kernel fds vs. bpfemu indices)")
+        }
+        BPF_MAP_TYPE_DEVMAP | BPF_MAP_TYPE_DEVMAP_HASH => {
+            Some("a devmap holds devices (the kernel returns its own program ids)")
+        }
+        BPF_MAP_TYPE_CPUMAP => {
+            Some("a cpumap holds CPU queues (the kernel returns its own program ids)")
+        }
+        BPF_MAP_TYPE_XSKMAP => {
+            Some("an xskmap holds AF_XDP sockets, which the syscall side cannot read")
+        }
+        BPF_MAP_TYPE_PERF_EVENT_ARRAY => {
+            Some("a perf event array is an event channel, not stored state")
+        }
+        BPF_MAP_TYPE_RINGBUF => {
+            Some("a ring buffer's records are consumed by user space, not iterated")
+        }
+        BPF_MAP_TYPE_QUEUE | BPF_MAP_TYPE_STACK => {
+            Some("a queue or stack can only be read by popping it")
+        }
+        BPF_MAP_TYPE_BLOOM_FILTER => Some("a bloom filter cannot be iterated"),
         _ => Some("this map type is not compared"),
     }
-}
-
-/// `BPF_MAP_TYPE_*` names, lower-case, as bpftool shows them.
-pub fn map_type_name(map_type: u32) -> &'static str {
-    const NAMES: &[&str] = &[
-        "unspec",
-        "hash",
-        "array",
-        "prog_array",
-        "perf_event_array",
-        "percpu_hash",
-        "percpu_array",
-        "stack_trace",
-        "cgroup_array",
-        "lru_hash",
-        "lru_percpu_hash",
-        "lpm_trie",
-        "array_of_maps",
-        "hash_of_maps",
-        "devmap",
-        "sockmap",
-        "cpumap",
-        "xskmap",
-        "sockhash",
-        "cgroup_storage",
-        "reuseport_sockarray",
-        "percpu_cgroup_storage",
-        "queue",
-        "stack",
-        "sk_storage",
-        "devmap_hash",
-        "struct_ops",
-        "ringbuf",
-        "inode_storage",
-        "task_storage",
-        "bloom_filter",
-        "user_ringbuf",
-        "cgrp_storage",
-        "arena",
-    ];
-    NAMES.get(map_type as usize).copied().unwrap_or("unknown")
 }
 
 /// Entries that differ kept in full for the report; beyond it they are counted only.
@@ -1526,7 +1504,7 @@ const BLOCK_ELEMENTS: usize = 4096;
 
 /// Map types whose keys are the indices `0..max_entries`, all always present.
 fn is_index_keyed(map_type: u32) -> bool {
-    matches!(map_type, 2 | 6)
+    matches!(map_type, BPF_MAP_TYPE_ARRAY | BPF_MAP_TYPE_PERCPU_ARRAY)
 }
 
 /// Calls `each(key, value)` for every entry of a kernel map: in batches where the map type has

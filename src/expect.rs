@@ -17,7 +17,7 @@
 //! map entries that differ (key, expected, got).
 
 use crate::mapio::RawMaps;
-use crate::replay::{PacketResult, action_name, hex};
+use crate::replay::{PacketResult, hex};
 use anyhow::{Context, Result, bail};
 use bpfemu_vm::xdp::XdpAction;
 use serde::{Deserialize, Serialize};
@@ -189,7 +189,7 @@ impl PacketRecord {
         };
         match &result.outcome {
             Ok(o) => {
-                record.action = Some(action_name(o.action).into_owned());
+                record.action = Some(o.action.name().into_owned());
                 record.retval = matches!(o.action, XdpAction::Unknown(_)).then_some(o.retval);
                 record.redirect = o.redirect.as_ref().map(ToString::to_string);
                 record.len = (o.data_out.len() != input.len()).then_some(o.data_out.len());

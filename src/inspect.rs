@@ -2,8 +2,8 @@
 //! (`--json`): programs, maps with their BTF key/value types, global data, and every reference
 //! relocation left in the code (maps, global data, subprograms, kfuncs, ksyms).
 
+use bpfemu_isa::uapi::{attach_type_name, map_type_name, map_type_short_name, prog_type_name};
 use bpfemu_loader::btf::{Btf, TypeId};
-use bpfemu_loader::kinds::{attach_type_name, map_type_name, map_type_short_name, prog_type_name};
 use bpfemu_loader::{MapOrigin, MapSpec, Object, ProgramSpec};
 use serde_json::{Value, json};
 use std::fmt::Write;

@@ -356,7 +356,7 @@ impl LoadArgs {
             kconfig: None,
             // bpfemu's commands run XDP programs: a section that names no type (iproute2's
             // `prog`, its tail-call sections) is XDP, as under `ip link set dev DEV xdp obj`.
-            untyped_prog_type: Some(bpfemu_loader::kinds::BPF_PROG_TYPE_XDP),
+            untyped_prog_type: Some(bpfemu_isa::uapi::BPF_PROG_TYPE_XDP),
         }
     }
 }

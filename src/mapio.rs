@@ -167,7 +167,7 @@ fn update_error(
     errno: bpfemu_vm::maps::Errno,
     cpus: usize,
 ) -> anyhow::Error {
-    const BPF_MAP_TYPE_CPUMAP: u32 = 16;
+    use bpfemu_isa::uapi::BPF_MAP_TYPE_CPUMAP;
     let cpu = key
         .get(..4)
         .and_then(|k| k.try_into().ok())

@@ -18,6 +18,7 @@
 use crate::mapio::MapIo;
 use crate::verify::{ProgramVerdict, error_text, is_verified_type};
 use anyhow::{Context, Result};
+use bpfemu_isa::helpers::id;
 use bpfemu_isa::{CallTarget, Insn};
 use bpfemu_jit::Engine;
 use bpfemu_loader::{LoadOptions, Object, ProgramSpec};
@@ -299,15 +300,12 @@ fn placed_error(object: &str, program: &ProgramSpec, verdict: &Verdict) -> Strin
     )
 }
 
-/// `BPF_FUNC_tail_call`.
-const TAIL_CALL: i32 = 12;
-
 /// Whether the program calls `bpf_tail_call` (an undecodable one counts as calling it).
 fn makes_tail_calls(spec: &ProgramSpec) -> bool {
     let mut pc = 0;
     while pc < spec.insns.len() {
         match Insn::decode(&spec.insns, pc) {
-            Ok((Insn::Call(CallTarget::Helper(TAIL_CALL)), _)) => return true,
+            Ok((Insn::Call(CallTarget::Helper(id::TAIL_CALL)), _)) => return true,
             Ok((_, slots)) => pc += slots.max(1),
             Err(_) => return true,
         }

@@ -16,8 +16,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-const BPF_MAP_TYPE_PERF_EVENT_ARRAY: u32 = 4;
-const BPF_MAP_TYPE_RINGBUF: u32 = 27;
+use bpfemu_isa::uapi::{BPF_MAP_TYPE_PERF_EVENT_ARRAY, BPF_MAP_TYPE_RINGBUF};
 
 /// Parses `MAP=TYPE` (the type as C spells it: `struct event`, `union u`, a typedef's name).
 pub fn parse_record_type(s: &str) -> Result<(String, String), String> {

@@ -66,7 +66,7 @@ pub struct PacketResult {
 impl PacketResult {
     fn action_name(&self) -> Cow<'static, str> {
         match &self.outcome {
-            Ok(o) => action_name(o.action),
+            Ok(o) => o.action.name(),
             Err(_) => "error".into(),
         }
     }
@@ -79,7 +79,7 @@ impl PacketResult {
                     "index": self.index,
                     "cpu": self.cpu,
                     "retval": o.retval,
-                    "action": action_name(o.action),
+                    "action": o.action.name(),
                     "data": hex(&o.data_out),
                     "meta_len": o.meta_len,
                     "printk": o.printk,
@@ -149,19 +149,6 @@ pub fn io_reason(error: &std::io::Error) -> String {
     match text.find(" (os error") {
         Some(cut) => text[..cut].to_owned(),
         None => text,
-    }
-}
-
-/// The action's name, or for a return value outside 0-4 the number itself (what the
-/// program returned is then shown, not hidden behind one word).
-pub fn action_name(action: XdpAction) -> Cow<'static, str> {
-    match action {
-        XdpAction::Aborted => "aborted".into(),
-        XdpAction::Drop => "drop".into(),
-        XdpAction::Pass => "pass".into(),
-        XdpAction::Tx => "tx".into(),
-        XdpAction::Redirect => "redirect".into(),
-        XdpAction::Unknown(retval) => retval.to_string().into(),
     }
 }
 
@@ -304,7 +291,7 @@ impl VerdictCounts {
             XdpAction::Pass => 2,
             XdpAction::Tx => 3,
             XdpAction::Redirect => 4,
-            XdpAction::Unknown(_) => return summary.count_many(action_name(action), 1, 0),
+            XdpAction::Unknown(_) => return summary.count_many(action.name(), 1, 0),
         };
         self.actions[slot] += 1;
     }
@@ -316,7 +303,7 @@ impl VerdictCounts {
 
     fn add_to(&self, summary: &mut Summary) {
         for (&action, &n) in COUNTED.iter().zip(&self.actions) {
-            summary.count_many(action_name(action), n, 0);
+            summary.count_many(action.name(), n, 0);
         }
         summary.count_many("error".into(), self.errors, self.insns);
     }
@@ -369,7 +356,7 @@ impl ActionCaptures {
         // Return values outside 0-4 share one capture, `unknown.pcap`.
         let action = match outcome.action {
             XdpAction::Unknown(_) => Cow::Borrowed("unknown"),
-            known => action_name(known),
+            known => known.name(),
         };
         if !self.writers.contains_key(&action) {
             let path = self.dir.join(format!("{action}.pcap"));

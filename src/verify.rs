@@ -3,8 +3,8 @@
 //! editors and CI annotate the line.
 
 use bpfemu_isa::disasm::log_line;
+use bpfemu_isa::uapi::{BPF_PROG_TYPE_XDP, prog_type_short_name};
 use bpfemu_isa::{Insn, RawInsn};
-use bpfemu_loader::kinds::{BPF_PROG_TYPE_XDP, prog_type_short_name};
 use bpfemu_loader::{Object, ProgramSpec, SourceLine};
 use bpfemu_verifier::{Options, ProgramInput, Verdict, verify};
 use serde_json::{Value, json};

@@ -8,13 +8,11 @@
 //! libbpf does, and hands over every program in the object's order (tail calls name programs
 //! by that index). Map contents in and out as JSON are `crate::mapio`'s job.
 
+use bpfemu_isa::uapi::BPF_MAP_TYPE_PROG_ARRAY;
 use bpfemu_loader::btf::{Btf, BtfKind, TypeId};
 use bpfemu_loader::{MapOrigin, Object};
 use bpfemu_vm::maps::MapSpec as VmMapSpec;
 use bpfemu_vm::xdp::{MapInit, RuntimeError, XdpConfig, XdpProgramSpec, XdpRuntime};
-
-/// `BPF_MAP_TYPE_PROG_ARRAY`.
-const PROG_ARRAY: u32 = 3;
 
 /// Builds the runtime for every program and map of `obj`.
 pub fn build_runtime(obj: &Object, cfg: XdpConfig) -> Result<XdpRuntime, BuildError> {
@@ -95,7 +93,7 @@ fn map_init(obj: &Object, m: &bpfemu_loader::MapSpec) -> Result<MapInit, BuildEr
         ..MapInit::default()
     };
     for (slot, name) in &m.init_slots {
-        let target = if m.map_type == PROG_ARRAY {
+        let target = if m.map_type == BPF_MAP_TYPE_PROG_ARRAY {
             obj.programs.iter().position(|p| &p.name == name)
         } else {
             obj.maps.iter().position(|x| &x.name == name)
@@ -105,7 +103,7 @@ fn map_init(obj: &Object, m: &bpfemu_loader::MapSpec) -> Result<MapInit, BuildEr
             slot: *slot,
             target: name.clone(),
         })?;
-        if m.map_type == PROG_ARRAY {
+        if m.map_type == BPF_MAP_TYPE_PROG_ARRAY {
             init.prog_slots.push((*slot, index));
         } else {
             init.map_slots.push((*slot, index));

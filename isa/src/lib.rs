@@ -17,9 +17,11 @@
 
 pub mod asm;
 pub mod disasm;
-pub mod helpers;
 pub mod insn;
 pub mod opcode;
+pub mod uapi;
+
+pub use uapi::helpers;
 
 pub use insn::{
     AluOp, AtomicOp, ByteOrder, CallTarget, DecodeError, DecodeErrorKind, Insn, JmpCond,

@@ -14,11 +14,11 @@
 //!   bpfemu has no bpffs, so it has nothing to pin, and `inspect` says what was asked.
 
 use crate::error::LoadError;
-use crate::kinds::{
-    BPF_MAP_TYPE_ARRAY_OF_MAPS, BPF_MAP_TYPE_HASH_OF_MAPS, BPF_MAP_TYPE_PROG_ARRAY,
-};
 use crate::maps::MapTable;
 use crate::object::{ElfMapFields, MapOrigin, MapSpec, ProgramSpec};
+use bpfemu_isa::uapi::{
+    BPF_MAP_TYPE_ARRAY_OF_MAPS, BPF_MAP_TYPE_HASH_OF_MAPS, BPF_MAP_TYPE_PROG_ARRAY,
+};
 
 /// The section `ip ... xdp obj FILE` loads when no `sec` is given (`ELF_SECTION_PROG`).
 pub const DEFAULT_SECTION: &str = "prog";

@@ -23,7 +23,7 @@ mod elf;
 pub mod error;
 mod externs;
 pub mod iproute2;
-pub mod kinds;
+
 mod load;
 mod maps;
 pub mod object;

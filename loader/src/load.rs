@@ -362,7 +362,7 @@ fn link_programs(
                          {}` does)",
                         func.name,
                         func.sec_name,
-                        crate::kinds::prog_type_name(prog_type).unwrap_or("?"),
+                        bpfemu_isa::uapi::prog_type_name(prog_type).unwrap_or("?"),
                         func.sec_name
                     ));
                     Some(section::SectionKind {

@@ -10,8 +10,8 @@
 use crate::btf::{Btf, BtfKind, Linkage, TypeId};
 use crate::elf::{ElfObject, STT_SECTION, Section};
 use crate::error::LoadError;
-use crate::kinds::*;
 use crate::object::{MapOrigin, MapSpec};
+use bpfemu_isa::uapi::*;
 
 /// Where a map's definition lies in the ELF.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 //! `section_defs` table and `sec_def_matches`), plus the pre-1.0 spellings libbpf used to
 //! accept (`xdp_foo`, `socket1`, `classifier/x`), which we still map, with a warning.
 
-use crate::kinds::*;
+use bpfemu_isa::uapi::*;
 
 /// What libbpf derives from a section name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 //! callbacks, several programs per section). Expected values were checked against
 //! `bpftool prog load` + `bpftool prog dump xlated` / `bpftool map` on Linux 6.18.
 
-use bpfemu_loader::kinds::*;
+use bpfemu_isa::uapi::*;
 use bpfemu_loader::{LoadError, LoadOptions, MapOrigin, Object, load_bytes, load_file};
 use std::path::{Path, PathBuf};
 

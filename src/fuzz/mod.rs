@@ -24,7 +24,7 @@ pub mod report;
 
 use crate::pcap::{PcapReader, PcapWriter};
 use crate::progress::Progress;
-use crate::replay::{ReplayOptions, Replayer, action_name};
+use crate::replay::{ReplayOptions, Replayer};
 use crate::traffic::{self, Rng};
 use anyhow::{Context, Result, bail};
 use bpfemu_vm::Coverage;
@@ -164,10 +164,7 @@ impl FromStr for Never {
 
 impl Never {
     fn holds(&self, input: &[u8], outcome: &XdpOutcome) -> bool {
-        if self
-            .action
-            .is_some_and(|a| a != action_name(outcome.action))
-        {
+        if self.action.is_some_and(|a| a != outcome.action.name()) {
             return false;
         }
         let out = &outcome.data_out[outcome.meta_len.min(outcome.data_out.len())..];

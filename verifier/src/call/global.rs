@@ -128,7 +128,7 @@ fn points_to_ctx(env: &Env<'_>, btf: &Btf, ptr: TypeId) -> bool {
 /// stands for (`btf_is_projection_of`).
 fn ctx_type_names(prog_type: u32) -> &'static [&'static str] {
     match prog_type {
-        bpfemu_loader::kinds::BPF_PROG_TYPE_XDP => &["xdp_md", "xdp_buff"],
+        bpfemu_isa::uapi::BPF_PROG_TYPE_XDP => &["xdp_md", "xdp_buff"],
         _ => &[],
     }
 }

@@ -4,9 +4,9 @@
 //! Global data sections are one-element arrays; `.rodata` (BPF_F_RDONLY_PROG) lives in a
 //! region the program cannot write.
 
-use super::errno::{Errno, MapResult};
 use super::slab::{Slab, SlabLayout};
 use super::spec::{BPF_EXIST, BPF_F_LOCK, BPF_F_RDONLY_PROG, BPF_NOEXIST, MapEnv, MapSpec};
+use super::{Errno, MapResult};
 use crate::memory::{Memory, RegionKind};
 
 #[derive(Debug)]

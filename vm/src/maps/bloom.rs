@@ -5,8 +5,8 @@
 //! [`MapEnv::hash_seed`](super::spec::MapEnv) instead, so false positives repeat from run to
 //! run, and with `BPF_F_ZERO_SEED` they are the kernel's own.
 
-use super::errno::{Errno, MapResult};
 use super::spec::{BPF_ANY, BPF_F_ZERO_SEED, MapEnv, MapSpec};
+use super::{Errno, MapResult};
 
 #[derive(Debug)]
 pub(crate) struct Bloom {

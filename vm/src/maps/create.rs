@@ -1,7 +1,7 @@
 //! Map creation checks, in the order and with the errno of the kernel's `map_create`
 //! (kernel/bpf/syscall.c) and each type's `map_alloc_check`/`map_alloc`.
 
-use super::errno::Errno;
+use super::Errno;
 use super::spec::*;
 
 /// A refused creation: the errno and why.

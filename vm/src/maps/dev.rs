@@ -8,9 +8,9 @@
 //! kernel would report a program's id where bpfemu reports the handle.
 
 use super::array::{key_index, next_index};
-use super::errno::{Errno, MapResult};
 use super::slab::{Slab, SlabLayout};
 use super::spec::{BPF_EXIST, BPF_NOEXIST, MapEnv, MapSpec, MapType};
+use super::{Errno, MapResult};
 use crate::memory::{Memory, RegionKind};
 use std::collections::BTreeMap;
 

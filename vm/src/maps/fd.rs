@@ -9,8 +9,8 @@
 //! map exists and matches the inner map template).
 
 use super::array::{key_index, next_index};
-use super::errno::{Errno, MapResult};
 use super::spec::{BPF_ANY, MapType};
+use super::{Errno, MapResult};
 
 #[derive(Debug)]
 pub(crate) struct FdArray {

@@ -12,13 +12,13 @@
 //! (memcmp order), which does not depend on history. As in the kernel, a key that is not
 //! in the map restarts the walk at the first key.
 
-use super::errno::{Errno, MapResult};
 use super::key_index::KeyIndex;
 use super::lru::Lru;
 use super::slab::{Slab, SlabLayout};
 use super::spec::{
     BPF_EXIST, BPF_F_LOCK, BPF_F_NO_COMMON_LRU, BPF_NOEXIST, MapEnv, MapSpec, MapType,
 };
+use super::{Errno, MapResult};
 use crate::memory::{Memory, RegionKind};
 
 /// Where an update's value comes from.

@@ -9,9 +9,9 @@
 //! Values are slab slots; a trie with `max_entries` elements has one spare slot because a
 //! replacement allocates the new node before it frees the old one.
 
-use super::errno::{Errno, MapResult};
 use super::slab::{Slab, SlabLayout};
 use super::spec::{BPF_EXIST, BPF_NOEXIST, MapSpec};
+use super::{Errno, MapResult};
 use crate::memory::{Memory, RegionKind};
 
 #[derive(Clone, Debug)]

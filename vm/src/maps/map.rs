@@ -6,13 +6,13 @@ use super::array::ArrayMap;
 use super::bloom::Bloom;
 use super::create::validate;
 use super::dev::{CpuMap, DevMap, TargetVal, XskMap};
-use super::errno::{Errno, MapResult};
 use super::fd::FdArray;
 use super::hash::{HashMap, Src};
 use super::lpm::LpmTrie;
 use super::queue::QueueStack;
 use super::ringbuf::{Record, ReserveError, Ringbuf};
 use super::spec::*;
+use super::{Errno, MapResult};
 use crate::memory::Memory;
 
 #[derive(Debug)]

@@ -42,7 +42,6 @@ mod array;
 mod bloom;
 mod create;
 mod dev;
-mod errno;
 mod fd;
 mod hash;
 mod key_index;
@@ -56,9 +55,12 @@ mod ringbuf;
 mod slab;
 mod spec;
 
+pub use bpfemu_isa::uapi::Errno;
 pub use create::MAX_MAP_BYTES;
 pub use dev::TargetVal;
-pub use errno::{Errno, MapResult};
+
+/// The answer of a map operation: a value or the errno the kernel would give.
+pub type MapResult<T> = Result<T, Errno>;
 pub use map::{Map, ValueRef};
 pub use name::MapName;
 pub use registry::{MAP_HANDLE_BASE, Maps, SOCKET_HANDLE_BASE};

@@ -2,8 +2,8 @@
 //! head and tail indices. Values are copied in and out (programs never get a pointer into
 //! these maps), so the ring lives in the map, not in a memory region.
 
-use super::errno::{Errno, MapResult};
 use super::spec::{BPF_EXIST, BPF_NOEXIST, MapSpec};
+use super::{Errno, MapResult};
 
 #[derive(Debug)]
 pub(crate) struct QueueStack {

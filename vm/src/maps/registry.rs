@@ -2,10 +2,10 @@
 //! map handles for `ld_imm64` and helpers that take key and value addresses.
 
 use super::MapError;
-use super::errno::{Errno, MapResult};
 use super::map::{Map, ValueRef};
 use super::ringbuf::ReserveError;
 use super::spec::{MapEnv, MapSpec, MapType};
+use super::{Errno, MapResult};
 use crate::helpers::HelperError;
 use crate::memory::Memory;
 use std::collections::HashMap;

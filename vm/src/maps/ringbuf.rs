@@ -8,8 +8,8 @@
 //! of that one record (the space check keeps the first half's same bytes unused until the
 //! record is consumed).
 
-use super::errno::{Errno, MapResult};
 use super::spec::*;
+use super::{Errno, MapResult};
 use crate::memory::{Memory, RegionId, RegionKind};
 
 /// `BPF_RINGBUF_BUSY_BIT` and `BPF_RINGBUF_DISCARD_BIT` of a record header's `len`.

@@ -17,12 +17,8 @@ use crate::taint::{TaintSource, TaintState};
 use bpfemu_isa::{Program, RawInsn};
 use std::fmt;
 
-/// XDP actions (`enum xdp_action`).
-pub const XDP_ABORTED: u32 = 0;
-pub const XDP_DROP: u32 = 1;
-pub const XDP_PASS: u32 = 2;
-pub const XDP_TX: u32 = 3;
-pub const XDP_REDIRECT: u32 = 4;
+/// XDP actions (`enum xdp_action`), as the kernel numbers them.
+pub use bpfemu_isa::uapi::{XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_REDIRECT, XDP_TX};
 
 /// How the runtime runs.
 #[derive(Clone, Debug)]
@@ -226,6 +222,19 @@ impl XdpAction {
             XDP_TX => XdpAction::Tx,
             XDP_REDIRECT => XdpAction::Redirect,
             other => XdpAction::Unknown(other),
+        }
+    }
+
+    /// The action's name in reports (`pass`, `tx`; the number for an unknown one), as the
+    /// file names of `--out-dir` and the `--never` conditions spell it.
+    pub fn name(self) -> std::borrow::Cow<'static, str> {
+        match self {
+            XdpAction::Aborted => "aborted".into(),
+            XdpAction::Drop => "drop".into(),
+            XdpAction::Pass => "pass".into(),
+            XdpAction::Tx => "tx".into(),
+            XdpAction::Redirect => "redirect".into(),
+            XdpAction::Unknown(retval) => retval.to_string().into(),
         }
     }
 }
@@ -1081,8 +1090,7 @@ impl XdpEnv<'_> {
 
 /// The devices `bpf_check_mtu` knows: the FIB's interfaces, else the loopback device.
 /// `enum bpf_attach_type`: programs a devmap or cpumap entry runs.
-const BPF_XDP_DEVMAP: u32 = 33;
-const BPF_XDP_CPUMAP: u32 = 35;
+use bpfemu_isa::uapi::{BPF_XDP_CPUMAP, BPF_XDP_DEVMAP};
 
 /// `call bpf_tail_call`.
 const TAIL_CALL: bpfemu_isa::Insn = bpfemu_isa::Insn::Call(bpfemu_isa::CallTarget::Helper(12));

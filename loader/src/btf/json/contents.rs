@@ -5,11 +5,11 @@ use super::decode::{parse_hex, value_from_json};
 use super::encode::value_to_json;
 use super::error::{JsonError, Problem, field_path, short};
 use crate::btf::{Btf, TypeId};
-use crate::kinds::{
+use crate::object::{MapOrigin, MapSpec};
+use bpfemu_isa::uapi::{
     BPF_MAP_TYPE_LRU_PERCPU_HASH, BPF_MAP_TYPE_PERCPU_ARRAY,
     BPF_MAP_TYPE_PERCPU_CGROUP_STORAGE_DEPRECATED, BPF_MAP_TYPE_PERCPU_HASH,
 };
-use crate::object::{MapOrigin, MapSpec};
 use serde_json::{Map, Value};
 
 /// A value of one entry.

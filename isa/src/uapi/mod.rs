@@ -1,6 +1,19 @@
-//! The kernel's numbering of program, attach and map types (`include/uapi/linux/bpf.h` of
-//! Linux 6.18), with their names, so the loader and the CLI speak the same vocabulary as the
-//! kernel and bpftool.
+//! The kernel's numbers, said once (`include/uapi/linux/bpf.h` of Linux 6.18): program,
+//! attach and map types with their names, load and map flags, XDP actions, and the helpers'
+//! ids ([`helpers`]), so that every crate speaks the kernel's and bpftool's vocabulary and no
+//! crate spells a kernel number of its own.
+
+mod errno;
+pub mod helpers;
+
+pub use errno::Errno;
+
+// `enum xdp_action`.
+pub const XDP_ABORTED: u32 = 0;
+pub const XDP_DROP: u32 = 1;
+pub const XDP_PASS: u32 = 2;
+pub const XDP_TX: u32 = 3;
+pub const XDP_REDIRECT: u32 = 4;
 
 // `enum bpf_prog_type`.
 pub const BPF_PROG_TYPE_UNSPEC: u32 = 0;

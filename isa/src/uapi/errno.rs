@@ -1,4 +1,4 @@
-//! The errno values map operations answer with, as the kernel's helpers and `bpf()` do.
+//! The errno values the kernel answers with (helpers in r0, `bpf()` in `errno`), by name.
 
 use std::fmt;
 
@@ -15,13 +15,16 @@ impl Errno {
     pub const EAGAIN: Errno = Errno(11);
     pub const ENOMEM: Errno = Errno(12);
     pub const EFAULT: Errno = Errno(14);
+    pub const EACCES: Errno = Errno(13);
     pub const EBUSY: Errno = Errno(16);
     pub const EEXIST: Errno = Errno(17);
     pub const ENODEV: Errno = Errno(19);
     pub const EINVAL: Errno = Errno(22);
     pub const ENOSPC: Errno = Errno(28);
+    pub const ERANGE: Errno = Errno(34);
     pub const EOPNOTSUPP: Errno = Errno(95);
     pub const EOVERFLOW: Errno = Errno(75);
+    pub const EAFNOSUPPORT: Errno = Errno(97);
     /// The kernel-internal `ENOTSUPP` (524), which `bpf()` leaks to user space for some maps.
     pub const ENOTSUPP: Errno = Errno(524);
 
@@ -30,7 +33,7 @@ impl Errno {
         (-(self.0 as i64)) as u64
     }
 
-    /// The symbolic name, when it is one of the values maps use.
+    /// The symbolic name, when it is one of the values maps and helpers use.
     pub fn name(self) -> Option<&'static str> {
         Some(match self.0 {
             1 => "EPERM",
@@ -39,14 +42,17 @@ impl Errno {
             9 => "EBADF",
             11 => "EAGAIN",
             12 => "ENOMEM",
+            13 => "EACCES",
             14 => "EFAULT",
             16 => "EBUSY",
             17 => "EEXIST",
             19 => "ENODEV",
             22 => "EINVAL",
             28 => "ENOSPC",
+            34 => "ERANGE",
             75 => "EOVERFLOW",
             95 => "EOPNOTSUPP",
+            97 => "EAFNOSUPPORT",
             524 => "ENOTSUPP",
             _ => return None,
         })
@@ -61,6 +67,3 @@ impl fmt::Display for Errno {
         }
     }
 }
-
-/// The answer of a map operation: a value or the errno the kernel would give.
-pub type MapResult<T> = Result<T, Errno>;
