@@ -10,7 +10,7 @@
 //! the NAMEs, N times each (`perf record -g` over it, built with debug info).
 
 use bpfemu::runtime::{EngineChoice, build_runtime};
-use bpfemu_conformance::kernel::thread_cpu_ns;
+use bpfemu_kernel::thread_cpu_ns;
 use bpfemu_loader::{LoadOptions, load_file};
 use bpfemu_vm::xdp::XdpConfig;
 use std::path::PathBuf;

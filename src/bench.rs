@@ -35,7 +35,7 @@ use crate::progress::Progress;
 use crate::replay::{ReplayOptions, Replayer};
 use crate::runtime::EngineChoice;
 use anyhow::{Context, Result, bail};
-use bpfemu_conformance::kernel as kbpf;
+use bpfemu_kernel as kbpf;
 use bpfemu_vm::xdp::PacketMeta;
 use serde_json::json;
 use std::path::PathBuf;
