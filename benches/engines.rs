@@ -18,10 +18,10 @@
 use bpfemu::jit::Engine;
 use bpfemu::pcap::PcapReader;
 use bpfemu::replay::{ReplayOptions, Replayer};
-use bpfemu_conformance::kernel;
 use bpfemu_isa::Program;
 use bpfemu_isa::asm::assemble_kernel;
 use bpfemu_jit::{Jit, Mode};
+use bpfemu_kernel as kernel;
 use bpfemu_vm::engine::{Engine as VmEngine, Executable};
 use bpfemu_vm::memory::{Memory, RegionKind};
 use bpfemu_vm::xdp::PacketMeta;

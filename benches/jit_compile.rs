@@ -11,7 +11,7 @@
 
 use bpfemu::jit::Engine;
 use bpfemu::vm_runtime::build_runtime;
-use bpfemu_conformance::kernel::thread_cpu_ns;
+use bpfemu_kernel::thread_cpu_ns;
 use bpfemu_loader::{LoadOptions, load_file};
 use bpfemu_vm::xdp::XdpConfig;
 use std::path::PathBuf;

@@ -1,5 +1,5 @@
 //! `bpfemu diff`: the running kernel as the judge. One object is loaded twice, into the kernel
-//! through the raw bpf() syscall ([`bpfemu_conformance::kernel_object`]: the selected program
+//! through the raw bpf() syscall ([`bpfemu_kernel::object`]: the selected program
 //! and the maps and programs it needs, as bpfemu's loader resolved them) and into bpfemu; both
 //! get the same initial map contents (global data before the kernel's load, read-only data
 //! frozen as libbpf freezes it); every packet runs
@@ -25,7 +25,7 @@
 //!   the same. [`Session::run_packet_ctx`] passes an `xdp_md` (metadata length, ingress
 //!   device, rx queue) to both sides instead.
 //! - **Routes and devices**: with [`DiffOptions::fib`] the kernel side runs in a private
-//!   network namespace built from the same FIB file ([`bpfemu_conformance::netns`]: the
+//!   network namespace built from the same FIB file ([`bpfemu_kernel::netns`]: the
 //!   file's interfaces at its ifindexes, addresses, routes, neighbours), which the session's
 //!   thread enters while the session lives: `bpf_fib_lookup` answers from it, devmap values
 //!   are its ifindexes, and the loopback is its own. The namespace is deleted when the
@@ -79,17 +79,15 @@ pub use events::{EventComparison, EventRecord};
 
 use crate::prepare::{OpenError, Prepared, Refusal, RunSetup};
 use crate::replay::hex;
-use bpfemu_conformance::kernel::{self, BPF_PROG_TYPE_XDP};
-use bpfemu_conformance::kernel::{self as kbpf, CpuPin, TestRunOutput, XdpMd};
-use bpfemu_conformance::kernel_events::KernelEvents;
-use bpfemu_conformance::kernel_isa::verifier_error_line;
-use bpfemu_conformance::kernel_object::{
-    InitialEntries, KernelLoadOptions, KernelObject, KernelObjectError,
-};
-use bpfemu_conformance::netns::{Entered, HeldNetns, Netns};
 use bpfemu_isa::RawInsn;
 use bpfemu_isa::uapi::*;
 use bpfemu_jit::Engine;
+use bpfemu_kernel::events::KernelEvents;
+use bpfemu_kernel::netns::{Entered, HeldNetns, Netns};
+use bpfemu_kernel::object::{InitialEntries, KernelLoadOptions, KernelObject, KernelObjectError};
+use bpfemu_kernel::verifier_error_line;
+use bpfemu_kernel::{self as kernel, BPF_PROG_TYPE_XDP};
+use bpfemu_kernel::{self as kbpf, CpuPin, TestRunOutput, XdpMd};
 use bpfemu_loader::btf::json::{self as mapjson, MapContents, MapValue};
 use bpfemu_loader::btf::{Btf, BtfKind, TypeId};
 use bpfemu_loader::{LoadOptions, Object};
@@ -135,7 +133,7 @@ pub enum DiffError {
     #[error("{path}: {source}")]
     Namespace {
         path: String,
-        source: bpfemu_conformance::netns::NetnsError,
+        source: bpfemu_kernel::netns::NetnsError,
     },
 }
 

@@ -1,25 +1,34 @@
 //! bpfemu: the Linux kernel's eBPF machinery for XDP, rebuilt in userspace Rust.
 //!
-//! This facade re-exports the workspace's crates; the `bpfemu` binary is the command line
-//! over them. See `DESIGN.md` in the shared folder for the layout and the data flow.
+//! This facade re-exports the workspace's product crates; the `bpfemu` binary is the command
+//! line over them. See `DESIGN.md` in the shared folder for the layout and the data flow.
 //!
 //! - [`isa`]: instructions, decoding, the kernel-syntax disassembler and the assembler.
 //! - [`vm`]: checked memory and the reference interpreter.
+//! - [`loader`]: the BPF ELF objects clang builds, prepared as libbpf 1.7 prepares them.
+//! - [`verifier`]: the Linux 6.18 verifier for XDP programs: the kernel's verdict and log.
 //! - [`jit`]: the Cranelift JIT, the same results as the interpreter at native speed.
-//! - [`conformance`]: the bpf_conformance suite runner and the kernel oracle.
+//! - [`kernel`]: the one door to the running kernel (bpf(), maps, programs, test runs, event
+//!   rings, network namespaces), behind `diff`, `bench` and `conformance --kernel`.
+//!
+//! The judges that check all this (the libbpf oracle, the fuzz target bodies, the upstream
+//! conformance plugin) are the `bpfemu-conformance` crate, which the product does not depend
+//! on.
 
-pub use bpfemu_conformance as conformance;
 pub use bpfemu_isa as isa;
 pub use bpfemu_jit as jit;
+pub use bpfemu_kernel as kernel;
+pub use bpfemu_loader as loader;
+pub use bpfemu_verifier as verifier;
 pub use bpfemu_vm as vm;
 
 pub mod bench;
+pub mod conformance;
 pub mod diff;
 pub mod digest;
 pub mod expect;
-pub mod fuzz;
-pub mod fuzzing;
 pub mod mapio;
+pub mod packet_fuzz;
 pub mod pcap;
 pub mod prepare;
 pub mod progress;

@@ -134,14 +134,15 @@ struct FuzzArgs {
     /// an optional :CONDITION (bad-ipv4-csum, bad-l4-csum, short, rewritten) of the packet
     /// the program leaves, e.g. `--never tx:bad-ipv4-csum`. Repeatable.
     #[arg(long, value_name = "ACTION[:CONDITION]")]
-    never: Vec<bpfemu::fuzz::Never>,
+    never: Vec<bpfemu::packet_fuzz::Never>,
     /// A helper whose errors the program may leave unexamined (not a finding), all of them or
     /// one errno: `--allow-ignored map_delete_elem:ENOENT`. Repeatable.
     #[arg(long, value_name = "HELPER[:ERRNO]")]
-    allow_ignored: Vec<bpfemu::fuzz::AllowIgnored>,
-    /// Where findings, the corpus and the coverage report go.
-    #[arg(long, value_name = "DIR", default_value = "fuzz-out")]
-    out: PathBuf,
+    allow_ignored: Vec<bpfemu::packet_fuzz::AllowIgnored>,
+    /// Where findings, the corpus and the coverage report go (default: a fresh directory
+    /// under the system's temp dir, named when the run starts).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
     /// Fuzz the program even if bpfemu's verifier rejects it (in checked mode, faults reported).
     #[arg(long)]
     no_verify: bool,
@@ -465,7 +466,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Replay(args) => Ok(ExitCode::from(bpfemu::replay::replay(&args.options())?)),
         Command::Diff(args) => diff(&args),
         Command::Fuzz(args) => {
-            let opts = bpfemu::fuzz::FuzzOptions {
+            let opts = bpfemu::packet_fuzz::FuzzOptions {
                 replay: bpfemu::replay::ReplayOptions {
                     object: args.obj.clone(),
                     program: args.prog.clone(),
@@ -485,7 +486,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 allow_ignored: args.allow_ignored.clone(),
                 json: args.json,
             };
-            Ok(ExitCode::from(bpfemu::fuzz::fuzz(&opts)?))
+            Ok(ExitCode::from(bpfemu::packet_fuzz::fuzz(&opts)?))
         }
         Command::Bench(args) => {
             let report = bpfemu::bench::bench(&bpfemu::bench::BenchOptions {

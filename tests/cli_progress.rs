@@ -121,7 +121,7 @@ fn bench_shows_each_engine_against_the_packets_asked() {
         start.elapsed()
     );
     assert_bar(&drawn, &stdout, "interp [", 50000, "packets");
-    if bpfemu_conformance::kernel::kernel_available() {
+    if bpfemu_kernel::kernel_available() {
         assert_bar(&drawn, &stdout, "kernel [", 50000, "packets");
     }
     assert_no_bar_on_a_pipe(&args, 0);

@@ -18,7 +18,7 @@
 use bpfemu::pcap::PcapReader;
 use bpfemu::vm_runtime::build_runtime;
 use bpfemu_conformance::libbpf::{LibbpfObject, LogOptions, XdpMd, kernel_or_skip, test_run_xdp};
-use bpfemu_conformance::netns::Netns;
+use bpfemu_kernel::netns::Netns;
 use bpfemu_loader::{LoadOptions, load_file};
 use bpfemu_vm::xdp::runtime::RxDevice;
 use bpfemu_vm::xdp::{PacketError, PacketMeta, XdpConfig};

@@ -9,7 +9,7 @@
 //! The objects are in `tests/objects` (sources beside them, `build.sh` rebuilds them).
 //! Skipped with a message when bpf() is out of reach, unless `BPFEMU_REQUIRE_KERNEL=1`.
 
-use bpfemu_conformance::kernel::kernel_or_skip;
+use bpfemu_kernel::kernel_or_skip;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
@@ -301,10 +301,9 @@ fn large_maps_are_compared_entry_by_entry_without_copies() {
     let slot = 4_000_000u32.to_ne_bytes();
     let planted = 7u32.to_ne_bytes();
     let fd = session.kernel_map_fd("ring").unwrap();
-    bpfemu_conformance::kernel::map_update_fd(fd, &slot, &planted, 0).unwrap();
+    bpfemu_kernel::map_update_fd(fd, &slot, &planted, 0).unwrap();
     let fd = session.kernel_map_fd("lengths").unwrap();
-    bpfemu_conformance::kernel::map_update_fd(fd, &9u32.to_ne_bytes(), &1u64.to_ne_bytes(), 0)
-        .unwrap();
+    bpfemu_kernel::map_update_fd(fd, &9u32.to_ne_bytes(), &1u64.to_ne_bytes(), 0).unwrap();
     let reports = session.compare_maps().unwrap();
     let ring = reports.iter().find(|m| m.name == "ring").unwrap();
     assert_eq!(ring.mismatches.len(), 1);

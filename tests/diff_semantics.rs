@@ -7,8 +7,8 @@
 //! Skipped with a message when bpf() is out of reach, unless `BPFEMU_REQUIRE_KERNEL=1`.
 
 use bpfemu::diff::{DiffOptions, Outcome, PacketVerdict, Session};
-use bpfemu_conformance::kernel::{self, kernel_or_skip};
-use bpfemu_conformance::kernel_object::{KernelLoadOptions, KernelObject};
+use bpfemu_kernel::object::{KernelLoadOptions, KernelObject};
+use bpfemu_kernel::{self as kernel, kernel_or_skip};
 use std::path::PathBuf;
 use std::process::{Command, Output};
 

@@ -1,9 +1,9 @@
-//! The fuzz targets' bodies (`bpfemu::fuzzing`) over the committed corpus: every input that
-//! once found a bug (`fuzz/corpus/TARGET/`) must now run clean, and the inputs the targets are
-//! seeded with must get past the first check, so that a target that rejects everything early
-//! (and so fuzzes nothing) fails here.
+//! The fuzz targets' bodies (`bpfemu_conformance::fuzz_targets`) over the committed corpus:
+//! every input that once found a bug (`fuzz/corpus/TARGET/`) must now run clean, and the inputs
+//! the targets are seeded with must get past the first check, so that a target that rejects
+//! everything early (and so fuzzes nothing) fails here.
 
-use bpfemu::fuzzing::{self, TARGETS};
+use bpfemu_conformance::fuzz_targets::{self, TARGETS};
 use std::path::{Path, PathBuf};
 
 fn root() -> &'static Path {
@@ -27,7 +27,7 @@ fn committed_corpus_runs_clean() {
     let mut failures = Vec::new();
     let mut ran = 0;
     for &(name, target) in TARGETS {
-        let target = fuzzing::regression_body(name, target);
+        let target = fuzz_targets::regression_body(name, target);
         for file in files_in(&root().join("fuzz/corpus").join(name)) {
             let data = std::fs::read(&file).unwrap();
             ran += 1;
@@ -66,7 +66,7 @@ fn example_objects_load() {
             continue;
         }
         let data = std::fs::read(&path).unwrap();
-        assert!(fuzzing::elf_object(&data), "{name} does not load");
+        assert!(fuzz_targets::elf_object(&data), "{name} does not load");
     }
 }
 
@@ -75,22 +75,22 @@ fn bundled_captures_read_cleanly() {
     for path in files_in(&root().join("examples/pcap")) {
         let data = std::fs::read(&path).unwrap();
         // malformed.pcap holds malformed packets in a well-formed capture.
-        assert!(fuzzing::pcap(&data), "{}", path.display());
+        assert!(fuzz_targets::pcap(&data), "{}", path.display());
     }
 }
 
 #[test]
 fn example_map_file_is_accepted() {
     let data = std::fs::read(root().join("examples/maps/l4lb.json")).unwrap();
-    assert!(fuzzing::map_json(&data));
-    assert!(!fuzzing::map_json(b"{\"no_such_map\": []}"));
+    assert!(fuzz_targets::map_json(&data));
+    assert!(!fuzz_targets::map_json(b"{\"no_such_map\": []}"));
 }
 
 #[test]
 fn assemblers_and_decoder_accept_real_programs() {
-    assert!(fuzzing::asm_kernel(b"r0 = 2\nexit\n"));
-    assert!(fuzzing::asm_ubpf(b"mov %r0, 2\nexit\n"));
-    assert!(!fuzzing::asm_kernel(b"r11 = 2\n"));
+    assert!(fuzz_targets::asm_kernel(b"r0 = 2\nexit\n"));
+    assert!(fuzz_targets::asm_ubpf(b"mov %r0, 2\nexit\n"));
+    assert!(!fuzz_targets::asm_kernel(b"r11 = 2\n"));
     let object = std::fs::read(root().join("examples/xdp/build/reflector.v4.o")).unwrap();
     let loaded = bpfemu_loader::load_bytes("r.o", &object, &Default::default()).unwrap();
     let bytes: Vec<u8> = loaded.programs[0]
@@ -98,16 +98,16 @@ fn assemblers_and_decoder_accept_real_programs() {
         .iter()
         .flat_map(|r| r.to_bytes())
         .collect();
-    assert!(fuzzing::decode(&bytes));
-    assert!(!fuzzing::decode(&[0xff; 8]));
+    assert!(fuzz_targets::decode(&bytes));
+    assert!(!fuzz_targets::decode(&[0xff; 8]));
 }
 
 #[test]
 fn btf_target_reaches_the_ext_parser() {
     // Two bytes of split, then the l4lb object's .BTF and .BTF.ext would be ideal; the
     // loader exposes them parsed, so check the split logic on the empty and short cases.
-    assert!(!fuzzing::btf(&[]));
-    assert!(!fuzzing::btf(&[0, 0]));
+    assert!(!fuzz_targets::btf(&[]));
+    assert!(!fuzz_targets::btf(&[0, 0]));
 }
 
 /// The btf target's seeds are real BTF and BTF.ext (from the example objects: a little-endian
@@ -122,7 +122,11 @@ fn btf_seeds_are_real_btf_that_parses() {
     assert!(seeds.len() >= 10, "{seeds:?}");
     for seed in seeds {
         let data = std::fs::read(&seed).unwrap();
-        assert!(fuzzing::btf(&data), "{} does not parse", seed.display());
+        assert!(
+            fuzz_targets::btf(&data),
+            "{} does not parse",
+            seed.display()
+        );
     }
 }
 

@@ -13,13 +13,13 @@
 //! `DEBUG_HELPERS=1` prints both sides' r0 and output bytes for each case that differs.
 
 use bpfemu::replay::hex;
-use bpfemu_conformance::kernel::{self, BPF_PROG_TYPE_XDP};
 use bpfemu_conformance::libbpf::{
     CpuPin, kernel_or_skip, map_entries_fd, possible_cpus, sys_value_size, test_run,
 };
-use bpfemu_conformance::netns::Netns;
 use bpfemu_isa::RawInsn;
 use bpfemu_isa::asm::assemble_kernel;
+use bpfemu_kernel::netns::Netns;
+use bpfemu_kernel::{self as kernel, BPF_PROG_TYPE_XDP};
 use bpfemu_vm::xdp::{MapInit, PacketMeta, XdpConfig, XdpProgramSpec, XdpRuntime};
 use bpfemu_vm::{MapSpec, MapType};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};

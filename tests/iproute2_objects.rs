@@ -9,7 +9,7 @@
 //! The object is `tests/objects/iproute2_style.o` (source beside it). Kernel tests are
 //! skipped with a message when bpf() is out of reach, unless `BPFEMU_REQUIRE_KERNEL=1`.
 
-use bpfemu_conformance::kernel::kernel_or_skip;
+use bpfemu_kernel::kernel_or_skip;
 use bpfemu_loader::{LoadOptions, MapOrigin};
 use std::path::PathBuf;
 use std::process::{Command, Output};

@@ -310,7 +310,7 @@ fn register_probe(ids: [i32; 3], start: i32, end: i32, probe: u8) -> Vec<bpfemu_
 /// iterator's own stack address) and NULL as a whole 64-bit zero.
 #[test]
 fn registers_after_the_kfuncs_match_the_kernel() {
-    use bpfemu_conformance::kernel;
+    use bpfemu_kernel as kernel;
     use bpfemu_vm::xdp::XdpProgramSpec;
     use bpfemu_vm::xdp::kfuncs::KfuncResolver;
     if !kernel_or_skip("registers_after_the_kfuncs_match_the_kernel") {

@@ -18,8 +18,8 @@ use bpfemu::diff::{DiffOptions, Session};
 use bpfemu::jit::Engine;
 use bpfemu::pcap::PcapReader;
 use bpfemu::replay::{ReplayOptions, Replayer};
-use bpfemu_conformance::kernel::test_run;
 use bpfemu_conformance::libbpf::kernel_or_skip;
+use bpfemu_kernel::test_run;
 use bpfemu_vm::xdp::PacketMeta;
 use std::path::{Path, PathBuf};
 

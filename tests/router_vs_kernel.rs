@@ -1,7 +1,7 @@
 //! The router corpus program (`examples/xdp/router.c`, which forwards with `bpf_fib_lookup`
 //! and `bpf_redirect_map`) against the kernel, over the routing state of
 //! `examples/fib/router.json`: bpfemu answers from its FIB model, the kernel from a private
-//! network namespace built from the same file (`bpfemu_conformance::netns::Netns::from_fib`:
+//! network namespace built from the same file (`bpfemu_kernel::netns::Netns::from_fib`:
 //! the file's interfaces at its ifindexes, so the devmap ports of `examples/maps/router.json`
 //! are real devices there). `bpfemu::diff::Session` loads `router.vN.o` through libbpf from
 //! this thread after entering the namespace and sets the devmap on both sides.

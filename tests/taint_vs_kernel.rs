@@ -6,7 +6,7 @@
 //! when bpf() is out of reach, unless `BPFEMU_REQUIRE_KERNEL=1`.
 
 use bpfemu::diff::{self, DiffOptions, PacketVerdict, Session};
-use bpfemu_conformance::kernel::kernel_or_skip;
+use bpfemu_kernel::kernel_or_skip;
 use std::path::PathBuf;
 
 fn object() -> PathBuf {
@@ -115,8 +115,7 @@ fn random_values_beside_the_verdict_leave_it_compared() {
 
     // The kernel alone now drops everything: the difference is found, random part or not.
     let fd = s.kernel_map_fd("config").unwrap();
-    bpfemu_conformance::kernel::map_update_fd(fd, &0u32.to_ne_bytes(), &1u32.to_ne_bytes(), 0)
-        .unwrap();
+    bpfemu_kernel::map_update_fd(fd, &0u32.to_ne_bytes(), &1u32.to_ne_bytes(), 0).unwrap();
     let cmp = s.run_packet(50, &packets[50]);
     assert_eq!(
         cmp.verdict,

@@ -18,11 +18,11 @@ mod common;
 use bpfemu::replay::hex;
 use bpfemu::traffic::{Frame, Ipv6, Network, Transport};
 use bpfemu::vm_runtime::build_runtime;
-use bpfemu_conformance::kernel::{self, BPF_PROG_TYPE_XDP};
 use bpfemu_conformance::libbpf::{
     LibbpfObject, LogOptions, TestRunOutput, kernel_or_skip, test_run,
 };
 use bpfemu_isa::asm::assemble_kernel;
+use bpfemu_kernel::{self as kernel, BPF_PROG_TYPE_XDP};
 use bpfemu_loader::{LoadOptions, load_file};
 use bpfemu_vm::xdp::{PacketError, PacketMeta, XdpConfig, XdpOutcome, XdpProgramSpec, XdpRuntime};
 use std::net::{Ipv4Addr, Ipv6Addr};

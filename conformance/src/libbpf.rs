@@ -271,7 +271,7 @@ pub struct PreparedProgram {
 /// Verifier log settings applied to every program by [`LibbpfObject::load`].
 #[derive(Clone, Copy, Debug)]
 pub struct LogOptions {
-    /// `log_level` bits (see [`crate::kernel::BPF_LOG_LEVEL1`] and friends); with 0, libbpf
+    /// `log_level` bits (see [`bpfemu_kernel::BPF_LOG_LEVEL1`] and friends); with 0, libbpf
     /// still retries a failed load at level 1 into the same buffer.
     pub level: u32,
     /// Bytes per program. The kernel fails a load with ENOSPC when the log does not fit, and
@@ -282,7 +282,7 @@ pub struct LogOptions {
 impl Default for LogOptions {
     fn default() -> Self {
         LogOptions {
-            level: crate::kernel::BPF_LOG_LEVEL1 | crate::kernel::BPF_LOG_STATS,
+            level: bpfemu_kernel::BPF_LOG_LEVEL1 | bpfemu_kernel::BPF_LOG_STATS,
             size: 16 << 20,
         }
     }
@@ -801,7 +801,7 @@ pub fn normalize_map_refs(
 // ---------------------------------------------------------------------------------------------
 // Test runs, maps by fd, CPUs and clocks: the raw bpf() layer's, under the names the tests use
 
-pub use crate::kernel::{
+pub use bpfemu_kernel::{
     CpuPin, MapEntryBytes, TestRunOutput, XdpMd, boottime_ns, is_per_cpu_map, kernel_or_skip,
     map_delete_fd, map_entries_fd, map_lookup_fd, map_next_key_fd, map_update_fd, monotonic_ns,
     possible_cpus, sys_value_size, test_run, test_run_xdp,
@@ -844,7 +844,7 @@ mod tests {
 
     #[test]
     fn maps_by_fd_iterate_update_and_delete() {
-        use crate::kernel::{self, MapSpec};
+        use bpfemu_kernel::{self as kernel, MapSpec};
         if !kernel_or_skip("maps_by_fd") {
             return;
         }
@@ -890,7 +890,7 @@ mod tests {
 
     #[test]
     fn xdp_pass_round_trips_the_packet_through_test_run() {
-        use crate::kernel::{self, BPF_PROG_TYPE_XDP};
+        use bpfemu_kernel::{self as kernel, BPF_PROG_TYPE_XDP};
         if !kernel_or_skip("xdp_pass_round_trips") {
             return;
         }

@@ -6,7 +6,7 @@
 //! (the raw little-endian slots). The plugin prints r0 in hex and exits 0, or prints an error
 //! message and exits 1. Options are accepted and ignored: bpfemu needs none.
 
-use crate::runner::SuiteHelpers;
+use bpfemu::conformance::runner::SuiteHelpers;
 use bpfemu_isa::{Program, RawInsn};
 
 /// What the plugin prints and its exit code.

@@ -1,7 +1,7 @@
 //! The whole bpf_conformance suite, run the way `bpfemu conformance` runs it: every test passes
 //! (or is skipped with a stated reason), and every negative input is rejected for its reason.
 
-use bpfemu_conformance::runner::{self, EngineKind, Mode, Outcome, Stage, TestReport};
+use bpfemu::conformance::runner::{self, EngineKind, Mode, Outcome, Stage, TestReport};
 use std::path::PathBuf;
 
 /// The suite's checkout: `../shared/conformance/bpf_conformance` from the workspace root,

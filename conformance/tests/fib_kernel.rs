@@ -1,13 +1,13 @@
 //! `bpfemu_vm::fib` against the kernel's `bpf_fib_lookup`: a topology is built in a private
 //! network namespace, an XDP program calls the helper on a params struct it reads from a map
 //! (run with BPF_PROG_TEST_RUN, ingress on an interface of the namespace, from a thread that
-//! entered it: `bpfemu_conformance::netns`), and for every lookup in a table the kernel's struct and return value must equal
+//! entered it: `bpfemu_kernel::netns`), and for every lookup in a table the kernel's struct and return value must equal
 //! the model's, built from `Fib::from_system` of the same namespace.
 
-use bpfemu_conformance::kernel::{self, BPF_PROG_TYPE_XDP, LoadOptions, MapSpec};
 use bpfemu_conformance::libbpf::{XdpMd, kernel_or_skip, test_run_xdp};
-use bpfemu_conformance::netns::Netns;
 use bpfemu_isa::{AluOp, CallTarget, Insn, JmpCond, LdImm64Kind, Reg, Size, Source, Width};
+use bpfemu_kernel::netns::Netns;
+use bpfemu_kernel::{self as kernel, BPF_PROG_TYPE_XDP, LoadOptions, MapSpec};
 use bpfemu_vm::fib::{self, Fib, offsets};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};

@@ -1,9 +1,10 @@
 //! The bpf_conformance ISA suite through the real kernel: every test the kernel's verifier
 //! accepts and runs must give bpfemu's r0, all 64 bits, and every rejection must be explained.
 
-use bpfemu_conformance::kernel_isa::{self, Agreement, BlockPlacement, KernelVerdict};
+use bpfemu::conformance::kernel_isa::{self, Agreement, BlockPlacement, KernelVerdict};
+use bpfemu::conformance::suite;
 use bpfemu_conformance::libbpf::kernel_or_skip;
-use bpfemu_conformance::{kernel, suite};
+use bpfemu_kernel as kernel;
 use std::path::{Path, PathBuf};
 
 /// The suite's tests: `../shared/conformance/bpf_conformance/tests` from the workspace root,

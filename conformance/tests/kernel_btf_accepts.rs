@@ -6,8 +6,8 @@
 //!
 //! Skipped with a message when bpf() is out of reach, unless `BPFEMU_REQUIRE_KERNEL=1`.
 
-use bpfemu_conformance::kernel;
 use bpfemu_conformance::libbpf::kernel_or_skip;
+use bpfemu_kernel as kernel;
 use std::path::{Path, PathBuf};
 
 fn objects() -> Vec<PathBuf> {

@@ -6,12 +6,12 @@
 //! those lines are checked for shape here and checked exactly by a second load from a thread
 //! without CAP_SYS_ADMIN and CAP_PERFMON, where the kernel hides them.
 
-use bpfemu_conformance::kernel::{self, FuncInfo, LoadOptions, MapSpec};
 use bpfemu_isa::disasm::{Symbols, insn_text_with};
 use bpfemu_isa::{
     AluOp, AtomicOp, ByteOrder, CallTarget, Insn, JmpCond, LdImm64Kind, Program, RawInsn, Reg,
     Size, Source, Width,
 };
+use bpfemu_kernel::{self as kernel, FuncInfo, LoadOptions, MapSpec};
 use std::collections::{BTreeMap, HashMap};
 use std::os::fd::{AsRawFd, OwnedFd};
 

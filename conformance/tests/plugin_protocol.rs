@@ -1,8 +1,8 @@
 //! The plugin binary speaks the upstream protocol: for every suite test with a result, the
 //! plugin started as the upstream runner starts it prints that result.
 
-use bpfemu_conformance::runner::build_program;
-use bpfemu_conformance::suite::{self, Expectation};
+use bpfemu::conformance::runner::build_program;
+use bpfemu::conformance::suite::{self, Expectation};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};

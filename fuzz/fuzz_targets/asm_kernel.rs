@@ -1,6 +1,6 @@
 #![no_main]
-//! Fuzz target `asm_kernel`: see `bpfemu::fuzzing::asm_kernel`.
+//! Fuzz target `asm_kernel`: see `bpfemu_conformance::fuzz_targets::asm_kernel`.
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    bpfemu::fuzzing::asm_kernel(data);
+    bpfemu_conformance::fuzz_targets::asm_kernel(data);
 });

@@ -1,6 +1,6 @@
 #![no_main]
-//! Fuzz target `asm_ubpf`: see `bpfemu::fuzzing::asm_ubpf`.
+//! Fuzz target `asm_ubpf`: see `bpfemu_conformance::fuzz_targets::asm_ubpf`.
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    bpfemu::fuzzing::asm_ubpf(data);
+    bpfemu_conformance::fuzz_targets::asm_ubpf(data);
 });

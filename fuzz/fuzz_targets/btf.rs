@@ -1,6 +1,6 @@
 #![no_main]
-//! Fuzz target `btf`: see `bpfemu::fuzzing::btf`.
+//! Fuzz target `btf`: see `bpfemu_conformance::fuzz_targets::btf`.
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    bpfemu::fuzzing::btf(data);
+    bpfemu_conformance::fuzz_targets::btf(data);
 });

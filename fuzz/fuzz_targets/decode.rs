@@ -1,6 +1,6 @@
 #![no_main]
-//! Fuzz target `decode`: see `bpfemu::fuzzing::decode`.
+//! Fuzz target `decode`: see `bpfemu_conformance::fuzz_targets::decode`.
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    bpfemu::fuzzing::decode(data);
+    bpfemu_conformance::fuzz_targets::decode(data);
 });

@@ -1,6 +1,6 @@
 #![no_main]
-//! Fuzz target `elf_object`: see `bpfemu::fuzzing::elf_object`.
+//! Fuzz target `elf_object`: see `bpfemu_conformance::fuzz_targets::elf_object`.
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    bpfemu::fuzzing::elf_object(data);
+    bpfemu_conformance::fuzz_targets::elf_object(data);
 });

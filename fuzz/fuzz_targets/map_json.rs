@@ -1,6 +1,6 @@
 #![no_main]
-//! Fuzz target `map_json`: see `bpfemu::fuzzing::map_json`.
+//! Fuzz target `map_json`: see `bpfemu_conformance::fuzz_targets::map_json`.
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    bpfemu::fuzzing::map_json(data);
+    bpfemu_conformance::fuzz_targets::map_json(data);
 });

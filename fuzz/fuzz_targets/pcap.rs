@@ -1,6 +1,6 @@
 #![no_main]
-//! Fuzz target `pcap`: see `bpfemu::fuzzing::pcap`.
+//! Fuzz target `pcap`: see `bpfemu_conformance::fuzz_targets::pcap`.
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    bpfemu::fuzzing::pcap(data);
+    bpfemu_conformance::fuzz_targets::pcap(data);
 });

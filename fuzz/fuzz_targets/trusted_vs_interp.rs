@@ -1,6 +1,6 @@
 #![no_main]
-//! Fuzz target `trusted_vs_interp`: see `bpfemu::fuzzing::engines::trusted_vs_interp`.
+//! Fuzz target `trusted_vs_interp`: see `bpfemu_conformance::fuzz_targets::engines::trusted_vs_interp`.
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    bpfemu::fuzzing::engines::trusted_vs_interp(data);
+    bpfemu_conformance::fuzz_targets::engines::trusted_vs_interp(data);
 });

@@ -1,6 +1,6 @@
 //! Event records in `bpfemu diff`: what a packet's run wrote into ring buffers and perf event
 //! arrays, read from the kernel after each test run
-//! ([`bpfemu_conformance::kernel_events`]) and taken from bpfemu's outcome, compared record
+//! ([`bpfemu_kernel::events`]) and taken from bpfemu's outcome, compared record
 //! by record, byte for byte.
 //!
 //! Both sides consume their rings after every packet, as a reader does, so ring space and
@@ -13,7 +13,7 @@
 //! of bytes is compared.
 
 use crate::replay::hex;
-use bpfemu_conformance::kernel_events::{KernelEvent, PerfRecord, perf_raw_len};
+use bpfemu_kernel::events::{KernelEvent, PerfRecord, perf_raw_len};
 use bpfemu_vm::taint::TaintSource;
 use bpfemu_vm::xdp::XdpOutcome;
 use serde::Serialize;

@@ -98,7 +98,7 @@ impl Drop for Scratch {
 /// True when bpf() is usable; otherwise says why the test skips (or fails it under
 /// `BPFEMU_REQUIRE_KERNEL=1`, as CI sets).
 pub fn kernel_or_skip(test: &str) -> bool {
-    if bpfemu_conformance::kernel::kernel_available() {
+    if bpfemu_kernel::kernel_available() {
         return true;
     }
     let required = std::env::var("BPFEMU_REQUIRE_KERNEL").is_ok_and(|v| v == "1");

@@ -7,8 +7,8 @@
 
 mod common;
 
-use bpfemu_conformance::kernel::BPF_LOG_STATS;
 use bpfemu_conformance::libbpf::{LibbpfObject, LogOptions, kernel_or_skip};
+use bpfemu_kernel::BPF_LOG_STATS;
 use bpfemu_loader::{LoadOptions, load_file};
 use bpfemu_verifier::{Options, ProgramInput, verify};
 use common::kernel_side::judgement_from_log;

@@ -10,9 +10,9 @@
 //!
 //! Skipped with a message when bpf() is out of reach, unless `BPFEMU_REQUIRE_KERNEL=1`.
 
-use bpfemu_conformance::kernel::{BPF_LOG_LEVEL2, BPF_PROG_TYPE_XDP, LoadOptions, prog_load};
 use bpfemu_conformance::libbpf::kernel_or_skip;
 use bpfemu_isa::asm::assemble_kernel;
+use bpfemu_kernel::{BPF_LOG_LEVEL2, BPF_PROG_TYPE_XDP, LoadOptions, prog_load};
 use bpfemu_verifier::{Options, ProgramInput, verify};
 
 const PROGRAMS: &[(&str, &str)] = &[

@@ -8,8 +8,8 @@
 
 mod common;
 
-use bpfemu_conformance::kernel::BPF_LOG_STATS;
 use bpfemu_conformance::libbpf::{LibbpfObject, LoadOutcome, LogOptions, kernel_or_skip};
+use bpfemu_kernel::BPF_LOG_STATS;
 use bpfemu_verifier::{Options, ProgramInput, verify};
 use common::kernel_side::{Judgement, judgement_from_log};
 use common::report::Tally;

@@ -9,8 +9,8 @@
 //!
 //! Skipped with a message when bpf() is out of reach, unless `BPFEMU_REQUIRE_KERNEL=1`.
 
-use bpfemu_conformance::kernel::{BPF_LOG_LEVEL2, BPF_LOG_STATS};
 use bpfemu_conformance::libbpf::{LibbpfObject, LogOptions, kernel_or_skip};
+use bpfemu_kernel::{BPF_LOG_LEVEL2, BPF_LOG_STATS};
 use bpfemu_verifier::{Options, ProgramInput, verify};
 use std::path::Path;
 

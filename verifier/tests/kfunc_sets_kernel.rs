@@ -7,10 +7,10 @@
 //!
 //! Skipped with a message when bpf() is out of reach, unless `BPFEMU_REQUIRE_KERNEL=1`.
 
-use bpfemu_conformance::kernel::{self, LoadOptions};
-use bpfemu_conformance::kernel_isa::verifier_error_line;
 use bpfemu_conformance::libbpf::kernel_or_skip;
 use bpfemu_isa::RawInsn;
+use bpfemu_kernel::verifier_error_line;
+use bpfemu_kernel::{self as kernel, LoadOptions};
 use bpfemu_loader::btf::BtfKind;
 use bpfemu_verifier::call::kfunc::vmlinux_btf;
 use bpfemu_verifier::call::kfunc_sets::{in_xdp_sets, is_sleepable};

@@ -152,13 +152,10 @@ fn kfunc_and_dynptr_lines_of_the_log_equal_the_kernels() {
         .expect("the probe exists");
     let fds = kernel_side::create_maps(&p.maps).expect("maps");
     let insns = kernel_side::with_fds(&p.insns, &fds);
-    let mut opts = bpfemu_conformance::kernel::LoadOptions::new(
-        bpfemu_conformance::kernel::BPF_PROG_TYPE_XDP,
-        &insns,
-    );
+    let mut opts = bpfemu_kernel::LoadOptions::new(bpfemu_kernel::BPF_PROG_TYPE_XDP, &insns);
     opts.log_level = 2;
     opts.log_size = 1 << 20;
-    let kernel_log = bpfemu_conformance::kernel::prog_load(&opts).log;
+    let kernel_log = bpfemu_kernel::prog_load(&opts).log;
     let ours = bpfemu_side::verify_probe(
         p,
         &Options {

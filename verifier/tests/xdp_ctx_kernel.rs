@@ -6,9 +6,9 @@
 //!
 //! Skipped with a message when bpf() is out of reach, unless `BPFEMU_REQUIRE_KERNEL=1`.
 
-use bpfemu_conformance::kernel::{BPF_LOG_LEVEL1, BPF_PROG_TYPE_XDP, LoadOptions, prog_load};
 use bpfemu_conformance::libbpf::kernel_or_skip;
 use bpfemu_isa::RawInsn;
+use bpfemu_kernel::{BPF_LOG_LEVEL1, BPF_PROG_TYPE_XDP, LoadOptions, prog_load};
 use bpfemu_verifier::prog_type::ops_for;
 use bpfemu_verifier::prog_type::xdp::BPF_XDP_DEVMAP;
 

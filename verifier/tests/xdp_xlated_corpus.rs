@@ -6,9 +6,9 @@
 //!
 //! Skipped with a message when bpf() is out of reach, unless `BPFEMU_REQUIRE_KERNEL=1`.
 
-use bpfemu_conformance::kernel::{BPF_LOG_LEVEL1, prog_xlated};
 use bpfemu_conformance::libbpf::{LibbpfObject, LogOptions, kernel_or_skip};
 use bpfemu_isa::RawInsn;
+use bpfemu_kernel::{BPF_LOG_LEVEL1, prog_xlated};
 use bpfemu_verifier::{Options, ProgramInput, verify};
 use std::path::Path;
 

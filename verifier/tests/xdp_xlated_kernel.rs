@@ -9,12 +9,12 @@
 //!
 //! Skipped with a message when bpf() is out of reach, unless `BPFEMU_REQUIRE_KERNEL=1`.
 
-use bpfemu_conformance::kernel::{
+use bpfemu_conformance::libbpf::kernel_or_skip;
+use bpfemu_isa::RawInsn;
+use bpfemu_kernel::{
     BPF_LOG_LEVEL1, BPF_PROG_TYPE_XDP, LoadOptions, MapSpec as KernelMap, fd_imm, map_create,
     prog_load, prog_xlated,
 };
-use bpfemu_conformance::libbpf::kernel_or_skip;
-use bpfemu_isa::RawInsn;
 use bpfemu_loader::{MapOrigin, MapSpec};
 use bpfemu_verifier::{Options, ProgramInput, verify};
 use std::os::fd::AsFd;

@@ -2,7 +2,7 @@
 
 use super::kernel_side::{Judgement, probe_btf};
 use super::probe::{Probe, ProbeMap, subprog_starts};
-use bpfemu_conformance::kernel_isa::verifier_error_line;
+use bpfemu_kernel::verifier_error_line;
 use bpfemu_loader::btf::Btf;
 use bpfemu_loader::{MapOrigin, MapSpec};
 use bpfemu_verifier::{Options, ProgramInput, Verdict, verify};

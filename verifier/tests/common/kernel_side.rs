@@ -2,9 +2,9 @@
 //! program, loaded as XDP with a level-1 log and statistics.
 
 use super::probe::{Probe, ProbeMap, subprog_starts};
-use bpfemu_conformance::kernel::{self, FuncInfo, LoadOptions, MapSpec};
-use bpfemu_conformance::kernel_isa::verifier_error_line;
 use bpfemu_isa::RawInsn;
+use bpfemu_kernel::verifier_error_line;
+use bpfemu_kernel::{self as kernel, FuncInfo, LoadOptions, MapSpec};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 /// What a verifier said about one program, in the terms both sides share.

@@ -12,7 +12,7 @@
 //!   into a slot whose event counts on another CPU fails with EOPNOTSUPP in the kernel.
 //!
 //! ```no_run
-//! use bpfemu_conformance::kernel_events::{PerfReader, PerfRecord};
+//! use bpfemu_kernel::events::{PerfReader, PerfRecord};
 //! let mut cpu0 = PerfReader::open(0, 8).unwrap();
 //! // store cpu0.fd() in slot 0 of a perf event array, test-run a program on CPU 0, then:
 //! for record in cpu0.read() {
@@ -23,8 +23,8 @@
 //! }
 //! ```
 
-use crate::kernel;
-use crate::kernel_object::KernelObject;
+use crate as kernel;
+use crate::object::KernelObject;
 use bpfemu_loader::Object;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};

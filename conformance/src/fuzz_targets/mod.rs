@@ -1,13 +1,13 @@
 //! The bodies of bpfemu's fuzz targets (parsers here; the verifier and the JIT in
-//! [`engines`], over programs from [`program`]), kept in the library so that the libFuzzer targets in
-//! `fuzz/` and the regression test over the committed seeds (`tests/fuzz_regressions.rs`) run
-//! the same code. Each takes arbitrary bytes and must return without panicking, aborting or
+//! [`engines`], over programs from [`program`]), kept in the judges' library (test code, not
+//! the product's) so that the libFuzzer targets in `fuzz/` and the regression test over the
+//! committed seeds (`tests/fuzz_regressions.rs`) run the same code. Each takes arbitrary bytes and must return without panicking, aborting or
 //! allocating more than the input justifies; what it returns is only for the tests' eyes.
 
 pub mod engines;
 pub mod program;
 
-use crate::pcap::PcapReader;
+use bpfemu::pcap::PcapReader;
 use bpfemu_isa::{Program, RawInsn};
 use bpfemu_loader::btf::{Btf, BtfExt};
 use bpfemu_loader::{LoadOptions, Object};
@@ -95,7 +95,7 @@ fn map_json_object() -> Option<&'static Object> {
     static OBJECT: OnceLock<Option<Object>> = OnceLock::new();
     OBJECT
         .get_or_init(|| {
-            let bytes = include_bytes!("../../examples/xdp/build/l4lb.v3.o");
+            let bytes = include_bytes!("../../../examples/xdp/build/l4lb.v3.o");
             bpfemu_loader::load_bytes("l4lb.v3.o", bytes, &isolated_load_options()).ok()
         })
         .as_ref()

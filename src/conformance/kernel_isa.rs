@@ -22,11 +22,13 @@
 //! value (the instruction after every such call overwrites r0 without reading it, as in
 //! `call_unwind_fail`); otherwise the report says the helper semantics differ.
 
-use crate::kernel::{self, BPF_LOG_LEVEL1, BPF_PROG_TYPE_XDP, LoadOptions, MapSpec};
-use crate::runner::{self, EngineKind, Outcome, SuiteHelpers};
-use crate::suite::{self, Expectation, TestCase};
+use super::runner::{self, EngineKind, Outcome, SuiteHelpers};
+use super::suite::{self, Expectation, TestCase};
 use bpfemu_isa::opcode::*;
 use bpfemu_isa::{AluOp, CallTarget, Insn, Program, RawInsn, Source};
+use bpfemu_kernel::{
+    self as kernel, BPF_LOG_LEVEL1, BPF_PROG_TYPE_XDP, LoadOptions, MapSpec, verifier_error_line,
+};
 use serde::Serialize;
 use std::fmt;
 use std::os::fd::{AsFd, OwnedFd};
@@ -463,7 +465,7 @@ fn load_and_run(insns: &[RawInsn], result_map: &OwnedFd) -> KernelVerdict {
         };
     }
     let packet = [0u8; PACKET_LEN];
-    let run = match crate::kernel::test_run(prog.as_fd(), &packet, None, 1) {
+    let run = match kernel::test_run(prog.as_fd(), &packet, None, 1) {
         Ok(run) => run,
         Err(errno) => {
             return KernelVerdict::RunFailed {
@@ -486,24 +488,6 @@ fn load_and_run(insns: &[RawInsn], result_map: &OwnedFd) -> KernelVerdict {
         };
     }
     KernelVerdict::Result(u64::from_ne_bytes(value))
-}
-
-/// The last meaningful line of a verifier log: the error, not the statistics after it.
-pub fn verifier_error_line(log: &str) -> String {
-    log.lines()
-        .rev()
-        .map(str::trim)
-        .find(|l| {
-            !l.is_empty()
-                && !l.starts_with("processed ")
-                && !l.starts_with("verification time")
-                && !l.starts_with("stack depth")
-                && !l.starts_with("-- END PROG LOAD LOG --")
-                // The states printed after "infinite loop detected at insn N".
-                && !l.starts_with("cur state:")
-                && !l.starts_with("old state:")
-        })
-        .map_or_else(|| "(empty verifier log)".to_owned(), str::to_owned)
 }
 
 /// Where the wrapper puts the test's memory block.
@@ -694,13 +678,6 @@ mod tests {
         );
         assert_eq!(wrapped.len(), 9);
         Program::decode(wrapped).unwrap();
-    }
-
-    #[test]
-    fn error_line_skips_statistics() {
-        let log = "0: R1=ctx() R10=fp0\n0: (95) exit\nR0 !read_ok\nprocessed 1 insns (limit 1000000) max_states_per_insn 0 total_states 0 peak_states 0 mark_read 0\n";
-        assert_eq!(verifier_error_line(log), "R0 !read_ok");
-        assert_eq!(verifier_error_line(""), "(empty verifier log)");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! The convention: r1 = the memory block's address (0 without one), r2 = its length, a
 //! 512-byte stack, and helper 5 returning its first argument.
 
-use crate::suite::{self, Expectation, TestCase};
+use super::suite::{self, Expectation, TestCase};
 use bpfemu_isa::{Program, ProgramError, asm};
 use bpfemu_vm::{HelperError, Helpers, Memory};
 use serde::Serialize;

@@ -10,7 +10,9 @@
 //! reaches code that earlier findings of its kind did not, so one bug gives one packet, two
 //! paths to the same action give two; an ignored error is kept once per call site and errno.
 //!
-//! Left in `--out`: `findings.pcap` (one packet per finding, in finding order) with
+//! Left in `--out` (by default a fresh `bpfemu-fuzz-*` directory under the system's temp dir,
+//! named on standard error when the run starts, so that no run writes into the source tree or
+//! over another run's results): `findings.pcap` (one packet per finding, in finding order) with
 //! `findings.json` (what each found), `corpus.pcap` (the corpus reduced to the entries that
 //! together reach all the coverage, usable as a `replay --record` input), and the coverage by
 //! source line as `coverage.txt`, `coverage.html` and `coverage.json` ([`report`]).
@@ -46,7 +48,9 @@ pub struct FuzzOptions {
     pub seeds: Option<PathBuf>,
     pub time: Duration,
     pub runs: Option<u64>,
-    pub out: PathBuf,
+    /// Where the findings, the corpus and the coverage go; `None`: a fresh directory under
+    /// the system's temp dir ([`std::env::temp_dir`]).
+    pub out: Option<PathBuf>,
     pub never: Vec<Never>,
     /// Helper errors the program may leave unexamined.
     pub allow_ignored: Vec<AllowIgnored>,
@@ -396,10 +400,22 @@ impl Fuzzer {
 /// Runs the fuzzer as the command line asked; returns the exit code (1 when it found
 /// something).
 pub fn fuzz(opts: &FuzzOptions) -> Result<u8> {
-    prepare_out_dir(&opts.out)?;
+    if let Some(out) = &opts.out {
+        prepare_out_dir(out)?;
+    }
     let seeds = initial_packets(opts)?;
     let mut runner = Runner::new(opts)?;
     crate::replay::print_warnings(&opts.replay.object, runner.replayer.object());
+    // The default directory is made once the inputs have loaded (a refused object leaves
+    // nothing behind) and named before the run, so it can be found however the run ends.
+    let out = match &opts.out {
+        Some(out) => out.clone(),
+        None => {
+            let out = fresh_out_dir()?;
+            eprintln!("bpfemu fuzz: writing to {}", out.display());
+            out
+        }
+    };
     let total = runner.empty_coverage();
     let mut fuzzer = Fuzzer {
         runner,
@@ -473,7 +489,14 @@ pub fn fuzz(opts: &FuzzOptions) -> Result<u8> {
         coverage_bits: fuzzer.total.count(),
         findings,
     };
-    write_outputs(opts, &mut fuzzer.runner, &fuzzer.total, &corpus, &summary)?;
+    write_outputs(
+        opts,
+        &out,
+        &mut fuzzer.runner,
+        &fuzzer.total,
+        &corpus,
+        &summary,
+    )?;
     Ok(u8::from(!summary.findings.is_empty()))
 }
 
@@ -484,6 +507,26 @@ fn prepare_out_dir(out: &Path) -> Result<()> {
         bail!("{}: --out must be a directory", out.display());
     }
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))
+}
+
+/// A directory no earlier run wrote to, under the system's temp dir: `bpfemu-fuzz-PID-N`,
+/// the first N not taken (by this process's earlier runs, or a process of the same id
+/// before).
+fn fresh_out_dir() -> Result<PathBuf> {
+    let base = std::env::temp_dir();
+    let pid = std::process::id();
+    for n in 0..1000 {
+        let dir = base.join(format!("bpfemu-fuzz-{pid}-{n}"));
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e).with_context(|| format!("cannot create {}", dir.display())),
+        }
+    }
+    bail!(
+        "no free bpfemu-fuzz-{pid}-N directory in {}: give one with --out",
+        base.display()
+    )
 }
 
 /// The packets to start from: the seed capture's (each cut to the mutants' limits), or
@@ -570,12 +613,12 @@ fn write_text(path: &Path, text: &str) -> Result<()> {
 
 fn write_outputs(
     opts: &FuzzOptions,
+    out: &Path,
     runner: &mut Runner,
     total: &Coverage,
     corpus: &[Vec<u8>],
     summary: &FuzzSummary,
 ) -> Result<()> {
-    let out = &opts.out;
     write_pcap(
         &out.join("findings.pcap"),
         summary.findings.iter().map(|f| f.packet.clone()),

@@ -1,5 +1,5 @@
 //! One program of a loaded [`Object`] in the running kernel, through the raw bpf() layer
-//! ([`crate::kernel`]): what `bpfemu diff` compares bpfemu with.
+//! (the [crate root](crate)): what `bpfemu diff` compares bpfemu with.
 //!
 //! [`KernelObject::load`] does for one program what libbpf does for a whole object, and only
 //! what that program needs, so that another program of the object the kernel rejects (a tracing
@@ -21,7 +21,7 @@
 //! Loading a program a slot names can fail (the kernel rejects it): the slot stays empty and
 //! [`KernelObject::warnings`] says so; only the selected program's rejection is an error.
 
-use crate::kernel::{self, FuncInfo, MapBtf};
+use crate::{self as kernel, FuncInfo, MapBtf};
 use bpfemu_isa::RawInsn;
 use bpfemu_loader::{MapOrigin, MapSpec, Object, ProgramSpec};
 use std::collections::{BTreeMap, BTreeSet};

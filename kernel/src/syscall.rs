@@ -4,7 +4,7 @@
 //! library): load a program (with a verifier log at any level, grown when the kernel says it
 //! did not fit), load BTF, create maps (with BTF, inner maps, names), read and write them by fd
 //! (one element or in batches), freeze them, and run a program with `BPF_PROG_TEST_RUN`.
-//! [`crate::kernel_object`] builds a whole loaded object on top of it.
+//! [`crate::object`] builds a whole loaded object on top of it.
 //!
 //! The `bpf_attr` union is modelled by one `#[repr(C)]` struct per command, laid out exactly as
 //! `include/uapi/linux/bpf.h` lays out the fields we use; the kernel zero-checks everything past
@@ -245,6 +245,24 @@ pub struct LoadResult {
     pub fd: Result<OwnedFd, i32>,
     /// The verifier log (empty without a log level).
     pub log: String,
+}
+
+/// The last meaningful line of a verifier log: the error, not the statistics after it.
+pub fn verifier_error_line(log: &str) -> String {
+    log.lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| {
+            !l.is_empty()
+                && !l.starts_with("processed ")
+                && !l.starts_with("verification time")
+                && !l.starts_with("stack depth")
+                && !l.starts_with("-- END PROG LOAD LOG --")
+                // The states printed after "infinite loop detected at insn N".
+                && !l.starts_with("cur state:")
+                && !l.starts_with("old state:")
+        })
+        .map_or_else(|| "(empty verifier log)".to_owned(), str::to_owned)
 }
 
 /// The largest log the kernel takes (`log_size` must stay below `UINT_MAX >> 2`).
@@ -943,6 +961,13 @@ pub fn kernel_or_skip(test: &str) -> bool {
 mod tests {
     use super::*;
     use std::os::fd::AsFd;
+
+    #[test]
+    fn error_line_skips_statistics() {
+        let log = "0: R1=ctx() R10=fp0\n0: (95) exit\nR0 !read_ok\nprocessed 1 insns (limit 1000000) max_states_per_insn 0 total_states 0 peak_states 0 mark_read 0\n";
+        assert_eq!(verifier_error_line(log), "R0 !read_ok");
+        assert_eq!(verifier_error_line(""), "(empty verifier log)");
+    }
 
     #[test]
     fn cpu_lists_count_up_to_the_highest_cpu() {

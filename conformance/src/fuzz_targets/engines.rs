@@ -68,7 +68,7 @@ fn bpfemu_verdict(insns: &[RawInsn], insn_limit: u64) -> (Option<String>, bool) 
     // the kernel's side.
     let line = verdict.rejection().map(|r| {
         r.kernel_error_line().map_or_else(
-            || bpfemu_conformance::kernel_isa::verifier_error_line(&verdict.log),
+            || bpfemu_kernel::verifier_error_line(&verdict.log),
             str::to_owned,
         )
     });
@@ -231,9 +231,9 @@ fn packet(u: &mut Unstructured, round: u64) -> (Vec<u8>, PacketMeta) {
 /// program that runs to the million-instruction limit is gigabytes, slow to write, and rolls
 /// over (ENOSPC, the error line lost), which the campaign took for a disagreement. A stats log
 /// that still overflows is retried at the kernel's own size by
-/// [`bpfemu_conformance::kernel::prog_load`].
-fn kernel_verdict(insns: &[RawInsn]) -> bpfemu_conformance::kernel::LoadResult {
-    use bpfemu_conformance::kernel;
+/// [`bpfemu_kernel::prog_load`].
+fn kernel_verdict(insns: &[RawInsn]) -> bpfemu_kernel::LoadResult {
+    use bpfemu_kernel as kernel;
     let mut opts = kernel::LoadOptions::new(BPF_PROG_TYPE_XDP, insns);
     opts.log_level = kernel::BPF_LOG_STATS;
     opts.log_size = 1 << 20;
@@ -256,7 +256,7 @@ pub fn verifier_vs_kernel_every_program(data: &[u8]) -> bool {
 }
 
 fn compare_with_kernel(data: &[u8], compare_long: impl Fn(usize) -> bool) -> bool {
-    use bpfemu_conformance::kernel;
+    use bpfemu_kernel as kernel;
     let mut u = Unstructured::new(data);
     let Ok(insns) = program::xdp_program(&mut u) else {
         return false;
@@ -284,7 +284,7 @@ fn compare_with_kernel(data: &[u8], compare_long: impl Fn(usize) -> bool) -> boo
     let theirs = loaded
         .fd
         .is_err()
-        .then(|| bpfemu_conformance::kernel_isa::verifier_error_line(&loaded.log));
+        .then(|| bpfemu_kernel::verifier_error_line(&loaded.log));
     if ours != theirs {
         panic!(
             "bpfemu and the kernel disagree\n  kernel: {}\n  bpfemu: {}\n{}",

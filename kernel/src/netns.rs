@@ -17,7 +17,7 @@
 //!   [`route_steps`] are the commands.
 //!
 //! ```no_run
-//! use bpfemu_conformance::netns::Netns;
+//! use bpfemu_kernel::netns::Netns;
 //! use bpfemu_vm::fib::Fib;
 //! let fib = Fib::from_json_file("examples/fib/router.json".as_ref()).unwrap();
 //! let ns = Netns::from_fib("bpfemu-doc", &fib).unwrap();
