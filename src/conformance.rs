@@ -12,8 +12,9 @@
 //!   result with bpfemu's (`bpfemu conformance --kernel`).
 //!
 //! ```no_run
-//! use bpfemu::conformance::runner::{self, EngineKind, Mode};
-//! let reports = runner::run_dir("tests".as_ref(), EngineKind::Interp).unwrap();
+//! use bpfemu::conformance::runner::{self, Mode};
+//! use bpfemu::jit::Engine;
+//! let reports = runner::run_dir("tests".as_ref(), Engine::Interp).unwrap();
 //! println!("{}", runner::summarize(&reports, Mode::ExpectPass));
 //! ```
 

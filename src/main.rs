@@ -4,7 +4,7 @@ mod disasm;
 mod inspect;
 
 use anyhow::Context;
-use bpfemu::conformance::runner::{self, EngineKind, Mode};
+use bpfemu::conformance::runner::{self, Mode};
 use bpfemu::prepare::{Prepared, Refusal, RefusalKind};
 use bpfemu_jit::Engine;
 use bpfemu_loader::{LoadOptions, Object};
@@ -402,16 +402,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if kernel {
                 return conformance_kernel(&dir, json);
             }
-            let engine = match engine {
-                Engine::Interp => EngineKind::Interp,
-                Engine::Jit => EngineKind::Jit,
-                Engine::JitBaselineChecked => EngineKind::JitBaselineChecked,
-                Engine::JitTrusted | Engine::JitBaseline => anyhow::bail!(
-                    "--engine {} runs verified programs only; the suite's programs are \
-                     not verified: use --engine jit or jit-baseline-checked",
-                    engine.name()
-                ),
-            };
+            if engine.is_trusted() {
+                anyhow::bail!(
+                    "--engine {engine} runs verified programs only; the suite's programs are \
+                     not verified: use --engine jit or jit-baseline-checked"
+                );
+            }
             let mode = if expect_fail {
                 Mode::ExpectFail
             } else {
@@ -738,7 +734,7 @@ fn kernel_btf(path: Option<&Path>) -> Option<bpfemu_loader::btf::Btf> {
 
 fn conformance(
     dir: &std::path::Path,
-    engine: EngineKind,
+    engine: Engine,
     json: bool,
     mode: Mode,
 ) -> anyhow::Result<ExitCode> {
@@ -756,7 +752,8 @@ fn conformance(
     }
     let summary = runner::summarize(&reports, mode);
     if json {
-        let doc = serde_json::json!({ "engine": engine, "tests": reports, "summary": summary });
+        let doc =
+            serde_json::json!({ "engine": engine.name(), "tests": reports, "summary": summary });
         writeln!(stdout(), "{}", serde_json::to_string_pretty(&doc)?)?;
     } else {
         let mut out = stdout();

@@ -1,7 +1,8 @@
 //! The whole bpf_conformance suite, run the way `bpfemu conformance` runs it: every test passes
 //! (or is skipped with a stated reason), and every negative input is rejected for its reason.
 
-use bpfemu::conformance::runner::{self, EngineKind, Mode, Outcome, Stage, TestReport};
+use bpfemu::conformance::runner::{self, Mode, Outcome, Stage, TestReport};
+use bpfemu::jit::Engine;
 use std::path::PathBuf;
 
 /// The suite's checkout: `../shared/conformance/bpf_conformance` from the workspace root,
@@ -22,38 +23,38 @@ fn suite_dir() -> PathBuf {
 }
 
 fn run(sub: &str) -> Vec<TestReport> {
-    run_with(sub, EngineKind::Interp)
+    run_with(sub, Engine::Interp)
 }
 
-fn run_with(sub: &str, engine: EngineKind) -> Vec<TestReport> {
+fn run_with(sub: &str, engine: Engine) -> Vec<TestReport> {
     runner::run_dir(&suite_dir().join(sub), engine).expect("suite directory readable")
 }
 
 #[test]
 fn every_suite_test_passes() {
-    every_suite_test_passes_under(EngineKind::Interp);
+    every_suite_test_passes_under(Engine::Interp);
 }
 
 #[test]
 fn every_suite_test_passes_under_the_jit() {
-    every_suite_test_passes_under(EngineKind::Jit);
+    every_suite_test_passes_under(Engine::Jit);
 }
 
 /// Trusted code from the baseline compiler, on every test that expects a result (those that
 /// expect an error need the checks trusted code leaves to a verifier).
 #[test]
 fn every_suite_test_passes_under_the_baseline_jit() {
-    every_suite_test_passes_under(EngineKind::JitBaseline);
+    every_suite_test_passes_under(Engine::JitBaseline);
 }
 
 /// Checked code from the baseline compiler, on every test, those that expect an error too:
 /// the suite's programs are not verified, so its checks must stop them as the interpreter's.
 #[test]
 fn every_suite_test_passes_under_the_checked_baseline_jit() {
-    every_suite_test_passes_under(EngineKind::JitBaselineChecked);
+    every_suite_test_passes_under(Engine::JitBaselineChecked);
 }
 
-fn every_suite_test_passes_under(engine: EngineKind) {
+fn every_suite_test_passes_under(engine: Engine) {
     let reports = run_with("tests", engine);
     assert!(reports.len() >= 300, "only {} tests found", reports.len());
     let failures: Vec<String> = reports

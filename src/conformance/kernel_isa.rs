@@ -22,7 +22,7 @@
 //! value (the instruction after every such call overwrites r0 without reading it, as in
 //! `call_unwind_fail`); otherwise the report says the helper semantics differ.
 
-use super::runner::{self, EngineKind, Outcome, SuiteHelpers};
+use super::runner::{self, Outcome, SuiteHelpers};
 use super::suite::{self, Expectation, TestCase};
 use bpfemu_isa::opcode::*;
 use bpfemu_isa::{AluOp, CallTarget, Insn, Program, RawInsn, Source};
@@ -292,7 +292,7 @@ pub fn run_case_against_kernel(case: &TestCase) -> Result<KernelIsaReport, Kerne
         agreement: Agreement::Skipped { reason },
     };
     // The suite runner's own skip rules (callx, no expectation) apply to both sides.
-    if let Outcome::Skip { reason } = runner::run_case(case, EngineKind::Interp) {
+    if let Outcome::Skip { reason } = runner::run_case(case, bpfemu_jit::Engine::Interp) {
         return Ok(skipped(reason));
     }
     let program = match runner::build_program(case) {

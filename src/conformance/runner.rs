@@ -6,43 +6,11 @@
 
 use super::suite::{self, Expectation, TestCase};
 use bpfemu_isa::{Program, ProgramError, asm};
+use bpfemu_jit::Engine;
 use bpfemu_vm::{HelperError, Helpers, Memory};
 use serde::Serialize;
 use std::fmt;
 use std::path::Path;
-
-/// Which engine runs the programs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum EngineKind {
-    #[default]
-    Interp,
-    /// The Cranelift JIT in checked mode (the suite's programs are not verified).
-    Jit,
-    /// The baseline JIT's trusted code (`bpfemu_jit::Tier::Baseline`), on the tests where
-    /// trusted mode applies: those that expect a result. A test that expects an error is
-    /// skipped, since trusted code checks nothing (its programs must pass a verifier).
-    #[serde(rename = "jit-baseline")]
-    JitBaseline,
-    /// The baseline JIT's checked code, on every test (as `Jit`).
-    #[serde(rename = "jit-baseline-checked")]
-    JitBaselineChecked,
-}
-
-impl EngineKind {
-    fn engine(self) -> Box<dyn bpfemu_vm::Engine> {
-        match self {
-            EngineKind::Interp => Box::new(bpfemu_vm::Interpreter::default()),
-            EngineKind::Jit => Box::new(bpfemu_jit::Jit::new(bpfemu_jit::Mode::Checked)),
-            EngineKind::JitBaseline => {
-                Box::new(bpfemu_jit::Jit::new(bpfemu_jit::Mode::Trusted).baseline())
-            }
-            EngineKind::JitBaselineChecked => {
-                Box::new(bpfemu_jit::Jit::new(bpfemu_jit::Mode::Checked).baseline())
-            }
-        }
-    }
-}
 
 /// Whether the directory holds tests that must pass, or inputs that must be rejected.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -191,11 +159,12 @@ pub fn build_program(case: &TestCase) -> Result<Program, (Stage, String)> {
 }
 
 /// Runs one parsed test.
-pub fn run_case(case: &TestCase, engine: EngineKind) -> Outcome {
+pub fn run_case(case: &TestCase, engine: Engine) -> Outcome {
     if let Some(reason) = skip_reason(case) {
         return Outcome::Skip { reason };
     }
-    if engine == EngineKind::JitBaseline && matches!(case.expect, Expectation::Error(_)) {
+    // Trusted code checks nothing: its programs must pass a verifier, which the suite's do not.
+    if engine.is_trusted() && matches!(case.expect, Expectation::Error(_)) {
         return Outcome::Skip {
             reason: "it expects an error, and trusted code checks nothing".into(),
         };
@@ -206,7 +175,7 @@ pub fn run_case(case: &TestCase, engine: EngineKind) -> Outcome {
     };
     let mut mem = case.mem.clone();
     let result =
-        bpfemu_vm::run_on_buffer_with(&*engine.engine(), &program, &mut mem, &mut SuiteHelpers);
+        bpfemu_vm::run_on_buffer_with(&*engine.build(None), &program, &mut mem, &mut SuiteHelpers);
     match (&case.expect, result) {
         (Expectation::Result(want), Ok(got)) if *want == got => Outcome::Pass { r0: Some(got) },
         (Expectation::Result(want), Ok(got)) => Outcome::Fail {
@@ -231,7 +200,7 @@ pub fn run_case(case: &TestCase, engine: EngineKind) -> Outcome {
 }
 
 /// Loads and runs one `.data` file.
-pub fn run_file(path: &Path, engine: EngineKind) -> TestReport {
+pub fn run_file(path: &Path, engine: Engine) -> TestReport {
     match suite::load(path) {
         Ok(case) => TestReport {
             name: case.name.clone(),
@@ -250,7 +219,7 @@ pub fn run_file(path: &Path, engine: EngineKind) -> TestReport {
 }
 
 /// Runs every `.data` file of `dir`.
-pub fn run_dir(dir: &Path, engine: EngineKind) -> std::io::Result<Vec<TestReport>> {
+pub fn run_dir(dir: &Path, engine: Engine) -> std::io::Result<Vec<TestReport>> {
     Ok(suite::list_dir(dir)?
         .iter()
         .map(|p| run_file(p, engine))
