@@ -870,8 +870,12 @@ mod tests {
             .join("../examples/xdp/build/reflector.v3.o");
         let mut obj = LibbpfObject::open_file(&path).expect("opens");
         let name = obj.programs()[0].name.clone();
-        assert_eq!(obj.programs()[0].prog_type, 6, "XDP from the section name");
-        const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
+        assert_eq!(
+            obj.programs()[0].prog_type,
+            bpfemu_isa::uapi::BPF_PROG_TYPE_XDP,
+            "XDP from the section name"
+        );
+        use bpfemu_isa::uapi::BPF_PROG_TYPE_SCHED_CLS;
         obj.set_program_type(&name, BPF_PROG_TYPE_SCHED_CLS, 0)
             .unwrap();
         assert_eq!(obj.programs()[0].prog_type, BPF_PROG_TYPE_SCHED_CLS);

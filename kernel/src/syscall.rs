@@ -25,14 +25,11 @@ const BPF_BTF_LOAD: libc::c_long = 18;
 const BPF_MAP_FREEZE: libc::c_long = 22;
 const BPF_MAP_LOOKUP_BATCH: libc::c_long = 24;
 
-/// Program types (`enum bpf_prog_type`) that the tests use.
-pub const BPF_PROG_TYPE_SOCKET_FILTER: u32 = 1;
-pub const BPF_PROG_TYPE_XDP: u32 = 6;
-
-/// Map types (`enum bpf_map_type`) that the tests use.
-pub const BPF_MAP_TYPE_HASH: u32 = 1;
-pub const BPF_MAP_TYPE_ARRAY: u32 = 2;
-pub const BPF_MAP_TYPE_ARENA: u32 = 33;
+/// The program and map types callers name most, from the one list (`bpfemu_isa::uapi`).
+pub use bpfemu_isa::uapi::{
+    BPF_MAP_TYPE_ARENA, BPF_MAP_TYPE_ARRAY, BPF_MAP_TYPE_HASH, BPF_PROG_TYPE_SOCKET_FILTER,
+    BPF_PROG_TYPE_XDP,
+};
 
 /// `map_flags`: the map can be mmap()ed (required for arenas).
 pub const BPF_F_MMAPABLE: u32 = 1 << 10;

@@ -21,8 +21,7 @@ use bpfemu_vm::maps::MapSpec as VmMapSpec;
 use bpfemu_vm::xdp::{MapInit, PacketError, PacketMeta, XdpConfig, XdpProgramSpec, XdpRuntime};
 use bpfemu_vm::{Interpreter, NoHelpers, Options, VmError};
 
-const BPF_PROG_TYPE_XDP: u32 = 6;
-const BPF_MAP_TYPE_ARRAY: u32 = 2;
+use bpfemu_isa::uapi::{BPF_MAP_TYPE_ARRAY, BPF_PROG_TYPE_XDP};
 
 fn raw(insns: &[Insn]) -> Vec<RawInsn> {
     let mut out = Vec::new();

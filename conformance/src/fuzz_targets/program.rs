@@ -22,9 +22,7 @@ use bpfemu_isa::{
 pub const MAP_VALUE_SIZE: u32 = 16;
 pub const MAP_ENTRIES: u32 = 4;
 
-const BPF_FUNC_MAP_LOOKUP_ELEM: i32 = 1;
-const BPF_FUNC_KTIME_GET_NS: i32 = 5;
-const BPF_FUNC_GET_PRANDOM_U32: i32 = 7;
+use bpfemu_isa::helpers::id;
 
 /// A jump whose target is known only once the program is laid out.
 #[derive(Clone, Copy, Debug)]
@@ -345,7 +343,7 @@ fn xdp_block(u: &mut Unstructured, b: &mut Builder) -> Result<()> {
             });
             b.insn(alu64(AluOp::Mov, Reg::R2, Source::Reg(Reg::R10)));
             b.insn(alu64(AluOp::Add, Reg::R2, Source::Imm(-4)));
-            b.insn(Insn::Call(CallTarget::Helper(BPF_FUNC_MAP_LOOKUP_ELEM)));
+            b.insn(Insn::Call(CallTarget::Helper(id::MAP_LOOKUP_ELEM)));
             if u.ratio(3, 4)? {
                 b.jump(
                     Width::W64,
@@ -370,7 +368,7 @@ fn xdp_block(u: &mut Unstructured, b: &mut Builder) -> Result<()> {
         }
         // A helper that returns a scalar; the argument registers are clobbered.
         9 => {
-            let helper = *u.choose(&[BPF_FUNC_GET_PRANDOM_U32, BPF_FUNC_KTIME_GET_NS])?;
+            let helper = *u.choose(&[id::GET_PRANDOM_U32, id::KTIME_GET_NS])?;
             b.insn(Insn::Call(CallTarget::Helper(helper)));
             b.insn(alu64(AluOp::Mov, Reg::R7, Source::Reg(Reg::R0)));
             if u.ratio(7, 8)? {

@@ -5,8 +5,7 @@ pub mod xdp;
 
 use crate::state::RegType;
 
-/// `BPF_PROG_TYPE_XDP`.
-pub const BPF_PROG_TYPE_XDP: u32 = 6;
+pub use bpfemu_isa::uapi::BPF_PROG_TYPE_XDP;
 
 /// What a valid ctx access loads (`struct bpf_insn_access_aux`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
