@@ -218,39 +218,15 @@ pub fn changes_pkt_data(id: i32) -> bool {
     )
 }
 
-pub const MAP_LOOKUP_ELEM: i32 = 1;
-pub const MAP_UPDATE_ELEM: i32 = 2;
-pub const MAP_DELETE_ELEM: i32 = 3;
-pub const GET_SMP_PROCESSOR_ID: i32 = 8;
-pub const TAIL_CALL: i32 = 12;
-pub const REDIRECT_MAP: i32 = 51;
-pub const XDP_ADJUST_HEAD: i32 = 44;
-pub const XDP_ADJUST_META: i32 = 54;
-pub const XDP_ADJUST_TAIL: i32 = 65;
-pub const SK_LOOKUP_TCP: i32 = 84;
-pub const SK_LOOKUP_UDP: i32 = 85;
-pub const SK_RELEASE: i32 = 86;
-pub const MAP_PUSH_ELEM: i32 = 87;
-pub const MAP_POP_ELEM: i32 = 88;
-pub const MAP_PEEK_ELEM: i32 = 89;
-pub const SPIN_LOCK: i32 = 93;
-pub const SPIN_UNLOCK: i32 = 94;
-pub const SKC_LOOKUP_TCP: i32 = 99;
-pub const RINGBUF_OUTPUT: i32 = 130;
-pub const RINGBUF_RESERVE: i32 = 131;
-pub const RINGBUF_SUBMIT: i32 = 132;
-pub const RINGBUF_DISCARD: i32 = 133;
-pub const RINGBUF_QUERY: i32 = 134;
-pub const FOR_EACH_MAP_ELEM: i32 = 164;
-pub const SNPRINTF: i32 = 165;
-pub const DYNPTR_FROM_MEM: i32 = 197;
-pub const TIMER_INIT: i32 = 169;
-pub const TIMER_SET_CALLBACK: i32 = 170;
-pub const LOOP: i32 = 181;
-pub const XDP_STORE_BYTES: i32 = 190;
-pub const KPTR_XCHG: i32 = 194;
-pub const MAP_LOOKUP_PERCPU_ELEM: i32 = 195;
-pub const USER_RINGBUF_DRAIN: i32 = 209;
+use bpfemu_isa::helpers::id;
+pub use bpfemu_isa::helpers::id::{
+    DYNPTR_FROM_MEM, FOR_EACH_MAP_ELEM, GET_SMP_PROCESSOR_ID, KPTR_XCHG, LOOP, MAP_DELETE_ELEM,
+    MAP_LOOKUP_ELEM, MAP_LOOKUP_PERCPU_ELEM, MAP_PEEK_ELEM, MAP_POP_ELEM, MAP_PUSH_ELEM,
+    MAP_UPDATE_ELEM, REDIRECT_MAP, RINGBUF_DISCARD, RINGBUF_OUTPUT, RINGBUF_QUERY, RINGBUF_RESERVE,
+    RINGBUF_SUBMIT, SK_LOOKUP_TCP, SK_LOOKUP_UDP, SK_RELEASE, SKC_LOOKUP_TCP, SNPRINTF, SPIN_LOCK,
+    SPIN_UNLOCK, TAIL_CALL, TIMER_INIT, TIMER_SET_CALLBACK, USER_RINGBUF_DRAIN, XDP_ADJUST_HEAD,
+    XDP_ADJUST_META, XDP_ADJUST_TAIL, XDP_STORE_BYTES,
+};
 
 const fn p(id: i32, ret: RetType, args: &[ArgType]) -> FuncProto {
     let mut all = [DONTCARE; 5];
@@ -288,21 +264,25 @@ use RetType::*;
 
 /// The prototypes of the helpers XDP may call, sorted by id.
 pub const XDP_PROTOS: &[FuncProto] = &[
-    pkt(p(1, MapValueOrNull, &[MAP, KEY])),
-    pkt(p(2, Integer, &[MAP, KEY, VALUE, ANY])),
-    pkt(p(3, Integer, &[MAP, KEY])),
-    p(5, Integer, &[]),
-    gpl(p(6, Integer, &[MEM_RD, SIZE])),
-    p(7, Integer, &[]),
-    p(8, Integer, &[]),
-    p(12, Void, &[CTX, MAP, ANY]),
-    p(14, Integer, &[]),
-    p(15, Integer, &[]),
-    p(16, Integer, &[UNINIT_MEM, SIZE]),
-    p(17, Integer, &[]),
-    gpl(p(22, Integer, &[MAP, ANY])),
-    p(23, Integer, &[ANY, ANY]),
-    gpl(p(25, Integer, &[CTX, MAP, ANY, MEM_RD, SIZE_OR_ZERO])),
+    pkt(p(id::MAP_LOOKUP_ELEM, MapValueOrNull, &[MAP, KEY])),
+    pkt(p(id::MAP_UPDATE_ELEM, Integer, &[MAP, KEY, VALUE, ANY])),
+    pkt(p(id::MAP_DELETE_ELEM, Integer, &[MAP, KEY])),
+    p(id::KTIME_GET_NS, Integer, &[]),
+    gpl(p(id::TRACE_PRINTK, Integer, &[MEM_RD, SIZE])),
+    p(id::GET_PRANDOM_U32, Integer, &[]),
+    p(id::GET_SMP_PROCESSOR_ID, Integer, &[]),
+    p(id::TAIL_CALL, Void, &[CTX, MAP, ANY]),
+    p(id::GET_CURRENT_PID_TGID, Integer, &[]),
+    p(id::GET_CURRENT_UID_GID, Integer, &[]),
+    p(id::GET_CURRENT_COMM, Integer, &[UNINIT_MEM, SIZE]),
+    p(id::GET_CGROUP_CLASSID, Integer, &[]),
+    gpl(p(id::PERF_EVENT_READ, Integer, &[MAP, ANY])),
+    p(id::REDIRECT, Integer, &[ANY, ANY]),
+    gpl(p(
+        id::PERF_EVENT_OUTPUT,
+        Integer,
+        &[CTX, MAP, ANY, MEM_RD, SIZE_OR_ZERO],
+    )),
     pkt(p(
         28,
         Integer,
@@ -314,29 +294,49 @@ pub const XDP_PROTOS: &[FuncProto] = &[
             ANY,
         ],
     )),
-    gpl(p(35, Integer, &[])),
-    gpl(p(37, Integer, &[MAP, ANY])),
-    p(42, Integer, &[]),
-    p(44, Integer, &[CTX, ANY]),
-    p(51, Integer, &[MAP, ANY, ANY]),
-    p(54, Integer, &[CTX, ANY]),
-    gpl(p(55, Integer, &[MAP, ANY, UNINIT_MEM, SIZE])),
-    p(65, Integer, &[CTX, ANY]),
-    p(69, Integer, &[CTX, MEM_WR, SIZE, ANY]),
-    p(80, Integer, &[]),
-    pkt(p(84, SocketOrNull, &[CTX, MEM_RD, SIZE, ANY, ANY])),
-    pkt(p(85, SocketOrNull, &[CTX, MEM_RD, SIZE, ANY, ANY])),
+    gpl(p(id::GET_CURRENT_TASK, Integer, &[])),
+    gpl(p(id::CURRENT_TASK_UNDER_CGROUP, Integer, &[MAP, ANY])),
+    p(id::GET_NUMA_NODE_ID, Integer, &[]),
+    p(id::XDP_ADJUST_HEAD, Integer, &[CTX, ANY]),
+    p(id::REDIRECT_MAP, Integer, &[MAP, ANY, ANY]),
+    p(id::XDP_ADJUST_META, Integer, &[CTX, ANY]),
+    gpl(p(
+        id::PERF_EVENT_READ_VALUE,
+        Integer,
+        &[MAP, ANY, UNINIT_MEM, SIZE],
+    )),
+    p(id::XDP_ADJUST_TAIL, Integer, &[CTX, ANY]),
+    p(id::FIB_LOOKUP, Integer, &[CTX, MEM_WR, SIZE, ANY]),
+    p(id::GET_CURRENT_CGROUP_ID, Integer, &[]),
+    pkt(p(
+        id::SK_LOOKUP_TCP,
+        SocketOrNull,
+        &[CTX, MEM_RD, SIZE, ANY, ANY],
+    )),
+    pkt(p(
+        id::SK_LOOKUP_UDP,
+        SocketOrNull,
+        &[CTX, MEM_RD, SIZE, ANY, ANY],
+    )),
     p(
         86,
         Integer,
         &[ArgType::with(ArgBase::PtrToBtfIdSockCommon, OBJ_RELEASE)],
     ),
-    pkt(p(87, Integer, &[MAP, VALUE, ANY])),
-    pkt(p(88, Integer, &[MAP, UNINIT_MAP_VALUE])),
-    pkt(p(89, Integer, &[MAP, UNINIT_MAP_VALUE])),
-    p(93, Void, &[ArgType::new(ArgBase::PtrToSpinLock)]),
-    p(94, Void, &[ArgType::new(ArgBase::PtrToSpinLock)]),
-    pkt(p(99, SockCommonOrNull, &[CTX, MEM_RD, SIZE, ANY, ANY])),
+    pkt(p(id::MAP_PUSH_ELEM, Integer, &[MAP, VALUE, ANY])),
+    pkt(p(id::MAP_POP_ELEM, Integer, &[MAP, UNINIT_MAP_VALUE])),
+    pkt(p(id::MAP_PEEK_ELEM, Integer, &[MAP, UNINIT_MAP_VALUE])),
+    p(id::SPIN_LOCK, Void, &[ArgType::new(ArgBase::PtrToSpinLock)]),
+    p(
+        id::SPIN_UNLOCK,
+        Void,
+        &[ArgType::new(ArgBase::PtrToSpinLock)],
+    ),
+    pkt(p(
+        id::SKC_LOOKUP_TCP,
+        SockCommonOrNull,
+        &[CTX, MEM_RD, SIZE, ANY, ANY],
+    )),
     pkt(p(
         100,
         Integer,
@@ -362,23 +362,51 @@ pub const XDP_PROTOS: &[FuncProto] = &[
             ArgType::fixed_mem(MEM_UNINIT | MEM_WRITE | MEM_ALIGNED, 8),
         ],
     ),
-    p(109, Integer, &[ANY]),
+    p(id::SEND_SIGNAL, Integer, &[ANY]),
     pkt(gpl(p(
         110,
         Integer,
         &[SOCK_COMMON_BTF, MEM_RD, SIZE, MEM_RD, SIZE],
     ))),
-    gpl(p(112, Integer, &[UNINIT_MEM, SIZE_OR_ZERO, ANY])),
-    gpl(p(113, Integer, &[UNINIT_MEM, SIZE_OR_ZERO, ANY])),
-    gpl(p(114, Integer, &[UNINIT_MEM, SIZE_OR_ZERO, ANY])),
-    gpl(p(115, Integer, &[UNINIT_MEM, SIZE_OR_ZERO, ANY])),
-    p(117, Integer, &[ANY]),
-    p(118, Integer, &[]),
-    p(120, Integer, &[ANY, ANY, UNINIT_MEM, SIZE]),
-    p(123, Integer, &[ANY]),
-    p(125, Integer, &[]),
-    p(130, Integer, &[MAP, MEM_RD, SIZE_OR_ZERO, ANY]),
-    p(131, RingbufMemOrNull, &[MAP, ALLOC_SIZE_OR_ZERO, ANY]),
+    gpl(p(
+        id::PROBE_READ_USER,
+        Integer,
+        &[UNINIT_MEM, SIZE_OR_ZERO, ANY],
+    )),
+    gpl(p(
+        id::PROBE_READ_KERNEL,
+        Integer,
+        &[UNINIT_MEM, SIZE_OR_ZERO, ANY],
+    )),
+    gpl(p(
+        id::PROBE_READ_USER_STR,
+        Integer,
+        &[UNINIT_MEM, SIZE_OR_ZERO, ANY],
+    )),
+    gpl(p(
+        id::PROBE_READ_KERNEL_STR,
+        Integer,
+        &[UNINIT_MEM, SIZE_OR_ZERO, ANY],
+    )),
+    p(id::SEND_SIGNAL_THREAD, Integer, &[ANY]),
+    p(id::JIFFIES64, Integer, &[]),
+    p(
+        id::GET_NS_CURRENT_PID_TGID,
+        Integer,
+        &[ANY, ANY, UNINIT_MEM, SIZE],
+    ),
+    p(id::GET_CURRENT_ANCESTOR_CGROUP_ID, Integer, &[ANY]),
+    p(id::KTIME_GET_BOOT_NS, Integer, &[]),
+    p(
+        id::RINGBUF_OUTPUT,
+        Integer,
+        &[MAP, MEM_RD, SIZE_OR_ZERO, ANY],
+    ),
+    p(
+        id::RINGBUF_RESERVE,
+        RingbufMemOrNull,
+        &[MAP, ALLOC_SIZE_OR_ZERO, ANY],
+    ),
     p(
         132,
         Void,
@@ -389,15 +417,31 @@ pub const XDP_PROTOS: &[FuncProto] = &[
         Void,
         &[ArgType::with(ArgBase::PtrToRingbufMem, OBJ_RELEASE), ANY],
     ),
-    p(134, Integer, &[MAP, ANY]),
-    p(136, BtfIdOrNull, &[SOCK_COMMON_BTF]),
-    p(137, BtfIdOrNull, &[SOCK_COMMON_BTF]),
-    p(138, BtfIdOrNull, &[SOCK_COMMON_BTF]),
-    p(139, BtfIdOrNull, &[SOCK_COMMON_BTF]),
-    p(140, BtfIdOrNull, &[SOCK_COMMON_BTF]),
-    gpl(p(141, Integer, &[BTF_ID, UNINIT_MEM, SIZE_OR_ZERO, ANY])),
-    sleeps(gpl(p(148, Integer, &[UNINIT_MEM, SIZE_OR_ZERO, ANY]))),
-    gpl(p(149, Integer, &[MEM_WR, SIZE, MEM_RD, SIZE, ANY])),
+    p(id::RINGBUF_QUERY, Integer, &[MAP, ANY]),
+    p(id::SKC_TO_TCP6_SOCK, BtfIdOrNull, &[SOCK_COMMON_BTF]),
+    p(id::SKC_TO_TCP_SOCK, BtfIdOrNull, &[SOCK_COMMON_BTF]),
+    p(
+        id::SKC_TO_TCP_TIMEWAIT_SOCK,
+        BtfIdOrNull,
+        &[SOCK_COMMON_BTF],
+    ),
+    p(id::SKC_TO_TCP_REQUEST_SOCK, BtfIdOrNull, &[SOCK_COMMON_BTF]),
+    p(id::SKC_TO_UDP6_SOCK, BtfIdOrNull, &[SOCK_COMMON_BTF]),
+    gpl(p(
+        id::GET_TASK_STACK,
+        Integer,
+        &[BTF_ID, UNINIT_MEM, SIZE_OR_ZERO, ANY],
+    )),
+    sleeps(gpl(p(
+        id::COPY_FROM_USER,
+        Integer,
+        &[UNINIT_MEM, SIZE_OR_ZERO, ANY],
+    ))),
+    gpl(p(
+        id::SNPRINTF_BTF,
+        Integer,
+        &[MEM_WR, SIZE, MEM_RD, SIZE, ANY],
+    )),
     p(
         153,
         MemOrBtfIdRdonly { maybe_null: true },
@@ -413,9 +457,9 @@ pub const XDP_PROTOS: &[FuncProto] = &[
         MapValueOrNull,
         &[MAP, BTF_ID_OR_NULL, VALUE_OR_NULL, ANY],
     ),
-    p(157, Integer, &[MAP, BTF_ID]),
-    p(158, BtfIdTrusted, &[]),
-    p(160, Integer, &[]),
+    p(id::TASK_STORAGE_DELETE, Integer, &[MAP, BTF_ID]),
+    p(id::GET_CURRENT_TASK_BTF, BtfIdTrusted, &[]),
+    p(id::KTIME_GET_COARSE_NS, Integer, &[]),
     p(
         163,
         Integer,
@@ -427,7 +471,11 @@ pub const XDP_PROTOS: &[FuncProto] = &[
             ANY,
         ],
     ),
-    p(164, Integer, &[MAP, FUNC, STACK_OR_NULL, ANY]),
+    p(
+        id::FOR_EACH_MAP_ELEM,
+        Integer,
+        &[MAP, FUNC, STACK_OR_NULL, ANY],
+    ),
     p(
         165,
         Integer,
@@ -439,24 +487,32 @@ pub const XDP_PROTOS: &[FuncProto] = &[
             SIZE_OR_ZERO,
         ],
     ),
-    p(169, Integer, &[TIMER, MAP, ANY]),
-    p(170, Integer, &[TIMER, FUNC]),
-    p(171, Integer, &[TIMER, ANY, ANY]),
-    p(172, Integer, &[TIMER]),
-    gpl(p(175, BtfIdOrNull, &[BTF_ID])),
-    p(176, Integer, &[UNINIT_MEM, SIZE_OR_ZERO, ANY]),
+    p(id::TIMER_INIT, Integer, &[TIMER, MAP, ANY]),
+    p(id::TIMER_SET_CALLBACK, Integer, &[TIMER, FUNC]),
+    p(id::TIMER_START, Integer, &[TIMER, ANY, ANY]),
+    p(id::TIMER_CANCEL, Integer, &[TIMER]),
+    gpl(p(id::TASK_PT_REGS, BtfIdOrNull, &[BTF_ID])),
+    p(
+        id::GET_BRANCH_SNAPSHOT,
+        Integer,
+        &[UNINIT_MEM, SIZE_OR_ZERO, ANY],
+    ),
     gpl(p(
         177,
         Integer,
         &[MEM_RD, SIZE, MEM_RD_OR_NULL, SIZE_OR_ZERO],
     )),
-    p(178, BtfIdOrNull, &[SOCK_COMMON_BTF]),
-    p(180, Integer, &[BTF_ID, ANY, FUNC, STACK_OR_NULL, ANY]),
-    p(181, Integer, &[ANY, FUNC, STACK_OR_NULL, ANY]),
-    p(182, Integer, &[MEM_RD, SIZE, CONST_STR]),
-    p(188, Integer, &[CTX]),
-    p(189, Integer, &[CTX, ANY, UNINIT_MEM, SIZE]),
-    p(190, Integer, &[CTX, ANY, MEM_RD, SIZE]),
+    p(id::SKC_TO_UNIX_SOCK, BtfIdOrNull, &[SOCK_COMMON_BTF]),
+    p(
+        id::FIND_VMA,
+        Integer,
+        &[BTF_ID, ANY, FUNC, STACK_OR_NULL, ANY],
+    ),
+    p(id::LOOP, Integer, &[ANY, FUNC, STACK_OR_NULL, ANY]),
+    p(id::STRNCMP, Integer, &[MEM_RD, SIZE, CONST_STR]),
+    p(id::XDP_GET_BUFF_LEN, Integer, &[CTX]),
+    p(id::XDP_LOAD_BYTES, Integer, &[CTX, ANY, UNINIT_MEM, SIZE]),
+    p(id::XDP_STORE_BYTES, Integer, &[CTX, ANY, MEM_RD, SIZE]),
     sleeps(gpl(p(
         191,
         Integer,
@@ -470,8 +526,16 @@ pub const XDP_PROTOS: &[FuncProto] = &[
             ArgType::with(ArgBase::PtrToBtfId, PTR_MAYBE_NULL | OBJ_RELEASE),
         ],
     ),
-    pkt(p(195, MapValueOrNull, &[MAP, KEY, ANY])),
-    p(196, BtfIdOrNull, &[ArgType::new(ArgBase::PtrToSockCommon)]),
+    pkt(p(
+        id::MAP_LOOKUP_PERCPU_ELEM,
+        MapValueOrNull,
+        &[MAP, KEY, ANY],
+    )),
+    p(
+        id::SKC_TO_MPTCP_SOCK,
+        BtfIdOrNull,
+        &[ArgType::new(ArgBase::PtrToSockCommon)],
+    ),
     p(
         197,
         Integer,
@@ -565,14 +629,18 @@ pub const XDP_PROTOS: &[FuncProto] = &[
             ArgType::fixed_mem(MEM_RDONLY, 20),
         ],
     ),
-    p(208, Integer, &[]),
-    p(209, Integer, &[MAP, FUNC, STACK_OR_NULL, ANY]),
+    p(id::KTIME_GET_TAI_NS, Integer, &[]),
+    p(
+        id::USER_RINGBUF_DRAIN,
+        Integer,
+        &[MAP, FUNC, STACK_OR_NULL, ANY],
+    ),
     p(
         210,
         MapValueOrNull,
         &[MAP, BTF_ID_OR_NULL, VALUE_OR_NULL, ANY],
     ),
-    p(211, Integer, &[MAP, BTF_ID]),
+    p(id::CGRP_STORAGE_DELETE, Integer, &[MAP, BTF_ID]),
 ];
 
 /// The prototype of helper `id` for an XDP program, or `None` when XDP may not call it

@@ -17,7 +17,7 @@ use bpfemu_isa::{CallTarget, Insn, Program};
 use std::collections::BTreeSet;
 
 /// `bpf_tail_call`: any program of the set may run next.
-const TAIL_CALL: i32 = 12;
+const TAIL_CALL: i32 = bpfemu_isa::helpers::id::TAIL_CALL;
 /// Helpers that call back into the program (`bpf_for_each_map_elem`, `bpf_timer_set_callback`,
 /// `bpf_loop`, `bpf_user_ringbuf_drain`): any function of it may run.
 const CALLBACK_HELPERS: &[i32] = &[164, 170, 181, 209];

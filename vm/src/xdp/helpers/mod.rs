@@ -23,6 +23,7 @@ use crate::helpers::{HelperError, HelperOutcome, Helpers};
 use crate::maps::Maps;
 use crate::memory::Memory;
 use crate::taint::Footprint;
+use bpfemu_isa::helpers::id;
 
 /// What a helper answers.
 pub type HelperResult = Result<HelperOutcome, HelperError>;
@@ -38,55 +39,61 @@ pub struct HelperDef {
     pub f: HelperFn,
 }
 
+/// Each helper named by its id in the one list (`bpfemu_isa::helpers::id`), which also gives
+/// its name: nothing here spells a helper's number.
 macro_rules! helpers {
-    ($($id:literal $name:ident => $f:path,)*) => {
+    ($($id:ident => $f:path,)*) => {
         /// Every helper bpfemu implements for XDP programs, by id.
         pub const HELPERS: &[HelperDef] = &[
-            $(HelperDef { id: $id, name: stringify!($name), f: $f },)*
+            $(HelperDef {
+                id: id::$id,
+                name: bpfemu_isa::helpers::HELPER_NAMES[id::$id as usize],
+                f: $f,
+            },)*
         ];
     };
 }
 
 helpers! {
-    1 map_lookup_elem => maps::lookup,
-    2 map_update_elem => maps::update,
-    3 map_delete_elem => maps::delete,
-    5 ktime_get_ns => misc::ktime_get_ns,
-    6 trace_printk => printk::trace_printk,
-    7 get_prandom_u32 => misc::get_prandom_u32,
-    8 get_smp_processor_id => misc::get_smp_processor_id,
-    12 tail_call => redirect::tail_call,
-    23 redirect => redirect::redirect,
-    25 perf_event_output => events::perf_event_output,
-    28 csum_diff => packet::csum_diff,
-    42 get_numa_node_id => misc::get_numa_node_id,
-    44 xdp_adjust_head => packet::adjust_head,
-    51 redirect_map => redirect::redirect_map,
-    54 xdp_adjust_meta => packet::adjust_meta,
-    65 xdp_adjust_tail => packet::adjust_tail,
-    69 fib_lookup => packet::fib_lookup,
-    87 map_push_elem => maps::push,
-    88 map_pop_elem => maps::pop,
-    89 map_peek_elem => maps::peek,
-    93 spin_lock => misc::spin_lock,
-    94 spin_unlock => misc::spin_unlock,
-    118 jiffies64 => misc::jiffies64,
-    125 ktime_get_boot_ns => misc::ktime_get_ns,
-    130 ringbuf_output => events::ringbuf_output,
-    131 ringbuf_reserve => events::ringbuf_reserve,
-    132 ringbuf_submit => events::ringbuf_submit,
-    133 ringbuf_discard => events::ringbuf_discard,
-    134 ringbuf_query => events::ringbuf_query,
-    160 ktime_get_coarse_ns => misc::ktime_get_coarse_ns,
-    163 check_mtu => packet::check_mtu,
-    164 for_each_map_elem => maps::for_each_map_elem,
-    165 snprintf => printk::snprintf,
-    177 trace_vprintk => printk::trace_vprintk,
-    181 loop => misc::bpf_loop,
-    182 strncmp => misc::strncmp,
-    188 xdp_get_buff_len => packet::get_buff_len,
-    189 xdp_load_bytes => packet::load_bytes,
-    190 xdp_store_bytes => packet::store_bytes,
+    MAP_LOOKUP_ELEM => maps::lookup,
+    MAP_UPDATE_ELEM => maps::update,
+    MAP_DELETE_ELEM => maps::delete,
+    KTIME_GET_NS => misc::ktime_get_ns,
+    TRACE_PRINTK => printk::trace_printk,
+    GET_PRANDOM_U32 => misc::get_prandom_u32,
+    GET_SMP_PROCESSOR_ID => misc::get_smp_processor_id,
+    TAIL_CALL => redirect::tail_call,
+    REDIRECT => redirect::redirect,
+    PERF_EVENT_OUTPUT => events::perf_event_output,
+    CSUM_DIFF => packet::csum_diff,
+    GET_NUMA_NODE_ID => misc::get_numa_node_id,
+    XDP_ADJUST_HEAD => packet::adjust_head,
+    REDIRECT_MAP => redirect::redirect_map,
+    XDP_ADJUST_META => packet::adjust_meta,
+    XDP_ADJUST_TAIL => packet::adjust_tail,
+    FIB_LOOKUP => packet::fib_lookup,
+    MAP_PUSH_ELEM => maps::push,
+    MAP_POP_ELEM => maps::pop,
+    MAP_PEEK_ELEM => maps::peek,
+    SPIN_LOCK => misc::spin_lock,
+    SPIN_UNLOCK => misc::spin_unlock,
+    JIFFIES64 => misc::jiffies64,
+    KTIME_GET_BOOT_NS => misc::ktime_get_ns,
+    RINGBUF_OUTPUT => events::ringbuf_output,
+    RINGBUF_RESERVE => events::ringbuf_reserve,
+    RINGBUF_SUBMIT => events::ringbuf_submit,
+    RINGBUF_DISCARD => events::ringbuf_discard,
+    RINGBUF_QUERY => events::ringbuf_query,
+    KTIME_GET_COARSE_NS => misc::ktime_get_coarse_ns,
+    CHECK_MTU => packet::check_mtu,
+    FOR_EACH_MAP_ELEM => maps::for_each_map_elem,
+    SNPRINTF => printk::snprintf,
+    TRACE_VPRINTK => printk::trace_vprintk,
+    LOOP => misc::bpf_loop,
+    STRNCMP => misc::strncmp,
+    XDP_GET_BUFF_LEN => packet::get_buff_len,
+    XDP_LOAD_BYTES => packet::load_bytes,
+    XDP_STORE_BYTES => packet::store_bytes,
 }
 
 /// One past the highest helper id in [`HELPERS`].
