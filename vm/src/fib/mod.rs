@@ -102,7 +102,7 @@
 //! - `model`: prefixes, routes, interfaces, rules, the [`Fib`] and the routes addresses add.
 //! - `neigh`: neighbours and the MACs the helper writes from them.
 //! - `parse`: JSON entries with located errors, and the one route parser and rule parser both
-//!   input formats share (`parse_route` takes the format as [`parse::RouteSyntax`]).
+//!   input formats share (`parse_route` takes the format as a `RouteSyntax`).
 //! - `file`: the `--fib` file format; `iproute`: `ip -j` output and live snapshots.
 //! - `lookup`: the helper itself; `saddr`: source address selection for `BPF_FIB_LOOKUP_SRC`.
 //!
