@@ -1889,7 +1889,7 @@ fn snprintf_equals_the_kernels() {
             let needed = format.split(|&b| b == b'%').count() as u32
                 - 1
                 - 2 * format.windows(2).filter(|w| w == b"%%").count() as u32;
-            let data_len = 8 * *r.pick(&[needed, needed, 12]).max(needed);
+            let data_len = 8 * (*r.pick(&[needed, needed, 12])).max(needed);
             body += &const_string(3, slot);
             body += &format!(
                 "{}r2 = {size}\n{}r5 = {data_len}\ncall bpf_snprintf#165\nno_strings:\n",
