@@ -11,33 +11,9 @@ use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 
-/// A small deterministic generator (xorshift64*): reproducible on every machine.
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    /// Uniform in `0..n` (n > 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-
-    pub fn bytes(&mut self, len: usize) -> Vec<u8> {
-        (0..len).map(|_| self.next_u64() as u8).collect()
-    }
-}
+/// The generator behind every scenario (xorshift64*): the workspace's one PRNG, kept in
+/// `bpfemu-vm` so that the tests draw from the same sequence.
+pub use bpfemu_vm::rng::Rng;
 
 pub const ETH_P_IP: u16 = 0x0800;
 pub const ETH_P_IPV6: u16 = 0x86dd;

@@ -20,6 +20,7 @@ use bpfemu_isa::RawInsn;
 use bpfemu_isa::asm::assemble_kernel;
 use bpfemu_kernel::netns::Netns;
 use bpfemu_kernel::{self as kernel, BPF_PROG_TYPE_XDP};
+use bpfemu_vm::rng::Rng;
 use bpfemu_vm::xdp::{MapInit, PacketMeta, XdpConfig, XdpProgramSpec, XdpRuntime};
 use bpfemu_vm::{MapSpec, MapType};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -147,9 +148,9 @@ impl Case {
     /// The whole program's text, with `MAP<N>` standing for map N.
     fn source(&self, fill_seed: u64) -> String {
         let mut src = String::from("r6 = r1\n");
-        let mut rng = Rng(fill_seed | 1);
+        let mut rng = Rng::from_state(fill_seed | 1);
         for off in (8..=512).rev().step_by(8).filter(|o| *o > 8) {
-            src += &format!("r1 = {:#x} ll\n*(u64 *)(r10 -{off}) = r1\n", rng.next());
+            src += &format!("r1 = {:#x} ll\n*(u64 *)(r10 -{off}) = r1\n", rng.next_u64());
         }
         src += "r1 = 0\n*(u64 *)(r10 -8) = r1\n";
         src += &self.body;
@@ -673,30 +674,6 @@ fn describe_difference(k: &Seen, o: &Seen) -> String {
     )
 }
 
-/// A small deterministic generator (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-
-    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
-        items[self.below(items.len() as u64) as usize]
-    }
-
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-}
-
 fn rng(family: &str) -> Rng {
     let seed = std::env::var("BPFEMU_HELPER_SEED")
         .ok()
@@ -705,7 +682,7 @@ fn rng(family: &str) -> Rng {
     let mix = family
         .bytes()
         .fold(seed, |h, b| h.rotate_left(5) ^ b as u64);
-    Rng(mix | 1)
+    Rng::from_state(mix | 1)
 }
 
 fn random_cases() -> usize {
@@ -747,7 +724,7 @@ fn csum_diff_case(
         None => body += "r3 = 0\nr4 = 0\n",
     }
     body += &format!("r5 = {seed:#x} ll\ncall bpf_csum_diff#28\n");
-    let mut r = Rng(seed | 1);
+    let mut r = Rng::from_state(seed | 1);
     Case::new(label, body, packet(&mut r, 64))
 }
 
@@ -783,18 +760,17 @@ fn csum_diff_equals_the_kernels() {
             if r.below(4) == 0 {
                 return None;
             }
-            let size = r
-                .pick(&[
-                    1u32, 2, 3, 4, 5, 8, 12, 20, 40, 63, 64, 65, 100, 255, 256, 504,
-                ])
-                .min(r.below(504) as u32 + 1);
+            let size = (*r.pick(&[
+                1u32, 2, 3, 4, 5, 8, 12, 20, 40, 63, 64, 65, 100, 255, 256, 504,
+            ]))
+            .min(r.below(504) as u32 + 1);
             let off = 8 + size as i32 + r.below((504 - size) as u64 + 1) as i32;
             Some((off.min(512), size))
         };
         let (from, to) = (side(&mut r), side(&mut r));
         let seed = match r.below(3) {
-            0 => r.next() as u32 as u64,
-            1 => r.next(),
+            0 => r.next_u64() as u32 as u64,
+            1 => r.next_u64(),
             _ => 0,
         };
         cases.push(csum_diff_case(
@@ -814,18 +790,18 @@ fn csum_diff_equals_the_kernels() {
 const PACKET_LENS: &[usize] = &[14, 15, 33, 60, 64, 100, 255, 1500, 3519, 3520];
 
 fn packet_case(r: &mut Rng, label: &str, body: String) -> Case {
-    let len = r.pick(PACKET_LENS);
+    let len = *r.pick(PACKET_LENS);
     Case::new(format!("{label} on {len} bytes"), body, packet(r, len))
 }
 
 /// Frame-bound deltas: zero, small and odd, at and past the headroom and the packet length.
 fn delta(r: &mut Rng) -> i64 {
     match r.below(3) {
-        0 => r.pick(&[
+        0 => *r.pick(&[
             0i64, 1, -1, 4, -4, 14, -14, 255, 256, -256, -257, 3520, -3520,
         ]),
         1 => r.below(600) as i64 - 300,
-        _ => r.next() as i32 as i64,
+        _ => r.next_u64() as i32 as i64,
     }
 }
 
@@ -875,8 +851,8 @@ fn packet_byte_helpers_equal_the_kernels() {
     let mut r = rng("bytes");
     let mut cases = Vec::new();
     for _ in 0..random_cases() * 3 {
-        let len = r.pick(&[1u32, 2, 3, 4, 7, 8, 13, 64, 100, 503, 504]);
-        let off = r.pick(&[0u32, 1, 13, 14, 59, 60, 61, 99, 100, 3519]);
+        let len = *r.pick(&[1u32, 2, 3, 4, 7, 8, 13, 64, 100, 503, 504]);
+        let off = *r.pick(&[0u32, 1, 13, 14, 59, 60, 61, 99, 100, 3519]);
         let off = if r.below(3) == 0 {
             r.below(4000) as u32
         } else {
@@ -898,9 +874,9 @@ fn packet_byte_helpers_equal_the_kernels() {
     }
     // Multi-buffer frames: bytes across the linear part's end and the fragments.
     for _ in 0..random_cases() {
-        let len = r.pick(&[3521usize, 5000, 7617, 9000]);
-        let off = r.pick(&[3500u32, 3519, 3520, 4000, 7616, 8990]);
-        let n = r.pick(&[1u32, 20, 64, 400]);
+        let len = *r.pick(&[3521usize, 5000, 7617, 9000]);
+        let off = *r.pick(&[3500u32, 3519, 3520, 4000, 7616, 8990]);
+        let n = *r.pick(&[1u32, 20, 64, 400]);
         for (id, name) in [(189, "xdp_load_bytes"), (190, "xdp_store_bytes")] {
             let body = format!(
                 "r1 = r6\nr2 = {off}\n{}r4 = {n}\ncall bpf_{name}#{id}\n",
@@ -918,8 +894,8 @@ fn packet_byte_helpers_equal_the_kernels() {
     // Growing and shrinking a multi-buffer frame's tail: within the last fragment, across
     // fragments, into the linear part.
     for _ in 0..random_cases() {
-        let len = r.pick(&[3521usize, 5000, 7617, 9000]);
-        let d = r.pick(&[-1i64, -97, -1500, -4097, -5000, 1, 100, 3000, 4096, 0]);
+        let len = *r.pick(&[3521usize, 5000, 7617, 9000]);
+        let d = *r.pick(&[-1i64, -97, -1500, -4097, -5000, 1, 100, 3000, 4096, 0]);
         let mut case = Case::new(
             format!("adjust_tail({d}) then get_buff_len on {len} bytes, frags"),
             format!(
@@ -950,11 +926,11 @@ fn check_mtu_equals_the_kernels() {
     let mut r = rng("mtu");
     let mut cases = Vec::new();
     for _ in 0..random_cases() * 3 {
-        let ifindex = r.pick(&[0u32, 1, 2, 99]);
-        let any = r.next();
-        let mtu_len = r.pick(&[0u32, 1, 1500, 65536, 65522, 70000, any as u32]);
-        let len_diff = r.pick(&[0i64, 1, -1, 65536, -65536, 100_000, any as i32 as i64]);
-        let flags = r.pick(&[0u64, 0, 1, 2, 4]);
+        let ifindex = *r.pick(&[0u32, 1, 2, 99]);
+        let any = r.next_u64();
+        let mtu_len = *r.pick(&[0u32, 1, 1500, 65536, 65522, 70000, any as u32]);
+        let len_diff = *r.pick(&[0i64, 1, -1, 65536, -65536, 100_000, any as i32 as i64]);
+        let flags = *r.pick(&[0u64, 0, 1, 2, 4]);
         let body = format!(
             "r1 = {mtu_len:#x} ll\n*(u32 *)(r10 -16) = r1\nr1 = r6\nr2 = {ifindex}\n{}\
              r4 = {len_diff}\nr5 = {flags}\ncall bpf_check_mtu#163\n",
@@ -1006,7 +982,7 @@ fn element_maps() -> Vec<MapDef> {
 
 /// Keys: present, absent, past an array's end.
 fn key(r: &mut Rng) -> u32 {
-    r.pick(&[0u32, 1, 2, 3, 4, 5, 0xffff_ffff])
+    *r.pick(&[0u32, 1, 2, 3, 4, 5, 0xffff_ffff])
 }
 
 #[test]
@@ -1029,7 +1005,7 @@ fn map_element_helpers_equal_the_kernels() {
                 body += &format!("r1 = {k:#x} ll\n*(u32 *)(r10 -16) = r1\n");
                 match r.below(3) {
                     0 => {
-                        let flags = r.pick(&[0u64, 1, 2, 3, 4, 5]);
+                        let flags = *r.pick(&[0u64, 1, 2, 3, 4, 5]);
                         body += &format!(
                             "r1 = MAP1\n{}{}r4 = {flags}\ncall bpf_map_update_elem#2\n",
                             stack_ptr(2, 16),
@@ -1099,7 +1075,7 @@ fn lpm_trie_element_helpers_equal_the_kernels() {
         let mut trie = MapDef::new(MapType::LpmTrie, 8, 8, 6);
         trie.flags = BPF_F_NO_PREALLOC;
         for _ in 0..r.below(6) {
-            let key = lpm_key(r.pick(&lens[..7]), r.pick(&addrs));
+            let key = lpm_key(*r.pick(&lens[..7]), *r.pick(&addrs));
             if !trie.entries.iter().any(|(k, _)| *k == key) {
                 trie.entries.push((key, r.bytes(8)));
             }
@@ -1107,12 +1083,12 @@ fn lpm_trie_element_helpers_equal_the_kernels() {
         let mut body = String::new();
         let mut what = Vec::new();
         for step in 0..4 {
-            let (len, addr) = (r.pick(&lens), r.pick(&addrs));
+            let (len, addr) = (*r.pick(&lens), *r.pick(&addrs));
             let key = u64::from_le_bytes(lpm_key(len, addr).try_into().expect("8 bytes"));
             body += &format!("r1 = {key:#x} ll\n*(u64 *)(r10 -16) = r1\n");
             let op = match r.below(3) {
                 0 => {
-                    let flags = r.pick(&[0u64, 1, 2, 3]);
+                    let flags = *r.pick(&[0u64, 1, 2, 3]);
                     body += &format!(
                         "r1 = MAP1\n{}{}r4 = {flags}\ncall bpf_map_update_elem#2\n",
                         stack_ptr(2, 16),
@@ -1160,15 +1136,15 @@ fn bloom_filter_helpers_equal_the_kernels() {
     let values = [0u32, 1, 2, 0xdead_beef, 0xffff_ffff, 77, 78, 79];
     let mut cases = Vec::new();
     for _ in 0..random_cases() * 2 {
-        let mut bloom = MapDef::new(MapType::BloomFilter, 0, 4, r.pick(&[1u32, 4, 16]));
+        let mut bloom = MapDef::new(MapType::BloomFilter, 0, 4, *r.pick(&[1u32, 4, 16]));
         bloom.flags = BPF_F_ZERO_SEED;
         let mut body = String::new();
         let mut what = Vec::new();
         for step in 0..6 {
-            let value = r.pick(&values);
+            let value = *r.pick(&values);
             body += &format!("r1 = {value:#x}\n*(u32 *)(r10 -16) = r1\n");
             if r.below(2) == 0 {
-                let flags = r.pick(&[0u64, 0, 0, 1, 2]);
+                let flags = *r.pick(&[0u64, 0, 0, 1, 2]);
                 body += &format!(
                     "r1 = MAP1\n{}r3 = {flags}\ncall bpf_map_push_elem#87\n",
                     stack_ptr(2, 16)
@@ -1211,7 +1187,7 @@ fn map_in_map_lookups_equal_the_kernels() {
             let mut body = String::new();
             let mut what = Vec::new();
             for step in 0..3 {
-                let (outer_key, inner_key) = (r.pick(&[0u32, 1, 2, 5]), r.pick(&[0u32, 3, 4]));
+                let (outer_key, inner_key) = (*r.pick(&[0u32, 1, 2, 5]), *r.pick(&[0u32, 3, 4]));
                 let update = r.below(2) == 0;
                 body += &format!(
                     "r1 = {outer_key}\n*(u32 *)(r10 -16) = r1\nr1 = MAP3\n{}\
@@ -1259,7 +1235,7 @@ fn queue_and_stack_helpers_equal_the_kernels() {
             for step in 0..5 {
                 match r.below(3) {
                     0 => {
-                        let flags = r.pick(&[0u64, 0, 2, 1, 4]);
+                        let flags = *r.pick(&[0u64, 0, 2, 1, 4]);
                         body += &format!(
                             "r1 = MAP1\n{}r3 = {flags}\ncall bpf_map_push_elem#87\n",
                             stack_ptr(2, 100 + 8 * step)
@@ -1305,8 +1281,8 @@ fn redirect_helpers_equal_the_kernels() {
     let mut r = rng("redirect");
     let mut cases = Vec::new();
     for _ in 0..random_cases() {
-        let ifindex = r.pick(&[0u32, 1, 2, 99, 0xffff_ffff]);
-        let flags = r.pick(&[0u64, 1, 2, 8, 0x1_0000_0000]);
+        let ifindex = *r.pick(&[0u32, 1, 2, 99, 0xffff_ffff]);
+        let flags = *r.pick(&[0u64, 1, 2, 8, 0x1_0000_0000]);
         let body = format!("r1 = {ifindex:#x} ll\nr2 = {flags:#x} ll\ncall bpf_redirect#23\n");
         cases.push(packet_case(
             &mut r,
@@ -1330,10 +1306,10 @@ fn redirect_helpers_equal_the_kernels() {
     ];
     for map in maps {
         for _ in 0..random_cases() {
-            let k = r.pick(&[0u32, 1, 2, 7, 8, 0xffff_ffff]);
+            let k = *r.pick(&[0u32, 1, 2, 7, 8, 0xffff_ffff]);
             // The low bits are the action when the slot is empty; 8 and 16 are BROADCAST and
             // EXCLUDE_INGRESS; anything else is refused.
-            let flags = r.pick(&[0u64, 1, 2, 3, 4, 5, 8, 16, 24, 32, 0x1_0000_0000]);
+            let flags = *r.pick(&[0u64, 1, 2, 3, 4, 5, 8, 16, 24, 32, 0x1_0000_0000]);
             let body = format!(
                 "r1 = MAP1\nr2 = {k:#x} ll\nr3 = {flags:#x} ll\ncall bpf_redirect_map#51\n"
             );
@@ -1363,8 +1339,8 @@ fn ringbuf_helpers_equal_the_kernels() {
         for step in 0..4 {
             match r.below(3) {
                 0 => {
-                    let size = r.pick(&[1u32, 3, 8, 100, 504]).min(BUF as u32);
-                    let flags = r.pick(&[0u64, 1, 2, 3, 4]);
+                    let size = (*r.pick(&[1u32, 3, 8, 100, 504])).min(BUF as u32);
+                    let flags = *r.pick(&[0u64, 1, 2, 3, 4]);
                     body += &format!(
                         "r1 = MAP1\n{}r3 = {size}\nr4 = {flags}\ncall bpf_ringbuf_output#130\n",
                         stack_ptr(2, 8 + size as i32)
@@ -1372,9 +1348,9 @@ fn ringbuf_helpers_equal_the_kernels() {
                     what.push(format!("output({size}, {flags})"));
                 }
                 1 => {
-                    let size = r.pick(&[1u32, 8, 16, 4000, 4096]);
-                    let flags = r.pick(&[0u64, 1, 2]);
-                    let submit = r.pick(&[(132, "submit"), (133, "discard")]);
+                    let size = *r.pick(&[1u32, 8, 16, 4000, 4096]);
+                    let flags = *r.pick(&[0u64, 1, 2]);
+                    let submit = *r.pick(&[(132, "submit"), (133, "discard")]);
                     body += &format!(
                         "r1 = MAP1\nr2 = {size}\nr3 = 0\ncall bpf_ringbuf_reserve#131\n\
                          if r0 == 0x0 goto none{step}\n*(u8 *)(r0 +0) = 7\nr1 = r0\n\
@@ -1384,7 +1360,7 @@ fn ringbuf_helpers_equal_the_kernels() {
                     what.push(format!("reserve({size}) {}({flags})", submit.1));
                 }
                 _ => {
-                    let q = r.pick(&[0u64, 1, 2, 3, 4]);
+                    let q = *r.pick(&[0u64, 1, 2, 3, 4]);
                     body += &format!("r1 = MAP1\nr2 = {q}\ncall bpf_ringbuf_query#134\n");
                     what.push(format!("query({q})"));
                 }
@@ -1402,10 +1378,10 @@ fn perf_event_output_equals_the_kernels() {
     let mut r = rng("perf");
     let mut cases = Vec::new();
     for _ in 0..random_cases() * 2 {
-        let size = r.pick(&[0u32, 1, 8, 100]);
-        let index = r.pick(&[0u64, 1, 3, 0xffff_ffff]);
-        let ctx_len = r.pick(&[0u64, 1, 14, 64, 65, 4000]);
-        let junk = r.pick(&[0u64, 0, 1 << 52]);
+        let size = *r.pick(&[0u32, 1, 8, 100]);
+        let index = *r.pick(&[0u64, 1, 3, 0xffff_ffff]);
+        let ctx_len = *r.pick(&[0u64, 1, 14, 64, 65, 4000]);
+        let junk = *r.pick(&[0u64, 0, 1 << 52]);
         let flags = index | ctx_len << 32 | junk;
         let body = format!(
             "r1 = r6\nr2 = MAP1\nr3 = {flags:#x} ll\n{}r5 = {size}\ncall bpf_perf_event_output#25\n",
@@ -1454,9 +1430,9 @@ fn trace_printk_equals_the_kernels() {
             body += &format!(
                 "{}r2 = {size}\nr3 = {:#x} ll\nr4 = {:#x} ll\nr5 = {:#x} ll\ncall bpf_trace_printk#6\n",
                 stack_ptr(1, 200),
-                r.next() & 0xffff,
-                r.next(),
-                r.next() as u32
+                r.next_u64() & 0xffff,
+                r.next_u64(),
+                r.next_u64() as u32
             );
             let label = format!("trace_printk({:?}, {size})", String::from_utf8_lossy(fmt));
             cases.push(packet_case(&mut r, &label, body));
@@ -1517,10 +1493,10 @@ fn fib_lookup_without_a_fib_equals_a_fresh_namespace() {
     let mut r = rng("fib");
     let mut cases = Vec::new();
     for _ in 0..random_cases() * 4 {
-        let family = r.pick(&[2u8, 10, 0, 7]);
-        let ifindex = r.pick(&[1u32, 0, 2, 99]);
-        let flags = r.pick(&[0u64, 1, 2, 3, 4, 6, 8, 9, 16, 32, 64, 128, 0x100]);
-        let plen = r.pick(&[64u32, 64, 63, 80, 8]);
+        let family = *r.pick(&[2u8, 10, 0, 7]);
+        let ifindex = *r.pick(&[1u32, 0, 2, 99]);
+        let flags = *r.pick(&[0u64, 1, 2, 3, 4, 6, 8, 9, 16, 32, 64, 128, 0x100]);
+        let plen = *r.pick(&[64u32, 64, 63, 80, 8]);
         let body = format!(
             "r1 = {family}\n*(u8 *)(r10 -304) = r1\nr1 = {ifindex}\n*(u32 *)(r10 -296) = r1\n\
              r1 = r6\n{}r3 = {plen}\nr4 = {flags:#x}\ncall bpf_fib_lookup#69\n",
@@ -1660,15 +1636,15 @@ fn bpf_loop_equals_the_kernels() {
         .map(|&(nr, stop, flags, ctx)| loop_case(&mut r, nr, stop, flags, ctx))
         .collect();
     for _ in 0..random_cases() {
-        let nr = r.pick(&[0u64, 1, 2, 3, 9, 64, 300, MAX_LOOPS, MAX_LOOPS + 1]);
+        let nr = *r.pick(&[0u64, 1, 2, 3, 9, 64, 300, MAX_LOOPS, MAX_LOOPS + 1]);
         // Long loops stop early: a full 1 << 23 run is one fixed case, not a random one.
         let stop = if nr > 1000 {
-            r.pick(&[1u32, 2, 5])
+            *r.pick(&[1u32, 2, 5])
         } else {
-            r.pick(&[0u32, 1, 2, 5, 63, u32::MAX])
+            *r.pick(&[0u32, 1, 2, 5, 63, u32::MAX])
         };
-        let flags = r.pick(&[0u64, 0, 0, 1, 2]);
-        let ctx = r.pick(&[LoopCtx::Null, LoopCtx::Map]);
+        let flags = *r.pick(&[0u64, 0, 0, 1, 2]);
+        let ctx = *r.pick(&[LoopCtx::Null, LoopCtx::Map]);
         cases.push(loop_case(&mut r, nr, stop, flags, ctx));
     }
     check_all("bpf_loop", &cases);
@@ -1690,7 +1666,7 @@ fn for_each_map_elem_equals_the_kernels() {
             } else {
                 let n = r.below(m.max_entries as u64 + 1);
                 (0..n)
-                    .map(|_| r.pick(&[0u32, 1, 2, 3, 7, 100, 0xffff_ffff]))
+                    .map(|_| *r.pick(&[0u32, 1, 2, 3, 7, 100, 0xffff_ffff]))
                     .collect()
             };
             for k in keys {
@@ -1699,11 +1675,11 @@ fn for_each_map_elem_equals_the_kernels() {
                 }
             }
             let stop = if ordered {
-                r.pick(&[0u32, 1, 2, 3, u32::MAX])
+                *r.pick(&[0u32, 1, 2, 3, u32::MAX])
             } else {
                 u32::MAX
             };
-            let flags = r.pick(&[0u64, 0, 0, 1, 0x1_0000_0000]);
+            let flags = *r.pick(&[0u64, 0, 0, 1, 0x1_0000_0000]);
             let body = with_accumulator(
                 2,
                 &format!(
@@ -1765,7 +1741,7 @@ fn tail_call_equals_the_kernels() {
     sequences.push([vec![4; 40], vec![1]].concat());
     for _ in 0..random_cases() {
         let n = 1 + r.below(4) as usize;
-        sequences.push((0..n).map(|_| r.pick(&indexes)).collect());
+        sequences.push((0..n).map(|_| *r.pick(&indexes)).collect());
     }
     for (c, sequence) in sequences.into_iter().enumerate() {
         let mut body = String::new();
@@ -1894,8 +1870,8 @@ fn snprintf_equals_the_kernels() {
             // filled buffer at r10 -400 (its bytes end in a NUL the body writes).
             let mut body = String::new();
             for i in 0..12 {
-                let any = r.next();
-                let value = r.pick(&[0u64, 1, 0xffff_ffff, 0x8000_0000, 0x7f, any]);
+                let any = r.next_u64();
+                let value = *r.pick(&[0u64, 1, 0xffff_ffff, 0x8000_0000, 0x7f, any]);
                 body += &format!("r1 = {value:#x} ll\n*(u64 *)(r10 -{}) = r1\n", 120 - 8 * i);
             }
             let string_len = r.below(40) as i32;
@@ -1913,7 +1889,7 @@ fn snprintf_equals_the_kernels() {
             let needed = format.split(|&b| b == b'%').count() as u32
                 - 1
                 - 2 * format.windows(2).filter(|w| w == b"%%").count() as u32;
-            let data_len = 8 * r.pick(&[needed, needed, 12]).max(needed);
+            let data_len = 8 * (*r.pick(&[needed, needed, 12])).max(needed);
             body += &const_string(3, slot);
             body += &format!(
                 "{}r2 = {size}\n{}r5 = {data_len}\ncall bpf_snprintf#165\nno_strings:\n",

@@ -6,6 +6,7 @@ use crate::env::Env;
 use crate::precision::mark_chain_precision;
 use crate::ptr_alu::adjust_ptr_min_max_vals;
 use crate::state::reg::{BPF_ADD_CONST, BPF_ADD_CONST32, BPF_ADD_CONST64, RegState, RegType};
+use crate::state::width::{BoundWidth, Bounds, Int, W32, W64};
 use crate::state::{Tnum, VerifierState};
 use crate::{Errno, Reject};
 use bpfemu_isa::{AluOp, Insn, Reg, Source, Width};
@@ -77,8 +78,8 @@ pub fn check_alu(env: &mut Env<'_>, state: &mut VerifierState, insn: &Insn) -> R
                 let old = *reg;
                 let mut r = *reg;
                 r.set_known(0);
-                scalar32_sub(&mut r, &old);
-                scalar64_sub(&mut r, &old);
+                scalar_sub::<W32>(&mut r, &old);
+                scalar_sub::<W64>(&mut r, &old);
                 r.var_off = old.var_off.neg();
                 finish_scalar(&mut r, width);
                 *state.reg_mut(dst) = r;
@@ -165,14 +166,7 @@ fn check_mov(
         Width::W64 => {
             if src_state.ty == RegType::Scalar {
                 let no_sext = src_state.umax_value < (1u64 << (sx_bits - 1));
-                if no_sext {
-                    assign_scalar_id_before_mov(env, &mut src_state);
-                    *state.reg_mut(s) = src_state;
-                }
-                let mut d = src_state;
-                if !no_sext {
-                    d.id = 0;
-                }
+                let mut d = copy_scalar(env, state, s, no_sext);
                 coerce_reg_to_size_sx(&mut d, sx_bits as u32 / 8);
                 d
             } else {
@@ -182,26 +176,10 @@ fn check_mov(
         Width::W32 => {
             let mut d = if src_state.ty == RegType::Scalar {
                 if sx_bits == 0 {
-                    let fits = reg_width(&src_state) <= 32;
-                    if fits {
-                        assign_scalar_id_before_mov(env, &mut src_state);
-                        *state.reg_mut(s) = src_state;
-                    }
-                    let mut d = src_state;
-                    if !fits {
-                        d.id = 0;
-                    }
-                    d
+                    copy_scalar(env, state, s, reg_width(&src_state) <= 32)
                 } else {
                     let no_sext = src_state.umax_value < (1u64 << (sx_bits - 1));
-                    if no_sext {
-                        assign_scalar_id_before_mov(env, &mut src_state);
-                        *state.reg_mut(s) = src_state;
-                    }
-                    let mut d = src_state;
-                    if !no_sext {
-                        d.id = 0;
-                    }
+                    let mut d = copy_scalar(env, state, s, no_sext);
                     coerce_subreg_to_size_sx(&mut d, sx_bits as u32 / 8);
                     d
                 }
@@ -215,6 +193,27 @@ fn check_mov(
     };
     *state.reg_mut(dst) = result;
     Ok(())
+}
+
+/// The copy a narrowing or sign-extending move makes of the scalar in `src`: when the value
+/// is unchanged by it (`keeps_value`), the copy stays linked to the source (an id is given
+/// first, and the source keeps it); otherwise the copy is a new, unlinked value.
+fn copy_scalar(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    src: Reg,
+    keeps_value: bool,
+) -> RegState {
+    let mut src_state = *state.reg(src);
+    if keeps_value {
+        assign_scalar_id_before_mov(env, &mut src_state);
+        *state.reg_mut(src) = src_state;
+    }
+    let mut d = src_state;
+    if !keeps_value {
+        d.id = 0;
+    }
+    d
 }
 
 fn check_binary(
@@ -311,8 +310,8 @@ fn maybe_fork_scalars(env: &mut Env<'_>, state: &mut VerifierState, dst: Reg) {
     let mut zero = state.clone();
     let (queued, this) = (zero.reg_mut(dst), state.reg_mut(dst));
     if low_half_only {
-        mark_32_known(queued, 0);
-        mark_32_known(this, u32::MAX);
+        W32::mark_known(queued, 0);
+        W32::mark_known(this, u32::MAX as u64);
     } else {
         for (r, value) in [(queued, 0), (this, u64::MAX)] {
             r.set_known(value);
@@ -393,13 +392,9 @@ pub fn op_name(op: AluOp) -> &'static str {
 fn safe_to_compute(src: &RegState, op: AluOp, width: Width) -> bool {
     let bits: u64 = if width == Width::W64 { 64 } else { 32 };
     let src_is_const = if bits == 32 {
-        src.var_off.subreg().is_const()
-            && src.s32_min_value == src.s32_max_value
-            && src.u32_min_value == src.u32_max_value
+        W32::is_const(src)
     } else {
-        src.var_off.is_const()
-            && src.smin_value == src.smax_value
-            && src.umin_value == src.umax_value
+        W64::is_const(src)
     };
     match op {
         AluOp::Add | AluOp::Sub | AluOp::And | AluOp::Xor | AluOp::Or | AluOp::Mul => true,
@@ -417,34 +412,34 @@ pub fn adjust_scalar_min_max_vals(d: &mut RegState, s: &RegState, op: AluOp, wid
     let alu32 = width == Width::W32;
     match op {
         AluOp::Add => {
-            scalar32_add(d, s);
-            scalar64_add(d, s);
+            scalar_add::<W32>(d, s);
+            scalar_add::<W64>(d, s);
             d.var_off = d.var_off.add(s.var_off);
         }
         AluOp::Sub => {
-            scalar32_sub(d, s);
-            scalar64_sub(d, s);
+            scalar_sub::<W32>(d, s);
+            scalar_sub::<W64>(d, s);
             d.var_off = d.var_off.sub(s.var_off);
         }
         AluOp::Mul => {
             d.var_off = d.var_off.mul(s.var_off);
-            scalar32_mul(d, s);
-            scalar64_mul(d, s);
+            scalar_mul::<W32>(d, s);
+            scalar_mul::<W64>(d, s);
         }
         AluOp::And => {
             d.var_off = d.var_off.and(s.var_off);
-            scalar32_and(d, s);
-            scalar64_and(d, s);
+            scalar_and::<W32>(d, s);
+            scalar_and::<W64>(d, s);
         }
         AluOp::Or => {
             d.var_off = d.var_off.or(s.var_off);
-            scalar32_or(d, s);
-            scalar64_or(d, s);
+            scalar_or::<W32>(d, s);
+            scalar_or::<W64>(d, s);
         }
         AluOp::Xor => {
             d.var_off = d.var_off.xor(s.var_off);
-            scalar32_xor(d, s);
-            scalar64_xor(d, s);
+            scalar_xor::<W32>(d, s);
+            scalar_xor::<W64>(d, s);
         }
         AluOp::Lsh => {
             if alu32 {
@@ -479,259 +474,132 @@ fn finish_scalar(d: &mut RegState, width: Width) {
     d.bounds_sync();
 }
 
-fn scalar32_add(d: &mut RegState, s: &RegState) {
-    let (smin, o1) = d.s32_min_value.overflowing_add(s.s32_min_value);
-    let (smax, o2) = d.s32_max_value.overflowing_add(s.s32_max_value);
-    if o1 || o2 {
-        d.s32_min_value = i32::MIN;
-        d.s32_max_value = i32::MAX;
+/// `scalar32_min_max_add` / `scalar_min_max_add`: a signed overflow at either end loses the
+/// signed range; the unsigned one is lost only when the maximum wraps and the minimum does
+/// not (both wrapping keeps a valid, shifted range).
+fn scalar_add<W: BoundWidth>(d: &mut RegState, s: &RegState) {
+    let (mut a, b) = (W::get(d), W::get(s));
+    let (smin, o1) = a.smin.overflowing_add(b.smin);
+    let (smax, o2) = a.smax.overflowing_add(b.smax);
+    (a.smin, a.smax) = if o1 || o2 {
+        (W::S::MIN, W::S::MAX)
     } else {
-        d.s32_min_value = smin;
-        d.s32_max_value = smax;
-    }
-    let (umin, min_ovf) = d.u32_min_value.overflowing_add(s.u32_min_value);
-    let (umax, max_ovf) = d.u32_max_value.overflowing_add(s.u32_max_value);
-    if !min_ovf && max_ovf {
-        d.u32_min_value = 0;
-        d.u32_max_value = u32::MAX;
+        (smin, smax)
+    };
+    let (umin, min_ovf) = a.umin.overflowing_add(b.umin);
+    let (umax, max_ovf) = a.umax.overflowing_add(b.umax);
+    (a.umin, a.umax) = if !min_ovf && max_ovf {
+        (W::U::MIN, W::U::MAX)
     } else {
-        d.u32_min_value = umin;
-        d.u32_max_value = umax;
-    }
+        (umin, umax)
+    };
+    W::set(d, a);
 }
 
-fn scalar64_add(d: &mut RegState, s: &RegState) {
-    let (smin, o1) = d.smin_value.overflowing_add(s.smin_value);
-    let (smax, o2) = d.smax_value.overflowing_add(s.smax_value);
-    if o1 || o2 {
-        d.smin_value = i64::MIN;
-        d.smax_value = i64::MAX;
+/// `scalar32_min_max_sub` / `scalar_min_max_sub`: as for add, with the other operand's
+/// opposite ends.
+pub(crate) fn scalar_sub<W: BoundWidth>(d: &mut RegState, s: &RegState) {
+    let (mut a, b) = (W::get(d), W::get(s));
+    let (smin, o1) = a.smin.overflowing_sub(b.smax);
+    let (smax, o2) = a.smax.overflowing_sub(b.smin);
+    (a.smin, a.smax) = if o1 || o2 {
+        (W::S::MIN, W::S::MAX)
     } else {
-        d.smin_value = smin;
-        d.smax_value = smax;
-    }
-    let (umin, min_ovf) = d.umin_value.overflowing_add(s.umin_value);
-    let (umax, max_ovf) = d.umax_value.overflowing_add(s.umax_value);
-    if !min_ovf && max_ovf {
-        d.umin_value = 0;
-        d.umax_value = u64::MAX;
+        (smin, smax)
+    };
+    let (umin, min_under) = a.umin.overflowing_sub(b.umax);
+    let (umax, max_under) = a.umax.overflowing_sub(b.umin);
+    (a.umin, a.umax) = if min_under && !max_under {
+        (W::U::MIN, W::U::MAX)
     } else {
-        d.umin_value = umin;
-        d.umax_value = umax;
-    }
-}
-
-pub(crate) fn scalar32_sub(d: &mut RegState, s: &RegState) {
-    let (smin, o1) = d.s32_min_value.overflowing_sub(s.s32_max_value);
-    let (smax, o2) = d.s32_max_value.overflowing_sub(s.s32_min_value);
-    if o1 || o2 {
-        d.s32_min_value = i32::MIN;
-        d.s32_max_value = i32::MAX;
-    } else {
-        d.s32_min_value = smin;
-        d.s32_max_value = smax;
-    }
-    let (umin, min_under) = d.u32_min_value.overflowing_sub(s.u32_max_value);
-    let (umax, max_under) = d.u32_max_value.overflowing_sub(s.u32_min_value);
-    if min_under && !max_under {
-        d.u32_min_value = 0;
-        d.u32_max_value = u32::MAX;
-    } else {
-        d.u32_min_value = umin;
-        d.u32_max_value = umax;
-    }
-}
-
-pub(crate) fn scalar64_sub(d: &mut RegState, s: &RegState) {
-    let (smin, o1) = d.smin_value.overflowing_sub(s.smax_value);
-    let (smax, o2) = d.smax_value.overflowing_sub(s.smin_value);
-    if o1 || o2 {
-        d.smin_value = i64::MIN;
-        d.smax_value = i64::MAX;
-    } else {
-        d.smin_value = smin;
-        d.smax_value = smax;
-    }
-    let (umin, min_under) = d.umin_value.overflowing_sub(s.umax_value);
-    let (umax, max_under) = d.umax_value.overflowing_sub(s.umin_value);
-    if min_under && !max_under {
-        d.umin_value = 0;
-        d.umax_value = u64::MAX;
-    } else {
-        d.umin_value = umin;
-        d.umax_value = umax;
-    }
+        (umin, umax)
+    };
+    W::set(d, a);
 }
 
 /// Adds a known constant to a scalar's bounds and tnum (`sync_linked_regs`' delta).
 pub(crate) fn add_const(d: &mut RegState, delta: i64) {
     let k = RegState::known(delta as u64);
-    scalar32_add(d, &k);
-    scalar64_add(d, &k);
+    scalar_add::<W32>(d, &k);
+    scalar_add::<W64>(d, &k);
     d.var_off = d.var_off.add(k.var_off);
 }
 
-fn scalar32_mul(d: &mut RegState, s: &RegState) {
-    let umax = d.u32_max_value.checked_mul(s.u32_max_value);
-    let umin = d.u32_min_value.checked_mul(s.u32_min_value);
-    match (umin, umax) {
-        (Some(lo), Some(hi)) => {
-            d.u32_min_value = lo;
-            d.u32_max_value = hi;
-        }
-        _ => {
-            d.u32_min_value = 0;
-            d.u32_max_value = u32::MAX;
-        }
-    }
+/// `scalar32_min_max_mul` / `scalar_min_max_mul`: the unsigned range from the products of
+/// the ends, the signed one from the smallest and largest of the four cross products; any
+/// overflow loses the range.
+fn scalar_mul<W: BoundWidth>(d: &mut RegState, s: &RegState) {
+    let (mut a, b) = (W::get(d), W::get(s));
+    (a.umin, a.umax) = match (a.umin.checked_mul(b.umin), a.umax.checked_mul(b.umax)) {
+        (Some(lo), Some(hi)) => (lo, hi),
+        _ => (W::U::MIN, W::U::MAX),
+    };
     let prods = [
-        d.s32_min_value.checked_mul(s.s32_min_value),
-        d.s32_min_value.checked_mul(s.s32_max_value),
-        d.s32_max_value.checked_mul(s.s32_min_value),
-        d.s32_max_value.checked_mul(s.s32_max_value),
+        a.smin.checked_mul(b.smin),
+        a.smin.checked_mul(b.smax),
+        a.smax.checked_mul(b.smin),
+        a.smax.checked_mul(b.smax),
     ];
-    if prods.iter().any(Option::is_none) {
-        d.s32_min_value = i32::MIN;
-        d.s32_max_value = i32::MAX;
-    } else {
-        let p = prods.map(|p| p.unwrap_or(0));
-        d.s32_min_value = *p.iter().min().unwrap_or(&0);
-        d.s32_max_value = *p.iter().max().unwrap_or(&0);
-    }
-}
-
-fn scalar64_mul(d: &mut RegState, s: &RegState) {
-    let umax = d.umax_value.checked_mul(s.umax_value);
-    let umin = d.umin_value.checked_mul(s.umin_value);
-    match (umin, umax) {
-        (Some(lo), Some(hi)) => {
-            d.umin_value = lo;
-            d.umax_value = hi;
+    (a.smin, a.smax) = match prods {
+        [Some(p0), Some(p1), Some(p2), Some(p3)] => {
+            (p0.min(p1).min(p2).min(p3), p0.max(p1).max(p2).max(p3))
         }
-        _ => {
-            d.umin_value = 0;
-            d.umax_value = u64::MAX;
-        }
-    }
-    let prods = [
-        d.smin_value.checked_mul(s.smin_value),
-        d.smin_value.checked_mul(s.smax_value),
-        d.smax_value.checked_mul(s.smin_value),
-        d.smax_value.checked_mul(s.smax_value),
-    ];
-    if prods.iter().any(Option::is_none) {
-        d.smin_value = i64::MIN;
-        d.smax_value = i64::MAX;
+        _ => (W::S::MIN, W::S::MAX),
+    };
+    W::set(d, a);
+}
+
+/// The signed range from the unsigned one when it does not cross the sign boundary, else
+/// unbounded: what the kernel's bitwise operations do after setting the unsigned range.
+fn signed_from_unsigned<W: BoundWidth>(d: &mut RegState) {
+    let mut b = W::get(d);
+    (b.smin, b.smax) = if W::signed(b.umin) <= W::signed(b.umax) {
+        (W::signed(b.umin), W::signed(b.umax))
     } else {
-        let p = prods.map(|p| p.unwrap_or(0));
-        d.smin_value = *p.iter().min().unwrap_or(&0);
-        d.smax_value = *p.iter().max().unwrap_or(&0);
-    }
+        (W::S::MIN, W::S::MAX)
+    };
+    W::set(d, b);
 }
 
-fn mark_32_known(d: &mut RegState, v: u32) {
-    d.var_off = d.var_off.const_subreg(v);
-    d.s32_min_value = v as i32;
-    d.s32_max_value = v as i32;
-    d.u32_min_value = v;
-    d.u32_max_value = v;
-}
-
-fn s32_from_u32(d: &mut RegState) {
-    if (d.u32_min_value as i32) <= (d.u32_max_value as i32) {
-        d.s32_min_value = d.u32_min_value as i32;
-        d.s32_max_value = d.u32_max_value as i32;
-    } else {
-        d.s32_min_value = i32::MIN;
-        d.s32_max_value = i32::MAX;
-    }
-}
-
-fn s64_from_u64(d: &mut RegState) {
-    if (d.umin_value as i64) <= (d.umax_value as i64) {
-        d.smin_value = d.umin_value as i64;
-        d.smax_value = d.umax_value as i64;
-    } else {
-        d.smin_value = i64::MIN;
-        d.smax_value = i64::MAX;
-    }
-}
-
-fn both_const32(d: &RegState, s: &RegState) -> bool {
-    s.var_off.subreg().is_const() && d.var_off.subreg().is_const()
-}
-
-fn both_const64(d: &RegState, s: &RegState) -> bool {
-    s.var_off.is_const() && d.var_off.is_const()
-}
-
-fn scalar32_and(d: &mut RegState, s: &RegState) {
-    let v = d.var_off.subreg();
-    if both_const32(d, s) {
-        mark_32_known(d, v.value as u32);
+/// The common shape of and/or/xor once the tnum is computed: two constants give a constant;
+/// otherwise the unsigned range `umin..=umax` chosen by the operation, the signed range from
+/// it, and (64 bits) what the tnum adds.
+fn bitwise_bounds<W: BoundWidth>(
+    d: &mut RegState,
+    s: &RegState,
+    range: impl FnOnce(Bounds<W::U, W::S>, Bounds<W::U, W::S>, Tnum) -> (W::U, W::U),
+) {
+    let t = W::tnum(d);
+    if W::tnum(s).is_const() && t.is_const() {
+        W::mark_known(d, t.value);
         return;
     }
-    d.u32_min_value = v.value as u32;
-    d.u32_max_value = d.u32_max_value.min(s.u32_max_value);
-    s32_from_u32(d);
+    let mut b = W::get(d);
+    (b.umin, b.umax) = range(b, W::get(s), t);
+    W::set(d, b);
+    signed_from_unsigned::<W>(d);
+    W::after_bitwise(d);
 }
 
-fn scalar64_and(d: &mut RegState, s: &RegState) {
-    if both_const64(d, s) {
-        let v = d.var_off.value;
-        d.set_known(v);
-        return;
-    }
-    d.umin_value = d.var_off.value;
-    d.umax_value = d.umax_value.min(s.umax_value);
-    s64_from_u64(d);
-    d.update_bounds();
+/// `scalar32_min_max_and` / `scalar_min_max_and`: at least the known bits, at most the
+/// smaller maximum.
+fn scalar_and<W: BoundWidth>(d: &mut RegState, s: &RegState) {
+    bitwise_bounds::<W>(d, s, |a, b, t| (W::trunc_u(t.value), a.umax.min(b.umax)));
 }
 
-fn scalar32_or(d: &mut RegState, s: &RegState) {
-    let v = d.var_off.subreg();
-    if both_const32(d, s) {
-        mark_32_known(d, v.value as u32);
-        return;
-    }
-    d.u32_min_value = d.u32_min_value.max(s.u32_min_value);
-    d.u32_max_value = (v.value | v.mask) as u32;
-    s32_from_u32(d);
+/// `scalar32_min_max_or` / `scalar_min_max_or`: at least the larger minimum, at most every
+/// possible bit set.
+fn scalar_or<W: BoundWidth>(d: &mut RegState, s: &RegState) {
+    bitwise_bounds::<W>(d, s, |a, b, t| {
+        (a.umin.max(b.umin), W::trunc_u(t.value | t.mask))
+    });
 }
 
-fn scalar64_or(d: &mut RegState, s: &RegState) {
-    if both_const64(d, s) {
-        let v = d.var_off.value;
-        d.set_known(v);
-        return;
-    }
-    d.umin_value = d.umin_value.max(s.umin_value);
-    d.umax_value = d.var_off.value | d.var_off.mask;
-    s64_from_u64(d);
-    d.update_bounds();
-}
-
-fn scalar32_xor(d: &mut RegState, s: &RegState) {
-    let v = d.var_off.subreg();
-    if both_const32(d, s) {
-        mark_32_known(d, v.value as u32);
-        return;
-    }
-    d.u32_min_value = v.value as u32;
-    d.u32_max_value = (v.value | v.mask) as u32;
-    s32_from_u32(d);
-}
-
-fn scalar64_xor(d: &mut RegState, s: &RegState) {
-    if both_const64(d, s) {
-        let v = d.var_off.value;
-        d.set_known(v);
-        return;
-    }
-    d.umin_value = d.var_off.value;
-    d.umax_value = d.var_off.value | d.var_off.mask;
-    s64_from_u64(d);
-    d.update_bounds();
+/// `scalar32_min_max_xor` / `scalar_min_max_xor`: exactly what the tnum allows.
+fn scalar_xor<W: BoundWidth>(d: &mut RegState, s: &RegState) {
+    bitwise_bounds::<W>(d, s, |_, _, t| {
+        (W::trunc_u(t.value), W::trunc_u(t.value | t.mask))
+    });
 }
 
 fn lsh32_bounds(d: &mut RegState, umin: u64, umax: u64) {

@@ -11,6 +11,7 @@ use crate::state::reg::{
     AT_PKT_END, BEYOND_PKT_END, BPF_ADD_CONST, BPF_ADD_CONST32, MAX_PACKET_OFF, PTR_MAYBE_NULL,
     PTR_TRUSTED, PTR_UNTRUSTED, RegState, RegType,
 };
+use crate::state::width::{BoundWidth, Int, W32, W64};
 use crate::state::{Tnum, VerifierState};
 use bpfemu_isa::{JmpCond, Reg, Source, Width};
 
@@ -231,26 +232,46 @@ fn decide(yes: bool, no: bool) -> i32 {
     }
 }
 
-/// `regs_refine_cond_op`: what `r1 cond r2` being true says about both.
+/// `regs_refine_cond_op`: what `r1 cond r2` being true says about both, in the width the
+/// jump compares.
 fn refine(r1: &mut RegState, r2: &mut RegState, cond: Cond, jmp32: bool) {
+    if jmp32 {
+        refine_width::<W32>(r1, r2, cond)
+    } else {
+        refine_width::<W64>(r1, r2, cond)
+    }
+}
+
+/// A scalar whose value in width `W` is one known constant (`is_reg_const`).
+fn is_const_in<W: BoundWidth>(r: &RegState) -> bool {
+    r.ty == RegType::Scalar && W::tnum(r).is_const()
+}
+
+/// Of `r1` and `r2`, the one to refine and the constant it is compared with, when one of
+/// them is a constant in width `W` (`r2` preferred, as the kernel's `is_reg_const(reg2)`).
+fn against_const<'a, W: BoundWidth>(
+    r1: &'a mut RegState,
+    r2: &'a mut RegState,
+) -> Option<(&'a mut RegState, u64)> {
+    let (a, b) = if is_const_in::<W>(r2) {
+        (r1, r2)
+    } else {
+        (r2, r1)
+    };
+    is_const_in::<W>(b).then(|| (a, W::tnum(b).value))
+}
+
+/// [`refine`] at one width: every comparison refines the same fields of that width, so each
+/// is written once. `>`/`>=` are turned into `<`/`<=` with the operands swapped, so the
+/// ordering comparisons are `Le`, `Lt`, `Sle` and `Slt` only.
+fn refine_width<W: BoundWidth>(r1: &mut RegState, r2: &mut RegState, cond: Cond) {
     let (r1, r2, c) = match cond {
         Cond::NotSet => {
-            let (a, b) = if is_reg_const(r2, jmp32) {
-                (r1, r2)
-            } else {
-                (r2, r1)
-            };
-            if !is_reg_const(b, jmp32) {
+            let Some((a, val)) = against_const::<W>(r1, r2) else {
                 return;
-            }
-            let val = const_value(b, jmp32);
+            };
             a.mark_unbounded();
-            if jmp32 {
-                let t = a.var_off.subreg().and(Tnum::constant(!val));
-                a.var_off = a.var_off.with_subreg(t);
-            } else {
-                a.var_off = a.var_off.and(Tnum::constant(!val));
-            }
+            W::set_tnum(a, W::tnum(a).and(Tnum::constant(!val)));
             return;
         }
         Cond::Is(c @ (JmpCond::Ge | JmpCond::Gt | JmpCond::Sge | JmpCond::Sgt)) => {
@@ -259,125 +280,71 @@ fn refine(r1: &mut RegState, r2: &mut RegState, cond: Cond, jmp32: bool) {
         Cond::Is(c) => (r1, r2, c),
     };
     match c {
-        JmpCond::Eq => {
-            if jmp32 {
-                r1.u32_min_value = r1.u32_min_value.max(r2.u32_min_value);
-                r1.u32_max_value = r1.u32_max_value.min(r2.u32_max_value);
-                r1.s32_min_value = r1.s32_min_value.max(r2.s32_min_value);
-                r1.s32_max_value = r1.s32_max_value.min(r2.s32_max_value);
-                r2.u32_min_value = r1.u32_min_value;
-                r2.u32_max_value = r1.u32_max_value;
-                r2.s32_min_value = r1.s32_min_value;
-                r2.s32_max_value = r1.s32_max_value;
-                let t = r1.var_off.subreg().intersect(r2.var_off.subreg());
-                r1.var_off = r1.var_off.with_subreg(t);
-                r2.var_off = r2.var_off.with_subreg(t);
-            } else {
-                r1.umin_value = r1.umin_value.max(r2.umin_value);
-                r1.umax_value = r1.umax_value.min(r2.umax_value);
-                r1.smin_value = r1.smin_value.max(r2.smin_value);
-                r1.smax_value = r1.smax_value.min(r2.smax_value);
-                r2.umin_value = r1.umin_value;
-                r2.umax_value = r1.umax_value;
-                r2.smin_value = r1.smin_value;
-                r2.smax_value = r1.smax_value;
-                r1.var_off = r1.var_off.intersect(r2.var_off);
-                r2.var_off = r1.var_off;
-            }
-        }
         JmpCond::Ne => {
-            let (a, b) = if is_reg_const(r2, jmp32) {
-                (r1, r2)
-            } else {
-                (r2, r1)
-            };
-            if !is_reg_const(b, jmp32) {
+            // Only an end of the range equal to the constant can be cut off.
+            let Some((a, val)) = against_const::<W>(r1, r2) else {
                 return;
+            };
+            let (mut x, u, s) = (W::get(a), W::trunc_u(val), W::trunc_s(val));
+            if x.umin == u {
+                x.umin = x.umin.wrapping_add(W::U::ONE);
             }
-            let val = const_value(b, jmp32);
-            if jmp32 {
-                if a.u32_min_value == val as u32 {
-                    a.u32_min_value = a.u32_min_value.wrapping_add(1);
-                }
-                if a.u32_max_value == val as u32 {
-                    a.u32_max_value = a.u32_max_value.wrapping_sub(1);
-                }
-                if a.s32_min_value == val as i32 {
-                    a.s32_min_value = a.s32_min_value.wrapping_add(1);
-                }
-                if a.s32_max_value == val as i32 {
-                    a.s32_max_value = a.s32_max_value.wrapping_sub(1);
-                }
-            } else {
-                if a.umin_value == val {
-                    a.umin_value = a.umin_value.wrapping_add(1);
-                }
-                if a.umax_value == val {
-                    a.umax_value = a.umax_value.wrapping_sub(1);
-                }
-                if a.smin_value == val as i64 {
-                    a.smin_value = a.smin_value.wrapping_add(1);
-                }
-                if a.smax_value == val as i64 {
-                    a.smax_value = a.smax_value.wrapping_sub(1);
-                }
+            if x.umax == u {
+                x.umax = x.umax.wrapping_sub(W::U::ONE);
             }
+            if x.smin == s {
+                x.smin = x.smin.wrapping_add(W::S::ONE);
+            }
+            if x.smax == s {
+                x.smax = x.smax.wrapping_sub(W::S::ONE);
+            }
+            W::set(a, x);
         }
         JmpCond::Set => {
-            let (a, b) = if is_reg_const(r2, jmp32) {
-                (r1, r2)
-            } else {
-                (r2, r1)
+            // A single tested bit is known set.
+            let Some((a, val)) = against_const::<W>(r1, r2) else {
+                return;
             };
-            if !is_reg_const(b, jmp32) {
-                return;
-            }
-            let val = const_value(b, jmp32);
-            if !val.is_power_of_two() {
-                return;
-            }
-            if jmp32 {
-                let t = a.var_off.subreg().or(Tnum::constant(val));
-                a.var_off = a.var_off.with_subreg(t);
-            } else {
-                a.var_off = a.var_off.or(Tnum::constant(val));
+            if val.is_power_of_two() {
+                W::set_tnum(a, W::tnum(a).or(Tnum::constant(val)));
             }
         }
-        JmpCond::Le => {
-            if jmp32 {
-                r1.u32_max_value = r1.u32_max_value.min(r2.u32_max_value);
-                r2.u32_min_value = r1.u32_min_value.max(r2.u32_min_value);
-            } else {
-                r1.umax_value = r1.umax_value.min(r2.umax_value);
-                r2.umin_value = r1.umin_value.max(r2.umin_value);
-            }
+        JmpCond::Eq => {
+            let (mut a, b) = (W::get(r1), W::get(r2));
+            a.umin = a.umin.max(b.umin);
+            a.umax = a.umax.min(b.umax);
+            a.smin = a.smin.max(b.smin);
+            a.smax = a.smax.min(b.smax);
+            W::set(r1, a);
+            W::set(r2, a);
+            let t = W::tnum(r1).intersect(W::tnum(r2));
+            W::set_tnum(r1, t);
+            W::set_tnum(r2, t);
         }
-        JmpCond::Lt => {
-            if jmp32 {
-                r1.u32_max_value = r1.u32_max_value.min(r2.u32_max_value.wrapping_sub(1));
-                r2.u32_min_value = r1.u32_min_value.wrapping_add(1).max(r2.u32_min_value);
-            } else {
-                r1.umax_value = r1.umax_value.min(r2.umax_value.wrapping_sub(1));
-                r2.umin_value = r1.umin_value.wrapping_add(1).max(r2.umin_value);
+        JmpCond::Le | JmpCond::Lt | JmpCond::Sle | JmpCond::Slt => {
+            // r1 <= r2 (strictly: r1 <= r2 - 1): r1's maximum is at most r2's, r2's minimum
+            // at least r1's.
+            let (mut a, mut b) = (W::get(r1), W::get(r2));
+            match c {
+                JmpCond::Le => {
+                    a.umax = a.umax.min(b.umax);
+                    b.umin = a.umin.max(b.umin);
+                }
+                JmpCond::Lt => {
+                    a.umax = a.umax.min(b.umax.wrapping_sub(W::U::ONE));
+                    b.umin = a.umin.wrapping_add(W::U::ONE).max(b.umin);
+                }
+                JmpCond::Sle => {
+                    a.smax = a.smax.min(b.smax);
+                    b.smin = a.smin.max(b.smin);
+                }
+                _ => {
+                    a.smax = a.smax.min(b.smax.wrapping_sub(W::S::ONE));
+                    b.smin = a.smin.wrapping_add(W::S::ONE).max(b.smin);
+                }
             }
-        }
-        JmpCond::Sle => {
-            if jmp32 {
-                r1.s32_max_value = r1.s32_max_value.min(r2.s32_max_value);
-                r2.s32_min_value = r1.s32_min_value.max(r2.s32_min_value);
-            } else {
-                r1.smax_value = r1.smax_value.min(r2.smax_value);
-                r2.smin_value = r1.smin_value.max(r2.smin_value);
-            }
-        }
-        JmpCond::Slt => {
-            if jmp32 {
-                r1.s32_max_value = r1.s32_max_value.min(r2.s32_max_value.wrapping_sub(1));
-                r2.s32_min_value = r1.s32_min_value.wrapping_add(1).max(r2.s32_min_value);
-            } else {
-                r1.smax_value = r1.smax_value.min(r2.smax_value.wrapping_sub(1));
-                r2.smin_value = r1.smin_value.wrapping_add(1).max(r2.smin_value);
-            }
+            W::set(r1, a);
+            W::set(r2, b);
         }
         _ => {}
     }

@@ -339,11 +339,7 @@ pub fn check_mem_access(
         }
         RegType::Stack => {
             check_stack_access_within_bounds(env, state, &reg, r, off, size_bytes, access)?;
-            if access == AccessType::Read {
-                check_stack_read(env, state, &reg, off, size_bytes, value_regno)?;
-            } else {
-                check_stack_write(env, state, &reg, off, size_bytes, value_regno)?;
-            }
+            check_stack_access(env, state, &reg, off, size_bytes, access, value_regno)?;
         }
         RegType::Packet | RegType::PacketMeta => {
             if access == AccessType::Write && !env.prog_type.may_write_packet() {
@@ -752,21 +748,16 @@ fn check_stack_access_within_bounds(
     } else {
         " write to"
     };
-    let (min_off, max_off) = if reg.var_off.is_const() {
-        let min = reg.var_off.value as i64 + off as i64;
-        (min, min + size as i64)
-    } else {
-        if reg.smax_value >= BPF_MAX_VAR_OFF || reg.smin_value <= -BPF_MAX_VAR_OFF {
-            return Err(env.reject(
-                Errno::Eacces,
-                format!("invalid unbounded variable-offset{extra} stack R{r}"),
-            ));
-        }
-        (
-            reg.smin_value + off as i64,
-            reg.smax_value + off as i64 + size as i64,
-        )
-    };
+    if !reg.var_off.is_const()
+        && (reg.smax_value >= BPF_MAX_VAR_OFF || reg.smin_value <= -BPF_MAX_VAR_OFF)
+    {
+        return Err(env.reject(
+            Errno::Eacces,
+            format!("invalid unbounded variable-offset{extra} stack R{r}"),
+        ));
+    }
+    let (min_off, last_start) = stack_starts(reg, off);
+    let max_off = last_start + size as i64;
     let bad = min_off < -(MAX_BPF_STACK as i64) || min_off > -1 || max_off > 0 || size < 0;
     if bad {
         let msg = if reg.var_off.is_const() {
@@ -801,26 +792,52 @@ fn spi_of(off: i64) -> (usize, usize) {
     (slot / SLOT_SIZE, slot % SLOT_SIZE)
 }
 
-fn check_stack_read(
+/// The bytes of the stack from frame offset `from` up to (not including) `to`, each as its
+/// offset, its slot and its index in the slot: the one walk every byte-wise check shares.
+fn stack_bytes(from: i64, to: i64) -> impl Iterator<Item = (i64, usize, usize)> {
+    (from..to).map(|off| {
+        let (spi, idx) = spi_of(off);
+        (off, spi, idx)
+    })
+}
+
+/// The first and last frame offset an access at `reg + off` may start at: one offset when
+/// the pointer's offset is known, else the signed range shifted (the caller has checked that
+/// the range is bounded).
+fn stack_starts(reg: &RegState, off: i32) -> (i64, i64) {
+    if reg.var_off.is_const() {
+        let start = reg.var_off.value as i64 + off as i64;
+        (start, start)
+    } else {
+        (reg.smin_value + off as i64, reg.smax_value + off as i64)
+    }
+}
+
+/// The stack read or write of a load or store (`check_stack_read` / `check_stack_write`),
+/// inside the frame's bounds: at a known offset it is a fill or spill of one slot; at a
+/// variable one, every byte it may touch is checked or marked.
+fn check_stack_access(
     env: &mut Env<'_>,
     state: &mut VerifierState,
     reg: &RegState,
     off: i32,
     size: i32,
-    dst: Option<Reg>,
+    access: AccessType,
+    value: Option<Reg>,
 ) -> Result<(), Reject> {
     let f = stack_frame(state, reg);
-    if reg.var_off.is_const() {
-        let off = off as i64 + reg.var_off.value as i64;
-        read_fixed(env, state, f, off, size, dst)
-    } else {
-        let min = reg.smin_value + off as i64;
-        let max = reg.smax_value + off as i64;
-        check_stack_range_initialized(env, state, reg, 0, (min, max), size, false)?;
-        if let Some(d) = dst {
-            mark_reg_stack_read(env, state, f, min, max + size as i64, d);
+    let (min, max) = stack_starts(reg, off);
+    match (access, reg.var_off.is_const()) {
+        (AccessType::Read, true) => read_fixed(env, state, f, min, size, value),
+        (AccessType::Read, false) => {
+            check_stack_range_initialized(env, state, reg, 0, (min, max), size, false)?;
+            if let Some(d) = value {
+                mark_reg_stack_read(env, state, f, min, max + size as i64, d);
+            }
+            Ok(())
         }
-        Ok(())
+        (AccessType::Write, true) => write_fixed(env, state, f, min, size, value),
+        (AccessType::Write, false) => write_var(env, state, f, min, max + size as i64, value),
     }
 }
 
@@ -865,8 +882,8 @@ fn read_fixed(
                 push_stack_access(env, state, f, spi);
             } else {
                 let (mut spill_cnt, mut zero_cnt) = (0, 0);
-                for i in 0..size as i64 {
-                    let (_, idx) = spi_of(off + i);
+                for (at, _, idx) in stack_bytes(off, off + size as i64) {
+                    let i = at - off;
                     match stype[idx] {
                         SlotType::Spill => spill_cnt += 1,
                         SlotType::Zero => zero_cnt += 1,
@@ -893,13 +910,12 @@ fn read_fixed(
         }
         return Ok(());
     }
-    for i in 0..size as i64 {
-        let (_, idx) = spi_of(off + i);
+    for (at, _, idx) in stack_bytes(off, off + size as i64) {
         if !matches!(
             stype[idx],
             SlotType::Misc | SlotType::Zero | SlotType::Invalid
         ) {
-            return Err(invalid_stack_read(env, off, i, size));
+            return Err(invalid_stack_read(env, off, at - off, size));
         }
     }
     if let Some(d) = dst {
@@ -925,8 +941,7 @@ fn mark_reg_stack_read(
     dst: Reg,
 ) {
     let mut zeros = 0;
-    for i in min..max {
-        let (spi, idx) = spi_of(i);
+    for (_, spi, idx) in stack_bytes(min, max) {
         env.log.scratch_stack(spi);
         if state.frames[f].stack[spi].slot_type[idx] != SlotType::Zero {
             break;
@@ -940,22 +955,12 @@ fn mark_reg_stack_read(
     };
 }
 
-fn check_stack_write(
-    env: &mut Env<'_>,
-    state: &mut VerifierState,
-    reg: &RegState,
-    off: i32,
-    size: i32,
-    value: Option<Reg>,
-) -> Result<(), Reject> {
-    let f = stack_frame(state, reg);
-    if reg.var_off.is_const() {
-        let off = off as i64 + reg.var_off.value as i64;
-        write_fixed(env, state, f, off, size, value)
-    } else {
-        let min = reg.smin_value + off as i64;
-        let max = reg.smax_value + off as i64 + size as i64;
-        write_var(env, state, f, min, max, value)
+/// The immediate a `BPF_ST` store at the current instruction writes (`None` for a register
+/// store).
+fn store_imm(env: &Env<'_>) -> Option<i32> {
+    match env.insn(env.insn_idx) {
+        Some(Insn::Store { imm, .. }) => Some(*imm),
+        _ => None,
     }
 }
 
@@ -972,10 +977,7 @@ fn write_fixed(
     env.log.scratch_stack(spi);
     crate::call::dynptr::destroy_if_dynptr_stack_slot(env, state, f, spi)?;
     let cur = state.curframe();
-    let imm = match env.insn(env.insn_idx) {
-        Some(Insn::Store { imm, .. }) => Some(*imm),
-        _ => None,
-    };
+    let imm = store_imm(env);
     let aligned = off % SLOT_SIZE as i64 == 0;
     let mut vreg = value.map(|v| *state.reg(v));
     if let (Some(v), Some(r)) = (value, vreg.as_mut())
@@ -1024,19 +1026,16 @@ fn write_fixed(
     }
     let slot = &mut state.frames[f].stack[spi];
     slot.spilled_ptr = RegState::not_init();
+    // A partial write over a spilled register (or a dynptr, iterator, irq flag) leaves the
+    // rest of the slot as plain data.
     if matches!(
         slot.slot_type[SLOT_SIZE - 1],
         SlotType::Spill | SlotType::Dynptr | SlotType::Iter | SlotType::IrqFlag
     ) {
-        for t in slot.slot_type.iter_mut() {
-            if *t != SlotType::Invalid {
-                *t = SlotType::Misc;
-            }
-        }
+        slot.mark_written_misc();
     }
     let ty = if zero { SlotType::Zero } else { SlotType::Misc };
-    for i in 0..size as i64 {
-        let (_, idx) = spi_of(off + i);
+    for (_, _, idx) in stack_bytes(off, off + size as i64) {
         slot.slot_type[idx] = ty;
     }
     Ok(())
@@ -1073,17 +1072,13 @@ fn write_var(
     max: i64,
     value: Option<Reg>,
 ) -> Result<(), Reject> {
-    let imm = match env.insn(env.insn_idx) {
-        Some(Insn::Store { imm, .. }) => Some(*imm),
-        _ => None,
-    };
+    let imm = store_imm(env);
     let writing_zero = match value {
         Some(v) => state.reg(v).is_const_scalar(0),
         None => imm == Some(0),
     };
     let mut zero_used = false;
-    for i in min..max {
-        let (spi, idx) = spi_of(i);
+    for (_, spi, idx) in stack_bytes(min, max) {
         env.log.scratch_stack(spi);
         let slot = &mut state.frames[f].stack[spi];
         let t = slot.slot_type[idx];
@@ -1122,8 +1117,7 @@ fn check_stack_range_initialized(
     clobber: bool,
 ) -> Result<(), Reject> {
     let f = stack_frame(state, reg);
-    for i in min_off..max_off + access_size as i64 {
-        let (spi, idx) = spi_of(i);
+    for (i, spi, idx) in stack_bytes(min_off, max_off + access_size as i64) {
         let frame = &mut state.frames[f];
         if spi >= frame.stack.len() {
             return Err(env.reject(Errno::Efault, "allocated_stack too small"));
@@ -1139,11 +1133,7 @@ fn check_stack_range_initialized(
             _ if slot.is_spilled_reg() => {
                 if clobber {
                     slot.spilled_ptr = RegState::unknown_scalar();
-                    for t in slot.slot_type.iter_mut() {
-                        if *t != SlotType::Invalid {
-                            *t = SlotType::Misc;
-                        }
-                    }
+                    slot.mark_written_misc();
                 }
             }
             SlotType::Dynptr if clobber => {
@@ -1221,15 +1211,7 @@ pub fn check_helper_mem_access(
                 return Err(env.reject(Errno::Eacces, "invalid zero-sized read"));
             }
             check_stack_access_within_bounds(env, state, &reg, r, reg.off, access_size, access)?;
-            let (min, max) = if reg.var_off.is_const() {
-                let m = reg.var_off.value as i64 + reg.off as i64;
-                (m, m)
-            } else {
-                (
-                    reg.smin_value + reg.off as i64,
-                    reg.smax_value + reg.off as i64,
-                )
-            };
+            let (min, max) = stack_starts(&reg, reg.off);
             let clobber = access == AccessType::Write;
             check_stack_range_initialized(env, state, &reg, r, (min, max), access_size, clobber)
         }
@@ -1250,15 +1232,7 @@ pub fn scratch_stack_bytes(env: &mut Env<'_>, reg: &RegState, size: u64) {
     if reg.ty != RegType::Stack || size == 0 || !env.log.enabled() {
         return;
     }
-    let (min, max) = if reg.var_off.is_const() {
-        let m = reg.var_off.value as i64 + reg.off as i64;
-        (m, m)
-    } else {
-        (
-            reg.smin_value + reg.off as i64,
-            reg.smax_value + reg.off as i64,
-        )
-    };
+    let (min, max) = stack_starts(reg, reg.off);
     let mut i = min;
     while i < max.saturating_add(size as i64) && i < 0 {
         env.log.scratch_stack(spi_of(i).0);

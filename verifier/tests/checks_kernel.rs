@@ -281,24 +281,12 @@ fn control_flow_shapes() {
     assert_all(cases.into_iter().map(|(n, p)| (n.to_string(), p)).collect());
 }
 
-/// A small deterministic generator (xorshift64*), so failures reproduce.
-struct Rng(u64);
+/// The workspace's xorshift64* generator, so failures reproduce.
+use bpfemu_vm::rng::Rng;
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn off(&mut self, len: usize) -> i16 {
-        self.below(len as u64 + 4) as i16 - (len as i16 / 2) - 2
-    }
+/// A jump offset around a program of `len` instructions: mostly inside, a few just outside.
+fn random_off(rng: &mut Rng, len: usize) -> i16 {
+    rng.below(len as u64 + 4) as i16 - (len as i16 / 2) - 2
 }
 
 fn random_program(rng: &mut Rng) -> Vec<RawInsn> {
@@ -308,11 +296,11 @@ fn random_program(rng: &mut Rng) -> Vec<RawInsn> {
         let insn = match rng.below(16) {
             0..=3 => MOV0_2,
             4 | 5 => EXIT,
-            6 => r(0x05, 0, 0, rng.off(len), 0),
-            7 => r(0x06, 0, 0, 0, rng.off(len) as i32),
-            8 | 9 => r(0x15, 0, 0, rng.off(len), 0),
-            10 => r(0x85, 0, 1, 0, rng.off(len) as i32),
-            11 => r(0xe5, 0, 0, rng.off(len), 0),
+            6 => r(0x05, 0, 0, random_off(rng, len), 0),
+            7 => r(0x06, 0, 0, 0, random_off(rng, len) as i32),
+            8 | 9 => r(0x15, 0, 0, random_off(rng, len), 0),
+            10 => r(0x85, 0, 1, 0, random_off(rng, len) as i32),
+            11 => r(0xe5, 0, 0, random_off(rng, len), 0),
             12 => {
                 p.push(r(0x18, 0, 0, 0, 7));
                 r(0, 0, 0, 0, 0)
@@ -320,7 +308,7 @@ fn random_program(rng: &mut Rng) -> Vec<RawInsn> {
             13 => r(rng.below(256) as u8, 0, 0, 0, 0),
             14 if rng.below(2) == 0 => r(0x85, 0, 0, 0, 12),
             14 => r(0x61, 0, 1, 0, rng.below(2) as i32),
-            _ => r(0x18, 2, 4, 0, rng.off(len) as i32),
+            _ => r(0x18, 2, 4, 0, random_off(rng, len) as i32),
         };
         p.push(insn);
     }
@@ -336,7 +324,7 @@ fn random_control_flow() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(3000);
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = Rng::from_state(0x9e37_79b9_7f4a_7c15);
     let cases = (0..n)
         .map(|i| (format!("random #{i}"), random_program(&mut rng)))
         .collect();
@@ -426,7 +414,7 @@ fn malformed_fields_when_reached() {
         .collect();
     let offs = [0i16, 1, -1, 8, 16, 32, 3];
     let imms = [0i32, 1, 16, 32, 64, 5, 0x99, 0xe1, 0x10000, 0xc0];
-    let mut rng = Rng(0x1234_5678_9abc_def1);
+    let mut rng = Rng::from_state(0x1234_5678_9abc_def1);
     let mut failures = Vec::new();
     let mut compared = 0;
     for _ in 0..n {

@@ -51,6 +51,7 @@ pub mod helpers;
 pub mod interp;
 pub mod maps;
 pub mod memory;
+pub mod rng;
 pub mod taint;
 pub mod xdp;
 

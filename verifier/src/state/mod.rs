@@ -6,6 +6,7 @@ pub mod frame;
 pub mod reg;
 pub mod stack;
 pub mod tnum;
+pub mod width;
 
 pub use frame::{FuncState, RefKind, RefState, VerifierState};
 pub use reg::{RegState, RegType};

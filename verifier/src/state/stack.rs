@@ -65,6 +65,17 @@ impl StackSlot {
         self.is_spilled_reg() && self.spilled_ptr.is_scalar()
     }
 
+    /// Every byte ever written becomes plain data (`STACK_MISC`), never-written ones stay
+    /// `STACK_INVALID`: what is left of a spill, dynptr or iterator once part of it is
+    /// overwritten or a helper writes over it.
+    pub fn mark_written_misc(&mut self) {
+        for t in self.slot_type.iter_mut() {
+            if *t != SlotType::Invalid {
+                *t = SlotType::Misc;
+            }
+        }
+    }
+
     /// The log's text for the slot types, highest address first (`fp-8=mmmm????`).
     pub fn types_text(&self) -> String {
         self.slot_type.iter().map(|t| t.log_char()).collect()

@@ -7,41 +7,8 @@ use bpfemu_isa::RawInsn;
 use bpfemu_vm::xdp::{MapInit, PacketError, PacketMeta, XdpConfig, XdpProgramSpec, XdpRuntime};
 use bpfemu_vm::{MapSpec, VmError};
 
-/// A small deterministic generator (xorshift64*), so that a failure replays from its seed.
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    /// A number in `0..n` (`n` > 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-
-    pub fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-
-    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len() as u64) as usize]
-    }
-
-    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next_u64() as u8).collect()
-    }
-}
+/// The workspace's xorshift64* generator, so that a failure replays from its seed.
+pub use bpfemu_vm::rng::Rng;
 
 fn vm_spec(m: &ProbeMap) -> MapSpec {
     MapSpec {
