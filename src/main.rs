@@ -371,8 +371,7 @@ enum Engine {
     /// accept the program first (and every program of the object when it makes tail calls).
     JitTrusted,
     /// The baseline JIT on host memory, for verified programs only (as jit-trusted): x86-64
-    /// code made straight from each instruction, compiled some eighty times faster than
-    /// Cranelift's.
+    /// code made straight from each instruction, compiled much faster than Cranelift's.
     JitBaseline,
     /// The baseline JIT, every memory access checked as the interpreter checks it (as jit),
     /// compiled as fast as jit-baseline.

@@ -23,9 +23,9 @@ pub enum EngineChoice {
     Jit,
     /// The Cranelift JIT on host memory directly: only for programs a verifier accepted.
     JitTrusted,
-    /// The baseline JIT (x86-64 code straight from each instruction, compiled some eighty
-    /// times faster than Cranelift's) on host memory directly: as `JitTrusted`, only for
-    /// programs a verifier accepted.
+    /// The baseline JIT (x86-64 code straight from each instruction, compiled much faster
+    /// than Cranelift's; the README has the figures) on host memory directly: as
+    /// `JitTrusted`, only for programs a verifier accepted.
     JitBaseline,
     /// The baseline JIT's checked code: every memory access checked as the interpreter
     /// checks it (as `Jit`), compiled as fast as `JitBaseline`.
