@@ -5,6 +5,7 @@
 //! - [`disasm`]: text byte-identical to the kernel's verifier log (`kernel/bpf/disasm.c`).
 //! - [`asm`]: an assembler for that kernel syntax and for the uBPF dialect of bpf_conformance.
 //! - [`helpers`]: helper function ids and names.
+//! - [`inline_policy`]: the helper calls the kernel replaces with inline code.
 //!
 //! ```
 //! use bpfemu_isa::{Insn, Program, RawInsn};
@@ -17,6 +18,7 @@
 
 pub mod asm;
 pub mod disasm;
+pub mod inline_policy;
 pub mod insn;
 pub mod opcode;
 pub mod uapi;

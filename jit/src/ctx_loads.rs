@@ -2,7 +2,7 @@
 //!
 //! Trusted code reads a converted ctx field (`struct xdp_md`, whose fields are 64-bit values
 //! underneath) with a 4-byte load, so every 4-byte load tests at run time whether its address
-//! lies in the ctx region ([`crate::bounds`]): three blocks and a join for each, which cost
+//! lies in the ctx region ([`crate`]'s docs): three blocks and a join for each, which cost
 //! compile time and run time alike. A verified program can reach the ctx only through a
 //! pointer that started as a function's argument (r1 of an entry, the arguments of a
 //! subprogram or a callback) and was copied, offset or spilled to the stack and filled back

@@ -1,38 +1,47 @@
-//! bpfemu's JIT: eBPF programs compiled by Cranelift into native code that runs over the vm's
-//! runtime (its memory regions, maps and helpers) with the interpreter's exact results.
+//! bpfemu's JIT: eBPF programs compiled into native code that runs over the vm's runtime (its
+//! memory regions, maps and helpers) with the interpreter's exact results.
 //!
-//! Two tiers ([`Tier`]): Cranelift (optimised code, some 13 ms per 1,000 instructions to
-//! compile trusted code) and, on x86-64, the [`baseline`] compiler, which emits x86-64
-//! machine code straight from each instruction as the kernel's JIT does (about 0.16 ms per
-//! 1,000 instructions) into functions with the same signature, run context, statuses and
-//! exact budget, driven by the same [`runtime`]: `Jit::new(Mode::Trusted).baseline()`, and
-//! for checked code `Jit::new(Mode::Checked).baseline()`, whose accesses are validated as
-//! [`bounds`] validates Cranelift's (the same inline region cache, the same runtime entry
-//! points and faults, a frame per call).
+//! Two tiers ([`Tier`]), peers over one shared layer: Cranelift (optimised code, for any host
+//! Cranelift supports) and, on x86-64, the [`baseline`] compiler, which emits x86-64 machine
+//! code straight from each instruction as the kernel's JIT does, and compiles far faster (the
+//! README's Speed section has the measurements). Both make functions with the same
+//! signature, run context, statuses and exact budget, driven by the same [`runtime`]:
+//! `Jit::new(Mode::Trusted).baseline()`, and for checked code
+//! `Jit::new(Mode::Checked).baseline()`.
 //!
-//! The shape follows wasmtime's bytecode translator, one file per concern:
-//! - [`compile`]: the driver. Finds the functions of a program set (entries, bpf-to-bpf call
-//!   targets, callbacks), cuts them into basic blocks and hands each to the translator.
-//! - [`translate`]: one match arm per instruction: ALU with 32-bit zero extension, the
-//!   kernel's division rules, sign extension, byte swaps, jumps of both widths, loads and
-//!   stores, real atomic instructions, calls, `may_goto`, exits.
-//! - [`bounds`]: the memory-check strategy of each [`Mode`], apart from the opcodes;
-//!   `ctx_loads` finds the trusted 4-byte loads that cannot read the ctx.
-//! - [`environ`]: the [`RuntimeEnv`](environ::RuntimeEnv) trait, the only door from
-//!   translated code to the runtime (memory checks, helper calls with tail calls and
-//!   callbacks, kfunc calls, stack frames, errors).
-//! - [`inline`]: the helpers inlined where the kernel inlines them (array map lookups,
-//!   `bpf_get_smp_processor_id`).
-//! - [`runtime`]: the run-time half: the context compiled code receives and the entry points
-//!   it calls.
-//! - [`baseline`]: the baseline tier, apart from Cranelift: its driver, x86-64 encoder and
-//!   one file of templates per instruction class.
+//! ## Layout
 //!
-//! Two modes: [`Mode::Checked`] validates every access against the live regions and reports
-//! faults as the interpreter does ([`VmError::Memory`] with the instruction index), for
-//! programs nobody verified; [`Mode::Trusted`] reaches host memory directly, for programs a
-//! verifier accepted. Code memory is writable while it is generated and executable after,
-//! never both at once.
+//! Shared, tier-neutral (no shared module imports a tier's):
+//! - [`plan`]: what both tiers decide before emitting code: the [`Mode`], the set's plan
+//!   (inlined arrays and their per-CPU tables, call frames and what a call zeroes), the
+//!   functions and their basic blocks, and which helper calls are inlined (the kernel's
+//!   policy, [`bpfemu_isa::inline_policy`], which the verifier's xlated program follows too).
+//! - `ctx_loads`: which 4-byte loads of trusted code cannot read the ctx.
+//! - [`runtime`]: the run-time half: the context compiled code receives, the `extern "C"`
+//!   entry points it calls (memory checks, helpers with tail calls and callbacks, kfuncs,
+//!   frames, errors; unaligned atomics through the interpreter's own
+//!   [`bpfemu_vm::atomic`]), and the [`Executable`] that runs either tier's code.
+//! - `code_memory` (x86-64): the executable pages of code a tier emits itself.
+//!
+//! The tiers, each importing only the shared layer:
+//! - [`cranelift`]: the driver, a per-instruction translator to Cranelift IR, the memory
+//!   checks, the environment through which translated code reaches the runtime, and the
+//!   inlined helpers' fast paths.
+//! - [`baseline`] (x86-64): its driver, x86-64 encoder and one file of templates per
+//!   instruction class.
+//!
+//! ## Memory in each mode
+//!
+//! [`Mode::Checked`] validates every access against the live regions and reports faults as
+//! the interpreter does ([`VmError::Memory`] with the instruction index), for programs nobody
+//! verified. Both tiers use the same strategy: an access inside the function's own stack
+//! frame, or inside the region the runtime found for the last checked read (or write), is done
+//! inline; anything else goes to the runtime, which forgets the cached regions whenever
+//! regions may change, and each call gets a frame of its own. [`Mode::Trusted`] reaches host
+//! memory directly, for programs a verifier accepted; a 4-byte load that may read the
+//! converted ctx (`struct xdp_md`, 64-bit fields underneath) reads the field's value from the
+//! runtime instead. Code memory is writable while it is generated and executable after, never
+//! both at once.
 //!
 //! ```
 //! use bpfemu_isa::{AluOp, Insn, Program, Reg, Size, Source, Width};
@@ -65,14 +74,16 @@
 
 #[cfg(target_arch = "x86_64")]
 pub mod baseline;
-pub mod bounds;
-pub mod compile;
+#[cfg(target_arch = "x86_64")]
+mod code_memory;
+pub mod cranelift;
 mod ctx_loads;
 mod engine;
-pub mod environ;
-pub mod inline;
+pub mod plan;
 pub mod runtime;
-pub mod translate;
+
+pub use cranelift::Opt;
+pub use plan::Mode;
 
 pub use engine::Engine;
 
@@ -80,40 +91,14 @@ use bpfemu_isa::Program;
 use bpfemu_vm::maps::InlineArray;
 use bpfemu_vm::{Engine as VmEngine, Executable, Options, VmError};
 
-/// How compiled code reaches memory.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Mode {
-    /// Every access validated against the live regions, as the interpreter does.
-    #[default]
-    Checked,
-    /// Direct host memory: only for programs a verifier accepted.
-    Trusted,
-}
-
-/// Whether Cranelift optimises the code it makes (`BPFEMU_JIT_OPT=speed|none`,
-/// [`compile::opt_level`]). Trusted code over the corpus, measured in one run on the
-/// project's 2-core machine: `none` compiles in 0.65x the time of `speed` (8.4 against 12.8 ms
-/// per 1,000 instructions, `cargo bench --bench jit_compile -- trusted`) and its code takes
-/// 1.06x the time a packet (geometric mean of `scripts/bench_corpus.sh 20000`; 0.71x the
-/// kernel's time against 0.67x; p4_parser 1.16x). Replaying many packets repays the
-/// optimiser, so trusted code keeps it by default; checked code, dominated by its checks,
-/// gains nothing from it and compiles without.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Opt {
-    /// Cranelift's optimiser (`opt_level=speed`): the default of trusted code.
-    Speed,
-    /// No optimiser: the default of checked code.
-    None,
-}
-
 /// Which compiler makes the code.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Tier {
-    /// Cranelift: optimised code, about 13 ms per 1,000 instructions to compile.
+    /// [`cranelift`]: optimised code, the slower compiler.
     #[default]
     Cranelift,
-    /// The [`baseline`] compiler: one x86-64 template per instruction, compiled some eighty
-    /// times faster; both modes, on x86-64 only (other hosts stay on Cranelift).
+    /// The [`baseline`] compiler: one x86-64 template per instruction, no IR, no register
+    /// allocation, no optimiser; both modes, on x86-64 only (other hosts stay on Cranelift).
     Baseline,
 }
 
@@ -155,7 +140,7 @@ impl Jit {
     }
 
     /// Trusted code whose verifier found that no function uses more than `bytes` of its
-    /// stack frame ([`compile::compile`]).
+    /// stack frame ([`cranelift::compile`]).
     pub fn with_stack_bound(self, bytes: u32) -> Jit {
         Jit {
             stack_bound: Some(bytes),
@@ -190,7 +175,7 @@ impl Jit {
             Tier::Baseline => {
                 baseline::compile(progs, self.mode, options, arrays, self.stack_bound)?
             }
-            _ => compile::compile(progs, self.mode, options, arrays, self.stack_bound)?,
+            _ => cranelift::compile(progs, self.mode, options, arrays, self.stack_bound)?,
         };
         Ok(Box::new(compiled))
     }

@@ -10,7 +10,11 @@
 //! Entry points never keep a Rust reference to the context across a call into compiled code
 //! (callbacks re-enter through the same pointer), so each one takes short borrows only.
 
+#[cfg(target_arch = "x86_64")]
+use crate::code_memory::CodeMemory;
+use crate::plan::{CpuTables, FrameMode};
 use bpfemu_isa::{AtomicOp, Program, Reg};
+use bpfemu_vm::atomic;
 use bpfemu_vm::error::kfunc_error;
 use bpfemu_vm::interp::decode_code_addr;
 use bpfemu_vm::memory::MemFault;
@@ -144,19 +148,6 @@ const _: () = {
     assert!(std::mem::offset_of!(RunCtx, frame_tops) == offsets::FRAME_TOPS as usize);
 };
 
-/// How the frames of bpf-to-bpf calls and callbacks come and go.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FrameMode {
-    /// Each call adds a frame to the memory and removes it on return, as the interpreter
-    /// does: an access to the frame of a call that returned faults (checked code).
-    PerCall,
-    /// A depth's frame, added at the first call at that depth, stays in the memory until the
-    /// batch of runs ends, and a call only zeroes the bytes code may have written there and
-    /// moves the depth: trusted code, whose accesses the verifier proved stay in live frames,
-    /// does it inline, without a call into the runtime.
-    Kept,
-}
-
 impl RunCtx {
     /// Forgets the regions checked code reaches inline: called wherever regions may change.
     #[inline]
@@ -196,7 +187,7 @@ pub struct Shared {
     /// both engines must see zeros).
     pub stack_written_from: usize,
     /// Tables the inlined per-CPU array lookups read.
-    pub cpu_tables: crate::inline::CpuTables,
+    pub cpu_tables: CpuTables,
     pub frame_mode: FrameMode,
 }
 
@@ -266,9 +257,15 @@ fn fail_mem(ctx: &mut RunCtx, pc: u64, fault: MemFault) -> u64 {
     STATUS_FAIL
 }
 
+/// Packs an atomic operation and its size in bytes into the one argument
+/// [`jit_atomic_unaligned`] takes.
+pub const fn pack_atomic(op: AtomicOp, bytes: usize) -> u64 {
+    ((op.imm() as u32 as u64) << 8) | bytes as u64
+}
+
 /// An atomic read-modify-write at an address that is not aligned to its size: the hardware's
-/// locked instructions would split the bus lock, so it is done as the interpreter does it
-/// (no other thread runs the program). The old value goes to `scratch`.
+/// locked instructions would split the bus lock, so it is done by the interpreter's own
+/// [`atomic::update`] (no other thread runs the program). The old value goes to `scratch`.
 ///
 /// # Safety
 /// `ctx` is the live context of the running program.
@@ -290,21 +287,7 @@ pub unsafe extern "C" fn jit_atomic_unaligned(
         Ok(slot) => slot,
         Err(fault) => return fail_mem(ctx, pc, fault),
     };
-    let mut word = [0u8; 8];
-    word[..n].copy_from_slice(slot);
-    let old = u64::from_le_bytes(word);
-    let mask = if n == 4 { u32::MAX as u64 } else { u64::MAX };
-    let new = match op {
-        AtomicOp::Add | AtomicOp::FetchAdd => old.wrapping_add(operand),
-        AtomicOp::Or | AtomicOp::FetchOr => old | operand,
-        AtomicOp::And | AtomicOp::FetchAnd => old & operand,
-        AtomicOp::Xor | AtomicOp::FetchXor => old ^ operand,
-        AtomicOp::Xchg => operand,
-        AtomicOp::Cmpxchg if old == expected & mask => operand,
-        _ => old,
-    };
-    slot.copy_from_slice(&new.to_le_bytes()[..n]);
-    ctx.scratch = old;
+    ctx.scratch = atomic::update(slot, op, operand, expected);
     STATUS_OK
 }
 
@@ -670,7 +653,7 @@ fn helper_error(pc: usize, id: i32, e: HelperError) -> VmError {
 pub enum Code {
     Cranelift(Box<cranelift_jit::JITModule>),
     #[cfg(target_arch = "x86_64")]
-    Native(crate::baseline::CodeMemory),
+    Native(CodeMemory),
 }
 
 /// The native code of one program set, with its shared tables. Dropping it frees the code.

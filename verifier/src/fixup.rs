@@ -9,8 +9,8 @@
 //!    the structures it points to.
 //! 5. `do_misc_fixups`: division and modulo by a register guarded against zero (and signed
 //!    ones against -1), `bpf_map_lookup_elem` inlined for arrays, per-CPU arrays, hash, per-CPU
-//!    hash and LRU hash maps,
-//!    `bpf_get_smp_processor_id` inlined, `bpf_tail_call` marked.
+//!    hash and LRU hash maps, `bpf_get_smp_processor_id` inlined (the calls
+//!    [`bpfemu_isa::inline_policy`] lists), `bpf_tail_call` marked.
 //! 6. `jit_subprogs`' last step: a bpf-to-bpf call keeps its relative target in `off` and
 //!    names the callee's subprogram index in `imm`.
 //!
@@ -26,6 +26,7 @@ use crate::prog_type::xdp::{
     XDP_MD_RX_QUEUE_INDEX,
 };
 use bpfemu_isa::RawInsn;
+use bpfemu_isa::inline_policy::{self, InlinedHelper, InlinedLookup};
 
 /// `BPF_REG_AX`: the verifier's scratch register in rewritten code.
 pub const BPF_REG_AX: u8 = 11;
@@ -233,50 +234,48 @@ impl Xlator<'_> {
         }
     }
 
-    /// The rewrite of helper call `func_id` at `i`, if the kernel makes one.
+    /// The rewrite of helper call `func_id` at `i`, if the kernel makes one: which calls are
+    /// rewritten is [`inline_policy`]'s, shared with the JITs; the code is the kernel's.
     fn helper_fixup(&mut self, i: usize, func_id: i32) -> Option<Vec<RawInsn>> {
-        let aux = self.aux[i];
-        match func_id {
-            // The dump shows a tail call as the helper call it was; the JIT's poke table
-            // entry for a constant key is `imm` (1-based) in the kernel's own image.
-            12 => None,
-            1 => {
-                let map = self.env.input.maps.get(aux.map? as usize)?;
-                match map.map_type {
-                    2 => Some(array_lookup(map.value_size, map.max_entries)),
-                    6 => Some(percpu_array_lookup(map.max_entries)),
-                    1 => Some(vec![
+        // The dump shows a tail call as the helper call it was (the policy lists no rewrite);
+        // the JIT's poke table entry for a constant key is `imm` (1-based) in the kernel's
+        // own image.
+        match inline_policy::inlined_helper(func_id)? {
+            InlinedHelper::MapLookup => {
+                let map = self.env.input.maps.get(self.aux[i].map? as usize)?;
+                Some(match InlinedLookup::of_map_type(map.map_type)? {
+                    InlinedLookup::Array => array_lookup(map.value_size, map.max_entries),
+                    InlinedLookup::PerCpuArray => percpu_array_lookup(map.max_entries),
+                    InlinedLookup::Hash => vec![
                         RawInsn::new(0x85, 0, 0, 0, 1),
                         RawInsn::new(0x15, 0, 0, 1, 0),
                         RawInsn::new(0x07, 0, 0, 0, htab_key_off(map.key_size)),
-                    ]),
-                    // Per-CPU hash: this CPU's copy of the value behind the element.
-                    5 => Some(vec![
+                    ],
+                    // This CPU's copy of the value behind the element.
+                    InlinedLookup::PerCpuHash => vec![
                         RawInsn::new(0x85, 0, 0, 0, 1),
                         RawInsn::new(0x15, 0, 0, 3, 0),
                         RawInsn::new(0x07, 0, 0, 0, htab_key_off(map.key_size)),
                         RawInsn::new(0x79, 0, 0, 0, 0),
                         RawInsn::new(0xbf, 0, 0, -1, 0),
-                    ]),
-                    // LRU hash: the element's reference bit is set on a hit.
-                    9 => Some(vec![
+                    ],
+                    // The element's reference bit is set on a hit.
+                    InlinedLookup::LruHash => vec![
                         RawInsn::new(0x85, 0, 0, 0, 1),
                         RawInsn::new(0x15, 0, 0, 4, 0),
                         RawInsn::new(0x71, 1, 0, layout::HTAB_ELEM_LRU_REF, 0),
                         RawInsn::new(0x55, 1, 0, 1, 0),
                         RawInsn::new(0x72, 0, 0, layout::HTAB_ELEM_LRU_REF, 1),
                         RawInsn::new(0x07, 0, 0, 0, htab_key_off(map.key_size)),
-                    ]),
-                    _ => None,
-                }
+                    ],
+                })
             }
             // r0 = &cpu_number (a per-CPU address, 0 here); r0 = per-CPU r0; r0 = *(u32 *)r0
-            8 => Some(vec![
+            InlinedHelper::CpuId => Some(vec![
                 RawInsn::new(0xb7, 0, 0, 0, 0),
                 RawInsn::new(0xbf, 0, 0, -1, 0),
                 RawInsn::new(0x61, 0, 0, 0, 0),
             ]),
-            _ => None,
         }
     }
 

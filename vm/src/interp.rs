@@ -20,6 +20,7 @@ mod taint_step;
 pub use decoded::PreparedProgram;
 
 use crate::alu;
+use crate::atomic;
 use crate::coverage::{Coverage, FELL_THROUGH, RAN, TAKEN};
 use crate::error::{MAX_CALL_FRAMES, Unsupported, VmError, kfunc_error};
 use crate::helpers::{CallbackDriver, CallbackStep, HelperError, HelperOutcome, Helpers};
@@ -901,25 +902,10 @@ impl Machine<'_> {
                 pc,
                 fault: Box::new(fault),
             })?;
-        let mut word = [0u8; 8];
-        word[..n].copy_from_slice(slot);
-        let old = u64::from_le_bytes(word);
-        let mask = if n == 4 { u32::MAX as u64 } else { u64::MAX };
-        let new = match op {
-            AtomicOp::Add | AtomicOp::FetchAdd => old.wrapping_add(operand),
-            AtomicOp::Or | AtomicOp::FetchOr => old | operand,
-            AtomicOp::And | AtomicOp::FetchAnd => old & operand,
-            AtomicOp::Xor | AtomicOp::FetchXor => old ^ operand,
-            AtomicOp::Xchg => operand,
-            AtomicOp::Cmpxchg if old == expected & mask => operand,
-            _ => old,
-        };
-        slot.copy_from_slice(&new.to_le_bytes()[..n]);
+        let old = atomic::update(slot, op, operand, expected);
         // The fetched value is the old memory word, zero-extended for 32-bit forms.
-        match op {
-            AtomicOp::Cmpxchg => self.regs[0] = old,
-            _ if op.fetches() => self.regs[src.index()] = old,
-            _ => {}
+        if let Some(to) = atomic::old_value_to(op, src) {
+            self.regs[to.index()] = old;
         }
         self.pc += 1;
         Ok(())

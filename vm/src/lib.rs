@@ -16,6 +16,7 @@
 //!   runs them, with the kernel's XDP helpers and the kfuncs of [`xdp::kfuncs`].
 //! - [`engine`]: the [`Engine`] trait the interpreter and the JIT share.
 //! - [`alu`]: the arithmetic of single instructions.
+//! - [`atomic`]: the read-modify-write of atomic instructions, for every engine.
 //! - [`error`]: [`VmError`], what ends a run early.
 //!
 //! ```
@@ -42,6 +43,7 @@
 //! ```
 
 pub mod alu;
+pub mod atomic;
 pub mod coverage;
 pub mod engine;
 pub mod error;

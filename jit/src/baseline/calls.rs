@@ -8,15 +8,11 @@ use super::{
     Arg, COUNT, CTX, FRAME_TOP, Flow, FnCompiler, IN_REGS, MAY_GOTO, OUT_REGS, REGS, SAVE, T1, T2,
     entry,
 };
-use crate::Mode;
-use crate::inline::{ArrayBase, ArrayLookup, GET_SMP_PROCESSOR_ID, MAP_LOOKUP_ELEM};
+use crate::plan::{self, ArrayBase, ArrayLookup, FrameMode, InlineHelper, Mode};
 use crate::runtime::{self, FRAME_SLOT, MAY_GOTO_SLOT, STATUS_SPECIAL, offsets};
+use bpfemu_isa::helpers::id::MAP_LOOKUP_ELEM;
 use bpfemu_isa::{CallTarget, Reg, Size};
 use bpfemu_vm::{MAX_CALL_FRAMES, STACK_SIZE};
-
-/// The most frame bytes a call zeroes inline (one store per 8 bytes); a program that may
-/// write more of its frames asks the runtime at each call.
-const INLINE_ZERO_MAX: usize = 128;
 
 fn out_slot(i: usize) -> Mem {
     mem(RSP, OUT_REGS + i as i32 * 8)
@@ -61,8 +57,8 @@ impl FnCompiler<'_> {
     }
 
     fn call_helper(&mut self, id: i32, pc: usize) {
-        match id {
-            GET_SMP_PROCESSOR_ID => {
+        match plan::inline_helper(id, self.known_r1, self.arrays) {
+            Some(InlineHelper::CpuId) => {
                 let (slow, done) = (self.a.label(), self.a.label());
                 self.a.load_zx(Sz::Q, T2, mem(CTX, offsets::CPU));
                 self.a.arith_ri(Sz::Q, Arith::Cmp, T2, -1);
@@ -73,11 +69,8 @@ impl FnCompiler<'_> {
                 self.helper_through_runtime(id, pc);
                 self.a.bind(done);
             }
-            MAP_LOOKUP_ELEM => match self.known_r1.and_then(|map| self.arrays.get(&map)).copied() {
-                Some(array) => self.inline_array_lookup(array, pc),
-                None => self.helper_through_runtime(id, pc),
-            },
-            _ => self.helper_through_runtime(id, pc),
+            Some(InlineHelper::ArrayLookup(array)) => self.inline_array_lookup(array, pc),
+            None => self.helper_through_runtime(id, pc),
         }
     }
 
@@ -210,8 +203,8 @@ impl FnCompiler<'_> {
         self.spill(1, 5);
         // The frame's top in T2.
         let (slow, have) = (self.a.label(), self.a.label());
-        let per_call = self.mode == Mode::Checked;
-        if !per_call && STACK_SIZE - self.zero_from <= INLINE_ZERO_MAX {
+        let per_call = self.frames.mode == FrameMode::PerCall;
+        if self.frames.enters_inline() {
             self.a.load_zx(Sz::Q, T1, mem(CTX, offsets::DEPTH));
             self.a.arith_ri(Sz::Q, Arith::Add, T1, 1);
             self.a
@@ -221,9 +214,8 @@ impl FnCompiler<'_> {
                 .load_zx(Sz::Q, T2, mem_index(CTX, T1, 8, offsets::FRAME_TOPS));
             self.a.test_rr(Sz::Q, T2, T2);
             self.a.jcc(Cc::E, slow);
-            for byte in (self.zero_from / 8 * 8..STACK_SIZE).step_by(8) {
-                self.a
-                    .store_imm(Sz::Q, mem(T2, byte as i32 - STACK_SIZE as i32), 0);
+            for offset in self.frames.zeroed_words() {
+                self.a.store_imm(Sz::Q, mem(T2, offset), 0);
             }
             self.a.store(Sz::Q, mem(CTX, offsets::DEPTH), T1);
             self.a.jmp(have);

@@ -1,5 +1,5 @@
 //! Checked mode's memory accesses: every load, store and atomic validated against the live
-//! regions with the strategy of [`crate::bounds`], so that checked baseline code faults
+//! regions with the strategy both tiers share ([`crate`]'s docs), so that checked baseline code faults
 //! exactly where the interpreter (and Cranelift's checked code) does.
 //!
 //! Each access is one template with a small inline fast path and a cold stub after the
@@ -262,7 +262,7 @@ impl FnCompiler<'_> {
                 // The operand in t1: the argument registers are r1-r4's, which the moves into
                 // them would overwrite. The expected value is r0's rax, which they do not.
                 self.a.mov_rr(Sz::Q, T1, host(src));
-                let op_size = ((op.imm() as u32 as u64) << 8) | size.bytes() as u64;
+                let op_size = runtime::pack_atomic(op, size.bytes());
                 self.call_rt_or_leave(
                     entry!(runtime::jit_atomic_unaligned),
                     &[

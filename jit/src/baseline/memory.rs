@@ -1,7 +1,7 @@
 //! Loads, stores and atomics, straight to host memory (trusted code: the verifier proved every
 //! access safe). A 4-byte load that may read the converted ctx tests its address against the
 //! ctx region and reads the field's 64-bit value from the runtime's field values there
-//! ([`crate::bounds`] explains why; `ctx_loads.rs` finds the loads that skip the test).
+//! ([`crate`]'s docs say why; `ctx_loads.rs` finds the loads that skip the test).
 //! Atomic read-modify-writes are the hardware's locked instructions; the fetching `or`,
 //! `and` and `xor`, which x86 has no instruction for, are `cmpxchg` loops.
 

@@ -1,14 +1,15 @@
 //! The baseline tier: programs compiled straight to x86-64 machine code, one template per
 //! eBPF instruction, as the kernel's own JIT does. Trusted code reaches memory directly;
 //! checked code validates every access (`checked.rs`) and gets a frame per call from the
-//! runtime ([`FrameMode::PerCall`]), as Cranelift's checked code does. It compiles some eighty times faster than
-//! Cranelift (no IR, no register allocation, no optimiser) into code that runs over the same
-//! runtime ([`crate::runtime`]) with the same contract: the same [`JitFn`] signature, run
-//! context, statuses, entry points and exact budget.
+//! runtime ([`FrameMode::PerCall`](crate::plan::FrameMode::PerCall)), as Cranelift's checked
+//! code does. It compiles much faster than Cranelift (no IR, no register allocation, no
+//! optimiser) into code that runs over the same runtime ([`crate::runtime`]) with the same
+//! contract: the same [`JitFn`] signature, run context, statuses, entry points and exact
+//! budget.
 //!
 //! One file per concern:
 //! - this file: the driver (functions, blocks, the budget count, prologue and epilogue, the
-//!   cold stubs) and the code memory;
+//!   cold stubs);
 //! - [`x86`]: the instruction encoder;
 //! - `alu.rs`: arithmetic, moves, sign extension, byte swaps, division;
 //! - `jumps.rs`: conditional and unconditional jumps, `may_goto`;
@@ -17,6 +18,9 @@
 //!   stubs that call the runtime's checks;
 //! - `calls.rs`: helpers (inlined ones, tail calls), kfuncs, bpf-to-bpf calls, legacy packet
 //!   loads, exits.
+//!
+//! What to compile comes from the shared [`crate::plan`] (the functions, their blocks, the
+//! inlined helpers, the frames), never from the Cranelift tier.
 //!
 //! ## Registers
 //!
@@ -39,11 +43,10 @@ mod jumps;
 mod memory;
 pub mod x86;
 
-use crate::compile::{SetPlan, ends_block, find_entries, jump_target, successors};
+use crate::code_memory::CodeMemory;
 use crate::ctx_loads;
-use crate::inline::ArrayLookup;
-use crate::runtime::{self, Compiled, JitFn, REG_SLOTS, Shared, offsets};
-use crate::{Mode, translate::r1_after};
+use crate::plan::{ArrayLookup, Cfg, FramePlan, Mode, SetPlan, find_entries, r1_after, successors};
+use crate::runtime::{self, Code, Compiled, JitFn, REG_SLOTS, Shared, offsets};
 use bpfemu_isa::{Insn, LdImm64Kind, Program, Reg};
 use bpfemu_vm::maps::InlineArray;
 use bpfemu_vm::{Options, VmError};
@@ -86,8 +89,9 @@ macro_rules! entry {
 }
 pub(crate) use entry;
 
-/// Compiles `progs` into native code for `mode` (see [`crate::compile::compile`] for
-/// `arrays` and `stack_bound`, which checked mode ignores: nobody verified its programs).
+/// Compiles `progs` into native code for `mode`; lookups in `arrays` (by map handle) are
+/// inlined. `stack_bound` (the verifier's bound on any function's frame, [`SetPlan::new`])
+/// counts for trusted code only: nobody verified checked mode's programs.
 pub fn compile(
     progs: &[Program],
     mode: Mode,
@@ -99,8 +103,7 @@ pub fn compile(
         arrays,
         cpu_tables,
         written_from,
-        zero_from,
-        frames: frame_mode,
+        frames,
     } = SetPlan::new(progs, mode, arrays, stack_bound);
     let entries = find_entries(progs);
     let mut a = Asm::new();
@@ -124,7 +127,7 @@ pub fn compile(
             known_r1: None,
             host_word_loads: Vec::new(),
             may_goto_loops: options.may_goto_loops,
-            zero_from,
+            frames,
         };
         f.compile(pc);
     }
@@ -139,7 +142,7 @@ pub fn compile(
             // SAFETY: the offset is inside the code, where a function compiled with the
             // JitFn signature starts.
             (key, unsafe {
-                std::mem::transmute::<*const u8, JitFn>(code.ptr.add(offset))
+                std::mem::transmute::<*const u8, JitFn>(code.as_ptr().add(offset))
             })
         })
         .collect();
@@ -151,10 +154,10 @@ pub fn compile(
         may_goto_loops: options.may_goto_loops,
         stack_written_from: written_from,
         cpu_tables,
-        frame_mode,
+        frame_mode: frames.mode,
     };
     Ok(Compiled::new(
-        runtime::Code::Native(code),
+        Code::Native(code),
         shared,
         options.insn_budget,
     ))
@@ -164,72 +167,6 @@ fn compile_error(e: impl std::fmt::Display) -> VmError {
     VmError::Compile {
         pc: 0,
         message: e.to_string(),
-    }
-}
-
-/// The shape of one function, as `compile::blocks_of` finds it for Cranelift (the same
-/// blocks, so that the budget stops a run at the same place), in vectors by pc.
-struct Cfg {
-    /// The instructions reachable from the entry without calls.
-    reached: Vec<bool>,
-    /// Block leaders (among the reached ones): the entry, and what follows an instruction
-    /// that ends a block.
-    leader: Vec<bool>,
-    /// The leaders some jump reaches.
-    jump_target: Vec<bool>,
-}
-
-impl Cfg {
-    fn of(prog: &Program, entry: usize, mode: Mode) -> Cfg {
-        let n = prog.len() + 1;
-        let mut cfg = Cfg {
-            reached: vec![false; n],
-            leader: vec![false; n],
-            jump_target: vec![false; n],
-        };
-        cfg.leader[entry] = true;
-        let mut work = vec![entry];
-        while let Some(pc) = work.pop() {
-            if std::mem::replace(&mut cfg.reached[pc], true) {
-                continue;
-            }
-            let insn = *prog.insn(pc).expect("only instruction starts are reached");
-            let jump = match insn {
-                Insn::Ja { off, .. } => Some(off as i64),
-                Insn::Jump { off, .. } | Insn::MayGoto { off } => Some(off as i64),
-                _ => None,
-            };
-            if let Some(t) = jump.and_then(|off| jump_target(prog, pc, off)) {
-                cfg.jump_target[t] = true;
-            }
-            let ends = ends_block(&insn, mode);
-            for s in successors(prog, pc, &insn) {
-                cfg.leader[s] |= ends;
-                if !cfg.reached[s] {
-                    work.push(s);
-                }
-            }
-        }
-        cfg
-    }
-
-    /// The instructions of the block that starts at `leader`: up to one that ends it, or up
-    /// to the next leader.
-    fn block<'p>(
-        &'p self,
-        prog: &'p Program,
-        leader: usize,
-        mode: Mode,
-    ) -> impl Iterator<Item = (usize, Insn)> + Clone + 'p {
-        let mut pc = Some(leader);
-        std::iter::from_fn(move || {
-            let at = pc?;
-            let insn = *prog.insn(at).expect("reached");
-            let next = at + insn.slots();
-            pc = (!ends_block(&insn, mode) && !self.leader[next] && self.reached[next])
-                .then_some(next);
-            Some((at, insn))
-        })
     }
 }
 
@@ -273,8 +210,8 @@ pub(crate) struct FnCompiler<'a> {
     pub(crate) known_r1: Option<u64>,
     pub(crate) host_word_loads: Vec<bool>,
     pub(crate) may_goto_loops: u64,
-    /// The lowest frame byte code or helpers may write.
-    pub(crate) zero_from: usize,
+    /// How calls get their frames, and what of them a call zeroes.
+    pub(crate) frames: FramePlan,
 }
 
 impl FnCompiler<'_> {
@@ -286,14 +223,12 @@ impl FnCompiler<'_> {
             self.host_word_loads = ctx_loads::host_word_loads(
                 prog,
                 entry,
-                |pc| cfg.reached[pc],
+                |pc| cfg.reached(pc),
                 |pc, insn| successors(prog, pc, insn),
             );
         }
         self.blocks = vec![None; prog.len() + 1];
-        let leaders: Vec<usize> = (0..prog.len())
-            .filter(|&pc| cfg.leader[pc] && cfg.reached[pc])
-            .collect();
+        let leaders: Vec<usize> = cfg.leaders().collect();
         for &pc in &leaders {
             self.blocks[pc] = Some(self.a.label());
         }
@@ -305,7 +240,7 @@ impl FnCompiler<'_> {
             self.a.jmp(label);
         }
         for (i, &leader) in leaders.iter().enumerate() {
-            if leader == entry || cfg.jump_target[leader] {
+            if leader == entry || cfg.is_jump_target(leader) {
                 self.known_r1 = None;
             }
             let next_leader = leaders.get(i + 1).copied();
@@ -607,105 +542,4 @@ impl FnCompiler<'_> {
 pub(crate) enum Arg {
     Imm(u64),
     Reg(R),
-}
-
-/// Executable memory holding a program set's code: written while mapped read-write, then
-/// mapped read-execute, never both; unmapped on drop.
-pub struct CodeMemory {
-    ptr: *mut u8,
-    len: usize,
-}
-
-// SAFETY: the memory is immutable after construction and owned by this value alone.
-unsafe impl Send for CodeMemory {}
-// SAFETY: as above: shared access only reads (executes) it.
-unsafe impl Sync for CodeMemory {}
-
-impl CodeMemory {
-    /// Copies `code` into fresh pages and makes them executable.
-    pub fn new(code: &[u8]) -> Result<CodeMemory, String> {
-        let len = code.len().max(1);
-        // SAFETY: an anonymous private mapping, not aliasing any Rust object.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(format!(
-                "mmap of {len} bytes of code: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        let memory = CodeMemory {
-            ptr: ptr as *mut u8,
-            len,
-        };
-        // SAFETY: the mapping is `len >= code.len()` bytes, writable, and ours alone.
-        unsafe { std::ptr::copy_nonoverlapping(code.as_ptr(), memory.ptr, code.len()) };
-        // SAFETY: the mapping is ours; from now on it is only read and executed.
-        if unsafe { libc::mprotect(ptr, len, libc::PROT_READ | libc::PROT_EXEC) } != 0 {
-            return Err(format!(
-                "mprotect of the code: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        Ok(memory)
-    }
-
-    /// The code's size in bytes.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-}
-
-impl Drop for CodeMemory {
-    fn drop(&mut self) {
-        // SAFETY: the mapping was made in `new` with this length and nothing points into it
-        // any more (the compiled functions die with their `Compiled`).
-        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::CodeMemory;
-
-    /// The permissions `/proc/self/maps` gives the mapping that holds `addr`.
-    fn permissions_at(addr: usize) -> Option<String> {
-        let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-        maps.lines().find_map(|line| {
-            let (range, rest) = line.split_once(' ')?;
-            let (lo, hi) = range.split_once('-')?;
-            let (lo, hi) = (
-                usize::from_str_radix(lo, 16).ok()?,
-                usize::from_str_radix(hi, 16).ok()?,
-            );
-            (lo..hi)
-                .contains(&addr)
-                .then(|| rest.split(' ').next().unwrap_or("").to_owned())
-        })
-    }
-
-    #[test]
-    fn code_is_executable_and_never_writable() {
-        // mov eax, 42; ret
-        let code = CodeMemory::new(&[0xb8, 42, 0, 0, 0, 0xc3]).unwrap();
-        let addr = code.ptr as usize;
-        assert_eq!(permissions_at(addr).as_deref(), Some("r-xp"));
-        // SAFETY: the bytes are a complete function of this signature.
-        let f = unsafe { std::mem::transmute::<*mut u8, extern "C" fn() -> u32>(code.ptr) };
-        assert_eq!(f(), 42);
-        drop(code);
-        assert_ne!(permissions_at(addr).as_deref(), Some("r-xp"));
-    }
 }

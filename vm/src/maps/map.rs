@@ -14,6 +14,7 @@ use super::ringbuf::{Record, ReserveError, Ringbuf};
 use super::spec::*;
 use super::{Errno, MapResult};
 use crate::memory::Memory;
+use bpfemu_isa::inline_policy::InlinedLookup;
 
 #[derive(Debug)]
 enum Imp {
@@ -131,9 +132,12 @@ impl Map {
 
     /// An ARRAY's or PERCPU_ARRAY's value layout, which never changes: what an engine needs
     /// to inline `bpf_map_lookup_elem` on it as the kernel does (`array_map_gen_lookup`).
+    /// The map types are the ones whose inlined lookup makes no call
+    /// ([`InlinedLookup::without_call`]).
     pub fn inline_array(&self) -> Option<super::InlineArray> {
+        let inlined = InlinedLookup::of_map_type(self.map_type.raw());
         match &self.imp {
-            Imp::Array(a) => Some(a.layout()),
+            Imp::Array(a) if inlined.is_some_and(InlinedLookup::without_call) => Some(a.layout()),
             _ => None,
         }
     }

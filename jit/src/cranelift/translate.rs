@@ -2,21 +2,21 @@
 //! semantics (the same as the interpreter's, `bpfemu_vm::alu`): 32-bit results zero-extended,
 //! `x / 0 = 0`, `x % 0 = x`, `x s/ -1 = -x`, `x s% -1 = 0`, shift amounts masked to the width.
 //!
-//! The driver ([`crate::compile`]) hands each basic block here; what reaches the runtime goes
-//! through the [`RuntimeEnv`], and the memory checks through [`crate::bounds`].
+//! The driver ([`super::compile`]) hands each basic block here; what reaches the runtime goes
+//! through the [`VmEnv`], the memory checks through [`super::bounds`] and the inlined
+//! helpers through [`super::inline`] (both add methods to [`FuncTranslator`]).
 
-use crate::Mode;
-use crate::bounds::mem_type;
-use crate::environ::RuntimeEnv;
-use crate::inline::ArrayLookup;
-use crate::runtime::{FRAME_SLOT, MAY_GOTO_SLOT, STATUS_OK, STATUS_SPECIAL, offsets};
+use super::environ::VmEnv;
+use crate::plan::{ArrayLookup, Mode, r1_after};
+use crate::runtime::{self, FRAME_SLOT, MAY_GOTO_SLOT, STATUS_OK, STATUS_SPECIAL, offsets};
 use bpfemu_isa::{
     AluOp, AtomicOp, ByteOrder, CallTarget, Insn, JmpCond, LdImm64Kind, Program, Reg, Size, Source,
     Width,
 };
 use bpfemu_vm::{Unsupported, VmError};
 use cranelift_codegen::ir::{
-    AtomicRmwOp, Block, BlockArg, FuncRef, InstBuilder, MemFlagsData, SigRef, StackSlot, Value,
+    AtomicRmwOp, Block, BlockArg, FuncRef, InstBuilder, MemFlagsData, SigRef, StackSlot, Type,
+    Value,
     condcodes::IntCC,
     types::{I8, I16, I32, I64},
 };
@@ -26,10 +26,20 @@ use std::collections::HashMap;
 /// Slot size of the register array.
 const SLOT: i32 = 8;
 
+/// The CLIF type of an access of `size`.
+pub fn mem_type(size: Size) -> Type {
+    match size {
+        Size::B => I8,
+        Size::H => I16,
+        Size::W => I32,
+        Size::DW => I64,
+    }
+}
+
 /// The state of one function's translation.
-pub struct FuncTranslator<'f, 'e, E: RuntimeEnv> {
+pub struct FuncTranslator<'f, 'e> {
     pub(crate) b: FunctionBuilder<'f>,
-    pub(crate) env: &'e mut E,
+    pub(crate) env: VmEnv<'e>,
     pub(crate) mode: Mode,
     /// Index of the program in the set, and the program.
     pub(crate) prog_index: usize,
@@ -66,7 +76,7 @@ pub struct FuncTranslator<'f, 'e, E: RuntimeEnv> {
     /// between calls into the runtime; checked code keeps it in the run context.
     pub(crate) count: Option<(Variable, Value)>,
     /// The 4-byte loads (by pc) that cannot read the ctx, so that trusted code reads host
-    /// memory without testing the address ([`crate::ctx_loads`]).
+    /// memory without testing the address (`ctx_loads`).
     pub(crate) host_word_loads: Vec<bool>,
 }
 
@@ -78,7 +88,7 @@ pub(crate) enum Flow {
     Ended,
 }
 
-impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
+impl FuncTranslator<'_, '_> {
     fn get(&mut self, r: Reg) -> Value {
         self.b.use_var(self.regs[r.index()])
     }
@@ -589,7 +599,7 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
             let software = self.b.create_block();
             self.b.ins().brif(aligned, hardware, &[], software, &[]);
             self.enter(software);
-            let op_size = ((op.imm() as u32 as u64) << 8) | n as u64;
+            let op_size = runtime::pack_atomic(op, n);
             let status =
                 self.env
                     .atomic_unaligned(&mut self.b, addr, op_size, operand, expected, pc);
@@ -796,42 +806,5 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
         let r0 = self.b.ins().load(I64, MemFlagsData::trusted(), out, 0);
         self.set(Reg::R0, r0);
         Flow::Next
-    }
-}
-
-/// The constant r1 holds after `insn` when it held `before`: an `ld_imm64` of a constant into
-/// r1 sets it, anything else that may write r1 forgets it (what lets a map lookup right after
-/// its map's `ld_imm64` be inlined).
-pub(crate) fn r1_after(insn: &Insn, before: Option<u64>) -> Option<u64> {
-    match *insn {
-        Insn::LdImm64 {
-            dst: Reg::R1,
-            kind: LdImm64Kind::Imm,
-            imm,
-            next_imm,
-        } => Some(Insn::imm64(imm, next_imm)),
-        _ if may_write(insn, Reg::R1) => None,
-        _ => before,
-    }
-}
-
-/// Whether `insn` may change register `r` (conservatively: calls, exits and legacy packet
-/// loads count as writing every register).
-pub(crate) fn may_write(insn: &Insn, r: Reg) -> bool {
-    match *insn {
-        Insn::Alu { dst, .. }
-        | Insn::Neg { dst, .. }
-        | Insn::MovSx { dst, .. }
-        | Insn::AddrSpaceCast { dst, .. }
-        | Insn::Endian { dst, .. }
-        | Insn::LdImm64 { dst, .. }
-        | Insn::Load { dst, .. } => dst == r,
-        Insn::Atomic { src, dst, .. } => src == r || dst == r || r == Reg::R0,
-        Insn::Store { .. }
-        | Insn::StoreReg { .. }
-        | Insn::Ja { .. }
-        | Insn::Jump { .. }
-        | Insn::MayGoto { .. } => false,
-        Insn::LdAbs { .. } | Insn::LdInd { .. } | Insn::Call(_) | Insn::Exit => true,
     }
 }

@@ -1,87 +1,28 @@
-//! Helpers inlined where the kernel inlines them (`do_misc_fixups` in kernel/bpf/verifier.c):
-//! `bpf_map_lookup_elem` on an ARRAY or PERCPU_ARRAY (the maps' `map_gen_lookup`: a bounds
-//! check on the u32 key, then `base + index * round_up(value_size, 8)`, on the running CPU's
-//! copy for the per-CPU kind) and `bpf_get_smp_processor_id` (a load of the CPU number).
-//!
-//! The kernel inlines a lookup when every path to the call holds the same map in r1; the
-//! translator knows the map when the `ld_imm64` that loads it sits in the same straight-line
-//! code as the call (`FuncTranslator::known_r1`), which is how compilers emit it. Each fast
-//! path keeps the helper call as its slow path, for what it does not cover: a key outside the
-//! function's own stack frame in checked mode (the helper reports a bad key as the
-//! interpreter does), and helpers that model no CPU.
+//! Cranelift's fast paths of the helper calls the plan inlines ([`crate::plan::inline_helper`],
+//! where the kernel inlines them): `bpf_map_lookup_elem` on an array and
+//! `bpf_get_smp_processor_id`. Each fast path keeps the helper call as its slow path, for what
+//! it does not cover: a key outside the function's own stack frame in checked mode (the helper
+//! reports a bad key as the interpreter does), and helpers that model no CPU.
 
-use crate::environ::RuntimeEnv;
+use super::translate::FuncTranslator;
+use crate::plan::{self, ArrayBase, ArrayLookup, InlineHelper, Mode};
 use crate::runtime::offsets;
-use crate::translate::FuncTranslator;
 use bpfemu_isa::Reg;
-use bpfemu_vm::maps::InlineArray;
+use bpfemu_isa::inline_policy::{GET_SMP_PROCESSOR_ID, MAP_LOOKUP_ELEM};
 use cranelift_codegen::ir::{
     BlockArg, InstBuilder, MemFlagsData, Value,
     condcodes::IntCC,
     types::{I32, I64},
 };
 
-/// `BPF_FUNC_map_lookup_elem`.
-pub const MAP_LOOKUP_ELEM: i32 = 1;
-/// `BPF_FUNC_get_smp_processor_id`.
-pub const GET_SMP_PROCESSOR_ID: i32 = 8;
-
-/// An array map whose lookups compiled code does itself.
-#[derive(Clone, Copy, Debug)]
-pub struct ArrayLookup {
-    pub max_entries: u32,
-    pub slot_size: u64,
-    pub base: ArrayBase,
-}
-
-/// Where element 0 is.
-#[derive(Clone, Copy, Debug)]
-pub enum ArrayBase {
-    /// A plain array: one copy.
-    Fixed(u64),
-    /// A per-CPU array: `table` is the address of `copies` base addresses, one per CPU.
-    PerCpu { table: u64, copies: u64 },
-}
-
-/// The per-CPU base tables of a program set's per-CPU arrays: they live as long as the code
-/// that reads them (boxed slices never move).
-#[derive(Default)]
-pub struct CpuTables(Vec<Box<[u64]>>);
-
-impl CpuTables {
-    /// The lookup description of `array`, keeping its per-CPU table here.
-    pub fn describe(&mut self, array: &InlineArray) -> ArrayLookup {
-        let base = if array.percpu {
-            let table: Box<[u64]> = array.bases.clone().into_boxed_slice();
-            let base = ArrayBase::PerCpu {
-                table: table.as_ptr() as u64,
-                copies: table.len() as u64,
-            };
-            self.0.push(table);
-            base
-        } else {
-            ArrayBase::Fixed(array.bases.first().copied().unwrap_or(0))
-        };
-        ArrayLookup {
-            max_entries: array.max_entries,
-            slot_size: array.slot_size,
-            base,
-        }
-    }
-}
-
-impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
+impl FuncTranslator<'_, '_> {
     /// r0 of helper `id` through its fast path, when it has one here; the builder continues
     /// after it.
     pub(crate) fn inline_helper(&mut self, id: i32, pc: usize) -> Option<Value> {
-        match id {
-            GET_SMP_PROCESSOR_ID => Some(self.inline_cpu_id(pc)),
-            MAP_LOOKUP_ELEM => {
-                let array = *self.arrays.get(&self.known_r1?)?;
-                Some(self.inline_array_lookup(array, pc))
-            }
-            _ => None,
-        }
+        Some(match plan::inline_helper(id, self.known_r1, self.arrays)? {
+            InlineHelper::CpuId => self.inline_cpu_id(pc),
+            InlineHelper::ArrayLookup(array) => self.inline_array_lookup(array, pc),
+        })
     }
 
     /// The run's CPU, or `u64::MAX` when the helpers model none.
@@ -104,8 +45,8 @@ impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
         // The key must be readable: proven by the verifier in trusted mode, in the function's
         // own frame for the checked fast path.
         let key_ok = match self.mode {
-            crate::Mode::Trusted => None,
-            crate::Mode::Checked => Some(self.in_own_frame(key_addr, 4)),
+            Mode::Trusted => None,
+            Mode::Checked => Some(self.in_own_frame(key_addr, 4)),
         };
         let (base, fast_ok) = match array.base {
             ArrayBase::Fixed(_) => (None, key_ok),

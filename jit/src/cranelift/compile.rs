@@ -1,24 +1,19 @@
-//! The driver: turns a program set into native functions.
+//! Cranelift's driver: turns a program set into native functions.
 //!
-//! A *function* starts at an entry (instruction 0 of each program, the target of every
-//! bpf-to-bpf call, every callback whose code address an `ld_imm64` loads) and holds every
-//! instruction reachable from there by jumps. Each is split into basic blocks that end at
-//! anything that jumps, calls, exits or may stop the run (in checked mode every memory access),
-//! so that the budget is counted once per block yet stops the run exactly where the
-//! interpreter stops it, with the same side effects done. The blocks go to
-//! [`crate::translate`] one instruction at a time.
+//! A *function* starts at an entry ([`crate::plan::find_entries`]) and holds every
+//! instruction reachable from there by jumps. Each is split into the basic blocks of
+//! [`crate::plan::Cfg`], the baseline tier's too, so that the budget is counted once per block
+//! yet stops the run exactly where the interpreter stops it, with the same side effects done.
+//! The blocks go to [`super::translate`] one instruction at a time.
 
+use super::environ::VmEnv;
+use super::translate::{Flow, FuncTranslator};
 use crate::ctx_loads;
-use crate::environ::RuntimeEnv;
-use crate::environ::VmEnv;
-use crate::inline::{ArrayLookup, CpuTables};
+use crate::plan::{ArrayLookup, Cfg, FramePlan, Mode, SetPlan, find_entries, successors};
 use crate::runtime::{
-    Compiled, FRAME_SLOT, FrameMode, JitFn, MAY_GOTO_SLOT, REG_SLOTS, Shared, offsets,
+    Code, Compiled, FRAME_SLOT, JitFn, MAY_GOTO_SLOT, REG_SLOTS, Shared, offsets,
 };
-use crate::translate::{Flow, FuncTranslator};
-use crate::{Mode, Opt};
-use bpfemu_isa::{CallTarget, Insn, LdImm64Kind, Program, Reg};
-use bpfemu_vm::interp::decode_code_addr;
+use bpfemu_isa::{Insn, Program, Reg};
 use bpfemu_vm::maps::InlineArray;
 use bpfemu_vm::{Options, STACK_SIZE, VmError};
 use cranelift_codegen::ir::{
@@ -30,8 +25,21 @@ use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::OnceLock;
+
+/// Whether Cranelift optimises the code it makes (`BPFEMU_JIT_OPT=speed|none`,
+/// [`opt_level`]). `none` compiles faster and its code runs a little slower (the README has
+/// the measurements): replaying many packets repays the optimiser, so trusted code keeps it
+/// by default; checked code, dominated by its checks, gains nothing from it and compiles
+/// without.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Opt {
+    /// Cranelift's optimiser (`opt_level=speed`): the default of trusted code.
+    Speed,
+    /// No optimiser: the default of checked code.
+    None,
+}
 
 /// Compiles `progs` into native code; lookups in `arrays` (by map handle) are inlined.
 /// `stack_bound`, for trusted code: the verifier found that no function uses more than that
@@ -49,7 +57,6 @@ pub fn compile(
         arrays,
         cpu_tables,
         written_from,
-        zero_from: inline_zero_from,
         frames,
     } = SetPlan::new(progs, mode, arrays, stack_bound);
     let opt = opt_level(mode)?;
@@ -81,7 +88,6 @@ pub fn compile(
                 options,
                 arrays: &arrays,
                 frames,
-                zero_from: inline_zero_from,
             },
             &ids,
             &mut static_errors,
@@ -112,82 +118,13 @@ pub fn compile(
         may_goto_loops: options.may_goto_loops,
         stack_written_from: written_from,
         cpu_tables,
-        frame_mode: frames,
+        frame_mode: frames.mode,
     };
     Ok(Compiled::new(
-        crate::runtime::Code::Cranelift(Box::new(module)),
+        Code::Cranelift(Box::new(module)),
         shared,
         options.insn_budget,
     ))
-}
-
-/// What both tiers derive from a program set before they emit code.
-pub(crate) struct SetPlan {
-    /// The inlined array lookups, by map handle.
-    pub(crate) arrays: HashMap<u64, ArrayLookup>,
-    pub(crate) cpu_tables: CpuTables,
-    /// The lowest frame byte the code may write directly (what a parked frame zeroes).
-    pub(crate) written_from: usize,
-    /// What a call zeroes inline: everything the verifier's bound allows the frame's code and
-    /// the helpers it calls to write (the memory sees helpers' writes, inline code does not);
-    /// without a bound, the whole frame.
-    pub(crate) zero_from: usize,
-    /// Trusted code enters and leaves call frames inline; checked code asks the runtime for a
-    /// frame per call, so that an access to a returned call's frame faults.
-    pub(crate) frames: FrameMode,
-}
-
-impl SetPlan {
-    /// The plan for `progs` in `mode`; `stack_bound` counts for trusted code only.
-    pub(crate) fn new(
-        progs: &[Program],
-        mode: Mode,
-        arrays: &[(u64, InlineArray)],
-        stack_bound: Option<u32>,
-    ) -> SetPlan {
-        let mut cpu_tables = CpuTables::default();
-        let arrays = arrays
-            .iter()
-            .map(|(handle, array)| (*handle, cpu_tables.describe(array)))
-            .collect();
-        let bound_bottom = stack_bound
-            .filter(|_| mode == Mode::Trusted)
-            .map(|bound| STACK_SIZE.saturating_sub(bound as usize));
-        let frames = match mode {
-            Mode::Trusted => FrameMode::Kept,
-            Mode::Checked => FrameMode::PerCall,
-        };
-        SetPlan {
-            arrays,
-            cpu_tables,
-            written_from: stack_written_from(progs).max(bound_bottom.unwrap_or(0)),
-            zero_from: bound_bottom.unwrap_or(0),
-            frames,
-        }
-    }
-}
-
-/// The lowest stack byte (region offset) the programs' code may store to directly: stores and
-/// atomics at a constant offset from r10 write from `STACK_SIZE + off`; one through any other
-/// register may write anywhere (a pointer into the frame), so the whole frame counts.
-pub(crate) fn stack_written_from(progs: &[Program]) -> usize {
-    let stack = STACK_SIZE as i64;
-    let lowest = progs
-        .iter()
-        .flat_map(|prog| prog.iter())
-        .filter_map(|(_, insn)| match *insn {
-            Insn::Store { dst, off, .. }
-            | Insn::StoreReg { dst, off, .. }
-            | Insn::Atomic { dst, off, .. } => Some(if dst == Reg::R10 {
-                (stack + off as i64).clamp(0, stack)
-            } else {
-                0
-            }),
-            _ => None,
-        })
-        .min()
-        .unwrap_or(stack);
-    lowest as usize
 }
 
 fn compile_error(pc: usize, e: impl std::fmt::Display) -> VmError {
@@ -218,11 +155,10 @@ fn host_isa(opt: Opt) -> Result<OwnedTargetIsa, VmError> {
         .map_err(|e| compile_error(0, e))
 }
 
-/// Cranelift's settings with the optimiser at `opt_level`. The single-pass register allocator
-/// compiles trusted code in 0.72x the time (9.5 against 13.2 ms per 1,000 instructions over
-/// the corpus) but its code takes 1.6x the time a packet (geometric mean; p4_parser 2.1x,
-/// 1.07x the kernel's time overall against 0.67x): every level keeps the backtracking one. No unwind information: nothing unwinds through compiled code (the
-/// runtime's entry points are `extern "C"`).
+/// Cranelift's settings with the optimiser at `opt_level`. Every level keeps the backtracking
+/// register allocator: the single-pass one compiles faster but its code runs much slower (the
+/// README's Speed section has the figures). No unwind information: nothing unwinds through
+/// compiled code (the runtime's entry points are `extern "C"`).
 fn build_isa(opt_level: &str) -> Result<OwnedTargetIsa, Box<dyn std::error::Error>> {
     let mut flags = settings::builder();
     flags.set("opt_level", opt_level)?;
@@ -272,141 +208,6 @@ fn jit_signature(module: &JITModule) -> Signature {
     sig
 }
 
-/// The pc `off` reaches from `pc`, when an instruction starts there.
-pub(crate) fn jump_target(prog: &Program, pc: usize, off: i64) -> Option<usize> {
-    let t = usize::try_from(pc as i64 + 1 + off).ok()?;
-    prog.insn(t).map(|_| t)
-}
-
-/// Every function entry of the set, sorted.
-pub(crate) fn find_entries(progs: &[Program]) -> Vec<(usize, usize)> {
-    let mut entries: BTreeSet<(usize, usize)> = (0..progs.len()).map(|p| (p, 0)).collect();
-    for (p, prog) in progs.iter().enumerate() {
-        for (pc, insn) in prog.iter() {
-            match *insn {
-                Insn::Call(CallTarget::Local(rel)) => {
-                    if let Some(t) = jump_target(prog, pc, rel as i64) {
-                        entries.insert((p, t));
-                    }
-                }
-                Insn::LdImm64 {
-                    kind: LdImm64Kind::Imm,
-                    imm,
-                    next_imm,
-                    ..
-                } => {
-                    if let Some((q, t)) = decode_code_addr(Insn::imm64(imm, next_imm))
-                        && progs.get(q).is_some_and(|q| q.insn(t).is_some())
-                    {
-                        entries.insert((q, t));
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-    entries.into_iter().collect()
-}
-
-/// Whether the run may stop at this instruction or it has effects beyond registers, so that
-/// it must end its block: a budget that runs out inside a block then stops it before any
-/// effect the interpreter would not have had.
-pub(crate) fn ends_block(insn: &Insn, mode: Mode) -> bool {
-    match insn {
-        Insn::Ja { .. }
-        | Insn::Jump { .. }
-        | Insn::MayGoto { .. }
-        | Insn::Call(_)
-        | Insn::Exit
-        | Insn::LdAbs { .. }
-        | Insn::LdInd { .. } => true,
-        Insn::LdImm64 { kind, .. } => *kind != LdImm64Kind::Imm,
-        Insn::AddrSpaceCast { imm, .. } => *imm != 1,
-        // A write is an effect the budget must not skip; a load only stops a checked run.
-        Insn::Store { .. } | Insn::StoreReg { .. } | Insn::Atomic { .. } => true,
-        Insn::Load { .. } => mode == Mode::Checked,
-        _ => false,
-    }
-}
-
-/// The shape of one function.
-pub(crate) struct Cfg {
-    /// The instructions reachable from the entry without calls.
-    pub(crate) reached: BTreeSet<usize>,
-    /// The block leaders among them.
-    pub(crate) leaders: BTreeSet<usize>,
-    /// The leaders some jump reaches.
-    pub(crate) jump_targets: BTreeSet<usize>,
-    /// The leaders a jump from the same or a later instruction reaches: the only ones whose
-    /// predecessors are not all translated when translation, in pc order, reaches them.
-    pub(crate) loop_heads: BTreeSet<usize>,
-    /// The function's first instruction.
-    pub(crate) entry: usize,
-}
-
-pub(crate) fn blocks_of(prog: &Program, entry: usize, mode: Mode) -> Cfg {
-    let mut reached = BTreeSet::new();
-    let mut leaders = BTreeSet::from([entry]);
-    let mut jump_targets = BTreeSet::new();
-    let mut loop_heads = BTreeSet::new();
-    let mut work = vec![entry];
-    while let Some(pc) = work.pop() {
-        if !reached.insert(pc) {
-            continue;
-        }
-        let insn = *prog.insn(pc).expect("only instruction starts are reached");
-        let jump = match insn {
-            Insn::Ja { off, .. } => Some(off as i64),
-            Insn::Jump { off, .. } | Insn::MayGoto { off } => Some(off as i64),
-            _ => None,
-        };
-        if let Some(target) = jump.and_then(|off| jump_target(prog, pc, off)) {
-            jump_targets.insert(target);
-            if target <= pc {
-                loop_heads.insert(target);
-            }
-        }
-        for s in successors(prog, pc, &insn) {
-            if ends_block(&insn, mode) {
-                leaders.insert(s);
-            }
-            work.push(s);
-        }
-    }
-    leaders.retain(|pc| reached.contains(pc));
-    Cfg {
-        reached,
-        leaders,
-        jump_targets,
-        loop_heads,
-        entry,
-    }
-}
-
-/// The instructions that may run right after `insn` at `pc` within its function (calls
-/// return to the next one).
-pub(crate) fn successors<'p>(
-    prog: &'p Program,
-    pc: usize,
-    insn: &Insn,
-) -> impl Iterator<Item = usize> + use<'p> {
-    let next = pc + insn.slots();
-    let (jump, fall) = match *insn {
-        Insn::Ja { off, .. } => (jump_target(prog, pc, off as i64), None),
-        Insn::Jump { off, .. } | Insn::MayGoto { off } => {
-            (jump_target(prog, pc, off as i64), Some(next))
-        }
-        Insn::Exit => (None, None),
-        Insn::LdImm64 { kind, .. } if kind != LdImm64Kind::Imm => (None, None),
-        Insn::AddrSpaceCast { imm, .. } if imm != 1 => (None, None),
-        _ => (None, Some(next)),
-    };
-    [jump, fall]
-        .into_iter()
-        .flatten()
-        .filter(move |&s| prog.insn(s).is_some())
-}
-
 /// What one function is.
 struct Target<'a> {
     progs: &'a [Program],
@@ -415,9 +216,7 @@ struct Target<'a> {
     mode: Mode,
     options: Options,
     arrays: &'a HashMap<u64, ArrayLookup>,
-    frames: FrameMode,
-    /// The lowest frame byte code or helpers may have written.
-    zero_from: usize,
+    frames: FramePlan,
 }
 
 fn build_function(
@@ -429,12 +228,12 @@ fn build_function(
     static_errors: &mut Vec<VmError>,
 ) {
     let prog = &target.progs[target.prog];
-    let cfg = blocks_of(prog, target.entry, target.mode);
+    let cfg = Cfg::of(prog, target.entry, target.mode);
     let host_word_loads = match target.mode {
         Mode::Trusted => ctx_loads::host_word_loads(
             prog,
             target.entry,
-            |pc| cfg.reached.contains(&pc),
+            |pc| cfg.reached(pc),
             |pc, insn| successors(prog, pc, insn),
         ),
         Mode::Checked => Vec::new(),
@@ -446,8 +245,7 @@ fn build_function(
     let params = b.block_params(entry_block).to_vec();
     let (ctx, in_regs) = (params[0], params[1]);
     let call_conv = module.isa().default_call_conv();
-    let mut env =
-        VmEnv::new(ctx, call_conv, static_errors).with_frames(target.frames, target.zero_from);
+    let mut env = VmEnv::new(ctx, call_conv, static_errors).with_frames(target.frames);
 
     let regs: [_; Reg::COUNT] = std::array::from_fn(|_| b.declare_var(I64));
     let may_goto = b.declare_var(I64);
@@ -481,11 +279,7 @@ fn build_function(
         }
     }
 
-    let blocks: HashMap<usize, _> = cfg
-        .leaders
-        .iter()
-        .map(|&pc| (pc, b.create_block()))
-        .collect();
+    let blocks: HashMap<usize, _> = cfg.leaders().map(|pc| (pc, b.create_block())).collect();
     let propagate = b.create_block();
     let status = b.append_block_param(propagate, I64);
     let budget_block = b.create_block();
@@ -495,7 +289,7 @@ fn build_function(
 
     let mut t = FuncTranslator {
         b,
-        env: &mut env,
+        env,
         mode: target.mode,
         prog_index: target.prog,
         prog,
@@ -519,10 +313,10 @@ fn build_function(
         host_word_loads,
     };
     let mut counted = false;
-    for &leader in &cfg.leaders {
+    for leader in cfg.leaders() {
         // Straight-line knowledge flows into a block only from the one before it, and only
         // when nothing jumps there.
-        if leader == target.entry || cfg.jump_targets.contains(&leader) {
+        if leader == target.entry || cfg.is_jump_target(leader) {
             t.known_r1 = None;
         }
         counted = translate_block(&mut t, &cfg, leader, counted);
@@ -543,41 +337,20 @@ fn build_function(
     t.b.finalize(module.isa().frontend_config());
 }
 
-/// The instructions of the basic block that starts at `leader`: up to one that ends it, or up
-/// to the next leader.
-pub(crate) fn block_insns(
-    prog: &Program,
-    cfg: &Cfg,
-    mode: Mode,
-    leader: usize,
-) -> Vec<(usize, Insn)> {
-    let mut insns = Vec::new();
-    let mut pc = leader;
-    loop {
-        let insn = *prog.insn(pc).expect("reached");
-        insns.push((pc, insn));
-        let next = pc + insn.slots();
-        if ends_block(&insn, mode) || cfg.leaders.contains(&next) || !cfg.reached.contains(&next) {
-            return insns;
-        }
-        pc = next;
-    }
-}
-
 /// Translates the basic block that starts at `leader`. `counted`: the block before, its only
 /// predecessor, already tested the budget for it. Returns whether this block did so for the
 /// block after it: when it falls through into a block nothing jumps to, the test ends this
 /// block instead of opening that one, which saves a block a test (a third of the blocks of
 /// most programs, and of the register allocator's work).
-fn translate_block<E: RuntimeEnv>(
-    t: &mut FuncTranslator<'_, '_, E>,
+fn translate_block(
+    t: &mut FuncTranslator<'_, '_>,
     cfg: &Cfg,
     leader: usize,
     counted: bool,
 ) -> bool {
-    let insns = block_insns(t.prog, cfg, t.mode, leader);
+    let insns: Vec<(usize, Insn)> = cfg.block(t.prog, leader, t.mode).collect();
     let block = t.blocks[&leader];
-    if cfg.loop_heads.contains(&leader) {
+    if cfg.is_loop_head(leader) {
         t.b.switch_to_block(block);
     } else {
         t.enter(block);
@@ -595,11 +368,10 @@ fn translate_block<E: RuntimeEnv>(
     let (pc, insn) = *insns.last().expect("a block has an instruction");
     let next_pc = pc + insn.slots();
     let next = t.next_block(next_pc);
-    let only_from_here = cfg.leaders.contains(&next_pc)
-        && !cfg.jump_targets.contains(&next_pc)
-        && next_pc != cfg.entry;
+    let only_from_here =
+        cfg.is_leader(next_pc) && !cfg.is_jump_target(next_pc) && next_pc != cfg.entry;
     if only_from_here {
-        let len = block_insns(t.prog, cfg, t.mode, next_pc).len();
+        let len = cfg.block(t.prog, next_pc, t.mode).count();
         t.count_block(next_pc, len as u64, next);
     } else {
         t.b.ins().jump(next, &[]);

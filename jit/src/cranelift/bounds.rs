@@ -17,27 +17,14 @@
 //!   reads `xdp_buff`. A 4-byte load whose base register cannot hold a ctx pointer
 //!   (`ctx_loads.rs`) skips that test.
 
-use crate::Mode;
-use crate::environ::RuntimeEnv;
+use super::translate::{FuncTranslator, mem_type};
+use crate::plan::Mode;
 use crate::runtime::{STATUS_OK, offsets};
-use crate::translate::FuncTranslator;
 use bpfemu_isa::Size;
 use bpfemu_vm::STACK_SIZE;
 use cranelift_codegen::ir::{
-    Block, BlockArg, InstBuilder, MemFlagsData, Type, Value,
-    condcodes::IntCC,
-    types::{I8, I16, I32, I64},
+    Block, BlockArg, InstBuilder, MemFlagsData, Value, condcodes::IntCC, types::I64,
 };
-
-/// The CLIF type of an access of `size`.
-pub fn mem_type(size: Size) -> Type {
-    match size {
-        Size::B => I8,
-        Size::H => I16,
-        Size::W => I32,
-        Size::DW => I64,
-    }
-}
 
 // The checks branch on the status itself: any status but OK stops the run.
 const _: () = assert!(STATUS_OK == 0);
@@ -46,7 +33,7 @@ fn host_flags() -> MemFlagsData {
     MemFlagsData::new()
 }
 
-impl<E: RuntimeEnv> FuncTranslator<'_, '_, E> {
+impl FuncTranslator<'_, '_> {
     /// True when `[addr, addr + len)` lies inside this function's stack frame.
     pub(crate) fn in_own_frame(&mut self, addr: Value, len: usize) -> Value {
         let off = self.b.ins().isub(addr, self.frame_bottom);

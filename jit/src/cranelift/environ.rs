@@ -1,13 +1,14 @@
 //! The environment: the only door from translated code to the runtime.
 //!
-//! The translator ([`crate::translate`]) knows the eBPF instruction set and nothing of how
+//! The translator ([`super::translate`]) knows the eBPF instruction set and nothing of how
 //! memory, helpers, frames or errors are kept; whenever an instruction needs the runtime, it
-//! asks a [`RuntimeEnv`] to emit the code that reaches it (as wasmtime's translator asks its
-//! `FuncEnvironment`). [`VmEnv`] is the environment of bpfemu's vm: calls into the entry
-//! points of [`crate::runtime`] over the vm's [`Memory`](bpfemu_vm::Memory) and
-//! [`Helpers`](bpfemu_vm::Helpers).
+//! asks the [`VmEnv`] to emit the code that reaches it (as wasmtime's translator asks its
+//! `FuncEnvironment`): calls into the entry points of [`crate::runtime`] over the vm's
+//! [`Memory`](bpfemu_vm::Memory) and [`Helpers`](bpfemu_vm::Helpers). There is one runtime,
+//! so it is a concrete type, not a trait the translator is generic over.
 
-use crate::runtime::{self, FrameMode, offsets};
+use crate::plan::{FrameMode, FramePlan};
+use crate::runtime::{self, offsets};
 use bpfemu_vm::{MAX_CALL_FRAMES, STACK_SIZE, VmError};
 use cranelift_codegen::ir::{
     AbiParam, BlockArg, InstBuilder, MemFlagsData, SigRef, Signature, Value, condcodes::IntCC,
@@ -16,65 +17,11 @@ use cranelift_codegen::ir::{
 use cranelift_codegen::isa::CallConv;
 use cranelift_frontend::{FunctionBuilder, Variable};
 
-/// What translated code needs from the runtime. Every method emits code at the builder's
-/// current position; the ones that return a status leave its test to the translator
-/// ([`runtime::STATUS_OK`], [`runtime::STATUS_FAIL`], [`runtime::STATUS_SPECIAL`]).
-pub trait RuntimeEnv {
-    /// Reads `len` bytes at `addr` through the runtime's checks (plain memory or a converted
-    /// ctx field's value), leaving the value for [`RuntimeEnv::scratch`].
-    fn checked_read(
-        &mut self,
-        b: &mut FunctionBuilder,
-        addr: Value,
-        len: usize,
-        pc: usize,
-    ) -> Value;
-    /// Validates a write of `len` bytes at `addr`.
-    fn check_write(&mut self, b: &mut FunctionBuilder, addr: Value, len: usize, pc: usize)
-    -> Value;
-    /// An atomic read-modify-write the hardware cannot do atomically (a misaligned address);
-    /// the old value is left in scratch.
-    fn atomic_unaligned(
-        &mut self,
-        b: &mut FunctionBuilder,
-        addr: Value,
-        op_size: u64,
-        operand: Value,
-        expected: Value,
-        pc: usize,
-    ) -> Value;
-    /// Calls helper `id` with r1-r5 in the register array at `regs`.
-    fn call_helper(&mut self, b: &mut FunctionBuilder, id: i32, regs: Value, pc: usize) -> Value;
-    /// Calls the kfunc `btf_id` of module BTF `off` with r1-r5 in the register array at
-    /// `regs` (r0 in scratch).
-    fn call_kfunc(
-        &mut self,
-        b: &mut FunctionBuilder,
-        btf_id: i32,
-        off: i16,
-        regs: Value,
-        pc: usize,
-    ) -> Value;
-    /// Adds the stack frame of a call from `pc` to `target` (its r10 in scratch).
-    fn push_frame(&mut self, b: &mut FunctionBuilder, pc: usize, target: usize) -> Value;
-    /// Removes the innermost stack frame.
-    fn pop_frame(&mut self, b: &mut FunctionBuilder);
-    /// Stops the run with `error`, known at compile time.
-    fn fail(&mut self, b: &mut FunctionBuilder, error: VmError) -> Value;
-    /// Stops the run: the budget ran out in the block at `start` of program `prog`.
-    fn budget_exhausted(&mut self, b: &mut FunctionBuilder, prog: usize, start: Value) -> Value;
-    /// LD_ABS/LD_IND of `len` bytes at packet offset `offset`.
-    fn legacy_load(&mut self, b: &mut FunctionBuilder, offset: Value, len: u64, pc: usize)
-    -> Value;
-    /// The value the last entry point left.
-    fn scratch(&mut self, b: &mut FunctionBuilder) -> Value;
-    /// Loads / stores a run-context field (`offsets`).
-    fn load_field(&mut self, b: &mut FunctionBuilder, offset: i32) -> Value;
-    fn store_field(&mut self, b: &mut FunctionBuilder, offset: i32, value: Value);
-}
-
-/// The vm's environment. One per compiled function (signatures are per function); the
-/// compile-time errors collect across functions.
+/// The vm's environment: what translated code needs from the runtime. Every method emits code
+/// at the builder's current position; the ones that return a status leave its test to the
+/// translator ([`runtime::STATUS_OK`], [`runtime::STATUS_FAIL`], [`runtime::STATUS_SPECIAL`]).
+/// One per compiled function (signatures are per function); the compile-time errors collect
+/// across functions.
 pub struct VmEnv<'a> {
     ctx: Value,
     sigs: Vec<(usize, SigRef)>,
@@ -85,14 +32,9 @@ pub struct VmEnv<'a> {
     /// into the runtime (which reads it, and may run callbacks that add to it) and loaded
     /// back after.
     count: Option<Variable>,
-    /// How calls get their frames, and the lowest frame byte code may have written.
-    frames: FrameMode,
-    zero_from: usize,
+    /// How calls get their frames, and what of them a call zeroes.
+    frames: FramePlan,
 }
-
-/// The most frame bytes a [`FrameMode::Kept`] call zeroes inline (one store per 8 bytes);
-/// a program that may write more of its frames asks the runtime at each call.
-const INLINE_ZERO_MAX: usize = 128;
 
 impl<'a> VmEnv<'a> {
     /// `ctx` is the function's run-context parameter.
@@ -103,19 +45,16 @@ impl<'a> VmEnv<'a> {
             call_conv,
             static_errors,
             count: None,
-            frames: FrameMode::PerCall,
-            zero_from: STACK_SIZE,
+            frames: FramePlan {
+                mode: FrameMode::PerCall,
+                zero_from: STACK_SIZE,
+            },
         }
     }
 
-    /// Calls get their frames as `frames` says; code and helpers write frames from byte
-    /// `zero_from` up.
-    pub fn with_frames(self, frames: FrameMode, zero_from: usize) -> Self {
-        VmEnv {
-            frames,
-            zero_from,
-            ..self
-        }
+    /// Calls get their frames as `frames` says.
+    pub fn with_frames(self, frames: FramePlan) -> Self {
+        VmEnv { frames, ..self }
     }
 
     /// [`FrameMode::Kept`]'s call, inline: one depth deeper into the frame kept there,
@@ -149,9 +88,8 @@ impl<'a> VmEnv<'a> {
         b.switch_to_block(kept);
         let top = b.block_params(kept)[0];
         let zero = b.ins().iconst(I64, 0);
-        for byte in (self.zero_from / 8 * 8..STACK_SIZE).step_by(8) {
-            b.ins()
-                .store(flags, zero, top, byte as i32 - STACK_SIZE as i32);
+        for offset in self.frames.zeroed_words() {
+            b.ins().store(flags, zero, top, offset);
         }
         self.store_field(b, offsets::DEPTH, deeper);
         self.store_field(b, offsets::SCRATCH, top);
@@ -219,8 +157,10 @@ impl<'a> VmEnv<'a> {
     }
 }
 
-impl RuntimeEnv for VmEnv<'_> {
-    fn checked_read(
+impl VmEnv<'_> {
+    /// Reads `len` bytes at `addr` through the runtime's checks (plain memory or a converted
+    /// ctx field's value), leaving the value for [`VmEnv::scratch`].
+    pub(crate) fn checked_read(
         &mut self,
         b: &mut FunctionBuilder,
         addr: Value,
@@ -231,7 +171,8 @@ impl RuntimeEnv for VmEnv<'_> {
         self.call(b, runtime::jit_read as *const () as usize, &args, true)
     }
 
-    fn check_write(
+    /// Validates a write of `len` bytes at `addr`.
+    pub(crate) fn check_write(
         &mut self,
         b: &mut FunctionBuilder,
         addr: Value,
@@ -247,7 +188,9 @@ impl RuntimeEnv for VmEnv<'_> {
         )
     }
 
-    fn atomic_unaligned(
+    /// An atomic read-modify-write the hardware cannot do atomically (a misaligned address);
+    /// the old value is left in scratch.
+    pub(crate) fn atomic_unaligned(
         &mut self,
         b: &mut FunctionBuilder,
         addr: Value,
@@ -271,7 +214,14 @@ impl RuntimeEnv for VmEnv<'_> {
         )
     }
 
-    fn call_helper(&mut self, b: &mut FunctionBuilder, id: i32, regs: Value, pc: usize) -> Value {
+    /// Calls helper `id` with r1-r5 in the register array at `regs`.
+    pub(crate) fn call_helper(
+        &mut self,
+        b: &mut FunctionBuilder,
+        id: i32,
+        regs: Value,
+        pc: usize,
+    ) -> Value {
         let args = [
             Self::konst(b, id as u32 as u64),
             regs,
@@ -280,7 +230,9 @@ impl RuntimeEnv for VmEnv<'_> {
         self.call(b, runtime::jit_helper as *const () as usize, &args, true)
     }
 
-    fn call_kfunc(
+    /// Calls the kfunc `btf_id` of module BTF `off` with r1-r5 in the register array at
+    /// `regs` (r0 in scratch).
+    pub(crate) fn call_kfunc(
         &mut self,
         b: &mut FunctionBuilder,
         btf_id: i32,
@@ -296,8 +248,14 @@ impl RuntimeEnv for VmEnv<'_> {
         self.call(b, runtime::jit_kfunc as *const () as usize, &args, true)
     }
 
-    fn push_frame(&mut self, b: &mut FunctionBuilder, pc: usize, target: usize) -> Value {
-        if self.frames == FrameMode::Kept && STACK_SIZE - self.zero_from <= INLINE_ZERO_MAX {
+    /// Adds the stack frame of a call from `pc` to `target` (its r10 in scratch).
+    pub(crate) fn push_frame(
+        &mut self,
+        b: &mut FunctionBuilder,
+        pc: usize,
+        target: usize,
+    ) -> Value {
+        if self.frames.enters_inline() {
             return self.enter_kept_frame(b, pc, target);
         }
         let args = [Self::konst(b, pc as u64), Self::konst(b, target as u64)];
@@ -309,8 +267,9 @@ impl RuntimeEnv for VmEnv<'_> {
         )
     }
 
-    fn pop_frame(&mut self, b: &mut FunctionBuilder) {
-        if self.frames == FrameMode::Kept {
+    /// Removes the innermost stack frame.
+    pub(crate) fn pop_frame(&mut self, b: &mut FunctionBuilder) {
+        if self.frames.mode == FrameMode::Kept {
             // The frame stays for the next call at this depth.
             let depth = self.load_field(b, offsets::DEPTH);
             let shallower = b.ins().iadd_imm_s(depth, -1);
@@ -320,14 +279,21 @@ impl RuntimeEnv for VmEnv<'_> {
         self.call(b, runtime::jit_pop_frame as *const () as usize, &[], false);
     }
 
-    fn fail(&mut self, b: &mut FunctionBuilder, error: VmError) -> Value {
+    /// Stops the run with `error`, known at compile time.
+    pub(crate) fn fail(&mut self, b: &mut FunctionBuilder, error: VmError) -> Value {
         let index = self.static_errors.len() as u64;
         self.static_errors.push(error);
         let args = [Self::konst(b, index)];
         self.call(b, runtime::jit_fail as *const () as usize, &args, true)
     }
 
-    fn budget_exhausted(&mut self, b: &mut FunctionBuilder, prog: usize, start: Value) -> Value {
+    /// Stops the run: the budget ran out in the block at `start` of program `prog`.
+    pub(crate) fn budget_exhausted(
+        &mut self,
+        b: &mut FunctionBuilder,
+        prog: usize,
+        start: Value,
+    ) -> Value {
         let args = [Self::konst(b, prog as u64), start];
         self.call(
             b,
@@ -337,7 +303,8 @@ impl RuntimeEnv for VmEnv<'_> {
         )
     }
 
-    fn legacy_load(
+    /// LD_ABS/LD_IND of `len` bytes at packet offset `offset`.
+    pub(crate) fn legacy_load(
         &mut self,
         b: &mut FunctionBuilder,
         offset: Value,
@@ -353,15 +320,17 @@ impl RuntimeEnv for VmEnv<'_> {
         )
     }
 
-    fn scratch(&mut self, b: &mut FunctionBuilder) -> Value {
+    /// The value the last entry point left.
+    pub(crate) fn scratch(&mut self, b: &mut FunctionBuilder) -> Value {
         self.load_field(b, offsets::SCRATCH)
     }
 
-    fn load_field(&mut self, b: &mut FunctionBuilder, offset: i32) -> Value {
+    /// Loads / stores a run-context field (`offsets`).
+    pub(crate) fn load_field(&mut self, b: &mut FunctionBuilder, offset: i32) -> Value {
         b.ins().load(I64, MemFlagsData::trusted(), self.ctx, offset)
     }
 
-    fn store_field(&mut self, b: &mut FunctionBuilder, offset: i32, value: Value) {
+    pub(crate) fn store_field(&mut self, b: &mut FunctionBuilder, offset: i32, value: Value) {
         b.ins()
             .store(MemFlagsData::trusted(), value, self.ctx, offset);
     }
