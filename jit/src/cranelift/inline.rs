@@ -8,7 +8,7 @@ use super::translate::FuncTranslator;
 use crate::plan::{self, ArrayBase, ArrayLookup, InlineHelper, Mode};
 use crate::runtime::offsets;
 use bpfemu_isa::Reg;
-use bpfemu_isa::inline_policy::{GET_SMP_PROCESSOR_ID, MAP_LOOKUP_ELEM};
+use bpfemu_isa::helpers::id::{GET_SMP_PROCESSOR_ID, MAP_LOOKUP_ELEM};
 use cranelift_codegen::ir::{
     BlockArg, InstBuilder, MemFlagsData, Value,
     condcodes::IntCC,
