@@ -410,8 +410,6 @@ impl Session {
                 cpus,
                 seed,
                 fib: fib.clone(),
-                // kfunc ids name functions of the BTF the loader resolved them against.
-                kernel_btf: opts.load.target_btf.clone(),
                 ..XdpConfig::default()
             };
             let mut rt =

@@ -435,8 +435,6 @@ impl Replayer {
             cpus: opts.cpus.max(1),
             seed: opts.seed,
             fib,
-            // kfunc ids name functions of the BTF the loader resolved them against.
-            kernel_btf: opts.load.target_btf.clone(),
             ..XdpConfig::default()
         };
         let mut runtime = runtime::build_runtime(&object, config)

@@ -121,6 +121,7 @@ pub fn require_verified_for(
             let rejected = crate::verify::ProgramVerdict {
                 program: spec,
                 verdict,
+                kernel: &obj.kernel,
             };
             return Err(format!(
                 "{}--engine {name} runs only what bpfemu's verifier accepts, and it rejects \
@@ -154,8 +155,14 @@ fn makes_tail_calls(spec: &ProgramSpec) -> bool {
 /// `BPF_MAP_TYPE_PROG_ARRAY`.
 const PROG_ARRAY: u32 = 3;
 
-/// Builds the runtime for every program and map of `obj`.
+/// Builds the runtime for every program and map of `obj`. The kfuncs its programs call are
+/// named from the kernel it was loaded into (whose BTF ids they hold), whatever
+/// `cfg.kfunc_names` says.
 pub fn build_runtime(obj: &Object, cfg: XdpConfig) -> Result<XdpRuntime, BuildError> {
+    let cfg = XdpConfig {
+        kfunc_names: obj.kfunc_names().map_err(|e| e.to_string()),
+        ..cfg
+    };
     let programs = obj
         .programs
         .iter()
