@@ -7,12 +7,13 @@ use anyhow::Context;
 use bpfemu::conformance::runner::{self, Mode};
 use bpfemu::prepare::{Prepared, Refusal, RefusalKind};
 use bpfemu_jit::Engine;
-use bpfemu_loader::{LoadOptions, Object};
+use bpfemu_loader::{Kernel, LoadOptions, Object};
 use clap::{Parser, Subcommand};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::OnceLock;
 
 #[derive(Parser)]
 #[command(
@@ -344,15 +345,27 @@ struct LoadArgs {
     /// max_entries for a map declared with 0, `NAME=N` (repeatable).
     #[arg(long = "map-size", value_name = "NAME=N", value_parser = parse_map_size)]
     map_sizes: Vec<(String, u32)>,
-    /// Target BTF for CO-RE and ksyms (default: /sys/kernel/btf/vmlinux).
+    /// The kernel's BTF: CO-RE, ksyms, the verifier's kfunc checks and the kfuncs the
+    /// runtime calls follow it (default: /sys/kernel/btf/vmlinux).
     #[arg(long, value_name = "FILE")]
     btf: Option<PathBuf>,
+    /// The kernel `btf` stands for, built on first use and shared by every load of the
+    /// command, so its BTF is read at most once.
+    #[arg(skip)]
+    kernel: OnceLock<Kernel>,
 }
 
 impl LoadArgs {
     fn options(&self) -> LoadOptions {
         LoadOptions {
-            target_btf: self.btf.clone(),
+            kernel: self
+                .kernel
+                .get_or_init(|| {
+                    self.btf
+                        .as_ref()
+                        .map_or_else(Kernel::running, Kernel::with_btf_file)
+                })
+                .clone(),
             map_sizes: self.map_sizes.iter().cloned().collect::<BTreeMap<_, _>>(),
             kconfig: None,
             // bpfemu's commands run XDP programs: a section that names no type (iproute2's
@@ -433,14 +446,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => {
             let object = load_object(&obj, &load)?;
             let kernel_btf = disasm::calls_kfuncs(&object)
-                .then(|| kernel_btf(load.btf.as_deref()))
+                .then(|| object.kernel.btf().ok())
                 .flatten();
             let rendered = if xlated {
-                disasm::render_xlated(&object, prog.as_deref(), kernel_btf.as_ref())
+                disasm::render_xlated(&object, prog.as_deref(), kernel_btf)
                     .map(|r| r.map_err(|e| anyhow::anyhow!("{}: {e}", obj.display())))
                     .transpose()?
             } else {
-                disasm::render(&object, prog.as_deref(), kernel_btf.as_ref())
+                disasm::render(&object, prog.as_deref(), kernel_btf)
             };
             let text = rendered.with_context(|| {
                 format!(
@@ -724,12 +737,6 @@ fn load_object(path: &Path, load: &LoadArgs) -> anyhow::Result<Object> {
     let object = bpfemu_loader::load_file(path, &load.options())?;
     bpfemu::replay::print_warnings(path, &object);
     Ok(object)
-}
-
-/// The kernel BTF that names kfuncs, when it can be read.
-fn kernel_btf(path: Option<&Path>) -> Option<bpfemu_loader::btf::Btf> {
-    let path = path.unwrap_or(Path::new("/sys/kernel/btf/vmlinux"));
-    bpfemu_loader::btf::Btf::parse(&std::fs::read(path).ok()?).ok()
 }
 
 fn conformance(

@@ -21,7 +21,7 @@ use anyhow::{Context, Result};
 use bpfemu_isa::helpers::id;
 use bpfemu_isa::{CallTarget, Insn};
 use bpfemu_jit::Engine;
-use bpfemu_loader::{LoadOptions, Object, ProgramSpec};
+use bpfemu_loader::{Kernel, LoadOptions, Object, ProgramSpec};
 use bpfemu_verifier::{Options, ProgramInput, Verdict, verify};
 use bpfemu_vm::fib::Fib;
 use bpfemu_vm::xdp::{XdpConfig, XdpRuntime};
@@ -199,8 +199,6 @@ impl Prepared {
             cpus: setup.cpus.max(1),
             seed: setup.seed,
             fib: setup.fib.clone(),
-            // kfunc ids name functions of the BTF the loader resolved them against.
-            kernel_btf: self.load.target_btf.clone(),
             ..XdpConfig::default()
         };
         let mut runtime = crate::vm_runtime::build_runtime(&self.object, config)
@@ -248,7 +246,7 @@ impl Prepared {
             text: format!(
                 "{}bpfemu: {object}: the verifier rejects program {} (--no-verify runs it \
                  unverified, in checked mode)",
-                placed_error(&object, program, verdict),
+                placed_error(&object, &self.object.kernel, program, verdict),
                 program.name
             ),
             kind: RefusalKind::Rejected,
@@ -276,7 +274,7 @@ impl Prepared {
             format!(
                 "{}--engine {name} runs only what bpfemu's verifier accepts, and it rejects \
                  program {}: run it with --engine jit (every access checked)",
-                placed_error(&object, program, verdict),
+                placed_error(&object, &self.object.kernel, program, verdict),
                 program.name
             )
         } else {
@@ -290,12 +288,13 @@ impl Prepared {
 }
 
 /// The verifier's rejection as `bpfemu verify` prints it (`file.c:LINE:COL: error: ...`).
-fn placed_error(object: &str, program: &ProgramSpec, verdict: &Verdict) -> String {
+fn placed_error(object: &str, kernel: &Kernel, program: &ProgramSpec, verdict: &Verdict) -> String {
     error_text(
         object,
         &ProgramVerdict {
             program,
             verdict: verdict.clone(),
+            kernel,
         },
     )
 }

@@ -5,7 +5,7 @@
 use bpfemu_isa::disasm::log_line;
 use bpfemu_isa::uapi::{BPF_PROG_TYPE_XDP, prog_type_short_name};
 use bpfemu_isa::{Insn, RawInsn};
-use bpfemu_loader::{Object, ProgramSpec, SourceLine};
+use bpfemu_loader::{Kernel, Object, ProgramSpec, SourceLine};
 use bpfemu_verifier::{Options, ProgramInput, Verdict, verify};
 use serde_json::{Value, json};
 use std::fmt::Write;
@@ -14,6 +14,8 @@ use std::fmt::Write;
 pub struct ProgramVerdict<'a> {
     pub program: &'a ProgramSpec,
     pub verdict: Verdict,
+    /// The kernel it was judged by (its BTF names kfunc calls in messages).
+    pub kernel: &'a Kernel,
 }
 
 impl ProgramVerdict<'_> {
@@ -87,6 +89,7 @@ pub fn verify_object<'a>(
             .map(|program| ProgramVerdict {
                 program,
                 verdict: verify(&ProgramInput::new(obj, program), &opts),
+                kernel: &obj.kernel,
             })
             .collect(),
         not_verified: other,
@@ -94,11 +97,12 @@ pub fn verify_object<'a>(
 }
 
 /// The instruction at `pc` as the kernel's log prints it (`12: (71) r0 = *(u8 *)(r2 +14)`).
-fn insn_line(insns: &[RawInsn], pc: usize) -> Option<String> {
+fn insn_line(kernel: &Kernel, insns: &[RawInsn], pc: usize) -> Option<String> {
     let (insn, _) = Insn::decode(insns, pc).ok()?;
     let raw = insns.get(pc)?;
     // A kfunc call is named as the kernel's log names it (`call bpf_throw#65988`).
     Some(bpfemu_verifier::explore::kfunc_named(
+        kernel,
         raw,
         log_line(pc, raw.code, &insn),
     ))
@@ -126,7 +130,10 @@ pub fn error_text(object: &str, v: &ProgramVerdict<'_>) -> String {
             writeln!(out, "{object}: error: {}: {}", v.program.name, r.message).expect("string")
         }
     }
-    if let Some(line) = r.insn.and_then(|pc| insn_line(&v.program.insns, pc)) {
+    if let Some(line) = r
+        .insn
+        .and_then(|pc| insn_line(v.kernel, &v.program.insns, pc))
+    {
         writeln!(out, "  insn {line}").expect("string");
     }
     out
@@ -226,7 +233,11 @@ pub fn to_json(object: &str, report: &Report<'_>, with_log: bool) -> Value {
             if let Some(r) = v.verdict.rejection() {
                 p["message"] = json!(r.message);
                 p["insn"] = json!(r.insn);
-                p["insn_text"] = json!(r.insn.and_then(|pc| insn_line(&v.program.insns, pc)));
+                p["insn_text"] = json!(r.insn.and_then(|pc| insn_line(
+                    v.kernel,
+                    &v.program.insns,
+                    pc
+                )));
                 let source = r
                     .source
                     .clone()

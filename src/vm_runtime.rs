@@ -14,8 +14,14 @@ use bpfemu_loader::{MapOrigin, Object};
 use bpfemu_vm::maps::MapSpec as VmMapSpec;
 use bpfemu_vm::xdp::{MapInit, RuntimeError, XdpConfig, XdpProgramSpec, XdpRuntime};
 
-/// Builds the runtime for every program and map of `obj`.
+/// Builds the runtime for every program and map of `obj`. The kfuncs its programs call are
+/// named from the kernel it was loaded into (whose BTF ids they hold), whatever
+/// `cfg.kfunc_names` says.
 pub fn build_runtime(obj: &Object, cfg: XdpConfig) -> Result<XdpRuntime, BuildError> {
+    let cfg = XdpConfig {
+        kfunc_names: obj.kfunc_names().map_err(|e| e.to_string()),
+        ..cfg
+    };
     let programs = obj
         .programs
         .iter()

@@ -312,20 +312,21 @@ fn register_probe(ids: [i32; 3], start: i32, end: i32, probe: u8) -> Vec<bpfemu_
 fn registers_after_the_kfuncs_match_the_kernel() {
     use bpfemu_kernel as kernel;
     use bpfemu_vm::xdp::XdpProgramSpec;
-    use bpfemu_vm::xdp::kfuncs::KfuncResolver;
     if !kernel_or_skip("registers_after_the_kfuncs_match_the_kernel") {
         return;
     }
-    let mut resolver = KfuncResolver::new(None);
+    let running = bpfemu_loader::Kernel::running();
+    let btf = running.btf().expect("the running kernel's BTF");
     let ids = [
         "bpf_iter_num_new",
         "bpf_iter_num_next",
         "bpf_iter_num_destroy",
     ]
     .map(|name| {
-        resolver
-            .btf_id(name)
-            .expect("the kernel's BTF names the kfunc")
+        btf.find_by_name_kind(name, |k| {
+            matches!(k, bpfemu_loader::btf::BtfKind::Func { .. })
+        })
+        .expect("the kernel's BTF names the kfunc") as i32
     });
     let cases = [
         (5, 3),
@@ -334,6 +335,21 @@ fn registers_after_the_kfuncs_match_the_kernel() {
         (i32::MIN, i32::MIN + 1),
         (9, 9),
     ];
+    // The runtime is told the names of the ids, as build_runtime tells it from an object.
+    let config = XdpConfig {
+        kfunc_names: Ok(ids
+            .into_iter()
+            .zip(
+                [
+                    "bpf_iter_num_new",
+                    "bpf_iter_num_next",
+                    "bpf_iter_num_destroy",
+                ]
+                .map(String::from),
+            )
+            .collect()),
+        ..XdpConfig::default()
+    };
     let packet = packet(&[]);
     let mut compared = 0;
     for (start, end) in cases {
@@ -357,7 +373,7 @@ fn registers_after_the_kfuncs_match_the_kernel() {
                     name: "probe".into(),
                     insns: insns.clone(),
                 };
-                let mut rt = XdpRuntime::new(vec![spec], vec![], XdpConfig::default()).unwrap();
+                let mut rt = XdpRuntime::new(vec![spec], vec![], config.clone()).unwrap();
                 rt.set_engine(&*engine.build(None)).unwrap();
                 let ours = rt
                     .run(0, &packet, &PacketMeta::default())

@@ -363,3 +363,81 @@ fn programs_of_other_types_are_named_not_verified() {
         text(&out.stderr)
     );
 }
+
+/// `--btf FILE` is the kernel the verifier judges kfunc calls by, not only the one the loader
+/// resolves `__ksym` externs against, and the runtime names the kfuncs from it too. FILE here
+/// is the running kernel's BTF with `bpf_iter_num_new` and `schedule` trading type ids: the
+/// iterator programs' calls then hold `schedule`'s id of the running kernel, which names
+/// `bpf_iter_num_new` only in FILE. Judged by FILE, every verdict is the one they get from
+/// the running kernel; judged by the running kernel, the calls would be calls of `schedule`.
+#[test]
+fn the_verifier_judges_kfunc_calls_by_the_btf_given() {
+    use bpfemu_loader::btf::{Btf, BtfKind};
+    use bpfemu_loader::{Kernel, LoadOptions, load_file};
+    let Ok(raw) = std::fs::read("/sys/kernel/btf/vmlinux") else {
+        eprintln!("skipping: no /sys/kernel/btf/vmlinux to derive another BTF from");
+        return;
+    };
+    let mut btf = Btf::parse(&raw).expect("vmlinux BTF parses");
+    let func = |btf: &Btf, name| {
+        btf.find_by_name_kind(name, |k| matches!(k, BtfKind::Func { .. }))
+            .unwrap_or_else(|| panic!("vmlinux has {name}")) as usize
+    };
+    let (iter_new, schedule) = (func(&btf, "bpf_iter_num_new"), func(&btf, "schedule"));
+    btf.types.swap(iter_new, schedule);
+    let other = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("iter_num_new_swapped.btf");
+    std::fs::write(&other, btf.to_kernel_bytes().bytes).expect("the BTF is written");
+
+    let object = root().join("tests/data/verify/iterators.o");
+    let verdicts = |extra: &[&str]| {
+        let mut args = vec!["verify", "--json", object.to_str().unwrap()];
+        args.extend(extra);
+        let out = bpfemu(&args);
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)));
+        let words: Vec<(String, String)> = doc["programs"]
+            .as_array()
+            .expect("programs")
+            .iter()
+            .map(|p| (p["name"].to_string(), p["verdict"].to_string()))
+            .collect();
+        (words, out.status.code())
+    };
+    let running = verdicts(&[]);
+    assert!(
+        running.0.iter().any(|(_, v)| v == "\"accepted\""),
+        "{running:?}"
+    );
+    assert_eq!(verdicts(&["--btf", other.to_str().unwrap()]), running);
+
+    // The same through the library: the object keeps the kernel it was loaded into, and what
+    // the runtime is told names the swapped id; the running kernel would judge another call.
+    let kernel = Kernel::with_btf_file(&other);
+    let opts = LoadOptions {
+        kernel: kernel.clone(),
+        ..LoadOptions::default()
+    };
+    let obj = load_file(&object, &opts).expect("it loads against the other BTF");
+    let names = obj.kfunc_names().expect("the other BTF reads");
+    assert_eq!(
+        names.get(&(schedule as i32)).map(String::as_str),
+        Some("bpf_iter_num_new"),
+        "{names:?}"
+    );
+    let index = obj
+        .programs
+        .iter()
+        .position(|p| p.name == "xdp_iter_sum")
+        .expect("xdp_iter_sum");
+    let prog = &obj.programs[index];
+    assert!(verify(&ProgramInput::new(&obj, prog), &Options::default()).is_accepted());
+    let running_kernel = Kernel::running();
+    let by_running = ProgramInput {
+        kernel: &running_kernel,
+        ..ProgramInput::new(&obj, prog)
+    };
+    assert!(!verify(&by_running, &Options::default()).is_accepted());
+    let rt = bpfemu::vm_runtime::build_runtime(&obj, Default::default()).expect("it builds");
+    rt.runnable(index)
+        .expect("the runtime names the kfuncs from the other BTF");
+}

@@ -8,6 +8,7 @@
 use crate::btf::{Btf, BtfKind, Linkage, TypeId};
 use crate::elf::{ElfObject, STB_WEAK};
 use crate::error::LoadError;
+use crate::kernel::Kernel;
 use crate::maps::{MapPlace, MapTable, PlaceKind, internal_map};
 use crate::object::MapOrigin;
 use std::cmp::Ordering;
@@ -271,37 +272,27 @@ pub fn kconfig_map(
 // ---------------------------------------------------------------------------------------------
 // Resolution.
 
-/// The BTF ksyms resolve against, read only when an object needs it.
-pub struct TargetBtf {
-    pub path: PathBuf,
+/// The BTF ksyms and CO-RE resolve against: the kernel's, read only when an object needs it;
+/// its errors name the object.
+pub struct TargetBtf<'k> {
+    kernel: &'k Kernel,
     file: String,
-    loaded: Option<Btf>,
 }
 
-impl TargetBtf {
-    pub fn new(file: &str, path: Option<&Path>) -> Self {
+impl<'k> TargetBtf<'k> {
+    pub fn new(file: &str, kernel: &'k Kernel) -> Self {
         TargetBtf {
-            path: path.map_or_else(
-                || PathBuf::from("/sys/kernel/btf/vmlinux"),
-                Path::to_path_buf,
-            ),
+            kernel,
             file: file.into(),
-            loaded: None,
         }
     }
 
-    pub fn get(&mut self) -> Result<&Btf, LoadError> {
-        if self.loaded.is_none() {
-            let error = |message: String| LoadError::TargetBtf {
-                file: self.file.clone(),
-                path: self.path.clone(),
-                message,
-            };
-            let bytes = std::fs::read(&self.path).map_err(|e| error(e.to_string()))?;
-            let btf = Btf::parse(&bytes).map_err(|e| error(e.to_string()))?;
-            self.loaded = Some(btf);
-        }
-        Ok(self.loaded.as_ref().expect("just loaded"))
+    pub fn get(&mut self) -> Result<&'k Btf, LoadError> {
+        self.kernel.btf().map_err(|e| LoadError::TargetBtf {
+            file: self.file.clone(),
+            path: e.path,
+            message: e.message,
+        })
     }
 }
 
@@ -312,7 +303,7 @@ pub fn resolve(
     externs: &mut [Extern],
     table: &mut MapTable,
     kconfig_path: Option<&Path>,
-    target: &mut TargetBtf,
+    target: &mut TargetBtf<'_>,
 ) -> Result<Vec<String>, LoadError> {
     let mut warnings = Vec::new();
     if let Some(map) = table.kconfig() {

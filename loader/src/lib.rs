@@ -23,7 +23,7 @@ mod elf;
 pub mod error;
 mod externs;
 pub mod iproute2;
-
+pub mod kernel;
 mod load;
 mod maps;
 pub mod object;
@@ -31,6 +31,7 @@ mod reloc;
 pub mod section;
 
 pub use error::LoadError;
+pub use kernel::{Kernel, KernelBtfError};
 pub use maps::internal_map_name;
 pub use object::{ElfMapFields, MapOrigin, MapSpec, Object, ProgramSpec, SourceLine};
 
@@ -38,11 +39,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// What a load may take from outside the object.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct LoadOptions {
-    /// BTF that CO-RE relocations and ksyms resolve against; `None`:
-    /// `/sys/kernel/btf/vmlinux` (read only when the object needs it).
-    pub target_btf: Option<PathBuf>,
+    /// The kernel the object is loaded into: CO-RE relocations and ksyms resolve against its
+    /// BTF (read only when the object needs it), and the [`Object`] keeps it for whoever
+    /// judges or runs its programs. Default: the running kernel.
+    pub kernel: Kernel,
     /// `max_entries` for maps declared with 0 (`--map-size NAME=N`); also overrides others.
     pub map_sizes: BTreeMap<String, u32>,
     /// Kernel config for `.kconfig` `CONFIG_*` externs (plain or gzip); `None`:
@@ -53,6 +55,17 @@ pub struct LoadOptions {
     /// DEV xdp obj FILE sec S`: XDP), whatever the section (`prog`, tail calls in `ID/KEY`).
     /// `None`: such programs keep type 0 (unspecified), as libbpf leaves them.
     pub untyped_prog_type: Option<u32>,
+}
+
+impl Default for LoadOptions {
+    fn default() -> LoadOptions {
+        LoadOptions {
+            kernel: Kernel::running(),
+            map_sizes: BTreeMap::new(),
+            kconfig: None,
+            untyped_prog_type: None,
+        }
+    }
 }
 
 /// Loads the object at `path`; messages name it as given.

@@ -59,7 +59,7 @@ pub fn load(file: &str, data: &[u8], opts: &LoadOptions) -> Result<Object, LoadE
     )?);
     maps::check_storage_btf(file, &table.specs)?;
 
-    let mut target = TargetBtf::new(file, opts.target_btf.as_deref());
+    let mut target = TargetBtf::new(file, &opts.kernel);
     warnings.extend(externs::resolve(
         file,
         &mut externs,
@@ -91,6 +91,7 @@ pub fn load(file: &str, data: &[u8], opts: &LoadOptions) -> Result<Object, LoadE
         license: layout.license,
         kern_version: layout.kern_version,
         warnings,
+        kernel: opts.kernel.clone(),
     })
 }
 
@@ -310,7 +311,7 @@ fn apply_core(
     local: &Btf,
     ext: &BtfExt,
     code: &mut SectionCode,
-    target: &mut TargetBtf,
+    target: &mut TargetBtf<'_>,
 ) -> Result<(), LoadError> {
     for sec in ext.core_relos.iter().filter(|s| !s.records.is_empty()) {
         let Some(idx) = elf.sections.iter().position(|s| s.name == sec.section) else {

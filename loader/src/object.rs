@@ -7,7 +7,9 @@
 //! [`Object::maps`].
 
 use crate::btf::{Btf, BtfExt, TypeId};
+use crate::kernel::{Kernel, KernelBtfError};
 use bpfemu_isa::RawInsn;
+use std::collections::BTreeMap;
 
 #[derive(Clone, Debug)]
 pub struct Object {
@@ -23,6 +25,9 @@ pub struct Object {
     pub kern_version: Option<u32>,
     /// Things a user should know that did not stop the load (legacy section names, ...).
     pub warnings: Vec<String>,
+    /// The kernel it was loaded into ([`crate::LoadOptions::kernel`]), which its programs are
+    /// judged by and whose BTF ids its kfunc calls hold.
+    pub kernel: Kernel,
 }
 
 impl Object {
@@ -34,6 +39,13 @@ impl Object {
             .iter()
             .find(|p| p.name == wanted)
             .or_else(|| programs.iter().find(|p| p.section == wanted))
+    }
+
+    /// The names of the kfuncs its programs call, by BTF id, from its kernel's BTF (see
+    /// [`Kernel::kfunc_names`]): what a runtime needs to run them.
+    pub fn kfunc_names(&self) -> Result<BTreeMap<i32, String>, KernelBtfError> {
+        self.kernel
+            .kfunc_names(self.programs.iter().map(|p| p.insns.as_slice()))
     }
 
     /// Of `candidates` (program names, several), the one `ip link set dev DEV xdp obj FILE`

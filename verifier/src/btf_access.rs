@@ -6,7 +6,6 @@
 
 use crate::Errno;
 use crate::Reject;
-use crate::call::kfunc::vmlinux_btf;
 use crate::env::Env;
 use crate::state::RegState;
 use crate::state::reg::{MEM_PERCPU, MEM_RCU, MEM_USER, PTR_UNTRUSTED};
@@ -104,7 +103,7 @@ pub fn check_ptr_to_map_access(
     size: i32,
     write: bool,
 ) -> Result<Loaded, Reject> {
-    let Some(btf) = vmlinux_btf() else {
+    let Some(btf) = env.input.vmlinux_btf() else {
         return Err(env.reject(
             Errno::Enotsupp,
             "map_ptr access not supported without CONFIG_DEBUG_INFO_BTF",
@@ -145,7 +144,7 @@ pub fn check_ptr_to_btf_access(
     size: i32,
     write: bool,
 ) -> Result<Loaded, Reject> {
-    let Some(btf) = vmlinux_btf() else {
+    let Some(btf) = env.input.vmlinux_btf() else {
         return Err(env.reject(
             Errno::Enotsupp,
             "not yet supported: ptr_ access without vmlinux BTF",

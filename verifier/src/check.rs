@@ -27,6 +27,7 @@ use crate::state::VerifierState;
 use crate::{Errno, ProgramInput, Reject};
 use bpfemu_isa::opcode::*;
 use bpfemu_isa::{AtomicOp, CallTarget, Insn, LdImm64Kind, RawInsn, Reg};
+use bpfemu_loader::Kernel;
 
 /// `BPF_PSEUDO_CALL` in the `src` of a call; `BPF_PSEUDO_FUNC` in the `src` of an `ld_imm64`.
 const PSEUDO_CALL: u8 = 1;
@@ -160,8 +161,12 @@ impl CheckedProgram {
 /// Runs the pre-exploration checks (steps 1 to 5) over `insns`, with `maps` standing for the map fds (an
 /// `ld_imm64` map fd or index is an index into it), for a program loaded without BTF
 /// function info.
-pub fn check_raw(insns: &[RawInsn], maps: &[MapShape]) -> Result<CheckedProgram, CheckError> {
-    check_raw_with(insns, maps, false)
+pub fn check_raw(
+    insns: &[RawInsn],
+    maps: &[MapShape],
+    kernel: &Kernel,
+) -> Result<CheckedProgram, CheckError> {
+    check_raw_with(insns, maps, false, kernel)
 }
 
 /// [`check_raw`] for a program loaded with (`has_func_info`) or without BTF function
@@ -170,6 +175,7 @@ pub fn check_raw_with(
     insns: &[RawInsn],
     maps: &[MapShape],
     has_func_info: bool,
+    kernel: &Kernel,
 ) -> Result<CheckedProgram, CheckError> {
     if insns.is_empty() {
         return Err(CheckError::new(E2BIG, None, String::new()));
@@ -179,7 +185,7 @@ pub fn check_raw_with(
     if !has_func_info {
         check_abnormal_return(&subprogs)?;
     }
-    let (ld_imm64, used_maps) = resolve_pseudo_ldimm64(insns, maps, &subprogs)?;
+    let (ld_imm64, used_maps) = resolve_pseudo_ldimm64(kernel, insns, maps, &subprogs)?;
     let reachable = check_cfg(insns)?;
     Ok(CheckedProgram {
         subprogs,
@@ -302,6 +308,7 @@ type Resolved = (Vec<(usize, LdImm64Ref)>, Vec<usize>);
 
 /// `resolve_pseudo_ldimm64`: `ldx` reserved fields, `ld_imm64` forms and maps, known opcodes.
 fn resolve_pseudo_ldimm64(
+    kernel: &Kernel,
     insns: &[RawInsn],
     maps: &[MapShape],
     subprogs: &[Subprog],
@@ -317,7 +324,7 @@ fn resolve_pseudo_ldimm64(
             return Err(CheckError::einval(i, "BPF_LDX uses reserved fields"));
         }
         if is_ld_imm64(&raw) {
-            if let Some(r) = resolve_one_ldimm64(insns, i, maps, subprogs)? {
+            if let Some(r) = resolve_one_ldimm64(kernel, insns, i, maps, subprogs)? {
                 if let LdImm64Ref::Map { map } | LdImm64Ref::MapValue { map, .. } = r
                     && !used.contains(&map)
                 {
@@ -347,6 +354,7 @@ fn resolve_pseudo_ldimm64(
 }
 
 fn resolve_one_ldimm64(
+    kernel: &Kernel,
     insns: &[RawInsn],
     i: usize,
     maps: &[MapShape],
@@ -360,7 +368,7 @@ fn resolve_one_ldimm64(
     match raw.src {
         0 => return Ok(None),
         PSEUDO_BTF_ID => {
-            crate::call::ksym::check_pseudo_btf_id(raw.imm, next.imm)
+            crate::call::ksym::check_pseudo_btf_id(kernel.btf().ok(), raw.imm, next.imm)
                 .map_err(|e| CheckError::new(e.errno, Some(i), e.message))?;
             return Ok(Some(LdImm64Ref::BtfId { btf_id: raw.imm }));
         }
@@ -694,7 +702,7 @@ pub fn precheck(input: &ProgramInput<'_>, log: &mut Log) -> Result<Prechecked, R
         if input.func_info.is_empty() {
             check_abnormal_return(&subprogs)?;
         }
-        let (ld_imm64, used_maps) = resolve_pseudo_ldimm64(insns, &maps, &subprogs)?;
+        let (ld_imm64, used_maps) = resolve_pseudo_ldimm64(input.kernel, insns, &maps, &subprogs)?;
         let reachable = check_cfg(insns)?;
         Ok(CheckedProgram {
             subprogs,
@@ -1049,7 +1057,7 @@ fn mark_prune_points(env: &mut Env<'_>) {
                 }
                 // An iterator's `next` is where its loop converges: always a checkpoint.
                 if let CallTarget::Kfunc { btf_id, off: 0 } = target
-                    && crate::call::iter::iter_op_of_call(btf_id)
+                    && crate::call::iter::iter_op_of_call(env.input.vmlinux_btf(), btf_id)
                         == Some(crate::call::iter::IterOp::Next)
                 {
                     env.aux[pc].prune_point = true;
@@ -1121,7 +1129,8 @@ mod tests {
             r(0xb7, 0, 0, 0, 2),
             r(0x95, 0, 0, 0, 0),
         ];
-        let checked = check_raw(&prog, &[]).unwrap();
+        let checked =
+            check_raw(&prog, &[], &Kernel::with_btf_file("/nonexistent/vmlinux")).unwrap();
         assert_eq!(checked.func_lines(), ["func#0 @0", "func#1 @3"]);
         assert_eq!(checked.subprog_of(4), 1);
     }

@@ -15,6 +15,7 @@ use crate::{
     Verdict, alu, call, check, fixup, liveness, mem,
 };
 use bpfemu_isa::{CallTarget, Insn, Program, Reg};
+use bpfemu_loader::Kernel;
 use std::time::Instant;
 
 /// A pushed branch (`struct bpf_verifier_stack_elem`).
@@ -35,11 +36,11 @@ enum Step {
 
 /// Verifies `input`; see [`crate::verify`].
 pub fn run(input: &ProgramInput<'_>, opts: &Options) -> Verdict {
-    // The running kernel's BTF is parsed once per process before the clock starts, for
+    // The kernel's BTF is parsed (once per kernel value) before the clock starts, for
     // programs that need it (kfuncs, kernel variables): the kernel parsed its own at boot, and
     // its verification time does not count that either.
     if needs_vmlinux_btf(input) {
-        crate::call::kfunc::vmlinux_btf();
+        let _ = input.kernel.btf();
     }
     let started = Instant::now();
     let mut log = Log::new(opts.log_level);
@@ -126,9 +127,13 @@ fn print_live_regs(env: &mut Env<'_>) {
         };
         out.push_str(&format!(
             "{loop_no}{pc:3}: {regs} {}\n",
-            kfunc_named(&raw, bpfemu_isa::disasm::log_line(pc, raw.code, insn))
-                .split_once(": ")
-                .map_or(String::new(), |(_, t)| t.to_string())
+            kfunc_named(
+                env.input.kernel,
+                &raw,
+                bpfemu_isa::disasm::log_line(pc, raw.code, insn)
+            )
+            .split_once(": ")
+            .map_or(String::new(), |(_, t)| t.to_string())
         ));
     }
     env.log.verbose(&out);
@@ -415,6 +420,7 @@ fn log_insn(env: &mut Env<'_>, state: &VerifierState, pc: usize) {
     let start = env.log.text.len();
     env.log.prev_log_pos = start;
     let line = kfunc_named(
+        env.input.kernel,
         &env.prog.raw()[pc],
         bpfemu_isa::disasm::log_line(pc, code, &insn),
     );
@@ -428,11 +434,14 @@ fn log_insn(env: &mut Env<'_>, state: &VerifierState, pc: usize) {
 
 /// The kernel names a vmlinux kfunc in its log (`call bpf_dynptr_from_xdp#63892`) where the
 /// disassembler, knowing no BTF, says `kernel-function#63892`.
-pub fn kfunc_named(raw: &bpfemu_isa::RawInsn, line: String) -> String {
+pub fn kfunc_named(kernel: &Kernel, raw: &bpfemu_isa::RawInsn, line: String) -> String {
     if raw.code != 0x85 || raw.src != 2 || raw.off != 0 {
         return line;
     }
-    let name = crate::call::kfunc::vmlinux_btf()
+    // Only a kfunc call reads the kernel's BTF.
+    let name = kernel
+        .btf()
+        .ok()
         .and_then(|btf| btf.name_of(raw.imm as u32))
         .filter(|n| !n.is_empty());
     match name {
@@ -690,7 +699,7 @@ fn is_iter_next(env: &Env<'_>, pc: usize) -> bool {
     matches!(
         env.insn(pc),
         Some(Insn::Call(CallTarget::Kfunc { btf_id, off: 0 }))
-            if crate::call::iter::iter_op_of_call(*btf_id) == Some(crate::call::iter::IterOp::Next)
+            if crate::call::iter::iter_op_of_call(env.input.vmlinux_btf(), *btf_id) == Some(crate::call::iter::IterOp::Next)
     )
 }
 
@@ -814,7 +823,7 @@ fn do_check_insn(
                     call::kfunc::check_kfunc_call(env, state, pc, btf_id, off)?;
                     // bpf_throw ends the program from any frame (`process_bpf_exit_full` with
                     // `exception_exit`).
-                    if call::kfunc::is_throw(btf_id, off) {
+                    if call::kfunc::is_throw(env.input.vmlinux_btf(), btf_id, off) {
                         env.seen_exception = true;
                         check_resource_leak(env, state, true)?;
                         return Ok(Step::PathDone);
@@ -1009,7 +1018,7 @@ fn check_ld_imm(
                 r
             }
         }
-        K::BtfId => match call::ksym::check_pseudo_btf_id(imm, next_imm) {
+        K::BtfId => match call::ksym::check_pseudo_btf_id(env.input.vmlinux_btf(), imm, next_imm) {
             Ok(ksym) => call::ksym::ksym_reg(ksym),
             Err(e) => return Err(env.reject(Errno::Einval, e.message)),
         },

@@ -84,7 +84,7 @@ pub mod state;
 
 use bpfemu_isa::RawInsn;
 use bpfemu_loader::btf::{Btf, TypeId};
-use bpfemu_loader::{MapSpec, Object, ProgramSpec, SourceLine};
+use bpfemu_loader::{Kernel, MapSpec, Object, ProgramSpec, SourceLine};
 use std::time::Duration;
 
 /// The kernel's limit on processed instructions (`BPF_COMPLEXITY_LIMIT_INSNS`).
@@ -116,6 +116,9 @@ pub struct ProgramInput<'a> {
     pub maps: &'a [MapSpec],
     /// The object's BTF (func_info/line_info/map types refer to it).
     pub btf: Option<&'a Btf>,
+    /// The kernel the program is loaded into: kfunc calls, kernel variables and `ptr_`
+    /// accesses are judged against its BTF (read only when the program needs it).
+    pub kernel: &'a Kernel,
 }
 
 impl<'a> ProgramInput<'a> {
@@ -132,11 +135,17 @@ impl<'a> ProgramInput<'a> {
             line_info: &prog.line_info,
             maps: &obj.maps,
             btf: obj.btf.as_ref(),
+            kernel: &obj.kernel,
         }
     }
 
-    /// A bare instruction stream (assembled probes): no BTF, no line info.
-    pub fn raw(prog_type: u32, insns: &'a [RawInsn], maps: &'a [MapSpec]) -> ProgramInput<'a> {
+    /// A bare instruction stream (assembled probes) for `kernel`: no BTF, no line info.
+    pub fn raw(
+        prog_type: u32,
+        insns: &'a [RawInsn],
+        maps: &'a [MapSpec],
+        kernel: &'a Kernel,
+    ) -> ProgramInput<'a> {
         ProgramInput {
             name: "prog",
             prog_type,
@@ -148,7 +157,14 @@ impl<'a> ProgramInput<'a> {
             line_info: &[],
             maps,
             btf: None,
+            kernel,
         }
+    }
+
+    /// The vmlinux BTF of [`ProgramInput::kernel`], read on first use; `None` when it cannot
+    /// be read (each use refuses as the kernel does without BTF).
+    pub fn vmlinux_btf(&self) -> Option<&'a Btf> {
+        self.kernel.btf().ok()
     }
 }
 

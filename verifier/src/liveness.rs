@@ -4,6 +4,8 @@
 
 use crate::env::Env;
 use bpfemu_isa::{AtomicOp, CallTarget, Insn, LdImm64Kind, Source};
+use bpfemu_loader::Kernel;
+use bpfemu_loader::btf::Btf;
 
 const CALLER_SAVED: u16 = 0b11_1111;
 
@@ -11,8 +13,9 @@ fn bit(r: bpfemu_isa::Reg) -> u16 {
     1 << r.index()
 }
 
-/// (use, def) of one instruction (`compute_insn_live_regs`).
-fn use_def(insn: &Insn) -> (u16, u16) {
+/// (use, def) of one instruction (`compute_insn_live_regs`); a kfunc's parameters are counted
+/// in `kernel`'s BTF.
+fn use_def(kernel: &Kernel, insn: &Insn) -> (u16, u16) {
     match *insn {
         Insn::LdImm64 { dst, .. } => (0, bit(dst)),
         Insn::LdAbs { .. } | Insn::LdInd { .. } => (0xffff, 0),
@@ -47,7 +50,7 @@ fn use_def(insn: &Insn) -> (u16, u16) {
             let params = match target {
                 CallTarget::Helper(id) => crate::call::helper::helper_param_count(id),
                 CallTarget::Kfunc { btf_id, off: 0 } => {
-                    crate::call::kfunc::kfunc_param_count(btf_id as u32)
+                    crate::call::kfunc::kfunc_param_count(kernel.btf().ok(), btf_id as u32)
                 }
                 _ => None,
             };
@@ -71,7 +74,7 @@ pub fn compute_live_registers(env: &mut Env<'_>) {
     let mut ud = vec![(0u16, 0u16); len];
     let mut succ: Vec<[Option<usize>; 2]> = vec![[None, None]; len];
     for (pc, insn) in &insns {
-        ud[*pc] = use_def(insn);
+        ud[*pc] = use_def(env.input.kernel, insn);
         let next = pc + insn.slots();
         let target = |off: i64| {
             let t = *pc as i64 + 1 + off;
@@ -246,9 +249,10 @@ pub fn compute_live_stack(env: &mut Env<'_>) {
             }
             Insn::Call(CallTarget::Helper(id)) => (helper_stack_reads(env, id, &r), 0),
             Insn::Call(CallTarget::Kfunc { btf_id, off: 0 })
-                if crate::call::iter::iter_op_of_call(btf_id).is_some() =>
+                if crate::call::iter::iter_op_of_call(env.input.vmlinux_btf(), btf_id)
+                    .is_some() =>
             {
-                iter_stack_use_kill(btf_id, &r)
+                iter_stack_use_kill(env.input.vmlinux_btf(), btf_id, &r)
             }
             Insn::Call(_) => {
                 let any = (1..=5).any(|i| r[i].is_stack());
@@ -447,9 +451,9 @@ fn helper_stack_reads(env: &Env<'_>, id: i32, r: &[Fp; 11]) -> u64 {
 /// What an iterator kfunc does to the iterator's slots R1 names: `new` writes them, `next`
 /// and `destroy` read them (as the kernel's `mark_iter_read`); every slot when R1 is not a
 /// known place on this frame's stack.
-fn iter_stack_use_kill(btf_id: i32, r: &[Fp; 11]) -> (u64, u64) {
+fn iter_stack_use_kill(vmlinux: Option<&Btf>, btf_id: i32, r: &[Fp; 11]) -> (u64, u64) {
     use crate::call::iter::{IterOp, iter_op_of_call, iter_struct};
-    let size = crate::call::kfunc::vmlinux_btf().and_then(|btf| {
+    let size = vmlinux.and_then(|btf| {
         let params = crate::call::kfunc::func_params(btf, btf_id as u32)?;
         iter_struct(btf, params).map(|(_, nr_slots)| (nr_slots * 8) as i64)
     });
@@ -460,7 +464,7 @@ fn iter_stack_use_kill(btf_id: i32, r: &[Fp; 11]) -> (u64, u64) {
             (0, 0)
         };
     };
-    match iter_op_of_call(btf_id) {
+    match iter_op_of_call(vmlinux, btf_id) {
         Some(IterOp::New) if off % 8 == 0 => (0, slots(off, size)),
         Some(IterOp::New) => (0, 0),
         _ => (slots(off, size), 0),

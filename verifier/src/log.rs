@@ -186,7 +186,7 @@ fn reg_text(env: &Env<'_>, reg: &RegState, frameno: Option<u32>) -> String {
     out.push_str(&reg_type_str(t, reg.flags));
     if t == RegType::BtfId {
         // print_reg_state: the struct's name follows "ptr_".
-        let btf = crate::call::kfunc::vmlinux_btf();
+        let btf = env.input.vmlinux_btf();
         out.push_str(btf.and_then(|b| b.name_of(reg.btf_id)).unwrap_or_default());
     }
     if t == RegType::Arena {
@@ -327,7 +327,7 @@ pub fn frame_state_text(
                     let _ = write!(
                         out,
                         " fp{off}=iter_{}(ref_id={},state={},depth={})",
-                        crate::call::iter::type_name(reg.btf_id),
+                        crate::call::iter::type_name(env.input.vmlinux_btf(), reg.btf_id),
                         reg.ref_obj_id,
                         reg.iter_state.name(),
                         reg.iter_depth

@@ -279,8 +279,11 @@ fn log_before(env: &mut Env<'_>, bt: &Backtrack, idx: usize) {
         return;
     };
     let raw = env.prog.raw()[idx];
-    let line =
-        crate::explore::kfunc_named(&raw, bpfemu_isa::disasm::log_line(idx, raw.code, &insn));
+    let line = crate::explore::kfunc_named(
+        env.input.kernel,
+        &raw,
+        bpfemu_isa::disasm::log_line(idx, raw.code, &insn),
+    );
     let mut text = format!(
         "mark_precise: frame{}: regs={} stack={} before {line}",
         bt.frame,

@@ -18,7 +18,7 @@ use bpfemu_kernel::{
     BPF_LOG_LEVEL1, BPF_PROG_TYPE_XDP, LoadOptions, MapSpec as KernelMap, fd_imm, map_create,
     prog_load,
 };
-use bpfemu_loader::{MapOrigin, MapSpec};
+use bpfemu_loader::{Kernel, MapOrigin, MapSpec};
 use bpfemu_verifier::call::helper::check_helper_call;
 use bpfemu_verifier::env::{Env, SubprogInfo};
 use bpfemu_verifier::log::Log;
@@ -181,7 +181,9 @@ fn kernel_verdict(insns: &[RawInsn]) -> Option<String> {
 
 fn bpfemu_verdict(setup: &[Setup], func_id: i32, maps: &[MapSpec]) -> Option<String> {
     let insns = program(setup, func_id, &|m| m as i32);
-    let input = ProgramInput::raw(BPF_PROG_TYPE_XDP, &insns, maps);
+    // Helper calls only: the kernel's BTF is not read.
+    let kernel = Kernel::running();
+    let input = ProgramInput::raw(BPF_PROG_TYPE_XDP, &insns, maps, &kernel);
     let prog = Program::decode(insns.clone()).expect("decodes");
     let ops = ops_for(BPF_PROG_TYPE_XDP).unwrap();
     let mut env = Env::new(&input, prog, ops, Log::new(1));

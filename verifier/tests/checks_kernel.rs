@@ -15,6 +15,7 @@ use bpfemu_isa::RawInsn;
 use bpfemu_kernel::{
     BPF_LOG_LEVEL1, BPF_PROG_TYPE_XDP, LoadOptions, MapSpec, fd_imm, map_create, prog_load,
 };
+use bpfemu_loader::Kernel;
 use bpfemu_verifier::check::{MapShape, check_raw};
 use bpfemu_verifier::{Options, ProgramInput, verify};
 
@@ -52,7 +53,10 @@ fn kernel_precheck(insns: &[RawInsn]) -> Option<String> {
 }
 
 fn ours(insns: &[RawInsn], maps: &[MapShape]) -> Option<String> {
-    check_raw(insns, maps).err().map(|e| e.message)
+    // The running kernel, read only for a program naming a kernel symbol.
+    check_raw(insns, maps, &Kernel::running())
+        .err()
+        .map(|e| e.message)
 }
 
 fn compare(name: &str, insns: &[RawInsn]) -> Result<(), String> {
@@ -61,7 +65,8 @@ fn compare(name: &str, insns: &[RawInsn]) -> Result<(), String> {
     if kernel == bpfemu {
         // The whole verifier reports the same refusal, with the kernel's log.
         if let Some(msg) = &kernel {
-            let input = ProgramInput::raw(BPF_PROG_TYPE_XDP, insns, &[]);
+            let kernel = Kernel::running();
+            let input = ProgramInput::raw(BPF_PROG_TYPE_XDP, insns, &[], &kernel);
             let verdict = verify(
                 &input,
                 &Options {
@@ -405,6 +410,8 @@ fn malformed_fields_when_reached() {
     if !kernel_or_skip("malformed_fields_when_reached") {
         return;
     }
+    // One kernel for every case: its BTF (kernel symbols) is read once.
+    let running = Kernel::running();
     let n: usize = std::env::var("BPFEMU_CHECK_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -431,7 +438,7 @@ fn malformed_fields_when_reached() {
             prog.push(r(0, 0, 0, 0, 0));
         }
         prog.extend([MOV0_2, EXIT]);
-        if check_raw(&prog, &[]).is_err() || bpfemu_isa::Insn::decode(&prog, 0).is_ok() {
+        if check_raw(&prog, &[], &running).is_err() || bpfemu_isa::Insn::decode(&prog, 0).is_ok() {
             continue;
         }
         // Kernel symbols and kfuncs are resolved against vmlinux BTF before exploration,
@@ -469,7 +476,8 @@ fn verdicts(insns: &[RawInsn]) -> (Option<String>, Option<String>) {
         let res = prog_load(&opts);
         res.fd.is_err().then(|| kernel_last_line(insns))
     };
-    let input = ProgramInput::raw(BPF_PROG_TYPE_XDP, insns, &[]);
+    let running = Kernel::running();
+    let input = ProgramInput::raw(BPF_PROG_TYPE_XDP, insns, &[], &running);
     let verdict = verify(&input, &Options::default());
     (kernel, verdict.rejection().map(|r| r.message.clone()))
 }

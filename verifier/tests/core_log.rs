@@ -13,6 +13,7 @@
 use bpfemu_conformance::libbpf::kernel_or_skip;
 use bpfemu_isa::asm::assemble_kernel;
 use bpfemu_kernel::{BPF_LOG_LEVEL2, BPF_PROG_TYPE_XDP, LoadOptions, prog_load};
+use bpfemu_loader::Kernel;
 use bpfemu_verifier::{Options, ProgramInput, verify};
 
 const PROGRAMS: &[(&str, &str)] = &[
@@ -137,7 +138,7 @@ fn level2_log_matches_the_kernel() {
         load.log_level = BPF_LOG_LEVEL2;
         let kernel = prog_load(&load);
         let ours = verify(
-            &ProgramInput::raw(BPF_PROG_TYPE_XDP, &insns, &[]),
+            &ProgramInput::raw(BPF_PROG_TYPE_XDP, &insns, &[], &Kernel::running()),
             &Options {
                 log_level: BPF_LOG_LEVEL2,
                 ..Options::default()
@@ -179,7 +180,7 @@ fn level1_log_of_a_rejection_is_the_failing_path() {
     load.log_level = 1;
     let kernel = prog_load(&load);
     let ours = verify(
-        &ProgramInput::raw(BPF_PROG_TYPE_XDP, &insns, &[]),
+        &ProgramInput::raw(BPF_PROG_TYPE_XDP, &insns, &[], &Kernel::running()),
         &Options {
             log_level: 1,
             ..Options::default()

@@ -11,8 +11,8 @@ use bpfemu_conformance::libbpf::kernel_or_skip;
 use bpfemu_isa::RawInsn;
 use bpfemu_kernel::verifier_error_line;
 use bpfemu_kernel::{self as kernel, LoadOptions};
+use bpfemu_loader::Kernel;
 use bpfemu_loader::btf::BtfKind;
-use bpfemu_verifier::call::kfunc::vmlinux_btf;
 use bpfemu_verifier::call::kfunc_sets::{in_xdp_sets, is_sleepable};
 use bpfemu_verifier::{Options, ProgramInput, verify};
 
@@ -37,7 +37,8 @@ fn the_xdp_kfunc_table_is_the_kernels() {
     if !kernel_or_skip("the_xdp_kfunc_table_is_the_kernels") {
         return;
     }
-    let btf = vmlinux_btf().expect("vmlinux BTF");
+    let running = Kernel::running();
+    let btf = running.btf().expect("vmlinux BTF");
     let (mut kfuncs, mut same, mut unsupported) = (0, 0, 0);
     let mut problems = Vec::new();
     for id in 1..btf.type_count() as u32 {
@@ -65,7 +66,10 @@ fn the_xdp_kfunc_table_is_the_kernels() {
         if sleepable != is_sleepable(&name) {
             problems.push(format!("{name}: sleepable {sleepable} in the kernel"));
         }
-        let verdict = verify(&ProgramInput::raw(6, &insns, &[]), &Options::default());
+        let verdict = verify(
+            &ProgramInput::raw(6, &insns, &[], &running),
+            &Options::default(),
+        );
         let ours = verdict.rejection().map(|r| r.message.clone());
         if ours
             .as_deref()

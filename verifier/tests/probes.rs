@@ -10,6 +10,7 @@
 
 mod common;
 
+use bpfemu_loader::Kernel;
 use bpfemu_verifier::Options;
 use common::report::Tally;
 use common::{bpfemu_side, kernel_side, known, probe, soundness};
@@ -26,18 +27,20 @@ fn probes_match_the_kernel() {
         probes.len()
     );
     let filter = std::env::var("BPFEMU_PROBE").unwrap_or_default();
+    // One kernel for every probe: its BTF (kfunc and ksym probes) is read once.
+    let running = Kernel::running();
     let mut tally = Tally::default();
     let mut names = Vec::new();
     let mut faults = Vec::new();
     let mut run = 0;
     for p in probes.iter().filter(|p| p.name.contains(&filter)) {
         let kernel = kernel_side::judge(p).unwrap_or_else(|e| panic!("{}: {e}", p.place));
-        let verdict = bpfemu_side::verify_probe(p, &Options::default());
+        let verdict = bpfemu_side::verify_probe(p, &Options::default(), &running);
         let ours = bpfemu_side::judgement(&verdict);
         // Soundness: what bpfemu accepts must run without a fault; programs reading kernel
         // structures (map internals) are not run, bpfemu's runtimes having none to read.
         if ours.accepted && !verdict.reads_kernel_memory() {
-            match soundness::run_randomly(&p.insns, &p.maps, name_seed(&p.name), 40) {
+            match soundness::run_randomly(&p.insns, &p.maps, name_seed(&p.name), 40, &running) {
                 Ok(ran) => run += usize::from(ran),
                 Err(e) => faults.push(format!("{}: accepted by bpfemu, faults: {e}", p.name)),
             }
@@ -118,7 +121,7 @@ fn a_refusal_the_kernel_does_not_log_is_explained_but_not_logged() {
         log_level: 4,
         ..Options::default()
     };
-    let verdict = bpfemu_side::verify_probe(p, &opts);
+    let verdict = bpfemu_side::verify_probe(p, &opts, &Kernel::running());
     let r = verdict.rejection().expect("rejected");
     assert!(!r.logged, "{r:?}");
     assert_eq!(r.kernel_error_line(), None);
@@ -162,6 +165,7 @@ fn kfunc_and_dynptr_lines_of_the_log_equal_the_kernels() {
             log_level: 2,
             ..Options::default()
         },
+        &Kernel::running(),
     );
     let wanted = |l: &&str| l.contains("call bpf_dynptr") || l.contains("dynptr_xdp(");
     let kernel_lines: Vec<&str> = kernel_log.lines().filter(wanted).collect();

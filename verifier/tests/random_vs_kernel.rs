@@ -16,6 +16,7 @@
 
 mod common;
 
+use bpfemu_loader::Kernel;
 use bpfemu_verifier::Options;
 use common::kernel_side::{self, Judgement};
 use common::report::Tally;
@@ -327,17 +328,22 @@ fn render(blocks: &[Block]) -> String {
 }
 
 /// Both verdicts on a rendered program.
-fn judge(text: &str) -> (probe::Probe, Judgement, Judgement) {
+fn judge(text: &str, running: &Kernel) -> (probe::Probe, Judgement, Judgement) {
     let p = probe::parse_file("random", "<generated>", text)
         .unwrap_or_else(|e| panic!("{e}\n{text}"))
         .remove(0);
     let kernel = kernel_side::judge(&p).unwrap_or_else(|e| panic!("{e}"));
-    let ours = bpfemu_side::judgement(&bpfemu_side::verify_probe(&p, &Options::default()));
+    let ours = bpfemu_side::judgement(&bpfemu_side::verify_probe(&p, &Options::default(), running));
     (p, kernel, ours)
 }
 
 /// Drops blocks while the two verifiers still disagree in the same way.
-fn minimise(mut blocks: Vec<Block>, kernel: &Judgement, ours: &Judgement) -> Vec<Block> {
+fn minimise(
+    mut blocks: Vec<Block>,
+    kernel: &Judgement,
+    ours: &Judgement,
+    running: &Kernel,
+) -> Vec<Block> {
     let same = |k: &Judgement, o: &Judgement| {
         k.accepted == kernel.accepted
             && o.accepted == ours.accepted
@@ -348,7 +354,7 @@ fn minimise(mut blocks: Vec<Block>, kernel: &Judgement, ours: &Judgement) -> Vec
     while i < blocks.len() {
         let mut fewer = blocks.clone();
         fewer.remove(i);
-        let (_, k, o) = judge(&render(&fewer));
+        let (_, k, o) = judge(&render(&fewer), running);
         if same(&k, &o) {
             blocks = fewer;
         } else {
@@ -381,19 +387,21 @@ fn random_programs_match_the_kernel() {
     let mut faults = Vec::new();
     let mut accepted = 0;
     let mut run = 0;
+    // One kernel for every program: its BTF (kfunc calls) is read once.
+    let running = Kernel::running();
     for index in 0..count {
         let blocks = generator.program();
         let text = render(&blocks);
-        let (p, kernel, ours) = judge(&text);
+        let (p, kernel, ours) = judge(&text, &running);
         let name = format!("random/{seed}-{index}");
         if !tally.record(&name, &kernel, &ours) {
-            let small = render(&minimise(blocks, &kernel, &ours));
+            let small = render(&minimise(blocks, &kernel, &ours, &running));
             minimised.insert(name.clone(), small);
         }
         if ours.accepted {
             accepted += 1;
             // Programs calling kfuncs the runtime does not implement (tasks, RCU) are not run.
-            match soundness::run_randomly(&p.insns, &p.maps, seed ^ index, 8) {
+            match soundness::run_randomly(&p.insns, &p.maps, seed ^ index, 8, &running) {
                 Ok(ran) => run += usize::from(ran),
                 Err(e) => faults.push(format!("{name}: accepted by bpfemu, faults: {e}\n{text}")),
             }

@@ -15,7 +15,7 @@ use bpfemu_kernel::{
     BPF_LOG_LEVEL1, BPF_PROG_TYPE_XDP, LoadOptions, MapSpec as KernelMap, fd_imm, map_create,
     prog_load, prog_xlated,
 };
-use bpfemu_loader::{MapOrigin, MapSpec};
+use bpfemu_loader::{Kernel, MapOrigin, MapSpec};
 use bpfemu_verifier::{Options, ProgramInput, verify};
 use std::os::fd::AsFd;
 
@@ -214,6 +214,7 @@ fn xlated_programs_match_the_kernel() {
     let kernel_progs = programs(&|m| fd_imm(&fds[m]));
     let our_progs = programs(&|m| m as i32);
     let mut failures = Vec::new();
+    let kernel = Kernel::running();
     for ((name, kprog), (_, oprog)) in kernel_progs.iter().zip(&our_progs) {
         let mut opts = LoadOptions::new(BPF_PROG_TYPE_XDP, kprog);
         opts.log_level = BPF_LOG_LEVEL1;
@@ -222,7 +223,7 @@ fn xlated_programs_match_the_kernel() {
             .fd
             .unwrap_or_else(|e| panic!("{name}: kernel refuses (errno {e}): {}", res.log));
         let theirs = normalise(&prog_xlated(fd.as_fd()).expect("xlated"));
-        let input = ProgramInput::raw(BPF_PROG_TYPE_XDP, oprog, &specs);
+        let input = ProgramInput::raw(BPF_PROG_TYPE_XDP, oprog, &specs, &kernel);
         let verdict = verify(&input, &Options::default());
         let Some(xlated) = verdict.xlated() else {
             failures.push(format!("{name}: bpfemu refuses: {:?}", verdict.rejection()));

@@ -2,30 +2,26 @@
 //! root's `tests/iter_num_vs_kernel.rs` hold): taint tracking follows the iterator, from the
 //! arguments of `bpf_iter_num_new` through its 8 bytes on the stack to what `next` hands out.
 //!
-//! The kfuncs are named by BTF id in the running kernel's BTF: without
-//! `/sys/kernel/btf/vmlinux` the tests say so and pass.
+//! The kfuncs are named by BTF ids the tests choose (the runtime is given their names, never
+//! BTF).
 
 use bpfemu_isa::RawInsn;
-use bpfemu_vm::xdp::kfuncs::KfuncResolver;
 use bpfemu_vm::xdp::{PacketMeta, XdpConfig, XdpProgramSpec, XdpRuntime};
 
-fn ids() -> Option<[i32; 3]> {
-    let mut resolver = KfuncResolver::new(None);
-    let mut out = [0; 3];
-    for (slot, name) in out.iter_mut().zip([
+/// The BTF ids these programs give the iterator's kfuncs: any ids do, the runtime being told
+/// their names ([`XdpConfig::kfunc_names`]) as the root crate tells it from the kernel's BTF.
+const IDS: [i32; 3] = [9990, 9991, 9992];
+
+fn config() -> XdpConfig {
+    let names = [
         "bpf_iter_num_new",
         "bpf_iter_num_next",
         "bpf_iter_num_destroy",
-    ]) {
-        match resolver.btf_id(name) {
-            Ok(id) => *slot = id,
-            Err(e) => {
-                eprintln!("skipping: {name} has no BTF id here: {e:?}");
-                return None;
-            }
-        }
+    ];
+    XdpConfig {
+        kfunc_names: Ok(IDS.into_iter().zip(names.map(String::from)).collect()),
+        ..XdpConfig::default()
     }
-    Some(out)
 }
 
 fn ins(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> RawInsn {
@@ -71,7 +67,7 @@ fn taint_of_bytes(insns: Vec<RawInsn>) -> (Vec<u8>, Vec<bool>) {
         name: "iter".into(),
         insns,
     };
-    let mut rt = XdpRuntime::new(vec![spec], vec![], XdpConfig::default()).expect("it builds");
+    let mut rt = XdpRuntime::new(vec![spec], vec![], config()).expect("it builds");
     rt.runnable(0).expect("the kfuncs resolve");
     rt.track_taint(true);
     let mut packet = vec![0u8; 64];
@@ -84,9 +80,7 @@ fn taint_of_bytes(insns: Vec<RawInsn>) -> (Vec<u8>, Vec<bool>) {
 
 #[test]
 fn taint_follows_the_iterator() {
-    let Some(ids) = ids() else {
-        return;
-    };
+    let ids = IDS;
     // A random bound: the end byte is tainted, and so is the value next hands out (from the
     // iterator's bytes, written from a tainted argument).
     let (bytes, tainted) = taint_of_bytes(program(ids, true));
@@ -98,8 +92,8 @@ fn taint_follows_the_iterator() {
     assert_eq!(tainted, [false, false, false]);
 }
 
-/// What prepare says when a kfunc cannot be named: no BTF at the configured path, a module's
-/// kfunc; each names the program, the instruction and the id (no kernel BTF needed).
+/// What prepare says when a kfunc cannot be named: the kernel's BTF could not be read (the
+/// caller says why), a module's kfunc; each names the program, the instruction and the id.
 #[test]
 fn unresolvable_kfuncs_are_refused_with_the_reason() {
     let spec = |off: i16| XdpProgramSpec {
@@ -111,7 +105,7 @@ fn unresolvable_kfuncs_are_refused_with_the_reason() {
         ],
     };
     let cfg = XdpConfig {
-        kernel_btf: Some("/nonexistent/vmlinux".into()),
+        kfunc_names: Err("/nonexistent/vmlinux: No such file or directory (os error 2)".into()),
         ..XdpConfig::default()
     };
     let rt = XdpRuntime::new(vec![spec(0), spec(3)], vec![], cfg).expect("it builds");
@@ -127,5 +121,24 @@ fn unresolvable_kfuncs_are_refused_with_the_reason() {
         rt.runnable(1).unwrap_err().to_string(),
         "program k, insn 1: kfunc call (btf id 77, module btf 3: a module's kfunc), which \
          bpfemu does not support"
+    );
+}
+
+/// An id the caller's names lack names no function of the kernel's BTF: refused, by id.
+#[test]
+fn an_unnamed_kfunc_id_is_not_a_function() {
+    let spec = XdpProgramSpec {
+        name: "k".into(),
+        insns: vec![
+            ins(0xb7, 0, 0, 0, 2),
+            ins(0x85, 0, 2, 0, 77),
+            ins(0x95, 0, 0, 0, 0),
+        ],
+    };
+    let rt = XdpRuntime::new(vec![spec], vec![], config()).expect("it builds");
+    assert_eq!(
+        rt.runnable(0).unwrap_err().to_string(),
+        "program k, insn 1: kfunc call (btf id 77, module btf 0: not a function of the kernel's \
+         BTF), which bpfemu does not support"
     );
 }

@@ -15,7 +15,7 @@ use super::program::{self, MAP_ENTRIES, MAP_VALUE_SIZE};
 use arbitrary::Unstructured;
 use bpfemu_isa::{Insn, Program, RawInsn};
 use bpfemu_jit::{Jit, Mode, Tier};
-use bpfemu_loader::{MapOrigin, MapSpec as LoaderMapSpec};
+use bpfemu_loader::{Kernel, MapOrigin, MapSpec as LoaderMapSpec};
 use bpfemu_verifier::{Options as VerifierOptions, ProgramInput, verify};
 use bpfemu_vm::maps::MapSpec as VmMapSpec;
 use bpfemu_vm::xdp::{MapInit, PacketError, PacketMeta, XdpConfig, XdpProgramSpec, XdpRuntime};
@@ -77,7 +77,10 @@ fn bpfemu_verdict(insns: &[RawInsn], insn_limit: u64) -> (Option<String>, bool) 
 /// bpfemu's verifier on `insns` within `insn_limit` processed instructions.
 fn bpfemu_verify(insns: &[RawInsn], insn_limit: u64) -> bpfemu_verifier::Verdict {
     let maps = [loader_map()];
-    let input = ProgramInput::raw(BPF_PROG_TYPE_XDP, insns, &maps);
+    // Judged by the running kernel, as the kernel side is; generated programs call helpers
+    // only, so its BTF is never read.
+    let kernel = Kernel::running();
+    let input = ProgramInput::raw(BPF_PROG_TYPE_XDP, insns, &maps, &kernel);
     let opts = VerifierOptions {
         insn_limit,
         ..VerifierOptions::default()

@@ -45,7 +45,7 @@ pub fn regression_body(name: &str, target: Target) -> Target {
 /// do not exist, so an object needing them fails to load instead of reading the host's BTF.
 fn isolated_load_options() -> LoadOptions {
     LoadOptions {
-        target_btf: Some(PathBuf::from("/nonexistent/fuzz/vmlinux")),
+        kernel: bpfemu_loader::Kernel::with_btf_file("/nonexistent/fuzz/vmlinux"),
         kconfig: Some(PathBuf::from("/nonexistent/fuzz/config")),
         ..LoadOptions::default()
     }

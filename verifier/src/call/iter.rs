@@ -9,7 +9,6 @@
 //! element, a read-only `int` (for `bpf_iter_num`). The loop converges when an active state
 //! at `next` is within an earlier one (see `is_state_visited`).
 
-use super::kfunc::vmlinux_btf;
 use super::stack_obj::{SlotIndex, check_stack_obj_write, stack_slot_obj_spi};
 use crate::env::Env;
 use crate::state::VerifierState;
@@ -47,14 +46,14 @@ pub fn iter_op(name: &str) -> Option<IterOp> {
 }
 
 /// The iterator operation of the kfunc call `btf_id` (vmlinux), for the passes before the walk.
-pub fn iter_op_of_call(btf_id: i32) -> Option<IterOp> {
-    let btf = vmlinux_btf()?;
+pub fn iter_op_of_call(vmlinux: Option<&Btf>, btf_id: i32) -> Option<IterOp> {
+    let btf = vmlinux?;
     iter_op(&btf.get(btf_id as TypeId)?.name)
 }
 
 /// The log's name of an iterator type (`iter_type_str`): `num` for `struct bpf_iter_num`.
-pub fn type_name(btf_id: u32) -> String {
-    let name = vmlinux_btf()
+pub fn type_name(vmlinux: Option<&Btf>, btf_id: u32) -> String {
+    let name = vmlinux
         .and_then(|btf| btf.get(btf_id))
         .map_or("", |t| t.name.as_str());
     name.strip_prefix("bpf_iter_").unwrap_or(name).to_owned()
@@ -134,7 +133,7 @@ fn process_iter_arg(
             "arg#0 expected pointer to an iterator on stack",
         ));
     }
-    let kind = type_name(type_id);
+    let kind = type_name(env.input.vmlinux_btf(), type_id);
     let frame = reg.frameno as usize;
     let spi = stack_slot_obj_spi(env, state, &reg, "iter", nr_slots);
     if op == IterOp::New {

@@ -1,5 +1,5 @@
 //! kfunc calls (`check_kfunc_call`): the kernel functions XDP may call, by BTF id against the
-//! running kernel's vmlinux BTF (`/sys/kernel/btf/vmlinux`). The arguments are checked from the
+//! vmlinux BTF of the kernel the program is loaded into ([`crate::ProgramInput::kernel`]). The arguments are checked from the
 //! function's BTF prototype as `check_kfunc_args` does: scalars, the program's context
 //! (`struct xdp_md *`), and pointers to scalars as memory of the pointee's size.
 //!
@@ -24,7 +24,6 @@ use crate::state::reg::{self, RegState, RegType};
 use crate::{Errno, Reject};
 use bpfemu_isa::Reg;
 use bpfemu_loader::btf::{Btf, BtfKind, Param, TypeId};
-use std::sync::OnceLock;
 
 /// The kfuncs bpfemu checks here, all in the kfunc sets 6.18 gives XDP ([`kfunc_sets`]);
 /// iterators ([`super::iter`]) and kernel objects ([`super::kernel_objects`]) name theirs.
@@ -76,7 +75,7 @@ pub fn add_kfunc_calls(input: &crate::ProgramInput<'_>) -> Result<(), crate::che
         pc += if insn.code == 0x18 { 2 } else { 1 };
         let is_kfunc_call = insn.code == 0x85 && insn.src == 2 && insn.off == 0;
         // vmlinux BTF is read only for programs that call kfuncs.
-        let Some(btf) = is_kfunc_call.then(vmlinux_btf).flatten() else {
+        let Some(btf) = is_kfunc_call.then(|| input.vmlinux_btf()).flatten() else {
             continue;
         };
         let func = btf
@@ -98,16 +97,6 @@ pub fn add_kfunc_calls(input: &crate::ProgramInput<'_>) -> Result<(), crate::che
     Ok(())
 }
 
-/// The running kernel's BTF, parsed once; `None` when it cannot be read.
-pub fn vmlinux_btf() -> Option<&'static Btf> {
-    static BTF: OnceLock<Option<Btf>> = OnceLock::new();
-    BTF.get_or_init(|| {
-        let raw = std::fs::read("/sys/kernel/btf/vmlinux").ok()?;
-        Btf::parse(&raw).ok()
-    })
-    .as_ref()
-}
-
 /// Checks a call of the kfunc `btf_id` (module BTF `off`, 0 for vmlinux) at `pc`.
 pub fn check_kfunc_call(
     env: &mut Env<'_>,
@@ -122,10 +111,13 @@ pub fn check_kfunc_call(
             format!("not yet supported: kfunc {btf_id} in module BTF {off}"),
         ));
     }
-    let Some(btf) = vmlinux_btf() else {
+    let Some(btf) = env.input.vmlinux_btf() else {
         return Err(env.reject(
             Errno::Enotsupp,
-            "not yet supported: kfunc call without /sys/kernel/btf/vmlinux",
+            format!(
+                "not yet supported: kfunc call without {}",
+                env.input.kernel.btf_path().display()
+            ),
         ));
     };
     let func = btf
@@ -378,8 +370,8 @@ fn check_dynptr_slice(
 
 /// How many parameters the vmlinux kfunc `btf_id` takes (for the liveness of its argument
 /// registers, as `get_call_summary` counts them); `None` when vmlinux BTF does not say.
-pub fn kfunc_param_count(btf_id: TypeId) -> Option<usize> {
-    let btf = vmlinux_btf()?;
+pub fn kfunc_param_count(vmlinux: Option<&Btf>, btf_id: TypeId) -> Option<usize> {
+    let btf = vmlinux?;
     // A kfunc the program type may not call is not looked up: all five argument registers.
     if !kfunc_sets::in_xdp_sets(&btf.get(btf_id)?.name) {
         return None;
@@ -388,9 +380,9 @@ pub fn kfunc_param_count(btf_id: TypeId) -> Option<usize> {
 }
 
 /// Whether the call of vmlinux kfunc `btf_id` (module `off`) is `bpf_throw`.
-pub fn is_throw(btf_id: i32, off: i16) -> bool {
+pub fn is_throw(vmlinux: Option<&Btf>, btf_id: i32, off: i16) -> bool {
     off == 0
-        && vmlinux_btf()
+        && vmlinux
             .and_then(|btf| btf.name_of(btf_id as TypeId))
             .is_some_and(|name| name == "bpf_throw")
 }

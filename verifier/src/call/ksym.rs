@@ -3,9 +3,8 @@
 //! function's address is read-only memory of size 0; a per-CPU variable is a per-CPU pointer
 //! to its BTF type. (The vmlinux BTF of 6.18 holds no other variables.)
 
-use super::kfunc::vmlinux_btf;
 use crate::state::reg::{self, RegState, RegType};
-use bpfemu_loader::btf::{BtfKind, TypeId};
+use bpfemu_loader::btf::{Btf, BtfKind, TypeId};
 use std::collections::HashSet;
 use std::sync::OnceLock;
 
@@ -46,14 +45,18 @@ fn kallsyms() -> &'static HashSet<String> {
 }
 
 /// `check_pseudo_btf_id` for `btf_id` with the module BTF fd `btf_fd` (0: vmlinux).
-pub fn check_pseudo_btf_id(btf_id: i32, btf_fd: i32) -> Result<Ksym, KsymError> {
+pub fn check_pseudo_btf_id(
+    vmlinux: Option<&Btf>,
+    btf_id: i32,
+    btf_fd: i32,
+) -> Result<Ksym, KsymError> {
     if btf_fd != 0 {
         return Err(error(
             ENOTSUPP,
             "not yet supported: kernel symbol in module BTF".to_owned(),
         ));
     }
-    let Some(btf) = vmlinux_btf() else {
+    let Some(btf) = vmlinux else {
         return Err(error(
             EINVAL,
             "kernel is missing BTF, make sure CONFIG_DEBUG_INFO_BTF=y is specified in Kconfig."

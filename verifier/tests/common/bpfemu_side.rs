@@ -4,7 +4,7 @@ use super::kernel_side::{Judgement, probe_btf};
 use super::probe::{Probe, ProbeMap, subprog_starts};
 use bpfemu_kernel::verifier_error_line;
 use bpfemu_loader::btf::Btf;
-use bpfemu_loader::{MapOrigin, MapSpec};
+use bpfemu_loader::{Kernel, MapOrigin, MapSpec};
 use bpfemu_verifier::{Options, ProgramInput, Verdict, verify};
 
 /// The loader's description of a probe's map.
@@ -33,9 +33,9 @@ pub fn map_spec(m: &ProbeMap) -> MapSpec {
     }
 }
 
-/// Verifies the probe with bpfemu, giving it what the kernel gets (the same BTF when the
-/// kernel gets BTF).
-pub fn verify_probe(probe: &Probe, opts: &Options) -> Verdict {
+/// Verifies the probe with bpfemu for `kernel` (the running one, shared by the probes so its
+/// BTF is read once), giving it what the kernel gets (the same BTF when the kernel gets BTF).
+pub fn verify_probe(probe: &Probe, opts: &Options, kernel: &Kernel) -> Verdict {
     let starts = subprog_starts(&probe.insns);
     let probe_btf = probe_btf(&starts, &probe.maps);
     let maps: Vec<MapSpec> = probe
@@ -48,7 +48,7 @@ pub fn verify_probe(probe: &Probe, opts: &Options) -> Verdict {
             ..map_spec(m)
         })
         .collect();
-    let mut input = ProgramInput::raw(6, &probe.insns, &maps);
+    let mut input = ProgramInput::raw(6, &probe.insns, &maps, kernel);
     let functions: Vec<(String, usize)> = starts
         .iter()
         .enumerate()

@@ -4,6 +4,7 @@
 
 use super::probe::ProbeMap;
 use bpfemu_isa::RawInsn;
+use bpfemu_loader::Kernel;
 use bpfemu_vm::xdp::{MapInit, PacketError, PacketMeta, XdpConfig, XdpProgramSpec, XdpRuntime};
 use bpfemu_vm::{MapSpec, VmError};
 
@@ -78,12 +79,14 @@ fn randomize_maps(rt: &mut XdpRuntime, maps: &[ProbeMap], rng: &mut Rng) {
 
 /// Runs the program on `packets` random packets (14 to 300 bytes) with random map contents;
 /// `Err` names the first unsafe run. Programs the runtime cannot prepare (a helper bpfemu
-/// does not implement) are not run: `Ok(false)`.
+/// does not implement) are not run: `Ok(false)`. Its kfunc calls are named from `kernel`'s
+/// BTF, the one it was verified against.
 pub fn run_randomly(
     insns: &[RawInsn],
     maps: &[ProbeMap],
     seed: u64,
     packets: usize,
+    kernel: &Kernel,
 ) -> Result<bool, String> {
     let specs: Vec<(MapSpec, MapInit)> = maps
         .iter()
@@ -104,6 +107,7 @@ pub fn run_randomly(
     let cfg = XdpConfig {
         seed,
         insn_budget: 100_000,
+        kfunc_names: kernel.kfunc_names([insns]).map_err(|e| e.to_string()),
         ..XdpConfig::default()
     };
     let Ok(mut rt) = XdpRuntime::new(vec![program], specs, cfg) else {

@@ -1,11 +1,13 @@
 //! The kfuncs XDP programs may call in bpfemu, in one table ([`KFUNCS`]), by name.
 //!
 //! A kfunc call (`call` with `src_reg = BPF_PSEUDO_KFUNC_CALL`) names its function by BTF id in
-//! the running kernel's vmlinux BTF (the loader resolves a program's `__ksym` externs to those
-//! ids, as libbpf does). [`KfuncResolver`] turns each id into a name once, when the program is
-//! prepared ([`super::prepare`]), and the name into an implementation of this table; an id
-//! that names no function, or a function bpfemu does not implement, is refused there, by
-//! name, never in the middle of a replay.
+//! the vmlinux BTF of the kernel the program was loaded into (the loader resolves a program's
+//! `__ksym` externs to those ids, as libbpf does). The caller gives the names of those ids
+//! ([`KfuncNames`], in [`XdpConfig::kfunc_names`](super::XdpConfig::kfunc_names));
+//! [`KfuncResolver`] turns each id into a name once, when the program is prepared
+//! ([`super::prepare`]), and the name into an implementation of this table; an id that names
+//! no function, or a function bpfemu does not implement, is refused there, by name, never in
+//! the middle of a replay.
 //!
 //! The numeric open-coded iterator of `kernel/bpf/bpf_iter.c` (what libbpf's `bpf_for` and
 //! `bpf_repeat` use): `struct bpf_iter_num` is 8 bytes on the program's stack, `{ int cur;
@@ -34,9 +36,7 @@ use crate::helpers::HelperError;
 use crate::interp::BPF_MAX_LOOPS;
 use crate::memory::Memory;
 use crate::taint::Footprint;
-use bpfemu_loader::btf::{Btf, BtfKind};
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::collections::BTreeMap;
 
 /// A kfunc: the run's environment, r1-r5, the memory; the value for r0.
 pub type KfuncFn = fn(&mut XdpEnv<'_>, [u64; 5], &mut Memory) -> Result<u64, HelperError>;
@@ -92,36 +92,37 @@ pub fn find(kfuncs: &[ResolvedKfunc], btf_id: i32) -> Option<&'static KfuncDef> 
     kfuncs.iter().find(|k| k.btf_id == btf_id).map(|k| k.def)
 }
 
-/// `/sys/kernel/btf/vmlinux`: the BTF kfunc ids name functions of unless told otherwise.
-pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
+/// The names of the kfuncs a program set calls, by BTF id, as the kernel the programs were
+/// loaded into names them: the caller reads that kernel's BTF (the root crate from
+/// `bpfemu_loader::Object::kfunc_names`), so the runtime never reads BTF itself. `Err`: why the
+/// kernel's BTF could not be read (the file and the error), which every kfunc call is refused
+/// with. Ids missing from the map name no function of that BTF.
+pub type KfuncNames = Result<BTreeMap<i32, String>, String>;
 
 /// Why a kfunc id cannot be resolved.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Unresolved {
-    /// The BTF cannot be read or parsed.
+    /// The kernel's BTF cannot be read or parsed.
     NoBtf(String),
     /// The id is not a function of the BTF.
     NotAFunction,
     /// A function bpfemu does not implement (its name).
     NotImplemented(String),
-    /// A module's BTF (`off` not 0): bpfemu reads vmlinux only.
+    /// A module's BTF (`off` not 0): bpfemu knows vmlinux's kfuncs only.
     ModuleBtf,
 }
 
-/// Resolves the kfunc ids of a program set against a kernel BTF, read only when a program
-/// calls a kfunc, and collects what it resolved.
-pub struct KfuncResolver {
-    path: Option<PathBuf>,
-    btf: Option<Result<Btf, String>>,
+/// Resolves the kfunc ids of a program set by the names the caller gave, and collects what
+/// it resolved.
+pub struct KfuncResolver<'n> {
+    names: &'n KfuncNames,
     resolved: Vec<ResolvedKfunc>,
 }
 
-impl KfuncResolver {
-    /// Against the BTF at `path`; `None`: [`VMLINUX_BTF`] (read once per process).
-    pub fn new(path: Option<&Path>) -> KfuncResolver {
+impl<'n> KfuncResolver<'n> {
+    pub fn new(names: &'n KfuncNames) -> KfuncResolver<'n> {
         KfuncResolver {
-            path: path.map(Path::to_path_buf),
-            btf: None,
+            names,
             resolved: Vec::new(),
         }
     }
@@ -134,54 +135,20 @@ impl KfuncResolver {
         if let Some(def) = find(&self.resolved, btf_id) {
             return Ok(def);
         }
-        let btf = self.btf().map_err(Unresolved::NoBtf)?;
-        let func = u32::try_from(btf_id)
-            .ok()
-            .and_then(|id| btf.get(id))
-            .filter(|t| matches!(t.kind, BtfKind::Func { .. }))
-            .ok_or(Unresolved::NotAFunction)?;
-        let def =
-            lookup(&func.name).ok_or_else(|| Unresolved::NotImplemented(func.name.clone()))?;
+        let names = self
+            .names
+            .as_ref()
+            .map_err(|e| Unresolved::NoBtf(e.clone()))?;
+        let name = names.get(&btf_id).ok_or(Unresolved::NotAFunction)?;
+        let def = lookup(name).ok_or_else(|| Unresolved::NotImplemented(name.clone()))?;
         self.resolved.push(ResolvedKfunc { btf_id, def });
         Ok(def)
-    }
-
-    /// The BTF id of the function `name` (what a loader resolves a `__ksym` extern to).
-    pub fn btf_id(&mut self, name: &str) -> Result<i32, Unresolved> {
-        let btf = self.btf().map_err(Unresolved::NoBtf)?;
-        btf.find_by_name_kind(name, |k| matches!(k, BtfKind::Func { .. }))
-            .and_then(|id| i32::try_from(id).ok())
-            .ok_or(Unresolved::NotAFunction)
     }
 
     /// The kfuncs resolved so far.
     pub fn into_resolved(self) -> Vec<ResolvedKfunc> {
         self.resolved
     }
-
-    fn btf(&mut self) -> Result<&Btf, String> {
-        let Some(path) = &self.path else {
-            return vmlinux_btf();
-        };
-        let path = path.clone();
-        self.btf
-            .get_or_insert_with(|| read_btf(&path))
-            .as_ref()
-            .map_err(Clone::clone)
-    }
-}
-
-fn read_btf(path: &Path) -> Result<Btf, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    Btf::parse(&bytes).map_err(|e| format!("{}: {e}", path.display()))
-}
-
-/// The running kernel's BTF, parsed once per process.
-fn vmlinux_btf() -> Result<&'static Btf, String> {
-    static BTF: OnceLock<Result<Btf, String>> = OnceLock::new();
-    BTF.get_or_init(|| read_btf(Path::new(VMLINUX_BTF)))
-        .as_ref()
-        .map_err(Clone::clone)
 }
 
 /// `EINVAL`, `E2BIG` as the negative values kfuncs return.

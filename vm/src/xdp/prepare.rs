@@ -7,7 +7,8 @@
 //!   address ([`code_addr`]). Each becomes a plain 64-bit constant in the prepared copy.
 //! - Every helper call must name a helper of the [`HELPERS`](super::helpers::HELPERS) table,
 //!   and every kfunc call a kfunc of the [`KFUNCS`](super::kfuncs::KFUNCS) table (its BTF id
-//!   resolved to a name in the kernel's BTF by a [`KfuncResolver`]); no ksym may appear:
+//!   named by the caller's [`KfuncNames`](super::kfuncs::KfuncNames) through a
+//!   [`KfuncResolver`]); no ksym may appear:
 //!   these are errors here, naming the program and the instruction, rather than surprises in
 //!   the middle of a replay.
 
@@ -66,7 +67,7 @@ pub fn prepare(
     index: usize,
     insns: &[RawInsn],
     maps: &Maps,
-    kfuncs: &mut KfuncResolver,
+    kfuncs: &mut KfuncResolver<'_>,
 ) -> Result<Program, PrepareError> {
     let mut raw = insns.to_vec();
     resolve_ld_imm64(name, index, &mut raw, maps)?;
@@ -157,7 +158,11 @@ fn resolved_value(
 }
 
 /// Every call names a helper or a kfunc bpfemu implements.
-fn check_calls(name: &str, prog: &Program, kfuncs: &mut KfuncResolver) -> Result<(), PrepareError> {
+fn check_calls(
+    name: &str,
+    prog: &Program,
+    kfuncs: &mut KfuncResolver<'_>,
+) -> Result<(), PrepareError> {
     for (pc, insn) in prog.iter() {
         match insn {
             Insn::Call(CallTarget::Helper(id)) if helpers::lookup(*id).is_none() => {

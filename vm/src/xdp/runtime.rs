@@ -4,7 +4,7 @@
 use super::determinism::{Clock, Prandom};
 use super::frame::{Refusal, XdpFrame};
 use super::helpers::{RunState, XdpEnv, maps::FOR_EACH_KEY_REGION};
-use super::kfuncs::{KfuncResolver, ResolvedKfunc};
+use super::kfuncs::{KfuncNames, KfuncResolver, ResolvedKfunc};
 use super::prepare::{PrepareError, prepare};
 use crate::coverage::Coverage;
 use crate::engine::{Engine, Executable};
@@ -15,6 +15,7 @@ use crate::maps::{Errno, MapEnv, MapError, MapName, MapSpec, Maps};
 use crate::memory::{Memory, RegionKind};
 use crate::taint::{TaintSource, TaintState};
 use bpfemu_isa::{Program, RawInsn};
+use std::collections::BTreeMap;
 use std::fmt;
 
 /// XDP actions (`enum xdp_action`), as the kernel numbers them.
@@ -37,10 +38,10 @@ pub struct XdpConfig {
     /// taken, with any queue (the kernel would refuse an ifindex it lacks with ENODEV and a
     /// queue past the device's with EINVAL).
     pub rx_devices: Option<Vec<RxDevice>>,
-    /// The kernel BTF whose ids kfunc calls name (the one the loader resolved `__ksym`
-    /// externs against); `None`: `/sys/kernel/btf/vmlinux`, read only when a program calls a
-    /// kfunc.
-    pub kernel_btf: Option<std::path::PathBuf>,
+    /// The names of the kfuncs the programs call, by BTF id, from the BTF of the kernel they
+    /// were loaded into (the one the loader resolved `__ksym` externs against). Default: none
+    /// (a program calling a kfunc is refused when prepared).
+    pub kfunc_names: KfuncNames,
 }
 
 /// A device packets can arrive on: its ifindex and `real_num_rx_queues`.
@@ -58,7 +59,7 @@ impl Default for XdpConfig {
             fib: None,
             insn_budget: DEFAULT_INSN_BUDGET,
             rx_devices: None,
-            kernel_btf: None,
+            kfunc_names: Ok(BTreeMap::new()),
         }
     }
 }
@@ -446,7 +447,7 @@ impl XdpRuntime {
         }
         let mut prepared = Vec::with_capacity(programs.len());
         let mut unprepared = Vec::with_capacity(programs.len());
-        let mut kfuncs = KfuncResolver::new(cfg.kernel_btf.as_deref());
+        let mut kfuncs = KfuncResolver::new(&cfg.kfunc_names);
         for (i, p) in programs.iter().enumerate() {
             match prepare(&p.name, i, &p.insns, &registry, &mut kfuncs) {
                 Ok(prog) => {
