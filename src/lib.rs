@@ -1,13 +1,14 @@
 //! bpfemu: the Linux kernel's eBPF machinery for XDP, rebuilt in userspace Rust.
 //!
 //! This facade re-exports the workspace's product crates; the `bpfemu` binary is the command
-//! line over them. See `DESIGN.md` in the shared folder for the layout and the data flow.
+//! line over them. `ARCHITECTURE.md` at the repository's root has the layout and the data flow.
 //!
 //! - [`isa`]: instructions, decoding, the kernel-syntax disassembler and the assembler.
 //! - [`vm`]: checked memory and the reference interpreter.
 //! - [`loader`]: the BPF ELF objects clang builds, prepared as libbpf 1.7 prepares them.
 //! - [`verifier`]: the Linux 6.18 verifier for XDP programs: the kernel's verdict and log.
-//! - [`jit`]: the Cranelift JIT, the same results as the interpreter at native speed.
+//! - [`jit`]: the two JIT tiers (Cranelift, x86-64 baseline) and [`jit::Engine`], the one list
+//!   of engines every command chooses from.
 //! - [`kernel`]: the one door to the running kernel (bpf(), maps, programs, test runs, event
 //!   rings, network namespaces), behind `diff`, `bench` and `conformance --kernel`.
 //!
