@@ -143,28 +143,29 @@ mod tests {
 
     /// A BTF of one function, `f`, at id 2 (its prototype at 1).
     fn one_function() -> Btf {
-        let mut btf = Btf::default();
-        btf.types = vec![
-            BtfType {
-                name: String::new(),
-                kind: BtfKind::Void,
-            },
-            BtfType {
-                name: String::new(),
-                kind: BtfKind::FuncProto {
-                    ret: 0,
-                    params: Vec::new(),
+        Btf {
+            types: vec![
+                BtfType {
+                    name: String::new(),
+                    kind: BtfKind::Void,
                 },
-            },
-            BtfType {
-                name: "f".into(),
-                kind: BtfKind::Func {
-                    proto: 1 as TypeId,
-                    linkage: Linkage::Global,
+                BtfType {
+                    name: String::new(),
+                    kind: BtfKind::FuncProto {
+                        ret: 0,
+                        params: Vec::new(),
+                    },
                 },
-            },
-        ];
-        btf
+                BtfType {
+                    name: "f".into(),
+                    kind: BtfKind::Func {
+                        proto: 1 as TypeId,
+                        linkage: Linkage::Global,
+                    },
+                },
+            ],
+            ..Btf::default()
+        }
     }
 
     fn call(src: u8, imm: i32) -> RawInsn {

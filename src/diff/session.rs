@@ -150,14 +150,14 @@ impl Session {
             .unwrap_or_default();
         let (before_load, after_load): (Vec<MapContents>, Vec<MapContents>) = contents
             .into_iter()
-            .partition(|c| is_global_data(&object, &c.name));
+            .partition(|c| is_global_data(object, &c.name));
         let kernel = KernelObject::load(
-            &object,
+            object,
             &program_name,
             &KernelLoadOptions {
                 log_level: 0,
                 log_size: 1 << 20,
-                initial: initial_entries(&object, &before_load, cpus)?,
+                initial: initial_entries(object, &before_load, cpus)?,
             },
         )
         .map_err(|error| DiffError::Kernel {
@@ -165,14 +165,14 @@ impl Session {
             error,
         })?;
         let kernel_events =
-            KernelEvents::attach(&object, &kernel, cpus).map_err(|(map, source)| {
+            KernelEvents::attach(object, &kernel, cpus).map_err(|(map, source)| {
                 DiffError::Events {
                     path: path_str.clone(),
                     map,
                     source,
                 }
             })?;
-        let nondeterminism = scan_nondeterminism(&object);
+        let nondeterminism = scan_nondeterminism(object);
         let build = |seed: u64| {
             let setup = RunSetup {
                 engine: opts.engine,
