@@ -162,7 +162,7 @@ pub fn kernel_ready() -> Result<(), String> {
             "the kernel's bpf() is not usable here: loading an XDP program fails with {} \
              (bpfemu diff needs root, or CAP_BPF and CAP_NET_ADMIN, and a kernel with the bpf \
              syscall); nothing was compared",
-            errno_name(errno)
+            Errno(errno)
         )
     })?;
     kbpf::test_run(fd.as_fd(), &[0u8; 14], None, 1)
@@ -170,13 +170,9 @@ pub fn kernel_ready() -> Result<(), String> {
         .map_err(|errno| {
             format!(
                 "the kernel's BPF_PROG_TEST_RUN is not usable here ({}); nothing was compared",
-                errno_name(errno)
+                Errno(errno)
             )
         })
-}
-
-fn errno_name(errno: i32) -> String {
-    Errno(errno).to_string()
 }
 
 // ---------------------------------------------------------------------------------------------

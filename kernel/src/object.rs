@@ -57,7 +57,7 @@ pub enum KernelObjectError {
         pc: usize,
         index: i32,
     },
-    #[error("program {program}: the kernel rejects it ({}):\n{tail}", errno_name(*errno))]
+    #[error("program {program}: the kernel rejects it ({}):\n{tail}", bpfemu_isa::uapi::Errno(*errno).to_string())]
     ProgLoad {
         program: String,
         errno: i32,
@@ -119,7 +119,7 @@ impl KernelObject {
                     let last = log.lines().last().unwrap_or_default().to_owned();
                     warnings.push(format!(
                         "the kernel refuses the object's BTF ({}: {last}); loading without it",
-                        errno_name(errno)
+                        bpfemu_isa::uapi::Errno(errno)
                     ));
                 })
                 .ok()
@@ -168,7 +168,7 @@ impl KernelObject {
                 Err(errno) => warnings.push(format!(
                     "program {}: the kernel rejects it ({}); the slots naming it stay empty",
                     prog.name,
-                    errno_name(errno)
+                    bpfemu_isa::uapi::Errno(errno)
                 )),
             }
             if i == selected {
@@ -220,7 +220,7 @@ impl KernelObject {
                 kernel::map_update_fd(map.as_fd(), &slot.to_ne_bytes(), &value, 0).map_err(
                     |errno| KernelObjectError::MapInit {
                         map: spec.name.clone(),
-                        errno: format!("slot {slot} = {name}: {}", errno_name(errno)),
+                        errno: format!("slot {slot} = {name}: {}", bpfemu_isa::uapi::Errno(errno)),
                     },
                 )?;
             }
@@ -410,7 +410,7 @@ fn create_map(spec: &MapSpec, btf_fd: Option<i32>) -> Result<(OwnedFd, bool), Ke
         .map(|fd| (fd, mmapable))
         .map_err(|errno| KernelObjectError::MapCreate {
             map: spec.name.clone(),
-            errno: errno_name(errno),
+            errno: bpfemu_isa::uapi::Errno(errno).to_string(),
             hint: if errno == libc::EPERM {
                 " (not root, or no CAP_BPF)".into()
             } else {
@@ -428,7 +428,7 @@ fn set_initial(
 ) -> Result<(), KernelObjectError> {
     let err = |errno: i32| KernelObjectError::MapInit {
         map: spec.name.clone(),
-        errno: errno_name(errno),
+        errno: bpfemu_isa::uapi::Errno(errno).to_string(),
     };
     if let Some(initial) = spec.initial.as_ref().filter(|v| v.iter().any(|&b| b != 0)) {
         let mut value = initial.clone();
@@ -479,10 +479,6 @@ fn load_program(
     opts.license = &license;
     opts.kern_version = obj.kern_version.unwrap_or(0);
     kernel::prog_load(&opts)
-}
-
-fn errno_name(errno: i32) -> String {
-    bpfemu_vm::maps::Errno(errno).to_string()
 }
 
 /// A read-only mapping of an mmap()able array map (see [`KernelObject::map_array`]).

@@ -452,9 +452,8 @@ fn check_elem_sizes(map: &OwnedFd, key_len: usize, value_len: usize) -> Result<(
         info: &mut info as *mut MapInfoHead as u64,
     };
     sys_bpf_status(BPF_OBJ_GET_INFO_BY_FD, &mut attr)?;
-    // Per-CPU maps (PERCPU_HASH, PERCPU_ARRAY, LRU_PERCPU_HASH, PERCPU_CGROUP_STORAGE) copy
-    // one value per possible CPU: more than `value_size` bytes.
-    let per_cpu = matches!(info.map_type, 5 | 6 | 10 | 21);
+    // Per-CPU maps copy one value per possible CPU: more than `value_size` bytes.
+    let per_cpu = is_per_cpu_map(info.map_type);
     if per_cpu || info.key_size as usize != key_len || info.value_size as usize != value_len {
         return Err(libc::EINVAL);
     }
@@ -773,8 +772,14 @@ fn parse_cpu_list(list: &str) -> Option<u32> {
 
 /// The map types whose syscall-side values hold one copy per possible CPU.
 pub fn is_per_cpu_map(map_type: u32) -> bool {
-    // PERCPU_HASH, PERCPU_ARRAY, LRU_PERCPU_HASH, PERCPU_CGROUP_STORAGE.
-    matches!(map_type, 5 | 6 | 10 | 21)
+    use bpfemu_isa::uapi::*;
+    matches!(
+        map_type,
+        BPF_MAP_TYPE_PERCPU_HASH
+            | BPF_MAP_TYPE_PERCPU_ARRAY
+            | BPF_MAP_TYPE_LRU_PERCPU_HASH
+            | BPF_MAP_TYPE_PERCPU_CGROUP_STORAGE
+    )
 }
 
 /// Bytes of a value on the syscall side: `value_size`, or for per-CPU maps one copy per

@@ -432,7 +432,7 @@ fn parse_map_def(btf: &Btf, def_id: TypeId, name: &str, is_inner: bool) -> Resul
             other => return Err(format!("unknown field '{other}'")),
         }
     }
-    if def.map_type == 0 {
+    if def.map_type == bpfemu_isa::uapi::BPF_MAP_TYPE_UNSPEC {
         return Err("map type is not specified".into());
     }
     Ok(def)
@@ -797,7 +797,16 @@ pub fn object_name(file: &str) -> String {
 /// Map types that have no entries of their own, whose `max_entries` the kernel requires to be
 /// 0: cgroup storage (both flavours) and the local storages (socket, inode, task, cgroup).
 pub fn has_no_entries(map_type: u32) -> bool {
-    matches!(map_type, 19 | 21 | 24 | 28 | 29 | 32)
+    use bpfemu_isa::uapi::*;
+    matches!(
+        map_type,
+        BPF_MAP_TYPE_CGROUP_STORAGE
+            | BPF_MAP_TYPE_PERCPU_CGROUP_STORAGE
+            | BPF_MAP_TYPE_SK_STORAGE
+            | BPF_MAP_TYPE_INODE_STORAGE
+            | BPF_MAP_TYPE_TASK_STORAGE
+            | BPF_MAP_TYPE_CGRP_STORAGE
+    )
 }
 
 /// Applies `--map-size` overrides, gives a zero-sized perf event array one slot per possible

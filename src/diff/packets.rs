@@ -33,7 +33,7 @@ impl Outcome {
             },
             Err(errno) => Outcome::Refused {
                 errno,
-                error: errno_name(errno),
+                error: Errno(errno).to_string(),
             },
         }
     }

@@ -324,7 +324,7 @@ impl Session {
                         DiffError::Maps(format!(
                             "map {}: entry {i}: the kernel refuses the update with {}{frozen}",
                             map.name,
-                            errno_name(errno)
+                            Errno(errno)
                         ))
                     })?;
                 }
@@ -538,7 +538,7 @@ impl Session {
                     DiffError::Maps(format!(
                         "map {}: reading the kernel's entries: {}",
                         spec.name,
-                        errno_name(e)
+                        Errno(e)
                     ))
                 })?;
             }

@@ -131,7 +131,7 @@ pub fn verify_in_kernel(path: &Path, load: &LoadOptions) -> Result<Vec<ProgramVe
             Err(KernelObjectError::ProgLoad { log, errno, .. }) => {
                 let mut v = parse_verifier_log(&log, false);
                 if log.trim().is_empty() {
-                    v.error = Some(format!("the kernel refuses it ({})", errno_name(errno)));
+                    v.error = Some(format!("the kernel refuses it ({})", Errno(errno)));
                 }
                 v
             }

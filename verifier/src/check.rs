@@ -439,7 +439,7 @@ fn resolve_one_ldimm64(
 
 /// Map types with `map_direct_value_addr` (array, and the arena's own handling is apart).
 fn has_direct_value_access(map_type: u32) -> bool {
-    map_type == 2
+    map_type == bpfemu_isa::uapi::BPF_MAP_TYPE_ARRAY
 }
 
 /// `bpf_opcode_in_insntable`: the opcodes 6.18's interpreter table knows.

@@ -1004,7 +1004,7 @@ fn check_ld_imm(
             let idx = env.insn_idx;
             env.aux[idx].map_index = Some(imm as u32);
             if matches!(kind, K::MapValue | K::MapIdxValue) {
-                if map.map_type == 33 {
+                if map.map_type == bpfemu_isa::uapi::BPF_MAP_TYPE_ARENA {
                     RegState::unknown_scalar()
                 } else {
                     let mut r = RegState::pointer(RegType::MapValue);

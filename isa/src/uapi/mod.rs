@@ -145,6 +145,10 @@ pub const BPF_MAP_TYPE_USER_RINGBUF: u32 = 31;
 pub const BPF_MAP_TYPE_CGRP_STORAGE: u32 = 32;
 pub const BPF_MAP_TYPE_ARENA: u32 = 33;
 pub const BPF_MAP_TYPE_INSN_ARRAY: u32 = 34;
+// The cgroup storages keep their old names as aliases of the `_DEPRECATED` values, as the
+// kernel's header does.
+pub const BPF_MAP_TYPE_CGROUP_STORAGE: u32 = BPF_MAP_TYPE_CGROUP_STORAGE_DEPRECATED;
+pub const BPF_MAP_TYPE_PERCPU_CGROUP_STORAGE: u32 = BPF_MAP_TYPE_PERCPU_CGROUP_STORAGE_DEPRECATED;
 
 /// `BPF_F_RDONLY_PROG`: the program may only read the map.
 pub const BPF_F_RDONLY_PROG: u32 = 1 << 7;

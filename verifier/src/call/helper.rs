@@ -19,41 +19,11 @@ use crate::state::stack::{SLOT_SIZE, SlotType};
 use crate::state::{RefKind, Tnum, VerifierState};
 use crate::{Errno, Reject};
 use bpfemu_isa::Reg;
+use bpfemu_isa::helpers::id;
+use bpfemu_isa::uapi::*;
 
 /// `MAX_ERRNO`: the most negative error a helper returns.
 const MAX_ERRNO: i64 = 4095;
-
-/// Map types the compatibility checks name (`enum bpf_map_type`).
-mod map_type {
-    pub const ARRAY: u32 = 2;
-    pub const PROG_ARRAY: u32 = 3;
-    pub const PERF_EVENT_ARRAY: u32 = 4;
-    pub const PERCPU_HASH: u32 = 5;
-    pub const PERCPU_ARRAY: u32 = 6;
-    pub const STACK_TRACE: u32 = 7;
-    pub const CGROUP_ARRAY: u32 = 8;
-    pub const LRU_PERCPU_HASH: u32 = 10;
-    pub const ARRAY_OF_MAPS: u32 = 12;
-    pub const HASH_OF_MAPS: u32 = 13;
-    pub const DEVMAP: u32 = 14;
-    pub const SOCKMAP: u32 = 15;
-    pub const CPUMAP: u32 = 16;
-    pub const XSKMAP: u32 = 17;
-    pub const SOCKHASH: u32 = 18;
-    pub const CGROUP_STORAGE: u32 = 19;
-    pub const REUSEPORT_SOCKARRAY: u32 = 20;
-    pub const PERCPU_CGROUP_STORAGE: u32 = 21;
-    pub const QUEUE: u32 = 22;
-    pub const STACK: u32 = 23;
-    pub const SK_STORAGE: u32 = 24;
-    pub const DEVMAP_HASH: u32 = 25;
-    pub const RINGBUF: u32 = 27;
-    pub const INODE_STORAGE: u32 = 28;
-    pub const TASK_STORAGE: u32 = 29;
-    pub const BLOOM_FILTER: u32 = 30;
-    pub const USER_RINGBUF: u32 = 31;
-    pub const CGRP_STORAGE: u32 = 32;
-}
 
 /// What the argument checks learn for the rest of the call (`struct bpf_call_arg_meta`).
 #[derive(Clone, Debug, Default)]
@@ -142,7 +112,7 @@ pub fn check_helper_call(
 
 fn is_prog_array(env: &Env<'_>, map: Option<u32>) -> bool {
     map.and_then(|m| env.map(m))
-        .is_some_and(|spec| spec.map_type == map_type::PROG_ARRAY)
+        .is_some_and(|spec| spec.map_type == BPF_MAP_TYPE_PROG_ARRAY)
 }
 
 fn reg_of(arg: usize) -> Reg {
@@ -248,7 +218,7 @@ fn check_arg_by_type(
             let key_size = map_spec(env, meta, "key")?.key_size;
             check_helper_mem_access(env, state, r, key_size as i32, AccessType::Read, false)?;
             let map_type = map_spec(env, meta, "key")?.map_type;
-            if matches!(map_type, map_type::ARRAY | map_type::PERCPU_ARRAY) {
+            if matches!(map_type, BPF_MAP_TYPE_ARRAY | BPF_MAP_TYPE_PERCPU_ARRAY) {
                 meta.const_map_key = constant_map_key(env, state, &reg, key_size)?;
             }
         }
@@ -354,14 +324,14 @@ fn resolve_map_arg_type(
 ) -> Result<(), Reject> {
     let mt = map_spec(env, meta, "type")?.map_type;
     match mt {
-        map_type::SOCKMAP | map_type::SOCKHASH => {
+        BPF_MAP_TYPE_SOCKMAP | BPF_MAP_TYPE_SOCKHASH => {
             if arg_type.flags == 0 {
                 *arg_type = ArgType::new(ArgBase::PtrToBtfIdSockCommon);
             } else {
                 return Err(env.reject(Errno::Einval, "invalid arg_type for sockmap/sockhash"));
             }
         }
-        map_type::BLOOM_FILTER if func_id == proto::MAP_PEEK_ELEM => {
+        BPF_MAP_TYPE_BLOOM_FILTER if func_id == proto::MAP_PEEK_ELEM => {
             arg_type.flags |= MEM_UNINIT;
         }
         _ => {}
@@ -856,7 +826,10 @@ fn set_return_value(
             };
             let mut flags = reg::PTR_MAYBE_NULL;
             let elide = proto.id == proto::MAP_LOOKUP_ELEM
-                && matches!(spec.map_type, map_type::ARRAY | map_type::PERCPU_ARRAY)
+                && matches!(
+                    spec.map_type,
+                    BPF_MAP_TYPE_ARRAY | BPF_MAP_TYPE_PERCPU_ARRAY
+                )
                 && meta
                     .const_map_key
                     .is_some_and(|k| k < spec.max_entries as u64);
@@ -964,57 +937,125 @@ fn check_map_func_compatibility(
     map: Option<u32>,
     func_id: i32,
 ) -> Result<(), Reject> {
-    use map_type::*;
     let Some(map) = map else { return Ok(()) };
     let Some(mt) = env.map(map).map(|m| m.map_type) else {
         return Ok(());
     };
     let map_allows = match mt {
-        PROG_ARRAY => func_id == proto::TAIL_CALL,
-        PERF_EVENT_ARRAY => matches!(func_id, 22 | 25 | 55 | 111 | 121),
-        RINGBUF => matches!(func_id, 130 | 131 | 134 | 198 | 199 | 200),
-        USER_RINGBUF => func_id == proto::USER_RINGBUF_DRAIN,
-        STACK_TRACE => func_id == 27,
-        CGROUP_ARRAY => matches!(func_id, 33 | 37),
-        CGROUP_STORAGE | PERCPU_CGROUP_STORAGE => func_id == 81,
-        DEVMAP | DEVMAP_HASH | XSKMAP => {
-            matches!(func_id, proto::REDIRECT_MAP | proto::MAP_LOOKUP_ELEM)
+        BPF_MAP_TYPE_PROG_ARRAY => func_id == id::TAIL_CALL,
+        BPF_MAP_TYPE_PERF_EVENT_ARRAY => matches!(
+            func_id,
+            id::PERF_EVENT_READ
+                | id::PERF_EVENT_OUTPUT
+                | id::PERF_EVENT_READ_VALUE
+                | id::SKB_OUTPUT
+                | id::XDP_OUTPUT
+        ),
+        BPF_MAP_TYPE_RINGBUF => matches!(
+            func_id,
+            id::RINGBUF_OUTPUT
+                | id::RINGBUF_RESERVE
+                | id::RINGBUF_QUERY
+                | id::RINGBUF_RESERVE_DYNPTR
+                | id::RINGBUF_SUBMIT_DYNPTR
+                | id::RINGBUF_DISCARD_DYNPTR
+        ),
+        BPF_MAP_TYPE_USER_RINGBUF => func_id == id::USER_RINGBUF_DRAIN,
+        BPF_MAP_TYPE_STACK_TRACE => func_id == id::GET_STACKID,
+        BPF_MAP_TYPE_CGROUP_ARRAY => matches!(
+            func_id,
+            id::SKB_UNDER_CGROUP | id::CURRENT_TASK_UNDER_CGROUP
+        ),
+        BPF_MAP_TYPE_CGROUP_STORAGE | BPF_MAP_TYPE_PERCPU_CGROUP_STORAGE => {
+            func_id == id::GET_LOCAL_STORAGE
         }
-        CPUMAP => func_id == proto::REDIRECT_MAP,
-        ARRAY_OF_MAPS | HASH_OF_MAPS => func_id == proto::MAP_LOOKUP_ELEM,
+        BPF_MAP_TYPE_DEVMAP | BPF_MAP_TYPE_DEVMAP_HASH | BPF_MAP_TYPE_XSKMAP => {
+            matches!(func_id, id::REDIRECT_MAP | id::MAP_LOOKUP_ELEM)
+        }
+        BPF_MAP_TYPE_CPUMAP => func_id == id::REDIRECT_MAP,
+        BPF_MAP_TYPE_ARRAY_OF_MAPS | BPF_MAP_TYPE_HASH_OF_MAPS => func_id == id::MAP_LOOKUP_ELEM,
         // XDP may not update sock maps (`may_update_sockmap`).
-        SOCKMAP => matches!(func_id, 52 | 53 | 60 | 82 | 1),
-        SOCKHASH => matches!(func_id, 70 | 71 | 72 | 82 | 1),
-        REUSEPORT_SOCKARRAY => func_id == 82,
-        QUEUE | STACK => matches!(func_id, 87..=89),
-        SK_STORAGE => matches!(func_id, 107 | 108 | proto::KPTR_XCHG),
-        INODE_STORAGE => matches!(func_id, 145 | 146 | proto::KPTR_XCHG),
-        TASK_STORAGE => matches!(func_id, 156 | 157 | proto::KPTR_XCHG),
-        CGRP_STORAGE => matches!(func_id, 210 | 211 | proto::KPTR_XCHG),
-        BLOOM_FILTER => matches!(func_id, proto::MAP_PEEK_ELEM | proto::MAP_PUSH_ELEM),
+        BPF_MAP_TYPE_SOCKMAP => matches!(
+            func_id,
+            id::SK_REDIRECT_MAP
+                | id::SOCK_MAP_UPDATE
+                | id::MSG_REDIRECT_MAP
+                | id::SK_SELECT_REUSEPORT
+                | id::MAP_LOOKUP_ELEM
+        ),
+        BPF_MAP_TYPE_SOCKHASH => matches!(
+            func_id,
+            id::SOCK_HASH_UPDATE
+                | id::MSG_REDIRECT_HASH
+                | id::SK_REDIRECT_HASH
+                | id::SK_SELECT_REUSEPORT
+                | id::MAP_LOOKUP_ELEM
+        ),
+        BPF_MAP_TYPE_REUSEPORT_SOCKARRAY => func_id == id::SK_SELECT_REUSEPORT,
+        BPF_MAP_TYPE_QUEUE | BPF_MAP_TYPE_STACK => {
+            matches!(func_id, id::MAP_PUSH_ELEM..=id::MAP_PEEK_ELEM)
+        }
+        BPF_MAP_TYPE_SK_STORAGE => matches!(
+            func_id,
+            id::SK_STORAGE_GET | id::SK_STORAGE_DELETE | id::KPTR_XCHG
+        ),
+        BPF_MAP_TYPE_INODE_STORAGE => matches!(
+            func_id,
+            id::INODE_STORAGE_GET | id::INODE_STORAGE_DELETE | id::KPTR_XCHG
+        ),
+        BPF_MAP_TYPE_TASK_STORAGE => matches!(
+            func_id,
+            id::TASK_STORAGE_GET | id::TASK_STORAGE_DELETE | id::KPTR_XCHG
+        ),
+        BPF_MAP_TYPE_CGRP_STORAGE => matches!(
+            func_id,
+            id::CGRP_STORAGE_GET | id::CGRP_STORAGE_DELETE | id::KPTR_XCHG
+        ),
+        BPF_MAP_TYPE_BLOOM_FILTER => matches!(func_id, id::MAP_PEEK_ELEM | id::MAP_PUSH_ELEM),
         _ => true,
     };
     let func_allows = match func_id {
-        proto::TAIL_CALL => mt == PROG_ARRAY,
-        22 | 25 | 55 | 111 | 121 => mt == PERF_EVENT_ARRAY,
-        130 | 131 | 134 | 198 | 199 | 200 => mt == RINGBUF,
-        proto::USER_RINGBUF_DRAIN => mt == USER_RINGBUF,
-        27 => mt == STACK_TRACE,
-        33 | 37 => mt == CGROUP_ARRAY,
-        proto::REDIRECT_MAP => matches!(mt, DEVMAP | DEVMAP_HASH | CPUMAP | XSKMAP),
-        proto::MAP_POP_ELEM => matches!(mt, QUEUE | STACK),
-        proto::MAP_PEEK_ELEM | proto::MAP_PUSH_ELEM => matches!(mt, QUEUE | STACK | BLOOM_FILTER),
-        proto::MAP_LOOKUP_PERCPU_ELEM => {
-            matches!(mt, PERCPU_ARRAY | PERCPU_HASH | LRU_PERCPU_HASH)
+        id::TAIL_CALL => mt == BPF_MAP_TYPE_PROG_ARRAY,
+        id::PERF_EVENT_READ
+        | id::PERF_EVENT_OUTPUT
+        | id::PERF_EVENT_READ_VALUE
+        | id::SKB_OUTPUT
+        | id::XDP_OUTPUT => mt == BPF_MAP_TYPE_PERF_EVENT_ARRAY,
+        id::RINGBUF_OUTPUT
+        | id::RINGBUF_RESERVE
+        | id::RINGBUF_QUERY
+        | id::RINGBUF_RESERVE_DYNPTR
+        | id::RINGBUF_SUBMIT_DYNPTR
+        | id::RINGBUF_DISCARD_DYNPTR => mt == BPF_MAP_TYPE_RINGBUF,
+        id::USER_RINGBUF_DRAIN => mt == BPF_MAP_TYPE_USER_RINGBUF,
+        id::GET_STACKID => mt == BPF_MAP_TYPE_STACK_TRACE,
+        id::SKB_UNDER_CGROUP | id::CURRENT_TASK_UNDER_CGROUP => mt == BPF_MAP_TYPE_CGROUP_ARRAY,
+        id::REDIRECT_MAP => matches!(
+            mt,
+            BPF_MAP_TYPE_DEVMAP
+                | BPF_MAP_TYPE_DEVMAP_HASH
+                | BPF_MAP_TYPE_CPUMAP
+                | BPF_MAP_TYPE_XSKMAP
+        ),
+        id::MAP_POP_ELEM => matches!(mt, BPF_MAP_TYPE_QUEUE | BPF_MAP_TYPE_STACK),
+        id::MAP_PEEK_ELEM | id::MAP_PUSH_ELEM => matches!(
+            mt,
+            BPF_MAP_TYPE_QUEUE | BPF_MAP_TYPE_STACK | BPF_MAP_TYPE_BLOOM_FILTER
+        ),
+        id::MAP_LOOKUP_PERCPU_ELEM => {
+            matches!(
+                mt,
+                BPF_MAP_TYPE_PERCPU_ARRAY | BPF_MAP_TYPE_PERCPU_HASH | BPF_MAP_TYPE_LRU_PERCPU_HASH
+            )
         }
-        107 | 108 => mt == SK_STORAGE,
-        145 | 146 => mt == INODE_STORAGE,
-        156 | 157 => mt == TASK_STORAGE,
-        210 | 211 => mt == CGRP_STORAGE,
+        id::SK_STORAGE_GET | id::SK_STORAGE_DELETE => mt == BPF_MAP_TYPE_SK_STORAGE,
+        id::INODE_STORAGE_GET | id::INODE_STORAGE_DELETE => mt == BPF_MAP_TYPE_INODE_STORAGE,
+        id::TASK_STORAGE_GET | id::TASK_STORAGE_DELETE => mt == BPF_MAP_TYPE_TASK_STORAGE,
+        id::CGRP_STORAGE_GET | id::CGRP_STORAGE_DELETE => mt == BPF_MAP_TYPE_CGRP_STORAGE,
         _ => true,
     };
     if map_allows && func_allows {
-        if func_id == proto::TAIL_CALL && env.subprogs.len() > 1 && env.input.func_info.is_empty() {
+        if func_id == id::TAIL_CALL && env.subprogs.len() > 1 && env.input.func_info.is_empty() {
             return Err(env.reject(
                 Errno::Einval,
                 "mixing of tail_calls and bpf-to-bpf calls is not supported",

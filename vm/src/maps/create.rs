@@ -46,9 +46,9 @@ pub(crate) fn validate(spec: &MapSpec, env: &MapEnv) -> Result<u32, Refusal> {
 fn generic_checks(spec: &MapSpec) -> Result<MapType, Refusal> {
     let raw = MapType::from_raw(spec.map_type);
     let bloom = raw == RawMapType::Supported(MapType::BloomFilter);
-    // map_extra is only meaningful to bloom filters and arenas (type 33).
+    // map_extra is only meaningful to bloom filters and arenas.
     check(
-        spec.map_extra != 0 && !bloom && spec.map_type != 33,
+        spec.map_extra != 0 && !bloom && spec.map_type != bpfemu_isa::uapi::BPF_MAP_TYPE_ARENA,
         Errno::EINVAL,
         "map_extra is only allowed for bloom filters and arenas",
     )?;
