@@ -10,9 +10,9 @@
 //! refusal (a device-bound load needs a device). `bpf_dynptr_from_xdp` makes an XDP dynptr of
 //! its `ptr__uninit` argument; the numeric iterator is checked in [`super::iter`]. Other kfuncs
 //! XDP may call ([`super::kfunc_sets`]) answer "not yet supported"; other kernel functions are
-//! refused as the kernel refuses them. Pointer arguments are not checked for NULL before their
-//! type: none of these kfuncs has `KF_TRUSTED_ARGS` in the running 6.18 kernel, which names the
-//! type it expected.
+//! refused as the kernel refuses them. Every pointer argument is checked for NULL before its
+//! type ("Possibly NULL pointer passed to trusted argN"): the running 6.18 kernel (6.18.44)
+//! treats every kfunc's pointer arguments as trusted, unless named `__nullable` or `__opt`.
 
 use super::dynptr::process_dynptr_func;
 use super::kfunc_sets;
@@ -157,6 +157,7 @@ pub fn check_kfunc_call(
             format!("kernel function {name} has no prototype"),
         ));
     };
+    refuse_null_pointer_args(env, state, btf, params)?;
     if super::kernel_objects::handles(name) {
         return super::kernel_objects::check_call(env, state, btf, name, params, *ret, pc);
     }
@@ -175,6 +176,43 @@ pub fn check_kfunc_call(
     if name == "bpf_xdp_pull_data" {
         state.invalidate_packet_pointers();
         env.seen_direct_write = true;
+    }
+    Ok(())
+}
+
+/// `check_kfunc_args`' NULL rule as the running 6.18 kernel has it: every kfunc takes trusted
+/// pointer arguments (the `KF_TRUSTED_ARGS` default), so a pointer argument that is NULL (a
+/// scalar known to be 0) or maybe NULL is refused before anything else is checked of it,
+/// unless its name marks it optional (`__nullable`, `__opt`). Arguments named `__ign` and
+/// scalar ones are not pointers to the verifier.
+///
+/// The kernel applies the rule argument by argument, after the checks of the arguments before;
+/// here it runs over all of them first, which gives the same answer unless an earlier argument
+/// has an error of another kind.
+fn refuse_null_pointer_args(
+    env: &mut Env<'_>,
+    state: &VerifierState,
+    btf: &Btf,
+    params: &[Param],
+) -> Result<(), Reject> {
+    for (i, param) in params.iter().enumerate().take(5) {
+        let is_pointer = btf
+            .skip_mods_and_typedefs(param.ty)
+            .and_then(|id| btf.get(id))
+            .is_some_and(|t| matches!(t.kind, BtfKind::Ptr { .. }));
+        let optional = ["__nullable", "__opt", "__ign"]
+            .iter()
+            .any(|suffix| param.name.ends_with(suffix));
+        if !is_pointer || optional {
+            continue;
+        }
+        let reg = state.reg(Reg::new(i as u8 + 1).expect("argument register"));
+        if reg.is_const_scalar(0) || reg.flags & reg::PTR_MAYBE_NULL != 0 {
+            return Err(env.reject(
+                Errno::Eacces,
+                format!("Possibly NULL pointer passed to trusted arg{i}"),
+            ));
+        }
     }
     Ok(())
 }
