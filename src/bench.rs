@@ -43,22 +43,40 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, clap::Args)]
 pub struct BenchOptions {
+    /// The BPF object.
+    #[arg(value_name = "OBJ")]
     pub object: PathBuf,
+    /// The capture whose packets are run (repeated up to --packets).
+    #[arg(value_name = "PCAP")]
     pub capture: PathBuf,
+    /// The XDP program to run (needed when the object has several): its function name, or
+    /// its section, as `ip link set dev DEV xdp obj FILE sec S` names it.
+    #[arg(long = "prog")]
     pub program: Option<String>,
+    /// Map contents set on both sides before the run (as for replay).
+    #[arg(long, value_name = "FILE")]
     pub maps: Option<PathBuf>,
+    /// Routing tables for bpf_fib_lookup (as for replay and diff).
+    #[arg(long, value_name = "FILE")]
     pub fib: Option<PathBuf>,
-    /// Packets to run: the capture's, cycled (or cut) to this many.
+    /// How many packets to run: the capture's, cycled (or cut) to this many.
+    #[arg(long, default_value_t = 1_000_000)]
     pub packets: usize,
-    pub load: bpfemu_loader::LoadOptions,
-    /// Show each engine's progress on standard error when it is a terminal.
-    pub progress: bool,
-    /// The engines to measure, in the report's order (none given: all three).
+    /// An engine to measure (repeatable; default: interp, jit, jit-trusted, jit-baseline and
+    /// jit-baseline-checked), in the report's order.
+    #[arg(long = "engine", value_enum)]
     pub engines: Vec<Engine>,
-    /// `--no-verify`: measure a program bpfemu's verifier rejects (checked engines only).
+    /// Benchmark the program even if bpfemu's verifier rejects it (checked engines only).
+    #[arg(long)]
     pub no_verify: bool,
+    /// How the object is loaded (from [`crate::load_args::LoadArgs`]).
+    #[arg(skip)]
+    pub load: bpfemu_loader::LoadOptions,
+    /// Show each engine's progress on standard error (set by the command line: a terminal).
+    #[arg(skip)]
+    pub progress: bool,
 }
 
 /// One engine's figures.

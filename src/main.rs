@@ -5,15 +5,14 @@ mod inspect;
 
 use anyhow::Context;
 use bpfemu::conformance::runner::{self, Mode};
+use bpfemu::load_args::LoadArgs;
 use bpfemu::prepare::{Prepared, Refusal, RefusalKind};
 use bpfemu_jit::Engine;
-use bpfemu_loader::{Kernel, LoadOptions, Object};
+use bpfemu_loader::Object;
 use clap::{Parser, Subcommand};
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::OnceLock;
 
 #[derive(Parser)]
 #[command(
@@ -106,286 +105,70 @@ enum Command {
     Fuzz(Box<FuzzArgs>),
 }
 
+/// `bpfemu replay`: the library's options and how the object is loaded.
+#[derive(clap::Args)]
+struct ReplayArgs {
+    #[command(flatten)]
+    opts: bpfemu::replay::ReplayOptions,
+    #[command(flatten)]
+    load: LoadArgs,
+}
+
+/// `bpfemu fuzz`.
 #[derive(clap::Args)]
 struct FuzzArgs {
-    /// The BPF object.
-    obj: PathBuf,
-    /// The XDP program to fuzz (needed when the object has several).
-    #[arg(long)]
-    prog: Option<String>,
-    /// Initial map contents (JSON, as for replay).
-    #[arg(long, value_name = "FILE")]
-    maps: Option<PathBuf>,
-    /// Routing and neighbour tables for bpf_fib_lookup (JSON, as for replay).
-    #[arg(long, value_name = "FILE")]
-    fib: Option<PathBuf>,
-    /// Packets to start from (pcap or pcapng); default: generated traffic.
-    #[arg(long, value_name = "PCAP")]
-    seeds: Option<PathBuf>,
-    /// How long to fuzz: `90s`, `5m`, `1h`, or seconds.
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
-    time: std::time::Duration,
-    /// Stop after this many runs (deterministic for a --seed, unlike --time).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-    runs: Option<u64>,
-    /// Seed of the mutator, the generated traffic and bpf_get_prandom_u32.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    /// Forbidden results, each a finding: ACTION (aborted, drop, pass, tx, redirect, any) with
-    /// an optional :CONDITION (bad-ipv4-csum, bad-l4-csum, short, rewritten) of the packet
-    /// the program leaves, e.g. `--never tx:bad-ipv4-csum`. Repeatable.
-    #[arg(long, value_name = "ACTION[:CONDITION]")]
-    never: Vec<bpfemu::packet_fuzz::Never>,
-    /// A helper whose errors the program may leave unexamined (not a finding), all of them or
-    /// one errno: `--allow-ignored map_delete_elem:ENOENT`. Repeatable.
-    #[arg(long, value_name = "HELPER[:ERRNO]")]
-    allow_ignored: Vec<bpfemu::packet_fuzz::AllowIgnored>,
-    /// Where findings, the corpus and the coverage report go (default: a fresh directory
-    /// under the system's temp dir, named when the run starts).
-    #[arg(long, value_name = "DIR")]
-    out: Option<PathBuf>,
-    /// Fuzz the program even if bpfemu's verifier rejects it (in checked mode, faults reported).
-    #[arg(long)]
-    no_verify: bool,
-    /// One JSON document instead of the text summary.
+    #[command(flatten)]
+    opts: bpfemu::packet_fuzz::FuzzOptions,
+    #[command(flatten)]
+    load: LoadArgs,
+}
+
+/// `bpfemu bench`: the library's options, and how the report is printed.
+#[derive(clap::Args)]
+struct BenchArgs {
+    #[command(flatten)]
+    opts: bpfemu::bench::BenchOptions,
+    /// One JSON document instead of the table.
     #[arg(long)]
     json: bool,
     #[command(flatten)]
     load: LoadArgs,
 }
 
-/// `90s`, `5m`, `1h`, `250ms` or a number of seconds.
-fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
-    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit() && c != '.') {
-        Some(at) => text.split_at(at),
-        None => (text, "s"),
-    };
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("'{text}' is not a duration (e.g. 90s, 5m, 1h)"))?;
-    let seconds = match unit {
-        "ms" => value / 1e3,
-        "s" => value,
-        "m" => value * 60.0,
-        "h" => value * 3600.0,
-        _ => return Err(format!("'{text}': unknown unit '{unit}' (ms, s, m, h)")),
-    };
-    std::time::Duration::try_from_secs_f64(seconds)
-        .ok()
-        .filter(|d| *d <= std::time::Duration::from_secs(366 * 24 * 3600))
-        .ok_or_else(|| format!("'{text}' is not a duration of at most a year"))
-}
-
+/// `bpfemu diff`: a capture compared (the library's options), or the verdicts.
 #[derive(clap::Args)]
 struct DiffArgs {
-    /// The BPF object.
-    obj: PathBuf,
+    #[command(flatten)]
+    opts: bpfemu::diff::DiffOptions,
     /// The capture (pcap or pcapng, Ethernet).
     #[arg(required_unless_present = "verifier")]
     pcap: Option<PathBuf>,
-    /// The XDP program to compare (needed when the object has several): its function name,
-    /// or its section, as `ip link set dev DEV xdp obj FILE sec S` names it.
-    #[arg(long)]
-    prog: Option<String>,
     /// Initial map contents for both sides (JSON, as for replay --maps).
     #[arg(long, value_name = "FILE")]
     maps: Option<PathBuf>,
-    /// Engine that runs bpfemu's side (the JIT by default; interp, the reference
-    /// interpreter, stays selectable).
-    #[arg(long, value_enum, default_value_t = Engine::Jit)]
-    engine: Engine,
-    /// Seed of bpfemu's bpf_get_prandom_u32.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    /// ingress_ifindex every packet arrives on, in both (default: test_run's, the loopback).
-    #[arg(long)]
-    ifindex: Option<u32>,
-    /// rx_queue_index every packet arrives on, in both (default: 0).
-    #[arg(long)]
-    rxq: Option<u32>,
-    /// Routing and neighbour tables for bpf_fib_lookup (JSON): bpfemu's model, and for the
-    /// kernel a private network namespace built from the same file (its interfaces at the
-    /// same ifindexes, addresses, routes, neighbours), where the kernel side runs.
-    #[arg(long, value_name = "FILE")]
-    fib: Option<PathBuf>,
     /// One JSON document instead of text.
     #[arg(long)]
     json: bool,
     /// Load every program in the kernel and report its verifier verdict, beside bpfemu's.
-    #[arg(long, conflicts_with_all = ["pcap", "maps", "prog", "fib"])]
+    #[arg(long, conflicts_with_all = ["pcap", "maps", "program", "fib"])]
     verifier: bool,
-    /// Compare the program even if bpfemu's verifier rejects it (bpfemu's side in checked mode).
-    #[arg(long)]
-    no_verify: bool,
     #[command(flatten)]
     load: LoadArgs,
 }
 
-#[derive(clap::Args)]
-struct BenchArgs {
-    /// The BPF object.
-    obj: PathBuf,
-    /// The capture whose packets are run (repeated up to --packets).
-    pcap: PathBuf,
-    /// The XDP program to run (needed when the object has several): its function name, or
-    /// its section, as `ip link set dev DEV xdp obj FILE sec S` names it.
-    #[arg(long)]
-    prog: Option<String>,
-    /// Map contents set on both sides before the run (as for replay).
-    #[arg(long, value_name = "FILE")]
-    maps: Option<PathBuf>,
-    /// Routing tables for bpf_fib_lookup (as for replay and diff).
-    #[arg(long, value_name = "FILE")]
-    fib: Option<PathBuf>,
-    /// How many packets to run.
-    #[arg(long, default_value_t = 1_000_000)]
-    packets: usize,
-    /// One JSON document instead of the table.
-    #[arg(long)]
-    json: bool,
-    /// Benchmark the program even if bpfemu's verifier rejects it.
-    #[arg(long)]
-    no_verify: bool,
-    /// An engine to measure (repeatable; default: interp, jit, jit-trusted, jit-baseline and
-    /// jit-baseline-checked).
-    #[arg(long, value_enum)]
-    engine: Vec<Engine>,
-    #[command(flatten)]
-    load: LoadArgs,
-}
-
-#[derive(clap::Args)]
-struct ReplayArgs {
-    /// The BPF object.
-    obj: PathBuf,
-    /// The capture (pcap or pcapng, Ethernet).
-    pcap: PathBuf,
-    /// The XDP program to run (needed when the object has several): its function name, or
-    /// its section, as `ip link set dev DEV xdp obj FILE sec S` names it.
-    #[arg(long)]
-    prog: Option<String>,
-    /// Engine that runs the program (the JIT by default; interp, the reference interpreter,
-    /// stays selectable).
-    #[arg(long, value_enum, default_value_t = Engine::Jit)]
-    engine: Engine,
-    /// ingress_ifindex the program sees (BPF_PROG_TEST_RUN's default: 1, the loopback).
-    #[arg(long, default_value_t = 1)]
-    ifindex: u32,
-    /// rx_queue_index the program sees (default: the queue RSS steers the packet to).
-    #[arg(long)]
-    rxq: Option<u32>,
-    /// Virtual CPUs; packets are steered by a Toeplitz RSS hash of their flow.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
-    cpus: u32,
-    /// Seed of bpf_get_prandom_u32.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    /// Routing and neighbour tables for bpf_fib_lookup (JSON).
-    #[arg(long, value_name = "FILE")]
-    fib: Option<PathBuf>,
-    /// Initial map contents (JSON: typed by BTF as bpftool shows them, or raw hex pairs).
-    #[arg(long, value_name = "FILE")]
-    maps: Option<PathBuf>,
-    /// Write the map contents after the replay (JSON, as bpftool map dump shows them).
-    #[arg(long, value_name = "FILE")]
-    dump_maps: Option<PathBuf>,
-    /// Write one capture per action (pass, tx, redirect, drop, aborted) into DIR.
-    #[arg(long, value_name = "DIR")]
-    out_dir: Option<PathBuf>,
-    /// One JSON object per packet and a final summary object, instead of the table.
-    #[arg(long)]
-    json: bool,
-    /// Write the expectations of this replay (per-packet results, final maps) to FILE.
-    #[arg(long, value_name = "FILE")]
-    record: Option<PathBuf>,
-    /// Compare with expectations recorded earlier; exit 1 at the first difference.
-    #[arg(long, value_name = "FILE", conflicts_with = "record")]
-    check: Option<PathBuf>,
-    /// Run the program even if bpfemu's verifier rejects it (in checked mode, faults reported).
-    #[arg(long)]
-    no_verify: bool,
-    /// Show the records of ring buffer or perf event array MAP typed by TYPE, a type of the
-    /// object's BTF (`events='struct event'`), in --json and --dump-maps (repeatable).
-    #[arg(long = "record-type", value_name = "MAP=TYPE", value_parser = bpfemu::record_types::parse_record_type)]
-    record_types: Vec<(String, String)>,
-    #[command(flatten)]
-    load: LoadArgs,
-}
-
-impl ReplayArgs {
-    fn options(&self) -> bpfemu::replay::ReplayOptions {
-        use std::io::IsTerminal;
-        bpfemu::replay::ReplayOptions {
-            engine: self.engine,
-            no_verify: self.no_verify,
-            object: self.obj.clone(),
-            capture: self.pcap.clone(),
-            program: self.prog.clone(),
-            ifindex: self.ifindex,
-            rxq: self.rxq,
-            cpus: self.cpus,
-            seed: self.seed,
-            fib: self.fib.clone(),
-            maps: self.maps.clone(),
-            dump_maps: self.dump_maps.clone(),
-            out_dir: self.out_dir.clone(),
-            json: self.json,
-            record: self.record.clone(),
-            check: self.check.clone(),
-            load: self.load.options(),
-            progress: !self.json && std::io::stderr().is_terminal(),
-            record_types: self.record_types.clone(),
-        }
-    }
-}
-
-/// How an object is loaded.
-#[derive(clap::Args)]
-struct LoadArgs {
-    /// max_entries for a map declared with 0, `NAME=N` (repeatable).
-    #[arg(long = "map-size", value_name = "NAME=N", value_parser = parse_map_size)]
-    map_sizes: Vec<(String, u32)>,
-    /// The kernel's BTF: CO-RE, ksyms, the verifier's kfunc checks and the kfuncs the
-    /// runtime calls follow it (default: /sys/kernel/btf/vmlinux).
-    #[arg(long, value_name = "FILE")]
-    btf: Option<PathBuf>,
-    /// The kernel `btf` stands for, built on first use and shared by every load of the
-    /// command, so its BTF is read at most once.
-    #[arg(skip)]
-    kernel: OnceLock<Kernel>,
-}
-
-impl LoadArgs {
-    fn options(&self) -> LoadOptions {
-        LoadOptions {
-            kernel: self
-                .kernel
-                .get_or_init(|| {
-                    self.btf
-                        .as_ref()
-                        .map_or_else(Kernel::running, Kernel::with_btf_file)
-                })
-                .clone(),
-            map_sizes: self.map_sizes.iter().cloned().collect::<BTreeMap<_, _>>(),
-            kconfig: None,
-            // bpfemu's commands run XDP programs: a section that names no type (iproute2's
-            // `prog`, its tail-call sections) is XDP, as under `ip link set dev DEV xdp obj`.
-            untyped_prog_type: Some(bpfemu_isa::uapi::BPF_PROG_TYPE_XDP),
-        }
-    }
-}
-
-fn parse_map_size(arg: &str) -> Result<(String, u32), String> {
-    let (name, n) = arg.split_once('=').ok_or("expected NAME=N")?;
-    let n = n.parse().map_err(|_| format!("'{n}' is not a number"))?;
-    Ok((name.to_string(), n))
+/// Whether progress goes to standard error: only a terminal shows it.
+fn stderr_is_terminal() -> bool {
+    std::io::IsTerminal::is_terminal(&std::io::stderr())
 }
 
 fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(code) => code,
-        // A reader that stops early (`bpfemu replay ... --json | head`) is not an error.
-        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        // A reader that left early (`bpfemu replay ... --json | head -1`): the command stopped
+        // before its end, so it cannot claim success; quietly, with the code a shell gives a
+        // process SIGPIPE ended, as tcpdump's would be. (verify and diff, whose verdict is
+        // known before their output is, keep the verdict's code instead.)
+        Err(e) if is_broken_pipe(&e) => ExitCode::from(CLOSED_PIPE_EXIT),
         // A program refused before it ran: the verifier's placed message as it stands.
         Err(e) if refusal(&e).is_some() => {
             let refused = refusal(&e).expect("matched");
@@ -472,45 +255,27 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             json,
             load,
         } => verify(&obj, prog.as_deref(), log_level, json, &load),
-        Command::Replay(args) => Ok(ExitCode::from(bpfemu::replay::replay(&args.options())?)),
-        Command::Diff(args) => diff(&args),
+        Command::Replay(args) => {
+            let ReplayArgs { mut opts, load } = *args;
+            opts.load = load.options();
+            opts.progress = !opts.json && stderr_is_terminal();
+            Ok(ExitCode::from(bpfemu::replay::replay(&opts)?))
+        }
+        Command::Diff(args) => diff(*args),
         Command::Fuzz(args) => {
-            let opts = bpfemu::packet_fuzz::FuzzOptions {
-                replay: bpfemu::replay::ReplayOptions {
-                    object: args.obj.clone(),
-                    program: args.prog.clone(),
-                    cpus: 1,
-                    seed: args.seed,
-                    fib: args.fib.clone(),
-                    maps: args.maps.clone(),
-                    load: args.load.options(),
-                    no_verify: args.no_verify,
-                    ..Default::default()
-                },
-                seeds: args.seeds.clone(),
-                time: args.time,
-                runs: args.runs,
-                out: args.out.clone(),
-                never: args.never.clone(),
-                allow_ignored: args.allow_ignored.clone(),
-                json: args.json,
-            };
+            let FuzzArgs { mut opts, load } = *args;
+            opts.load = load.options();
             Ok(ExitCode::from(bpfemu::packet_fuzz::fuzz(&opts)?))
         }
-        Command::Bench(args) => {
-            let report = bpfemu::bench::bench(&bpfemu::bench::BenchOptions {
-                object: args.obj.clone(),
-                capture: args.pcap.clone(),
-                program: args.prog.clone(),
-                maps: args.maps.clone(),
-                fib: args.fib.clone(),
-                packets: args.packets,
-                load: args.load.options(),
-                progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
-                engines: args.engine.clone(),
-                no_verify: args.no_verify,
-            })?;
-            if args.json {
+        Command::Bench(BenchArgs {
+            mut opts,
+            json,
+            load,
+        }) => {
+            opts.load = load.options();
+            opts.progress = stderr_is_terminal();
+            let report = bpfemu::bench::bench(&opts)?;
+            if json {
                 let doc = serde_json::to_string_pretty(&report.to_json())?;
                 writeln!(stdout(), "{doc}")?;
             } else {
@@ -522,15 +287,25 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 /// `bpfemu diff`: exit 0 when equal, 1 on a mismatch, 2 when the kernel is out of reach.
-fn diff(args: &DiffArgs) -> anyhow::Result<ExitCode> {
+fn diff(args: DiffArgs) -> anyhow::Result<ExitCode> {
     use bpfemu::diff;
+    let DiffArgs {
+        mut opts,
+        pcap,
+        maps,
+        json,
+        verifier,
+        load,
+    } = args;
+    opts.load = load.options();
+    opts.progress = stderr_is_terminal();
     // A comparison of runs verifies first, before it needs the kernel, as a rejected program
     // would never reach it; `--verifier` compares verdicts, so it verifies nothing first.
-    let prepared = match args.verifier {
+    let prepared = match verifier {
         true => None,
         false => {
-            let prepared = Prepared::open(&args.obj, args.prog.as_deref(), &args.load.options())?;
-            prepared.admit(args.engine, args.no_verify)?;
+            let prepared = Prepared::open(&opts.object, opts.program.as_deref(), &opts.load)?;
+            prepared.admit(opts.engine, opts.no_verify)?;
             Some(std::sync::Arc::new(prepared))
         }
     };
@@ -539,17 +314,7 @@ fn diff(args: &DiffArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(2));
     }
     let Some(prepared) = prepared else {
-        let verdicts = diff::verify_in_kernel(&args.obj, &args.load.options())?;
-        if args.json {
-            let doc = serde_json::json!({
-                "object": args.obj.display().to_string(),
-                "programs": verdicts,
-            });
-            writeln!(stdout(), "{}", serde_json::to_string_pretty(&doc)?)?;
-        } else {
-            let text = diff::format_verdicts(&args.obj.display().to_string(), &verdicts);
-            write!(stdout(), "{text}")?;
-        }
+        let verdicts = diff::verify_in_kernel(&opts.object, &opts.load)?;
         // A program the kernel rejects fails the run, as it would fail the deploy; so does a
         // verdict or message of bpfemu's verifier that differs from the kernel's.
         // Programs bpfemu does not verify (not XDP) are shown, not judged: the kernel may
@@ -558,45 +323,43 @@ fn diff(args: &DiffArgs) -> anyhow::Result<ExitCode> {
             .iter()
             .any(|v| v.bpfemu.verified && !v.kernel.accepted);
         let disagree = verdicts.iter().any(|v| !v.agree);
-        return Ok(ExitCode::from(u8::from(rejected || disagree)));
+        let written = (|| -> anyhow::Result<()> {
+            if json {
+                let doc = serde_json::json!({
+                    "object": opts.object.display().to_string(),
+                    "programs": verdicts,
+                });
+                writeln!(stdout(), "{}", serde_json::to_string_pretty(&doc)?)?;
+            } else {
+                let text = diff::format_verdicts(&opts.object.display().to_string(), &verdicts);
+                write!(stdout(), "{text}")?;
+            }
+            Ok(())
+        })();
+        return verdict_despite_closed_pipe(written, u8::from(rejected || disagree));
     };
-    let pcap = args.pcap.as_deref().context("a capture is needed")?;
-    let opts = diff::DiffOptions {
-        object: args.obj.clone(),
-        program: args.prog.clone(),
-        load: args.load.options(),
-        seed: args.seed,
-        fib: args.fib.clone(),
-        engine: args.engine,
-        no_verify: args.no_verify,
-        ifindex: args.ifindex,
-        rxq: args.rxq,
-        progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
-    };
-    let json = args.json;
+    let pcap = pcap.as_deref().context("a capture is needed")?;
     // A closed pipe stops the printing; the comparison still ends normally, so that the
     // kernel side (namespace, programs, maps) is torn down as usual.
     let mut closed: Option<std::io::Error> = None;
-    let report = diff::diff_capture(prepared, &opts, pcap, args.maps.as_deref(), |cmp| {
+    let report = diff::diff_capture(prepared, &opts, pcap, maps.as_deref(), |cmp| {
         if !json && closed.is_none() {
             closed = write!(stdout(), "{}", diff::format_packet(cmp)).err();
         }
     })?;
-    if let Some(e) = closed {
-        return Err(e.into());
-    }
-    if json {
-        writeln!(stdout(), "{}", serde_json::to_string_pretty(&report)?)?;
-    } else {
-        // The header goes to stderr so the packet lines stream before the end.
-        write!(std::io::stderr(), "{}", diff::format_header(&report))?;
-        write!(stdout(), "{}", diff::format_maps_and_summary(&report))?;
-    }
-    Ok(if report.summary.mismatches == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    let verdict = u8::from(report.summary.mismatches != 0);
+    let written = match closed {
+        Some(e) => Err(e.into()),
+        None if json => {
+            writeln!(stdout(), "{}", serde_json::to_string_pretty(&report)?).map_err(Into::into)
+        }
+        None => {
+            // The header goes to stderr so the packet lines stream before the end.
+            let _ = write!(std::io::stderr(), "{}", diff::format_header(&report));
+            write!(stdout(), "{}", diff::format_maps_and_summary(&report)).map_err(Into::into)
+        }
+    };
+    verdict_despite_closed_pipe(written, verdict)
 }
 
 /// `bpfemu verify`: exit 0 when every selected program is accepted, 1 when one is rejected,
@@ -616,28 +379,32 @@ fn verify(
     if report.verdicts.is_empty() && report.not_verified.is_empty() {
         anyhow::bail!("{name}: the object holds no program");
     }
-    if json {
-        let doc = verify::to_json(&name, &report, log_level > 0);
-        writeln!(stdout(), "{}", serde_json::to_string_pretty(&doc)?)?;
+    // A rejection fails the job; a program bpfemu cannot judge yet is not a pass either;
+    // nothing judged is not a pass: saying "accepted" would pass a CI job that checked nothing.
+    let word = |w: &str| report.verdicts.iter().any(|v| v.word() == w);
+    let verdict = if word("rejected") {
+        1
+    } else if word("undecided") || report.verdicts.is_empty() {
+        2
     } else {
-        write!(stdout(), "{}", verify::to_text(&name, &report))?;
-    }
+        0
+    };
+    let written = (|| -> anyhow::Result<()> {
+        if json {
+            let doc = verify::to_json(&name, &report, log_level > 0);
+            writeln!(stdout(), "{}", serde_json::to_string_pretty(&doc)?)?;
+        } else {
+            write!(stdout(), "{}", verify::to_text(&name, &report))?;
+        }
+        Ok(())
+    })();
     if report.verdicts.is_empty() {
-        // Nothing judged: saying "accepted" would pass a CI job that checked nothing.
-        eprintln!(
+        let _ = writeln!(
+            std::io::stderr(),
             "bpfemu: {name}: no XDP program to verify (bpfemu's verifier judges XDP programs)"
         );
-        return Ok(ExitCode::from(2));
     }
-    // A rejection fails the job; a program bpfemu cannot judge yet is not a pass either.
-    let word = |w: &str| report.verdicts.iter().any(|v| v.word() == w);
-    Ok(if word("rejected") {
-        ExitCode::from(1)
-    } else if word("undecided") {
-        ExitCode::from(2)
-    } else {
-        ExitCode::SUCCESS
-    })
+    verdict_despite_closed_pipe(written, verdict)
 }
 
 /// Progress through a conformance directory's files.
@@ -722,6 +489,22 @@ fn refusal(error: &anyhow::Error) -> Option<&Refusal> {
     error
         .chain()
         .find_map(|cause| cause.downcast_ref::<Refusal>())
+}
+
+/// 128 + SIGPIPE: what a shell reports for a process a closed pipe killed.
+const CLOSED_PIPE_EXIT: u8 = 141;
+
+/// The verdict's code when the output that reports it could not all be written because its
+/// reader left: the verdict stands (a rejection still fails the pipeline), the rest of the
+/// output was not wanted. Any other write error is an error.
+fn verdict_despite_closed_pipe(
+    written: anyhow::Result<()>,
+    verdict: u8,
+) -> anyhow::Result<ExitCode> {
+    match written {
+        Err(e) if !is_broken_pipe(&e) => Err(e),
+        _ => Ok(ExitCode::from(verdict)),
+    }
 }
 
 fn is_broken_pipe(error: &anyhow::Error) -> bool {

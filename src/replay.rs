@@ -27,32 +27,70 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// What `bpfemu replay` was asked to do.
-#[derive(Clone, Debug, Default)]
+/// What `bpfemu replay` was asked to do: the command line's flags as parsed, and the same
+/// struct for callers of the library.
+#[derive(Clone, Debug, Default, clap::Args)]
 pub struct ReplayOptions {
+    /// The BPF object.
+    #[arg(value_name = "OBJ")]
     pub object: PathBuf,
+    /// The capture (pcap or pcapng, Ethernet).
+    #[arg(value_name = "PCAP")]
     pub capture: PathBuf,
+    /// The XDP program to run (needed when the object has several): its function name, or
+    /// its section, as `ip link set dev DEV xdp obj FILE sec S` names it.
+    #[arg(long = "prog")]
     pub program: Option<String>,
-    pub ifindex: u32,
-    pub rxq: Option<u32>,
-    pub cpus: u32,
-    pub seed: u64,
-    pub fib: Option<PathBuf>,
-    pub maps: Option<PathBuf>,
-    pub dump_maps: Option<PathBuf>,
-    pub out_dir: Option<PathBuf>,
-    pub json: bool,
-    pub record: Option<PathBuf>,
-    pub check: Option<PathBuf>,
-    pub load: LoadOptions,
-    /// Show a progress bar (a terminal, no JSON).
-    pub progress: bool,
-    /// The engine that runs the program.
+    /// Engine that runs the program (the JIT by default; interp, the reference interpreter,
+    /// stays selectable).
+    #[arg(long, value_enum, default_value_t = Engine::Jit)]
     pub engine: Engine,
-    /// `--no-verify`: run a program bpfemu's verifier rejects (checked engines only).
+    /// ingress_ifindex the program sees (BPF_PROG_TEST_RUN's default: 1, the loopback).
+    #[arg(long, default_value_t = 1)]
+    pub ifindex: u32,
+    /// rx_queue_index the program sees (default: the queue RSS steers the packet to).
+    #[arg(long)]
+    pub rxq: Option<u32>,
+    /// Virtual CPUs; packets are steered by a Toeplitz RSS hash of their flow.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub cpus: u32,
+    /// Seed of bpf_get_prandom_u32.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Routing and neighbour tables for bpf_fib_lookup (JSON).
+    #[arg(long, value_name = "FILE")]
+    pub fib: Option<PathBuf>,
+    /// Initial map contents (JSON: typed by BTF as bpftool shows them, or raw hex pairs).
+    #[arg(long, value_name = "FILE")]
+    pub maps: Option<PathBuf>,
+    /// Write the map contents after the replay (JSON, as bpftool map dump shows them).
+    #[arg(long, value_name = "FILE")]
+    pub dump_maps: Option<PathBuf>,
+    /// Write one capture per action (pass, tx, redirect, drop, aborted) into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: Option<PathBuf>,
+    /// One JSON object per packet and a final summary object, instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Write the expectations of this replay (per-packet results, final maps) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+    /// Compare with expectations recorded earlier; exit 1 at the first difference.
+    #[arg(long, value_name = "FILE", conflicts_with = "record")]
+    pub check: Option<PathBuf>,
+    /// Run the program even if bpfemu's verifier rejects it (in checked mode, faults reported).
+    #[arg(long)]
     pub no_verify: bool,
-    /// `--record-type MAP=TYPE`: records of MAP shown typed by TYPE of the object's BTF.
+    /// Show the records of ring buffer or perf event array MAP typed by TYPE, a type of the
+    /// object's BTF (`events='struct event'`), in --json and --dump-maps (repeatable).
+    #[arg(long = "record-type", value_name = "MAP=TYPE", value_parser = crate::record_types::parse_record_type)]
     pub record_types: Vec<(String, String)>,
+    /// How the object is loaded (from [`crate::load_args::LoadArgs`]).
+    #[arg(skip)]
+    pub load: LoadOptions,
+    /// Show a progress bar (set by the command line: a terminal, no JSON).
+    #[arg(skip)]
+    pub progress: bool,
 }
 
 /// What happened to one packet.

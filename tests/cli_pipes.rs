@@ -1,5 +1,8 @@
-//! Every command ends quietly when its reader goes away (`bpfemu ... | head -1`): exit 0 and
-//! nothing on standard error, never a panic.
+//! Every command ends quietly when its reader goes away (`bpfemu ... | head -1`): nothing on
+//! standard error, never a panic, and never exit 0 for a run that did not finish. A command
+//! whose verdict is known before its output (verify, diff) exits with the verdict's code, so
+//! that `set -o pipefail; bpfemu verify bad.o | head -1` still fails; the others exit 141, as a
+//! shell reports a process that SIGPIPE ended (tcpdump, cat).
 
 #[allow(dead_code)]
 mod cli_support;
@@ -7,26 +10,30 @@ mod cli_support;
 use cli_support::{example, kernel_or_skip, root, stderr};
 use std::process::{Command, Stdio};
 
+/// What a shell reports for a process that SIGPIPE ended.
+const SIGPIPE_EXIT: i32 = 141;
+
 /// Runs `bpfemu ARGS` with its standard output closed before it writes anything, and asserts
-/// that it ends quietly.
+/// that it ends quietly with exit code `code`.
 #[track_caller]
-fn ends_quietly_on_a_closed_pipe(args: &[&str]) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_bpfemu"))
+fn ends_quietly_on_a_closed_pipe(args: &[&str], code: i32) {
+    // The reader is gone before bpfemu starts, as with `head -0`: its first write fails,
+    // however little it writes (a live reader's pipe would buffer a short output whole).
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_bpfemu"))
         .args(args)
         .current_dir(root())
-        .stdout(Stdio::piped())
+        .stdout(writer)
         .stderr(Stdio::piped())
-        .spawn()
-        .expect("bpfemu starts");
-    // The reader leaves before the first line, as `head -0` would.
-    drop(child.stdout.take());
-    let out = child.wait_with_output().expect("bpfemu ends");
+        .output()
+        .expect("bpfemu runs");
     let err = stderr(&out);
     assert!(
         !err.contains("panicked") && !err.contains("Broken pipe"),
         "bpfemu {args:?} complained about the closed pipe:\n{err}"
     );
-    assert_eq!(out.status.code(), Some(0), "bpfemu {args:?}: {err}");
+    assert_eq!(out.status.code(), Some(code), "bpfemu {args:?}: {err}");
 }
 
 fn conformance_dir() -> String {
@@ -50,7 +57,21 @@ fn offline_commands_end_quietly() {
         vec!["replay", reflector.as_str(), normal.as_str()],
         vec!["replay", "--json", reflector.as_str(), normal.as_str()],
     ] {
-        ends_quietly_on_a_closed_pipe(&args);
+        ends_quietly_on_a_closed_pipe(&args, SIGPIPE_EXIT);
+    }
+}
+
+#[test]
+fn verify_keeps_its_verdict_on_a_closed_pipe() {
+    let rejected = root().join("tests/data/verify/unchecked_read.o");
+    let rejected = rejected.to_str().expect("utf-8 path");
+    let accepted = example("xdp/build/reflector.v3.o");
+    for (args, verdict) in [
+        (vec!["verify", rejected, "--log-level", "2"], 1),
+        (vec!["verify", rejected, "--json"], 1),
+        (vec!["verify", &accepted, "--log-level", "2"], 0),
+    ] {
+        ends_quietly_on_a_closed_pipe(&args, verdict);
     }
 }
 
@@ -67,14 +88,17 @@ fn check_output_ends_quietly() {
         &record,
     ]);
     cli_support::assert_exit(&out, 0);
-    ends_quietly_on_a_closed_pipe(&[
-        "replay",
-        "--json",
-        &reflector,
-        &example("pcap/normal.pcap"),
-        "--check",
-        &record,
-    ]);
+    ends_quietly_on_a_closed_pipe(
+        &[
+            "replay",
+            "--json",
+            &reflector,
+            &example("pcap/normal.pcap"),
+            "--check",
+            &record,
+        ],
+        SIGPIPE_EXIT,
+    );
 }
 
 #[test]
@@ -84,32 +108,36 @@ fn kernel_commands_end_quietly() {
     }
     let reflector = example("xdp/build/reflector.v3.o");
     let normal = example("pcap/normal.pcap");
-    for args in [
-        vec!["diff", reflector.as_str(), normal.as_str()],
-        vec!["diff", "--json", reflector.as_str(), normal.as_str()],
-        vec!["diff", "--verifier", reflector.as_str()],
-        vec![
-            "bench",
-            "--packets",
-            "10",
-            reflector.as_str(),
-            normal.as_str(),
-        ],
-        vec!["conformance", "--kernel", "--json", "tests-dir"],
-    ]
-    .into_iter()
-    .map(|args| {
-        args.into_iter()
-            .map(|a| {
-                if a == "tests-dir" {
-                    conformance_dir()
-                } else {
-                    a.to_owned()
-                }
+    for (args, code) in [
+        (vec!["diff", reflector.as_str(), normal.as_str()], 0),
+        (
+            vec!["diff", "--json", reflector.as_str(), normal.as_str()],
+            0,
+        ),
+        (vec!["diff", "--verifier", reflector.as_str()], 0),
+        (
+            vec![
+                "bench",
+                "--packets",
+                "10",
+                reflector.as_str(),
+                normal.as_str(),
+            ],
+            SIGPIPE_EXIT,
+        ),
+        (
+            vec!["conformance", "--kernel", "--json", "tests-dir"],
+            SIGPIPE_EXIT,
+        ),
+    ] {
+        let args: Vec<String> = args
+            .into_iter()
+            .map(|a| match a {
+                "tests-dir" => conformance_dir(),
+                a => a.to_owned(),
             })
-            .collect::<Vec<String>>()
-    }) {
+            .collect();
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        ends_quietly_on_a_closed_pipe(&args);
+        ends_quietly_on_a_closed_pipe(&args, code);
     }
 }

@@ -7,27 +7,42 @@ use super::*;
 // Options and the session
 
 /// What to compare.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, clap::Args)]
 pub struct DiffOptions {
+    /// The BPF object.
+    #[arg(value_name = "OBJ")]
     pub object: PathBuf,
-    /// The XDP program (needed when the object has several).
+    /// The XDP program to compare (needed when the object has several): its function name,
+    /// or its section, as `ip link set dev DEV xdp obj FILE sec S` names it.
+    #[arg(long = "prog")]
     pub program: Option<String>,
-    /// How bpfemu loads the object; `map_sizes` are applied to the kernel's maps as well.
-    pub load: LoadOptions,
-    /// Seed of bpfemu's `bpf_get_prandom_u32`.
-    pub seed: u64,
-    /// Routing state for `bpf_fib_lookup` (JSON, as for replay): bpfemu's model, and the
-    /// namespace the kernel side runs in (see the module docs).
-    pub fib: Option<PathBuf>,
-    /// The engine that runs bpfemu's side.
+    /// Engine that runs bpfemu's side (the JIT by default; interp, the reference
+    /// interpreter, stays selectable).
+    #[arg(long, value_enum, default_value_t = Engine::Jit)]
     pub engine: Engine,
-    /// `--no-verify`: compare a program bpfemu's verifier rejects (bpfemu's side checked).
-    pub no_verify: bool,
-    /// `ingress_ifindex` and `rx_queue_index` of every packet, handed to both sides as
-    /// test_run's ctx (each side checks them as it does); `None`: no ctx (the loopback, queue 0).
+    /// Seed of bpfemu's bpf_get_prandom_u32.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// ingress_ifindex every packet arrives on, in both (default: test_run's, the loopback).
+    #[arg(long)]
     pub ifindex: Option<u32>,
+    /// rx_queue_index every packet arrives on, in both (default: 0).
+    #[arg(long)]
     pub rxq: Option<u32>,
-    /// Show progress on standard error when it is a terminal.
+    /// Routing and neighbour tables for bpf_fib_lookup (JSON): bpfemu's model, and for the
+    /// kernel a private network namespace built from the same file (its interfaces at the
+    /// same ifindexes, addresses, routes, neighbours), where the kernel side runs.
+    #[arg(long, value_name = "FILE")]
+    pub fib: Option<PathBuf>,
+    /// Compare the program even if bpfemu's verifier rejects it (bpfemu's side in checked mode).
+    #[arg(long)]
+    pub no_verify: bool,
+    /// How bpfemu loads the object (from [`crate::load_args::LoadArgs`]); `map_sizes` are
+    /// applied to the kernel's maps as well.
+    #[arg(skip)]
+    pub load: LoadOptions,
+    /// Show progress on standard error (set by the command line: a terminal).
+    #[arg(skip)]
     pub progress: bool,
 }
 

@@ -39,22 +39,95 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-/// What `bpfemu fuzz` was asked to do.
-#[derive(Clone, Debug)]
+/// What `bpfemu fuzz` was asked to do: the command line's flags as parsed.
+#[derive(Clone, Debug, clap::Args)]
 pub struct FuzzOptions {
-    /// Object, program, maps, FIB, seed and load options, as for a replay.
-    pub replay: ReplayOptions,
-    /// Packets to start from; without it, generated traffic.
+    /// The BPF object.
+    #[arg(value_name = "OBJ")]
+    pub object: PathBuf,
+    /// The XDP program to fuzz (needed when the object has several): its function name, or
+    /// its section.
+    #[arg(long = "prog")]
+    pub program: Option<String>,
+    /// Initial map contents (JSON, as for replay).
+    #[arg(long, value_name = "FILE")]
+    pub maps: Option<PathBuf>,
+    /// Routing and neighbour tables for bpf_fib_lookup (JSON, as for replay).
+    #[arg(long, value_name = "FILE")]
+    pub fib: Option<PathBuf>,
+    /// Packets to start from (pcap or pcapng); default: generated traffic.
+    #[arg(long, value_name = "PCAP")]
     pub seeds: Option<PathBuf>,
+    /// How long to fuzz: `90s`, `5m`, `1h`, or seconds.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub time: Duration,
+    /// Stop after this many runs (deterministic for a --seed, unlike --time).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub runs: Option<u64>,
-    /// Where the findings, the corpus and the coverage go; `None`: a fresh directory under
-    /// the system's temp dir ([`std::env::temp_dir`]).
-    pub out: Option<PathBuf>,
+    /// Seed of the mutator, the generated traffic and bpf_get_prandom_u32.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Forbidden results, each a finding: ACTION (aborted, drop, pass, tx, redirect, any) with
+    /// an optional :CONDITION (bad-ipv4-csum, bad-l4-csum, short, rewritten) of the packet
+    /// the program leaves, e.g. `--never tx:bad-ipv4-csum`. Repeatable.
+    #[arg(long, value_name = "ACTION[:CONDITION]")]
     pub never: Vec<Never>,
-    /// Helper errors the program may leave unexamined.
+    /// A helper whose errors the program may leave unexamined (not a finding), all of them or
+    /// one errno: `--allow-ignored map_delete_elem:ENOENT`. Repeatable.
+    #[arg(long, value_name = "HELPER[:ERRNO]")]
     pub allow_ignored: Vec<AllowIgnored>,
+    /// Where findings, the corpus and the coverage report go (default: a fresh directory
+    /// under the system's temp dir, named when the run starts).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Fuzz the program even if bpfemu's verifier rejects it (in checked mode, faults reported).
+    #[arg(long)]
+    pub no_verify: bool,
+    /// One JSON document instead of the text summary.
+    #[arg(long)]
     pub json: bool,
+    /// How the object is loaded (from [`crate::load_args::LoadArgs`]).
+    #[arg(skip)]
+    pub load: bpfemu_loader::LoadOptions,
+}
+
+impl FuzzOptions {
+    /// The replay each run is: one CPU, the fuzz's object, maps, routes and seed.
+    fn replay(&self) -> ReplayOptions {
+        ReplayOptions {
+            object: self.object.clone(),
+            program: self.program.clone(),
+            cpus: 1,
+            seed: self.seed,
+            fib: self.fib.clone(),
+            maps: self.maps.clone(),
+            load: self.load.clone(),
+            no_verify: self.no_verify,
+            ..Default::default()
+        }
+    }
+}
+
+/// `90s`, `5m`, `1h`, `250ms` or a number of seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit() && c != '.') {
+        Some(at) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("'{text}' is not a duration (e.g. 90s, 5m, 1h)"))?;
+    let seconds = match unit {
+        "ms" => value / 1e3,
+        "s" => value,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        _ => return Err(format!("'{text}': unknown unit '{unit}' (ms, s, m, h)")),
+    };
+    Duration::try_from_secs_f64(seconds)
+        .ok()
+        .filter(|d| *d <= Duration::from_secs(366 * 24 * 3600))
+        .ok_or_else(|| format!("'{text}' is not a duration of at most a year"))
 }
 
 /// A helper whose errors (all, or one errno) the program may leave unexamined:
@@ -215,7 +288,7 @@ struct Runner {
 
 impl Runner {
     fn new(opts: &FuzzOptions) -> Result<Runner> {
-        let mut replayer = Replayer::new(&opts.replay)?;
+        let mut replayer = Replayer::new(&opts.replay())?;
         replayer.runtime.record_coverage(true);
         Ok(Runner { replayer, execs: 0 })
     }
@@ -405,7 +478,7 @@ pub fn fuzz(opts: &FuzzOptions) -> Result<u8> {
     }
     let seeds = initial_packets(opts)?;
     let mut runner = Runner::new(opts)?;
-    crate::replay::print_warnings(&opts.replay.object, runner.replayer.object());
+    crate::replay::print_warnings(&opts.object, runner.replayer.object());
     // The default directory is made once the inputs have loaded (a refused object leaves
     // nothing behind) and named before the run, so it can be found however the run ends.
     let out = match &opts.out {
@@ -432,7 +505,7 @@ pub fn fuzz(opts: &FuzzOptions) -> Result<u8> {
             fuzzer.corpus.push(seed.clone());
         }
     }
-    let mut mutator = Mutator::new(opts.replay.seed);
+    let mut mutator = Mutator::new(opts.seed);
     // The share is of --runs when given, else of the --time budget.
     let (whole, unit_ms) = match opts.runs {
         Some(runs) => (runs, false),
@@ -553,7 +626,7 @@ fn initial_packets(opts: &FuzzOptions) -> Result<Vec<Vec<u8>>> {
             );
         }
     } else {
-        let mut rng = Rng::new(opts.replay.seed);
+        let mut rng = Rng::new(opts.seed);
         packets.extend(traffic::normal(&mut rng, 24));
         packets.extend(traffic::vlans(&mut rng, 4));
         packets.retain(|p| (mutate::MIN_LEN..=mutate::MAX_LEN).contains(&p.len()));
