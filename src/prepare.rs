@@ -22,7 +22,7 @@ use bpfemu_isa::helpers::id;
 use bpfemu_isa::{CallTarget, Insn};
 use bpfemu_jit::Engine;
 use bpfemu_loader::{Kernel, LoadOptions, Object, ProgramSpec};
-use bpfemu_verifier::{Options, ProgramInput, Verdict, verify};
+use bpfemu_verifier::{Options, Verdict};
 use bpfemu_vm::fib::Fib;
 use bpfemu_vm::xdp::{XdpConfig, XdpRuntime};
 use std::path::{Path, PathBuf};
@@ -233,8 +233,10 @@ impl Prepared {
                 .enumerate()
                 .filter(|(i, p)| *i == self.program || (every && is_verified_type(p)))
                 .map(|(i, p)| {
-                    let input = ProgramInput::new(&self.object, p);
-                    (i, verify(&input, &Options::default()))
+                    (
+                        i,
+                        crate::verify::judge(&self.object, p, &Options::default()),
+                    )
                 })
                 .collect()
         })

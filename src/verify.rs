@@ -6,7 +6,7 @@ use bpfemu_isa::disasm::log_line;
 use bpfemu_isa::uapi::{BPF_PROG_TYPE_XDP, prog_type_short_name};
 use bpfemu_isa::{Insn, RawInsn};
 use bpfemu_loader::{Kernel, Object, ProgramSpec, SourceLine};
-use bpfemu_verifier::{Options, ProgramInput, Verdict, verify};
+use bpfemu_verifier::{Options, Outcome, ProgramInput, Rejection, Verdict, verify};
 use serde_json::{Value, json};
 use std::fmt::Write;
 
@@ -88,11 +88,51 @@ pub fn verify_object<'a>(
             .into_iter()
             .map(|program| ProgramVerdict {
                 program,
-                verdict: verify(&ProgramInput::new(obj, program), &opts),
+                verdict: judge(obj, program, &opts),
                 kernel: &obj.kernel,
             })
             .collect(),
         not_verified: other,
+    })
+}
+
+/// Judges `program` of `obj` as loading the object into 6.18 with libbpf 1.7 would: libbpf
+/// creates every map before it loads any program, so a map the kernel refuses fails every
+/// program of the object; then the verifier. Every command that judges a program
+/// (`verify`, the way in that runs one, `diff --verifier`) judges it here.
+pub fn judge(obj: &Object, program: &ProgramSpec, opts: &Options) -> Verdict {
+    match map_creation_refusal(obj) {
+        Some(rejection) => Verdict {
+            outcome: Outcome::Rejected(rejection),
+            log: String::new(),
+            stats: Default::default(),
+        },
+        None => verify(&ProgramInput::new(obj, program), opts),
+    }
+}
+
+/// The first map (in the object's order, as libbpf creates them; an inner map's template
+/// before its outer map) that `BPF_MAP_CREATE` refuses, as libbpf reports it.
+fn map_creation_refusal(obj: &Object) -> Option<Rejection> {
+    let env = bpfemu_vm::maps::MapEnv::default();
+    obj.maps.iter().find_map(|map| {
+        let spec = crate::vm_runtime::vm_spec(obj, map);
+        let inner = spec.inner.as_deref();
+        let (errno, why) = inner
+            .and_then(|inner| bpfemu_vm::maps::kernel_refusal(inner, &env))
+            .or_else(|| bpfemu_vm::maps::kernel_refusal(&spec, &env))?;
+        let errno_name = errno
+            .name()
+            .map_or_else(|| errno.0.to_string(), str::to_owned);
+        Some(Rejection {
+            // libbpf's line: the kernel logs nothing when it refuses a map.
+            message: format!("map '{}': failed to create: -{errno_name}", map.name),
+            insn: None,
+            source: None,
+            errno: bpfemu_verifier::Errno::from_load_code(errno.0),
+            logged: true,
+            note: Some(format!("BPF_MAP_CREATE refuses map '{}': {why}", map.name)),
+        })
     })
 }
 
@@ -135,6 +175,9 @@ pub fn error_text(object: &str, v: &ProgramVerdict<'_>) -> String {
         .and_then(|pc| insn_line(v.kernel, &v.program.insns, pc))
     {
         writeln!(out, "  insn {line}").expect("string");
+    }
+    if let Some(note) = &r.note {
+        writeln!(out, "  note: {note}").expect("string");
     }
     out
 }
@@ -232,6 +275,7 @@ pub fn to_json(object: &str, report: &Report<'_>, with_log: bool) -> Value {
             });
             if let Some(r) = v.verdict.rejection() {
                 p["message"] = json!(r.message);
+                p["note"] = json!(r.note);
                 p["insn"] = json!(r.insn);
                 p["insn_text"] = json!(r.insn.and_then(|pc| insn_line(
                     v.kernel,

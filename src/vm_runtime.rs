@@ -57,7 +57,8 @@ pub enum BuildError {
     },
 }
 
-fn vm_spec(obj: &Object, m: &bpfemu_loader::MapSpec) -> VmMapSpec {
+/// The vm's description of one of the object's maps.
+pub(crate) fn vm_spec(obj: &Object, m: &bpfemu_loader::MapSpec) -> VmMapSpec {
     VmMapSpec {
         name: m.name.clone(),
         map_type: m.map_type,

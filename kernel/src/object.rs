@@ -41,10 +41,11 @@ const LD_IMM64: u8 = 0x18;
 pub enum KernelObjectError {
     #[error("no program named `{0}` in the object")]
     NoProgram(String),
-    #[error("map {map}: the kernel refuses to create it ({errno}){hint}")]
+    #[error("map {map}: the kernel refuses to create it ({}){hint}", bpfemu_isa::uapi::Errno(*errno))]
     MapCreate {
         map: String,
-        errno: String,
+        /// The errno `BPF_MAP_CREATE` failed with.
+        errno: i32,
         hint: String,
     },
     #[error("map {map}: the kernel refuses its initial contents ({errno})")]
@@ -410,7 +411,7 @@ fn create_map(spec: &MapSpec, btf_fd: Option<i32>) -> Result<(OwnedFd, bool), Ke
         .map(|fd| (fd, mmapable))
         .map_err(|errno| KernelObjectError::MapCreate {
             map: spec.name.clone(),
-            errno: bpfemu_isa::uapi::Errno(errno).to_string(),
+            errno,
             hint: if errno == libc::EPERM {
                 " (not root, or no CAP_BPF)".into()
             } else {

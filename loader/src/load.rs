@@ -133,7 +133,8 @@ fn scan(elf: &ElfObject<'_>) -> Result<Layout, LoadError> {
     let mut layout = Layout::default();
     for s in elf.sections.iter().skip(1).filter(|s| !ignored(s)) {
         match s.name.as_str() {
-            "license" => layout.license = c_string(s.data),
+            // libbpf keeps the first 63 bytes (`char license[64]`) and hands those over.
+            "license" => layout.license = c_string(&s.data[..s.data.len().min(63)]),
             "version" => layout.kern_version = Some(version(elf, s.data)?),
             "maps" => layout.legacy_maps = Some(s.index),
             ".maps" => layout.btf_maps = Some(s.index),

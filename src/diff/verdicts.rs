@@ -52,7 +52,7 @@ pub struct BpfemuVerdict {
 impl BpfemuVerdict {
     /// bpfemu's verifier on program `p` of `object`.
     pub fn of(object: &bpfemu_loader::Object, p: &bpfemu_loader::ProgramSpec) -> BpfemuVerdict {
-        use bpfemu_verifier::{Options, ProgramInput, verify};
+        use bpfemu_verifier::Options;
         if !crate::verify::is_verified_type(p) {
             return BpfemuVerdict {
                 verified: false,
@@ -62,7 +62,7 @@ impl BpfemuVerdict {
                 verification_time_usec: 0,
             };
         }
-        let v = verify(&ProgramInput::new(object, p), &Options::default());
+        let v = crate::verify::judge(object, p, &Options::default());
         BpfemuVerdict {
             verified: true,
             accepted: v.is_accepted(),
@@ -135,6 +135,19 @@ pub fn verify_in_kernel(path: &Path, load: &LoadOptions) -> Result<Vec<ProgramVe
                 }
                 v
             }
+            // As libbpf says it, and `bpfemu verify` after it: the kernel logs nothing.
+            Err(KernelObjectError::MapCreate { map, errno, .. }) => KernelVerdict {
+                accepted: false,
+                error: Some(format!(
+                    "map '{map}': failed to create: -{}",
+                    Errno(errno)
+                        .name()
+                        .map_or_else(|| errno.to_string(), str::to_owned)
+                )),
+                processed_insns: None,
+                verification_time_usec: None,
+                stats: None,
+            },
             Err(e) => KernelVerdict {
                 accepted: false,
                 error: Some(e.to_string()),

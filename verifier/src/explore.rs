@@ -153,6 +153,7 @@ fn finish_early(
             source: None,
             errno,
             logged,
+            note: None,
         }),
         log: log.text,
         stats: Stats {
@@ -221,6 +222,7 @@ fn finish(mut env: Env<'_>, result: Result<(), Reject>, started: Instant) -> Ver
                 source,
                 errno: r.errno,
                 logged: r.logged,
+                note: None,
             })
         }
     };

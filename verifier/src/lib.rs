@@ -119,6 +119,24 @@ pub struct ProgramInput<'a> {
     /// The kernel the program is loaded into: kfunc calls, kernel variables and `ptr_`
     /// accesses are judged against its BTF (read only when the program needs it).
     pub kernel: &'a Kernel,
+    /// Whether the object's license lets the program call GPL-only helpers and kfuncs
+    /// ([`license_is_gpl_compatible`]).
+    pub gpl_compatible: bool,
+}
+
+/// The licenses the kernel takes as GPL-compatible (`license_is_gpl_compatible`,
+/// include/linux/license.h): only these exact strings; anything else, or no `license`
+/// section at all, may call no GPL-only helper and no kfunc.
+pub fn license_is_gpl_compatible(license: &str) -> bool {
+    matches!(
+        license,
+        "GPL"
+            | "GPL v2"
+            | "GPL and additional rights"
+            | "Dual BSD/GPL"
+            | "Dual MIT/GPL"
+            | "Dual MPL/GPL"
+    )
 }
 
 impl<'a> ProgramInput<'a> {
@@ -136,6 +154,7 @@ impl<'a> ProgramInput<'a> {
             maps: &obj.maps,
             btf: obj.btf.as_ref(),
             kernel: &obj.kernel,
+            gpl_compatible: license_is_gpl_compatible(&obj.license),
         }
     }
 
@@ -158,6 +177,8 @@ impl<'a> ProgramInput<'a> {
             maps,
             btf: None,
             kernel,
+            // As bpfemu's kernel door loads raw programs: under "GPL".
+            gpl_compatible: true,
         }
     }
 
@@ -218,6 +239,22 @@ impl Errno {
             Errno::Eperm => 1,
         }
     }
+
+    /// The variant for a number a load can fail with before the verifier runs (a map the
+    /// kernel refuses); numbers without a variant read as EINVAL, the commonest. Never
+    /// `Enotsupp`, which means bpfemu cannot judge.
+    pub fn from_load_code(code: i32) -> Errno {
+        [
+            Errno::Eacces,
+            Errno::E2big,
+            Errno::Efault,
+            Errno::Enomem,
+            Errno::Eperm,
+        ]
+        .into_iter()
+        .find(|e| e.code() == code)
+        .unwrap_or(Errno::Einval)
+    }
 }
 
 /// A check's refusal: the kernel's final error line (without newline) and the errno.
@@ -246,6 +283,8 @@ pub struct Rejection {
     /// word (`bpf_snprintf`'s data_len not a multiple of 8, an empty program): `message` is
     /// then bpfemu's explanation, and the log ends, as the kernel's, at its statistics.
     pub logged: bool,
+    /// bpfemu's word on why, where the kernel gives none (which rule refused a map).
+    pub note: Option<String>,
 }
 
 impl Rejection {

@@ -489,6 +489,9 @@ fn creation_errno_matches_kernel() {
             .map_err(|e| e.errno().unwrap());
         let theirs = kernel::create(spec, 0).map(|_| ());
         assert_eq!(ours, theirs, "{spec:?}");
+        // What `verify` judges: the kernel's rules alone, the same answer.
+        let judged = bpfemu_vm::maps::kernel_refusal(spec, &MapEnv::with_cpus(ncpus));
+        assert_eq!(judged.map(|(errno, _)| errno), theirs.err(), "{spec:?}");
     }
     eprintln!("{} creation specs agree with the kernel", specs.len());
 }

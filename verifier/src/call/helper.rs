@@ -74,6 +74,12 @@ pub fn check_helper_call(
             format!("program of this type cannot use helper {name}#{func_id}"),
         ));
     };
+    if proto.gpl_only && !env.input.gpl_compatible {
+        return Err(env.reject(
+            Errno::Einval,
+            "cannot call GPL-restricted function from non-GPL compatible program",
+        ));
+    }
     if proto.might_sleep {
         return Err(env.reject(
             Errno::Einval,

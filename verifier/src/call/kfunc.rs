@@ -60,8 +60,9 @@ const SUPPORTED: &[&str] = &[
 /// `BPF_F_XDP_DEV_BOUND_ONLY`: the program is bound to one device (with its metadata kfuncs).
 const BPF_F_XDP_DEV_BOUND_ONLY: u32 = 1 << 6;
 
-/// `add_kfunc_call` for every kfunc call of the program, before the walk: the id must name a
-/// function of vmlinux BTF, and the metadata kfuncs need a device-bound program.
+/// `add_kfunc_call` for every kfunc call of the program, before the walk: the program's
+/// license must be GPL-compatible, the id must name a function of vmlinux BTF, and the
+/// metadata kfuncs need a device-bound program.
 pub fn add_kfunc_calls(input: &crate::ProgramInput<'_>) -> Result<(), crate::check::CheckError> {
     const EINVAL: i32 = 22;
     let error = |message: String| crate::check::CheckError {
@@ -74,6 +75,12 @@ pub fn add_kfunc_calls(input: &crate::ProgramInput<'_>) -> Result<(), crate::che
         let insn = input.insns[pc];
         pc += if insn.code == 0x18 { 2 } else { 1 };
         let is_kfunc_call = insn.code == 0x85 && insn.src == 2 && insn.off == 0;
+        // Checked at the first kfunc call (of vmlinux or a module), before its id is looked up.
+        if insn.code == 0x85 && insn.src == 2 && !input.gpl_compatible {
+            return Err(error(
+                "cannot call kernel function from non-GPL compatible program".to_owned(),
+            ));
+        }
         // vmlinux BTF is read only for programs that call kfuncs.
         let Some(btf) = is_kfunc_call.then(|| input.vmlinux_btf()).flatten() else {
             continue;

@@ -295,7 +295,7 @@ pub const XDP_PROTOS: &[FuncProto] = &[
         ],
     )),
     gpl(p(id::GET_CURRENT_TASK, Integer, &[])),
-    gpl(p(id::CURRENT_TASK_UNDER_CGROUP, Integer, &[MAP, ANY])),
+    p(id::CURRENT_TASK_UNDER_CGROUP, Integer, &[MAP, ANY]),
     p(id::GET_NUMA_NODE_ID, Integer, &[]),
     p(id::XDP_ADJUST_HEAD, Integer, &[CTX, ANY]),
     p(id::REDIRECT_MAP, Integer, &[MAP, ANY, ANY]),
@@ -306,7 +306,7 @@ pub const XDP_PROTOS: &[FuncProto] = &[
         &[MAP, ANY, UNINIT_MEM, SIZE],
     )),
     p(id::XDP_ADJUST_TAIL, Integer, &[CTX, ANY]),
-    p(id::FIB_LOOKUP, Integer, &[CTX, MEM_WR, SIZE, ANY]),
+    gpl(p(id::FIB_LOOKUP, Integer, &[CTX, MEM_WR, SIZE, ANY])),
     p(id::GET_CURRENT_CGROUP_ID, Integer, &[]),
     pkt(p(
         id::SK_LOOKUP_TCP,
@@ -337,11 +337,11 @@ pub const XDP_PROTOS: &[FuncProto] = &[
         SockCommonOrNull,
         &[CTX, MEM_RD, SIZE, ANY, ANY],
     )),
-    pkt(p(
+    pkt(gpl(p(
         100,
         Integer,
         &[SOCK_COMMON_BTF, MEM_RD, SIZE, MEM_RD, SIZE],
-    )),
+    ))),
     p(
         105,
         Integer,
@@ -427,21 +427,21 @@ pub const XDP_PROTOS: &[FuncProto] = &[
     ),
     p(id::SKC_TO_TCP_REQUEST_SOCK, BtfIdOrNull, &[SOCK_COMMON_BTF]),
     p(id::SKC_TO_UDP6_SOCK, BtfIdOrNull, &[SOCK_COMMON_BTF]),
-    gpl(p(
+    p(
         id::GET_TASK_STACK,
         Integer,
         &[BTF_ID, UNINIT_MEM, SIZE_OR_ZERO, ANY],
-    )),
-    sleeps(gpl(p(
+    ),
+    sleeps(p(
         id::COPY_FROM_USER,
         Integer,
         &[UNINIT_MEM, SIZE_OR_ZERO, ANY],
-    ))),
-    gpl(p(
+    )),
+    p(
         id::SNPRINTF_BTF,
         Integer,
         &[MEM_WR, SIZE, MEM_RD, SIZE, ANY],
-    )),
+    ),
     p(
         153,
         MemOrBtfIdRdonly { maybe_null: true },
@@ -458,9 +458,9 @@ pub const XDP_PROTOS: &[FuncProto] = &[
         &[MAP, BTF_ID_OR_NULL, VALUE_OR_NULL, ANY],
     ),
     p(id::TASK_STORAGE_DELETE, Integer, &[MAP, BTF_ID]),
-    p(id::GET_CURRENT_TASK_BTF, BtfIdTrusted, &[]),
+    gpl(p(id::GET_CURRENT_TASK_BTF, BtfIdTrusted, &[])),
     p(id::KTIME_GET_COARSE_NS, Integer, &[]),
-    p(
+    gpl(p(
         163,
         Integer,
         &[
@@ -470,13 +470,13 @@ pub const XDP_PROTOS: &[FuncProto] = &[
             ANY,
             ANY,
         ],
-    ),
+    )),
     p(
         id::FOR_EACH_MAP_ELEM,
         Integer,
         &[MAP, FUNC, STACK_OR_NULL, ANY],
     ),
-    p(
+    gpl(p(
         165,
         Integer,
         &[
@@ -486,17 +486,17 @@ pub const XDP_PROTOS: &[FuncProto] = &[
             MEM_RD_OR_NULL,
             SIZE_OR_ZERO,
         ],
-    ),
-    p(id::TIMER_INIT, Integer, &[TIMER, MAP, ANY]),
-    p(id::TIMER_SET_CALLBACK, Integer, &[TIMER, FUNC]),
-    p(id::TIMER_START, Integer, &[TIMER, ANY, ANY]),
-    p(id::TIMER_CANCEL, Integer, &[TIMER]),
+    )),
+    gpl(p(id::TIMER_INIT, Integer, &[TIMER, MAP, ANY])),
+    gpl(p(id::TIMER_SET_CALLBACK, Integer, &[TIMER, FUNC])),
+    gpl(p(id::TIMER_START, Integer, &[TIMER, ANY, ANY])),
+    gpl(p(id::TIMER_CANCEL, Integer, &[TIMER])),
     gpl(p(id::TASK_PT_REGS, BtfIdOrNull, &[BTF_ID])),
-    p(
+    gpl(p(
         id::GET_BRANCH_SNAPSHOT,
         Integer,
         &[UNINIT_MEM, SIZE_OR_ZERO, ANY],
-    ),
+    )),
     gpl(p(
         177,
         Integer,
@@ -603,32 +603,32 @@ pub const XDP_PROTOS: &[FuncProto] = &[
             ALLOC_SIZE_OR_ZERO,
         ],
     ),
-    p(
+    gpl(p(
         204,
         Integer,
         &[ArgType::fixed_mem(MEM_RDONLY, 20), MEM_RD, SIZE_OR_ZERO],
-    ),
-    p(
+    )),
+    gpl(p(
         205,
         Integer,
         &[ArgType::fixed_mem(MEM_RDONLY, 40), MEM_RD, SIZE_OR_ZERO],
-    ),
-    p(
+    )),
+    gpl(p(
         206,
         Integer,
         &[
             ArgType::fixed_mem(MEM_RDONLY, 20),
             ArgType::fixed_mem(MEM_RDONLY, 20),
         ],
-    ),
-    p(
+    )),
+    gpl(p(
         207,
         Integer,
         &[
             ArgType::fixed_mem(MEM_RDONLY, 40),
             ArgType::fixed_mem(MEM_RDONLY, 20),
         ],
-    ),
+    )),
     p(id::KTIME_GET_TAI_NS, Integer, &[]),
     p(
         id::USER_RINGBUF_DRAIN,

@@ -5,7 +5,7 @@ use super::Errno;
 use super::spec::*;
 
 /// A refused creation: the errno and why.
-pub(crate) type Refusal = (Errno, &'static str);
+pub type Refusal = (Errno, &'static str);
 
 fn refuse<T>(errno: Errno, why: &'static str) -> Result<T, Refusal> {
     Err((errno, why))
@@ -40,6 +40,20 @@ pub(crate) fn validate(spec: &MapSpec, env: &MapEnv) -> Result<u32, Refusal> {
         "larger than bpfemu's map memory limit",
     )?;
     Ok(max)
+}
+
+/// The refusal `BPF_MAP_CREATE` itself would give `spec`: the kernel's rules only, without
+/// bpfemu's own limits (a map type it does not implement, its memory cap), which say nothing
+/// about whether the kernel creates the map. What `verify` judges before any program, as
+/// libbpf creates every map before it loads a program.
+pub fn kernel_refusal(spec: &MapSpec, env: &MapEnv) -> Option<Refusal> {
+    let unimplemented = matches!(MapType::from_raw(spec.map_type), RawMapType::Unsupported(_));
+    match generic_checks(spec) {
+        Ok(t) => type_checks(t, spec, env).err(),
+        // The type's own rules are unknown to bpfemu: only the generic ones were judged.
+        Err((errno, _)) if unimplemented && errno == Errno::EOPNOTSUPP => None,
+        Err(refusal) => Some(refusal),
+    }
 }
 
 /// The checks of `map_create` itself, before the type's own.

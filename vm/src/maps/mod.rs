@@ -56,7 +56,7 @@ mod slab;
 mod spec;
 
 pub use bpfemu_isa::uapi::Errno;
-pub use create::MAX_MAP_BYTES;
+pub use create::{MAX_MAP_BYTES, Refusal as CreateRefusal, kernel_refusal};
 pub use dev::TargetVal;
 
 /// The answer of a map operation: a value or the errno the kernel would give.

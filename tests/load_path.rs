@@ -1,0 +1,86 @@
+//! Rules of the load outside the verifier's walk, through the command line: the object's
+//! license (GPL-only helpers and kfuncs) and the maps libbpf creates before any program. A
+//! green `verify` means the kernel loads the object, so each is a rejection there, a refusal
+//! to run it anywhere else, and the running kernel's own answer where it is in reach.
+//!
+//! Objects: `tests/data/load/*.c` (each says how it was built).
+
+#[allow(dead_code)]
+mod cli_support;
+
+use cli_support::{assert_exit, bpfemu, example, kernel_or_skip, root, stderr, stdout};
+
+fn object(name: &str) -> String {
+    root()
+        .join("tests/data/load")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// `diff --verifier --json` agrees with the kernel on every program, and the kernel rejects
+/// the ones named.
+fn kernel_agrees(obj: &str, rejected_by_kernel: &[&str]) {
+    let out = bpfemu(&["diff", "--verifier", "--json", obj]);
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+    for p in doc["programs"].as_array().expect("programs") {
+        let name = p["program"].as_str().expect("name");
+        assert_eq!(p["agree"], true, "{obj} {name}: {p}");
+        let rejected = rejected_by_kernel.contains(&name);
+        assert_eq!(p["kernel"]["accepted"], !rejected, "{obj} {name}: {p}");
+    }
+}
+
+#[test]
+fn a_gpl_only_helper_needs_a_gpl_compatible_license() {
+    let obj = object("non_gpl.o");
+    let out = bpfemu(&["verify", &obj]);
+    assert_exit(&out, 1);
+    let text = stdout(&out);
+    assert!(
+        text.contains("non_gpl.c:11:2: error: cannot call GPL-restricted function from non-GPL compatible program"),
+        "{text}"
+    );
+    assert!(text.contains("passes (xdp): accepted"), "{text}");
+    // Nothing runs the refused program; its sound neighbour still runs.
+    let pcap = example("pcap/normal.pcap");
+    let refused = bpfemu(&["replay", &obj, &pcap, "--prog", "prints"]);
+    assert_exit(&refused, 1);
+    assert!(
+        stderr(&refused).contains("GPL-restricted"),
+        "{}",
+        stderr(&refused)
+    );
+    assert_exit(&bpfemu(&["replay", &obj, &pcap, "--prog", "passes"]), 0);
+    if kernel_or_skip("a_gpl_only_helper_needs_a_gpl_compatible_license") {
+        kernel_agrees(&obj, &["prints"]);
+    }
+}
+
+#[test]
+fn a_map_the_kernel_refuses_fails_the_object() {
+    let obj = object("array_no_prealloc.o");
+    let out = bpfemu(&["verify", &obj, "--json"]);
+    assert_exit(&out, 1);
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+    let program = &doc["programs"][0];
+    assert_eq!(program["verdict"], "rejected", "{doc}");
+    assert_eq!(
+        program["message"], "map 'counters': failed to create: -EINVAL",
+        "{doc}"
+    );
+    assert!(
+        program["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("counters")),
+        "{doc}"
+    );
+    let pcap = example("pcap/normal.pcap");
+    for engine in ["interp", "jit", "jit-trusted"] {
+        let run = bpfemu(&["replay", &obj, &pcap, "--engine", engine]);
+        assert_exit(&run, 1);
+    }
+    if kernel_or_skip("a_map_the_kernel_refuses_fails_the_object") {
+        kernel_agrees(&obj, &["count"]);
+    }
+}
