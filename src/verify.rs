@@ -107,7 +107,14 @@ pub fn judge(obj: &Object, program: &ProgramSpec, opts: &Options) -> Verdict {
             log: String::new(),
             stats: Default::default(),
         },
-        None => verify(&ProgramInput::new(obj, program), opts),
+        None => {
+            let maps = bpfemu_verifier::maps_created::maps_as_created(&obj.maps, obj.btf.as_ref());
+            let input = ProgramInput {
+                maps: &maps,
+                ..ProgramInput::new(obj, program)
+            };
+            verify(&input, opts)
+        }
     }
 }
 

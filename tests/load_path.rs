@@ -84,3 +84,21 @@ fn a_map_the_kernel_refuses_fails_the_object() {
         kernel_agrees(&obj, &["count"]);
     }
 }
+
+#[test]
+fn a_map_whose_btf_the_kernel_refuses_loses_its_special_fields() {
+    let obj = object("btf_dropped.o");
+    let out = bpfemu(&["verify", &obj]);
+    assert_exit(&out, 1);
+    let text = stdout(&out);
+    for line in [
+        "error: map 'lru_locked' has to have BTF in order to use bpf_spin_lock",
+        "error: map 'percpu_timed' has to have BTF in order to use bpf_timer",
+        "lock_in_hash (xdp): accepted",
+    ] {
+        assert!(text.contains(line), "no `{line}` in:\n{text}");
+    }
+    if kernel_or_skip("a_map_whose_btf_the_kernel_refuses_loses_its_special_fields") {
+        kernel_agrees(&obj, &["lock_in_lru", "timer_in_percpu_array"]);
+    }
+}

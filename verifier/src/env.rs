@@ -260,12 +260,8 @@ impl<'a> Env<'a> {
         let (Some(map), Some(btf)) = (self.map(index), self.input.btf) else {
             return Vec::new();
         };
-        let Some(ty) = map.value_type else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        collect_special_fields(btf, ty, 0, &mut out, 0);
-        out
+        map.value_type
+            .map_or_else(Vec::new, |ty| special_fields_of(btf, ty))
     }
 
     /// Whether the map's value holds a `bpf_spin_lock` (its pointers keep their id after a
@@ -301,6 +297,16 @@ impl<'a> Env<'a> {
     pub fn reg_text(&self, reg: &RegState) -> String {
         crate::log::reg_state_text(self, reg)
     }
+}
+
+/// The special fields of BTF type `ty` (a map's value), as `btf_parse_fields` finds them.
+pub fn special_fields_of(
+    btf: &bpfemu_loader::btf::Btf,
+    ty: bpfemu_loader::btf::TypeId,
+) -> Vec<SpecialField> {
+    let mut out = Vec::new();
+    collect_special_fields(btf, ty, 0, &mut out, 0);
+    out
 }
 
 /// A special field inside a map value.

@@ -74,6 +74,7 @@ pub mod fixup;
 pub mod liveness;
 pub mod log;
 pub mod loops;
+pub mod maps_created;
 pub mod mem;
 pub mod precision;
 pub mod prog_type;
