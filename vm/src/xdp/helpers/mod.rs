@@ -37,6 +37,8 @@ pub struct HelperDef {
     /// The name without `bpf_`.
     pub name: &'static str,
     pub f: HelperFn,
+    /// The implementing function's path in this module (`maps::lookup`), for the helper table.
+    pub implementation: &'static str,
 }
 
 /// Each helper named by its id in the one list (`bpfemu_isa::helpers::id`), which also gives
@@ -49,6 +51,7 @@ macro_rules! helpers {
                 id: id::$id,
                 name: bpfemu_isa::helpers::HELPER_NAMES[id::$id as usize],
                 f: $f,
+                implementation: stringify!($f),
             },)*
         ];
     };
