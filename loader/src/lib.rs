@@ -33,7 +33,7 @@ pub mod section;
 pub use error::LoadError;
 pub use kernel::{Kernel, KernelBtfError};
 pub use maps::internal_map_name;
-pub use object::{ElfMapFields, MapOrigin, MapSpec, Object, ProgramSpec, SourceLine};
+pub use object::{ElfMapFields, MapOrigin, MapSpec, Naming, Object, ProgramSpec, SourceLine};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
