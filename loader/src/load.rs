@@ -95,28 +95,33 @@ pub fn load(file: &str, data: &[u8], opts: &LoadOptions) -> Result<Object, LoadE
     })
 }
 
-/// Programs made by a convention other than libbpf's: say which loader they follow and that
-/// libbpf would not load them so.
+/// Programs made by a convention other than libbpf's, one warning per convention: which
+/// loader they follow, and that libbpf would not load them so.
 fn convention_warnings(funcs: &[reloc::Func], text_idx: Option<usize>) -> Vec<String> {
-    let entries = funcs.iter().filter(|f| Some(f.sec_idx) != text_idx);
-    entries
-        .filter_map(|f| match f.naming {
-            Naming::FunctionSymbol => None,
-            Naming::SectionWithoutSymbols => Some(format!(
-                "prog '{}': section '{}' holds {} instructions but no function symbol names \
-                 them: taken whole and named by its section, as iproute2 loads it (libbpf makes \
-                 no program of it; was the object stripped, or built by an old compiler?)",
-                f.name,
-                f.sec_name,
-                f.insn_cnt
-            )),
-            Naming::StaticFunction => Some(format!(
-                "prog '{}': static function in section '{}': loaded as cilium/ebpf loads it \
-                 (libbpf 1.7 refuses the object: program is static and not supported)",
-                f.name, f.sec_name
-            )),
-        })
-        .collect()
+    let named = |naming: Naming| -> Vec<String> {
+        let entries = funcs.iter().filter(|f| Some(f.sec_idx) != text_idx);
+        let of_kind = entries.filter(|f| f.naming == naming);
+        of_kind.map(|f| format!("'{}'", f.name)).collect()
+    };
+    let mut warnings = Vec::new();
+    let sections = named(Naming::SectionWithoutSymbols);
+    if !sections.is_empty() {
+        warnings.push(format!(
+            "sections {} hold code but no function symbol: each is one program named by its \
+             section, as iproute2 loads it (libbpf makes no program of such code; was the \
+             object stripped, or built by an old compiler?)",
+            sections.join(", ")
+        ));
+    }
+    let statics = named(Naming::StaticFunction);
+    if !statics.is_empty() {
+        warnings.push(format!(
+            "programs {} are static functions: loaded as cilium/ebpf loads them (libbpf 1.7 \
+             refuses the object: program is static and not supported)",
+            statics.join(", ")
+        ));
+    }
+    warnings
 }
 
 /// libbpf's `ignore_elf_section`.

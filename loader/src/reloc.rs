@@ -372,7 +372,6 @@ pub struct Linked {
 
 /// What linking reads.
 pub struct LinkContext<'c> {
-
     pub file: &'c str,
     pub funcs: &'c [Func],
     pub code: &'c SectionCode,
@@ -486,7 +485,8 @@ impl Linker<'_, '_> {
                 self.append(sub);
                 self.reloc_code(sub, depth + 1)?;
             }
-            let sub_start = self.placed[sub].expect("just appended") + self.into_function(sub, target);
+            let sub_start =
+                self.placed[sub].expect("just appended") + self.into_function(sub, target);
             let rel = sub_start as i64 - at as i64 - 1;
             self.out.insns[at].imm = i32::try_from(rel)
                 .map_err(|_| self.link_error(at, "call offset overflows".into()))?;
