@@ -266,7 +266,7 @@ fn code_without_function_symbols_is_explained() {
     let out = bpfemu(&["inspect", "tests/objects/no_function_symbols.o"]);
     let err = text(&out.stderr);
     assert!(
-        err.contains("sections 'xdp_raw' hold code but no function symbol: each is one program named by its section, as iproute2 loads it"),
+        err.contains("section 'xdp_raw' holds code but no function symbol: each is one program named by its section, as iproute2 loads it"),
         "{}",
         all(&out)
     );

@@ -174,6 +174,40 @@ fn inspect_names_the_convention_of_each_program() {
     }
 }
 
+/// Two programs in one section, stripped: one program of both (the second unreachable), and
+/// func_info, which names two functions where the code has one, is left out as iproute2
+/// leaves it, so that the kernel judges the code ("unreachable insn 2"), as bpfemu does.
+#[test]
+fn a_section_of_two_functions_is_one_program_without_func_info() {
+    let obj = load("two_in_one.o");
+    let xdp = &obj.programs[..];
+    assert_eq!((xdp.len(), xdp[0].name.as_str()), (1, "xdp"));
+    assert!(xdp[0].func_info.is_empty());
+    assert_eq!(xdp[0].line_info.len(), 2);
+    assert!(
+        obj.warnings
+            .iter()
+            .any(|w| w.contains("func_info names 2 functions but the section's calls start 1")),
+        "{:?}",
+        obj.warnings
+    );
+    let out = bpfemu(&["verify", &path("two_in_one.o")]);
+    assert_exit(&out, 1);
+    assert!(
+        stdout(&out).contains("two_in_one.o: error: xdp: unreachable insn 2"),
+        "{}",
+        stdout(&out)
+    );
+    if !kernel_or_skip("a_section_of_two_functions_is_one_program_without_func_info") {
+        return;
+    }
+    let out = bpfemu(&["diff", "--verifier", &path("two_in_one.o"), "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let p = &doc["programs"][0];
+    assert_eq!(p["agree"], true, "{p:#}");
+    assert_eq!(p["kernel"]["error"], "unreachable insn 2", "{p:#}");
+}
+
 /// bpfemu's verifier accepts every program, picked by function or section name.
 #[test]
 fn verify_accepts_each_program_by_its_name() {

@@ -106,8 +106,13 @@ fn convention_warnings(funcs: &[reloc::Func], text_idx: Option<usize>) -> Vec<St
     let mut warnings = Vec::new();
     let sections = named(Naming::SectionWithoutSymbols);
     if !sections.is_empty() {
+        let (noun, verb) = if sections.len() == 1 {
+            ("section", "holds")
+        } else {
+            ("sections", "hold")
+        };
         warnings.push(format!(
-            "sections {} hold code but no function symbol: each is one program named by its \
+            "{noun} {} {verb} code but no function symbol: each is one program named by its \
              section, as iproute2 loads it (libbpf makes no program of such code; was the \
              object stripped, or built by an old compiler?)",
             sections.join(", ")

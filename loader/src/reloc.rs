@@ -405,7 +405,24 @@ pub fn link(ctx: &LinkContext<'_>, main: usize) -> Result<Linked, LoadError> {
     linker.reloc_code(main, 0)?;
     linker.relocate_data()?;
     linker.out.line_info.sort_by_key(|l| l.insn);
+    if ctx.funcs[main].naming == Naming::SectionWithoutSymbols {
+        linker.drop_unfitting_func_info();
+    }
     Ok(linker.out)
+}
+
+/// Where the kernel's `add_subprog_and_kfunc` starts subprograms in a final stream: 0 and
+/// every target of a bpf-to-bpf call or function address.
+fn subprogram_starts(insns: &[RawInsn]) -> std::collections::BTreeSet<i64> {
+    let mut starts = std::collections::BTreeSet::from([0]);
+    for (pc, insn) in insns.iter().enumerate() {
+        let is_call = insn.code == CODE_CALL && insn.src == PSEUDO_CALL;
+        let is_func_addr = insn.code == CODE_LD_IMM64 && insn.src == PSEUDO_FUNC;
+        if is_call || is_func_addr {
+            starts.insert(pc as i64 + 1 + i64::from(insn.imm));
+        }
+    }
+    starts
 }
 
 struct Linker<'c, 'l> {
@@ -606,6 +623,30 @@ impl Linker<'_, '_> {
             }
         }
         Ok(())
+    }
+
+    /// A section taken whole may hold several functions that no call makes subprograms, and
+    /// then func_info has records where the kernel sees no subprogram, which it refuses before
+    /// reading a single instruction. iproute2 loads such a section without func_info; so does
+    /// bpfemu, saying so. (line_info is kept: it only names source lines.)
+    fn drop_unfitting_func_info(&mut self) {
+        let infos: std::collections::BTreeSet<i64> = self
+            .out
+            .func_info
+            .iter()
+            .map(|&(at, _)| at as i64)
+            .collect();
+        if self.out.func_info.is_empty() || infos == subprogram_starts(&self.out.insns) {
+            return;
+        }
+        self.out.warnings.push(format!(
+            "prog '{}': func_info names {} functions but the section's calls start {} \
+             subprogram(s); loaded without func_info, as iproute2 loads a section",
+            self.ctx.funcs[self.main].name,
+            infos.len(),
+            subprogram_starts(&self.out.insns).len()
+        ));
+        self.out.func_info.clear();
     }
 
     /// libbpf's `bpf_object__relocate_data`.
