@@ -503,7 +503,7 @@ impl Linker<'_, '_> {
                 self.reloc_code(sub, depth + 1)?;
             }
             let sub_start =
-                self.placed[sub].expect("just appended") + self.into_function(sub, target);
+                self.placed[sub].expect("just appended") + self.offset_in_function(sub, target);
             let rel = sub_start as i64 - at as i64 - 1;
             self.out.insns[at].imm = i32::try_from(rel)
                 .map_err(|_| self.link_error(at, "call offset overflows".into()))?;
@@ -514,7 +514,7 @@ impl Linker<'_, '_> {
     /// Where a call lands inside the function `sub` that holds `target`. libbpf calls a
     /// function's start; a section taken whole keeps its inner calls where they point, as
     /// iproute2 loads the section unchanged.
-    fn into_function(&self, sub: usize, target: usize) -> usize {
+    fn offset_in_function(&self, sub: usize, target: usize) -> usize {
         let func = &self.ctx.funcs[sub];
         match func.naming {
             Naming::SectionWithoutSymbols => target - func.insn_off,
