@@ -37,6 +37,8 @@ fn program_json(obj: &Object, p: &ProgramSpec) -> Value {
         "type_id": p.prog_type,
         "expected_attach_type": p.expected_attach_type.and_then(attach_type_name),
         "prog_flags": p.prog_flags,
+        "naming": p.naming.key(),
+        "naming_convention": p.naming.describe(),
         "insns": p.insns.len(),
         "functions": p.functions.iter().map(|(n, at)| json!({ "name": n, "insn": at })).collect::<Vec<_>>(),
         "func_info": p.func_info.len(),
@@ -133,6 +135,7 @@ fn program_text(out: &mut String, p: &ProgramSpec) {
         let _ = write!(out, "  flags {:#x}", p.prog_flags);
     }
     let _ = writeln!(out);
+    let _ = writeln!(out, "    convention: {}", p.naming.describe());
     if p.functions.len() > 1 {
         let subs: Vec<String> = p.functions[1..]
             .iter()

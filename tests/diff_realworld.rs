@@ -259,16 +259,18 @@ fn em_none_objects_load() {
     );
 }
 
-/// Code with no function symbol yields no program, as in libbpf, and bpfemu says why.
+/// Code with no function symbol is one program named by its section, as iproute2 loads it
+/// (libbpf makes none), and bpfemu says so.
 #[test]
 fn code_without_function_symbols_is_explained() {
     let out = bpfemu(&["inspect", "tests/objects/no_function_symbols.o"]);
     let err = text(&out.stderr);
     assert!(
-        err.contains("section 'xdp_raw' holds 2 instructions but no function symbol names them"),
+        err.contains("section 'xdp_raw' holds code but no function symbol: each is one program named by its section, as iproute2 loads it"),
         "{}",
         all(&out)
     );
+    assert!(text(&out.stdout).contains("\n  xdp_raw "), "{}", all(&out));
 }
 
 /// A 4M-entry array read in place and a hash read in batches: every entry is counted, equal

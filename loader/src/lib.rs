@@ -3,6 +3,12 @@
 //! global-data maps with libbpf's names, `.kconfig` and `.ksyms` externs resolved, CO-RE
 //! applied, func_info and line_info following the code.
 //!
+//! Objects libbpf does not load get the rule of the loader that does ([`Naming`], shown by
+//! `inspect`): a section with code but no function symbol (stripped, hand-written, or from the
+//! old samples/bpf toolchains; even without any symbol table) is one program named by its
+//! section, as iproute2's legacy loader takes it; a `static` function in a program section is a
+//! program, as cilium/ebpf makes it. Objects libbpf loads load as before.
+//!
 //! Where the kernel would get a map fd, instructions hold the map's index in
 //! [`Object::maps`] (see [`object`]).
 //!
@@ -33,7 +39,7 @@ pub mod section;
 pub use error::LoadError;
 pub use kernel::{Kernel, KernelBtfError};
 pub use maps::internal_map_name;
-pub use object::{ElfMapFields, MapOrigin, MapSpec, Object, ProgramSpec, SourceLine};
+pub use object::{ElfMapFields, MapOrigin, MapSpec, Naming, Object, ProgramSpec, SourceLine};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -8,7 +8,7 @@ use crate::elf::{ElfObject, SHT_LLVM_ADDRSIG, SHT_REL, SHT_STRTAB};
 use crate::error::LoadError;
 use crate::externs::{self, Extern, TargetBtf};
 use crate::maps::{self, MapTable};
-use crate::object::{Object, ProgramSpec};
+use crate::object::{Naming, Object, ProgramSpec};
 use crate::reloc::{self, Func, LinkContext, RelocContext, SectionCode};
 use crate::section::{self, Match};
 use bpfemu_isa::RawInsn;
@@ -33,7 +33,7 @@ pub fn load(file: &str, data: &[u8], opts: &LoadOptions) -> Result<Object, LoadE
     let mut warnings = Vec::new();
 
     let mut funcs = reloc::collect_functions(&elf, layout.text)?;
-    warnings.extend(code_without_functions(&elf, &funcs));
+    warnings.extend(convention_warnings(&funcs, layout.text));
     let mut code = section_code(&elf)?;
     let mut externs = externs::collect(&elf, btf.as_ref())?;
     if let Some(btf) = btf.as_mut() {
@@ -95,23 +95,38 @@ pub fn load(file: &str, data: &[u8], opts: &LoadOptions) -> Result<Object, LoadE
     })
 }
 
-/// Executable sections with code but no function symbol: libbpf makes programs only from
-/// `STT_FUNC` symbols, so such code silently yields no program; say so.
-fn code_without_functions(elf: &ElfObject<'_>, funcs: &[reloc::Func]) -> Vec<String> {
-    elf.sections
-        .iter()
-        .filter(|s| s.is_exec() && !s.data.is_empty())
-        .filter(|s| !funcs.iter().any(|f| f.sec_idx == s.index))
-        .map(|s| {
-            format!(
-                "section '{}' holds {} instructions but no function symbol names them, so no \
-                 program comes from it (programs are made from STT_FUNC symbols, as libbpf \
-                 makes them; was the object stripped, or built by an old compiler?)",
-                s.name,
-                s.data.len() / 8
-            )
-        })
-        .collect()
+/// Programs made by a convention other than libbpf's, one warning per convention: which
+/// loader they follow, and that libbpf would not load them so.
+fn convention_warnings(funcs: &[reloc::Func], text_idx: Option<usize>) -> Vec<String> {
+    let named = |naming: Naming| -> Vec<String> {
+        let entries = funcs.iter().filter(|f| Some(f.sec_idx) != text_idx);
+        let of_kind = entries.filter(|f| f.naming == naming);
+        of_kind.map(|f| format!("'{}'", f.name)).collect()
+    };
+    let mut warnings = Vec::new();
+    let sections = named(Naming::SectionWithoutSymbols);
+    if !sections.is_empty() {
+        let (noun, verb) = if sections.len() == 1 {
+            ("section", "holds")
+        } else {
+            ("sections", "hold")
+        };
+        warnings.push(format!(
+            "{noun} {} {verb} code but no function symbol: each is one program named by its \
+             section, as iproute2 loads it (libbpf makes no program of such code; was the \
+             object stripped, or built by an old compiler?)",
+            sections.join(", ")
+        ));
+    }
+    let statics = named(Naming::StaticFunction);
+    if !statics.is_empty() {
+        warnings.push(format!(
+            "programs {} are static functions: loaded as cilium/ebpf loads them (libbpf 1.7 \
+             refuses the object: program is static and not supported)",
+            statics.join(", ")
+        ));
+    }
+    warnings
 }
 
 /// libbpf's `ignore_elf_section`.
@@ -395,6 +410,7 @@ fn link_programs(
             functions: linked.functions,
             func_info: linked.func_info,
             line_info: linked.line_info,
+            naming: func.naming,
         });
     }
     Ok(programs)

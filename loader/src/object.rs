@@ -79,6 +79,49 @@ pub struct ProgramSpec {
     pub func_info: Vec<(usize, TypeId)>,
     /// line_info for the final stream, sorted by instruction.
     pub line_info: Vec<SourceLine>,
+    /// Which loader convention made a program of this code, and so named it.
+    pub naming: Naming,
+}
+
+/// The loader conventions that say where a program is in an object and what it is called.
+/// Loaders agree on objects built with global function symbols and differ on the rest:
+/// bpfemu takes each object as the loader that accepts it would.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Naming {
+    /// A global (or weak) `STT_FUNC` symbol outside `.text`, named by it: libbpf's rule, which
+    /// every loader shares.
+    #[default]
+    FunctionSymbol,
+    /// An executable section with code but no function symbol, taken whole and named by the
+    /// section: iproute2's legacy loader and the kernel's old `samples/bpf` loader (stripped or
+    /// hand-written objects, or ones built without BTF by old compilers). libbpf makes no
+    /// program of such code.
+    SectionWithoutSymbols,
+    /// A local (`static`) `STT_FUNC` symbol outside `.text`, named by it: cilium/ebpf loads
+    /// every function of a program section as a program; libbpf refuses the object.
+    StaticFunction,
+}
+
+impl Naming {
+    /// A short stable key (`inspect --json`).
+    pub fn key(self) -> &'static str {
+        match self {
+            Naming::FunctionSymbol => "function_symbol",
+            Naming::SectionWithoutSymbols => "section_without_symbols",
+            Naming::StaticFunction => "static_function",
+        }
+    }
+
+    /// What a person reads (`inspect`).
+    pub fn describe(self) -> &'static str {
+        match self {
+            Naming::FunctionSymbol => "named by its function symbol (libbpf)",
+            Naming::SectionWithoutSymbols => {
+                "a section without symbols, named by its section (iproute2)"
+            }
+            Naming::StaticFunction => "static function (as cilium/ebpf loads it)",
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -17,7 +17,7 @@ use crate::elf::{
 use crate::error::LoadError;
 use crate::externs::{Extern, ExternKind};
 use crate::maps::MapTable;
-use crate::object::SourceLine;
+use crate::object::{Naming, SourceLine};
 use bpfemu_isa::RawInsn;
 use std::collections::BTreeMap;
 
@@ -44,6 +44,8 @@ pub struct Func {
     pub insn_cnt: usize,
     /// Relocations, function-relative instruction index, sorted.
     pub relos: Vec<Reloc>,
+    /// Which convention made it a function (and, outside `.text`, a program).
+    pub naming: Naming,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,60 +74,95 @@ pub enum RelocKind {
 pub type SectionCode = BTreeMap<usize, Vec<RawInsn>>;
 
 /// Every function of every executable section, sorted by section and offset (libbpf's
-/// `bpf_object__add_programs` then `cmp_progs`).
+/// `bpf_object__add_programs` then `cmp_progs`), then each executable section no function
+/// symbol names, whole (iproute2's convention, see [`Naming`]).
 pub fn collect_functions(
     elf: &ElfObject<'_>,
     text_idx: Option<usize>,
 ) -> Result<Vec<Func>, LoadError> {
     let mut funcs = Vec::new();
-    for sym in &elf.symbols {
+    for sym in elf.symbols.iter().filter(|s| s.kind == STT_FUNC) {
         let Some(section) = elf
             .symbol_section(sym)
             .filter(|s| s.is_exec() && !s.data.is_empty())
         else {
             continue;
         };
-        if sym.kind != STT_FUNC {
-            continue;
-        }
-        let bad = |message: &str| LoadError::Program {
-            file: elf.file.clone(),
-            section: section.name.clone(),
-            program: sym.name.clone(),
-            message: message.into(),
-        };
-        let end = sym
-            .value
-            .checked_add(sym.size)
-            .ok_or_else(|| bad("size overflows"))?;
-        if end > section.data.len() as u64 {
-            return Err(bad("crosses the section boundary"));
-        }
-        if sym.size == 0
-            || !sym.size.is_multiple_of(INSN_SIZE)
-            || !sym.value.is_multiple_of(INSN_SIZE)
-        {
-            return Err(bad(&format!(
-                "corrupt: offset {}, size {}",
-                sym.value, sym.size
-            )));
-        }
-        if Some(section.index) != text_idx && sym.bind == STB_LOCAL {
-            return Err(bad(
-                "static programs are not supported (libbpf refuses them)",
-            ));
-        }
-        funcs.push(Func {
-            name: sym.name.clone(),
-            sec_idx: section.index,
-            sec_name: section.name.clone(),
-            insn_off: (sym.value / INSN_SIZE) as usize,
-            insn_cnt: (sym.size / INSN_SIZE) as usize,
-            relos: Vec::new(),
-        });
+        funcs.push(symbol_function(elf, section, sym, text_idx)?);
     }
+    let whole = code_sections(elf).filter(|s| !funcs.iter().any(|f| f.sec_idx == s.index));
+    let whole: Vec<Func> = whole.map(section_function).collect();
+    funcs.extend(whole);
     funcs.sort_by_key(|f| (f.sec_idx, f.insn_off));
     Ok(funcs)
+}
+
+/// Executable sections with code.
+fn code_sections<'e, 'a>(
+    elf: &'e ElfObject<'a>,
+) -> impl Iterator<Item = &'e crate::elf::Section<'a>> {
+    elf.sections
+        .iter()
+        .filter(|s| s.is_exec() && !s.data.is_empty())
+}
+
+/// The function an `STT_FUNC` symbol names, checked as libbpf checks it. A static one outside
+/// `.text`, which libbpf refuses, is a program as cilium/ebpf makes it.
+fn symbol_function(
+    elf: &ElfObject<'_>,
+    section: &crate::elf::Section<'_>,
+    sym: &Symbol,
+    text_idx: Option<usize>,
+) -> Result<Func, LoadError> {
+    let bad = |message: &str| LoadError::Program {
+        file: elf.file.clone(),
+        section: section.name.clone(),
+        program: sym.name.clone(),
+        message: message.into(),
+    };
+    let end = sym
+        .value
+        .checked_add(sym.size)
+        .ok_or_else(|| bad("size overflows"))?;
+    if end > section.data.len() as u64 {
+        return Err(bad("crosses the section boundary"));
+    }
+    if sym.size == 0 || !sym.size.is_multiple_of(INSN_SIZE) || !sym.value.is_multiple_of(INSN_SIZE)
+    {
+        return Err(bad(&format!(
+            "corrupt: offset {}, size {}",
+            sym.value, sym.size
+        )));
+    }
+    let is_static = Some(section.index) != text_idx && sym.bind == STB_LOCAL;
+    Ok(Func {
+        name: sym.name.clone(),
+        sec_idx: section.index,
+        sec_name: section.name.clone(),
+        insn_off: (sym.value / INSN_SIZE) as usize,
+        insn_cnt: (sym.size / INSN_SIZE) as usize,
+        relos: Vec::new(),
+        naming: if is_static {
+            Naming::StaticFunction
+        } else {
+            Naming::FunctionSymbol
+        },
+    })
+}
+
+/// A section no function symbol names, as one function named by the section: the whole
+/// section is the program, as iproute2 loads it (`bpf_fetch_prog`). In `.text` it is the one
+/// subprogram calls land in.
+fn section_function(section: &crate::elf::Section<'_>) -> Func {
+    Func {
+        name: section.name.clone(),
+        sec_idx: section.index,
+        sec_name: section.name.clone(),
+        insn_off: 0,
+        insn_cnt: section.data.len() / INSN_SIZE as usize,
+        relos: Vec::new(),
+        naming: Naming::SectionWithoutSymbols,
+    }
 }
 
 /// libbpf's `find_prog_by_sec_insn`.
@@ -344,6 +381,14 @@ pub struct LinkContext<'c> {
     pub externs: &'c [Extern],
 }
 
+impl LinkContext<'_> {
+    /// An executable section's name, from its functions (every such section has one).
+    fn code_section_name(&self, sec: usize) -> &str {
+        let func = self.funcs.iter().find(|f| f.sec_idx == sec);
+        func.map_or(".text", |f| f.sec_name.as_str())
+    }
+}
+
 /// Links the entry program `main`: appends the subprograms it reaches, fixes call offsets,
 /// func/line info, then map and extern references.
 pub fn link(ctx: &LinkContext<'_>, main: usize) -> Result<Linked, LoadError> {
@@ -360,7 +405,24 @@ pub fn link(ctx: &LinkContext<'_>, main: usize) -> Result<Linked, LoadError> {
     linker.reloc_code(main, 0)?;
     linker.relocate_data()?;
     linker.out.line_info.sort_by_key(|l| l.insn);
+    if ctx.funcs[main].naming == Naming::SectionWithoutSymbols {
+        linker.drop_unfitting_func_info();
+    }
     Ok(linker.out)
+}
+
+/// Where the kernel's `add_subprog_and_kfunc` starts subprograms in a final stream: 0 and
+/// every target of a bpf-to-bpf call or function address.
+fn subprogram_starts(insns: &[RawInsn]) -> std::collections::BTreeSet<i64> {
+    let mut starts = std::collections::BTreeSet::from([0]);
+    for (pc, insn) in insns.iter().enumerate() {
+        let is_call = insn.code == CODE_CALL && insn.src == PSEUDO_CALL;
+        let is_func_addr = insn.code == CODE_LD_IMM64 && insn.src == PSEUDO_FUNC;
+        if is_call || is_func_addr {
+            starts.insert(pc as i64 + 1 + i64::from(insn.imm));
+        }
+    }
+    starts
 }
 
 struct Linker<'c, 'l> {
@@ -426,24 +488,22 @@ impl Linker<'_, '_> {
                 continue;
             }
             let relo = func.relos.iter().find(|r| r.insn == i).map(|r| r.kind);
-            let Some(target) = self.call_target(f, i, insn, relo)? else {
+            let Some((sec, target)) = self.call_target(f, i, insn, relo)? else {
                 continue;
             };
-            let Some(sub) = self
-                .ctx
-                .text_idx
-                .and_then(|t| func_at(self.ctx.funcs, t, target))
-            else {
+            let Some(sub) = func_at(self.ctx.funcs, sec, target) else {
+                let name = self.ctx.code_section_name(sec);
                 return Err(self.link_error(
                     at,
-                    format!("call into .text instruction {target}, where no function is"),
+                    format!("call into {name} instruction {target}, where no function is"),
                 ));
             };
             if self.placed[sub].is_none() {
                 self.append(sub);
                 self.reloc_code(sub, depth + 1)?;
             }
-            let sub_start = self.placed[sub].expect("just appended");
+            let sub_start =
+                self.placed[sub].expect("just appended") + self.offset_in_function(sub, target);
             let rel = sub_start as i64 - at as i64 - 1;
             self.out.insns[at].imm = i32::try_from(rel)
                 .map_err(|_| self.link_error(at, "call offset overflows".into()))?;
@@ -451,21 +511,41 @@ impl Linker<'_, '_> {
         Ok(())
     }
 
-    /// The `.text` instruction a call or callback address points to; `None` for kfunc calls.
+    /// Where a call lands inside the function `sub` that holds `target`. libbpf calls a
+    /// function's start; a section taken whole keeps its inner calls where they point, as
+    /// iproute2 loads the section unchanged.
+    fn offset_in_function(&self, sub: usize, target: usize) -> usize {
+        let func = &self.ctx.funcs[sub];
+        match func.naming {
+            Naming::SectionWithoutSymbols => target - func.insn_off,
+            _ => 0,
+        }
+    }
+
+    /// The section and instruction a call or callback address points to; `None` for kfunc
+    /// calls. Relocated ones point into `.text` (checked when recorded); a call without a
+    /// relocation is to a static function of the caller's own section. libbpf looks for that
+    /// one in `.text` too, which is the caller's section whenever libbpf loads the object (it
+    /// refuses static functions elsewhere, and makes no program of a section without one).
     fn call_target(
         &self,
         f: usize,
         i: usize,
         insn: RawInsn,
         relo: Option<RelocKind>,
-    ) -> Result<Option<usize>, LoadError> {
+    ) -> Result<Option<(usize, usize)>, LoadError> {
         let func = &self.ctx.funcs[f];
         let at = self.placed[f].unwrap_or(0) + i;
         let imm = i64::from(insn.imm);
-        let target = match relo {
+        let text = self.ctx.text_idx.unwrap_or(0);
+        let (sec, target) = match relo {
             Some(RelocKind::ExternCall { .. }) => return Ok(None),
-            Some(RelocKind::Call { sym_off }) => sym_off as i64 / INSN_SIZE as i64 + imm + 1,
-            Some(RelocKind::SubprogAddr { sym_off }) => (sym_off as i64 + imm) / INSN_SIZE as i64,
+            Some(RelocKind::Call { sym_off }) => {
+                (text, sym_off as i64 / INSN_SIZE as i64 + imm + 1)
+            }
+            Some(RelocKind::SubprogAddr { sym_off }) => {
+                (text, (sym_off as i64 + imm) / INSN_SIZE as i64)
+            }
             Some(other) => {
                 return Err(
                     self.link_error(at, format!("unexpected relocation {other:?} on a call"))
@@ -474,15 +554,15 @@ impl Linker<'_, '_> {
             None if insn.code == CODE_LD_IMM64 => {
                 return Err(self.link_error(at, "subprogram address without a relocation".into()));
             }
-            // A static call inside the same section carries no relocation.
-            None => (func.insn_off + i) as i64 + imm + 1,
+            None => (func.sec_idx, (func.insn_off + i) as i64 + imm + 1),
         };
-        usize::try_from(target).map(Some).map_err(|_| {
+        let target = usize::try_from(target).map_err(|_| {
             self.link_error(
                 at,
                 format!("call target {target} is before the section start"),
             )
-        })
+        })?;
+        Ok(Some((sec, target)))
     }
 
     /// libbpf's `reloc_prog_func_and_line_info` for one function appended at `start`.
@@ -543,6 +623,30 @@ impl Linker<'_, '_> {
             }
         }
         Ok(())
+    }
+
+    /// A section taken whole may hold several functions that no call makes subprograms, and
+    /// then func_info has records where the kernel sees no subprogram, which it refuses before
+    /// reading a single instruction. iproute2 loads such a section without func_info; so does
+    /// bpfemu, saying so. (line_info is kept: it only names source lines.)
+    fn drop_unfitting_func_info(&mut self) {
+        let infos: std::collections::BTreeSet<i64> = self
+            .out
+            .func_info
+            .iter()
+            .map(|&(at, _)| at as i64)
+            .collect();
+        if self.out.func_info.is_empty() || infos == subprogram_starts(&self.out.insns) {
+            return;
+        }
+        self.out.warnings.push(format!(
+            "prog '{}': func_info names {} functions but the section's calls start {} \
+             subprogram(s); loaded without func_info, as iproute2 loads a section",
+            self.ctx.funcs[self.main].name,
+            infos.len(),
+            subprogram_starts(&self.out.insns).len()
+        ));
+        self.out.func_info.clear();
     }
 
     /// libbpf's `bpf_object__relocate_data`.

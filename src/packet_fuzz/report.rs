@@ -260,6 +260,7 @@ mod tests {
             prog_type: 6,
             expected_attach_type: None,
             prog_flags: 0,
+            naming: Default::default(),
             functions: vec![("p".into(), 0)],
             func_info: Vec::new(),
             insns,
