@@ -131,6 +131,25 @@ fn save_aux_ptr_type(env: &mut Env<'_>, ty: RegType) -> Result<(), Reject> {
     Ok(())
 }
 
+/// `atomic_ptr_type_ok`: no atomic access goes through a ctx or packet pointer (their
+/// accesses are rewritten or bounded in ways an atomic instruction cannot be).
+fn refuse_atomic_through(
+    env: &mut Env<'_>,
+    state: &VerifierState,
+    reg: Reg,
+    what: &str,
+) -> Result<(), Reject> {
+    let ptr = *state.reg(reg);
+    if !matches!(ptr.ty, RegType::Ctx | RegType::Packet | RegType::PacketMeta) {
+        return Ok(());
+    }
+    let name = reg_type_name(env, &ptr);
+    Err(env.reject(
+        Errno::Eacces,
+        format!("BPF_ATOMIC {what} R{} {name} is not allowed", reg.number()),
+    ))
+}
+
 #[allow(clippy::too_many_arguments)]
 fn check_atomic(
     env: &mut Env<'_>,
@@ -142,8 +161,10 @@ fn check_atomic(
     off: i16,
 ) -> Result<(), Reject> {
     match op {
+        // `check_atomic_load`/`check_atomic_store`: the access as a plain load or store,
+        // then the pointer's type (as it stands after the access).
         AtomicOp::LoadAcquire => {
-            return check_mem_insn(
+            check_mem_insn(
                 env,
                 state,
                 &Insn::Load {
@@ -153,10 +174,11 @@ fn check_atomic(
                     src,
                     off,
                 },
-            );
+            )?;
+            return refuse_atomic_through(env, state, src, "loads from");
         }
         AtomicOp::StoreRelease => {
-            return check_mem_insn(
+            check_mem_insn(
                 env,
                 state,
                 &Insn::StoreReg {
@@ -165,7 +187,8 @@ fn check_atomic(
                     src,
                     off,
                 },
-            );
+            )?;
+            return refuse_atomic_through(env, state, dst, "stores into");
         }
         _ => {}
     }
@@ -177,20 +200,7 @@ fn check_atomic(
     if op == AtomicOp::Cmpxchg {
         check_reg_read(env, state, Reg::R0)?;
     }
-    let dst_reg = *state.reg(dst);
-    if matches!(
-        dst_reg.ty,
-        RegType::Ctx | RegType::Packet | RegType::PacketMeta
-    ) {
-        let name = reg_type_name(env, &dst_reg);
-        return Err(env.reject(
-            Errno::Eacces,
-            format!(
-                "BPF_ATOMIC stores into R{} {name} is not allowed",
-                dst.number()
-            ),
-        ));
-    }
+    refuse_atomic_through(env, state, dst, "stores into")?;
     let load_reg = if op.fetches() {
         let r = if op == AtomicOp::Cmpxchg {
             Reg::R0
