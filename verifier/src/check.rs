@@ -1012,8 +1012,49 @@ pub fn check_program(env: &mut Env<'_>, pre: &Prechecked) -> Result<(), Reject> 
     for &pc in &pre.deferred {
         env.aux[pc].bad_insn = true;
     }
+    mark_changes_pkt_data(env);
     mark_prune_points(env);
     Ok(())
+}
+
+/// `mark_subprog_changes_pkt_data` and `merge_callee_effects` of `check_cfg`: a subprogram
+/// changes packet data when it calls a helper or kfunc that does, or calls (or takes the
+/// address of) a subprogram that does. A call to a global function, which is not walked
+/// into, then forgets the caller's packet pointers.
+fn mark_changes_pkt_data(env: &mut Env<'_>) {
+    let insns = env.input.insns;
+    let starts: Vec<usize> = env.subprogs.iter().map(|s| s.start).collect();
+    let owner = |pc: usize| starts.iter().rposition(|&s| s <= pc).unwrap_or(0);
+    let mut callees: Vec<(usize, usize)> = Vec::new();
+    for (pc, raw) in insns.iter().enumerate() {
+        let changes = if raw.code == BPF_JMP | BPF_CALL && raw.src == 0 {
+            crate::call::proto::changes_pkt_data(raw.imm)
+        } else if raw.code == BPF_JMP | BPF_CALL && raw.src == PSEUDO_KFUNC_CALL {
+            crate::call::kfunc::changes_pkt_data(env.input, raw.imm)
+        } else {
+            false
+        };
+        if changes {
+            env.subprogs[owner(pc)].changes_pkt_data = true;
+        }
+        if is_pseudo_call(raw) || is_pseudo_func(raw) {
+            let target = (pc as i64 + raw.imm as i64 + 1) as usize;
+            if let Some(callee) = starts.iter().position(|&s| s == target) {
+                callees.push((owner(pc), callee));
+            }
+        }
+    }
+    // Callers take their callees' effect, through any depth of calls.
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for &(caller, callee) in &callees {
+            if env.subprogs[callee].changes_pkt_data && !env.subprogs[caller].changes_pkt_data {
+                env.subprogs[caller].changes_pkt_data = true;
+                changed = true;
+            }
+        }
+    }
 }
 
 fn function_name(env: &Env<'_>, start: usize) -> String {

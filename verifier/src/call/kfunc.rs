@@ -104,6 +104,14 @@ pub fn add_kfunc_calls(input: &crate::ProgramInput<'_>) -> Result<(), crate::che
     Ok(())
 }
 
+/// Whether the kfunc `btf_id` of vmlinux moves the packet (`is_kfunc_pkt_changing`).
+pub fn changes_pkt_data(input: &crate::ProgramInput<'_>, btf_id: i32) -> bool {
+    input
+        .vmlinux_btf()
+        .and_then(|btf| btf.get(btf_id as TypeId))
+        .is_some_and(|f| f.name == "bpf_xdp_pull_data")
+}
+
 /// Checks a call of the kfunc `btf_id` (module BTF `off`, 0 for vmlinux) at `pc`.
 pub fn check_kfunc_call(
     env: &mut Env<'_>,
