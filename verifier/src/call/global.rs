@@ -75,7 +75,7 @@ fn kind_str(kind: &BtfKind) -> &'static str {
     }
 }
 
-/// Follows modifiers (not typedefs), as `btf_type_is_modifier` loops do.
+/// Follows modifiers, typedefs among them, as `btf_type_is_modifier` loops do.
 fn skip_modifiers(btf: &Btf, mut id: TypeId) -> TypeId {
     for _ in 0..32 {
         match btf.get(id).map(|t| &t.kind) {
@@ -122,6 +122,30 @@ fn points_to_ctx(env: &Env<'_>, btf: &Btf, ptr: TypeId) -> bool {
     };
     matches!(t.kind, BtfKind::Struct { .. })
         && ctx_type_names(env.input.prog_type).contains(&t.name.as_str())
+}
+
+/// `btf_validate_prog_ctx_type` for an `arg:ctx` pointer `ptr`: it must point to nothing
+/// (`void *`) or to the program type's own context struct (for XDP, `struct xdp_md`): what
+/// another program type's context would be (`u64 *` of tracing programs, `struct
+/// bpf_iter__task *`) is refused with the kernel's reason.
+fn validate_ctx_arg(env: &Env<'_>, btf: &Btf, ptr: TypeId, arg: usize) -> Result<(), String> {
+    let Some(BtfKind::Ptr { ty }) = btf.get(ptr).map(|t| &t.kind) else {
+        return Ok(());
+    };
+    let target = skip_modifiers(btf, *ty);
+    let Some(t) = btf.get(target).filter(|_| target != 0) else {
+        return Ok(());
+    };
+    if t.name.is_empty() {
+        return Err(format!("arg#{arg} type doesn't have a name\n"));
+    }
+    let Some(&ctx_name) = ctx_type_names(env.input.prog_type).first() else {
+        return Err(format!("arg#{arg} should be void pointer\n"));
+    };
+    if matches!(t.kind, BtfKind::Struct { .. }) && t.name == ctx_name {
+        return Ok(());
+    }
+    Err(format!("arg#{arg} should be `struct {ctx_name} *`\n"))
 }
 
 /// The names a program type's context struct goes by: the UAPI one, and the kernel type it
@@ -185,9 +209,14 @@ pub fn prepare_func_args(
         let tags = arg_tags(btf, func, i);
         let t = skip_modifiers(btf, param.ty);
         let kind = btf.get(t).map_or(&BtfKind::Void, |t| &t.kind);
-        if matches!(kind, BtfKind::Ptr { .. })
-            && (tags.contains(&"ctx") || points_to_ctx(env, btf, t))
-        {
+        let tagged_ctx = tags.contains(&"ctx");
+        if matches!(kind, BtfKind::Ptr { .. }) && (tagged_ctx || points_to_ctx(env, btf, t)) {
+            if tagged_ctx && tags.iter().any(|&tag| tag != "ctx") {
+                return refuse(env, format!("arg#{i} has invalid combination of tags\n"));
+            }
+            if tagged_ctx && let Err(reason) = validate_ctx_arg(env, btf, t, i) {
+                return refuse(env, reason);
+            }
             args.push(GlobalArg::Ctx);
             continue;
         }
