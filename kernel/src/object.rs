@@ -27,10 +27,8 @@ use bpfemu_loader::{MapOrigin, MapSpec, Object, ProgramSpec};
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
-/// `BPF_MAP_TYPE_PROG_ARRAY`.
-const PROG_ARRAY: u32 = 3;
-/// `BPF_F_RDONLY_PROG`: the program may only read the map.
-const BPF_F_RDONLY_PROG: u32 = 1 << 7;
+use bpfemu_isa::uapi::{BPF_F_RDONLY_PROG, BPF_MAP_TYPE_PROG_ARRAY as PROG_ARRAY};
+
 /// `ld_imm64` src_reg values that carry a map fd.
 const PSEUDO_MAP_FD: u8 = 1;
 const PSEUDO_MAP_VALUE: u8 = 2;
@@ -306,7 +304,9 @@ fn map_refs(prog: &ProgramSpec) -> BTreeSet<usize> {
     while pc < prog.insns.len() {
         let insn = &prog.insns[pc];
         if insn.code == LD_IMM64 {
-            if matches!(insn.src, PSEUDO_MAP_FD | PSEUDO_MAP_VALUE) && insn.imm >= 0 {
+            let fd_written = prog.unrelocated_map_fds.contains(&pc);
+            if matches!(insn.src, PSEUDO_MAP_FD | PSEUDO_MAP_VALUE) && insn.imm >= 0 && !fd_written
+            {
                 out.insert(insn.imm as usize);
             }
             pc += 2;
@@ -327,7 +327,9 @@ fn relocate(
     while pc < insns.len() {
         let insn = &mut insns[pc];
         if insn.code == LD_IMM64 {
-            if matches!(insn.src, PSEUDO_MAP_FD | PSEUDO_MAP_VALUE) {
+            // An fd written in the object goes to the kernel as it stands, as libbpf sends it.
+            let fd_written = prog.unrelocated_map_fds.contains(&pc);
+            if matches!(insn.src, PSEUDO_MAP_FD | PSEUDO_MAP_VALUE) && !fd_written {
                 let fd = usize::try_from(insn.imm)
                     .ok()
                     .and_then(|i| maps.get(i))

@@ -32,7 +32,7 @@ pub use bpfemu_isa::uapi::{
 };
 
 /// `map_flags`: the map can be mmap()ed (required for arenas).
-pub const BPF_F_MMAPABLE: u32 = 1 << 10;
+pub use bpfemu_isa::uapi::BPF_F_MMAPABLE;
 
 /// Verifier log levels (`log_level` bits).
 pub const BPF_LOG_LEVEL1: u32 = 1;

@@ -411,6 +411,7 @@ fn link_programs(
             func_info: linked.func_info,
             line_info: linked.line_info,
             naming: func.naming,
+            unrelocated_map_fds: linked.unrelocated_map_fds,
         });
     }
     Ok(programs)

@@ -81,6 +81,11 @@ pub struct ProgramSpec {
     pub line_info: Vec<SourceLine>,
     /// Which loader convention made a program of this code, and so named it.
     pub naming: Naming,
+    /// Instructions whose `ld_imm64` names a map by a file descriptor written in the
+    /// object (no relocation made it one of [`Object::maps`]): their imm is that fd, passed
+    /// to the kernel as it stands (it names no map of the load: `fd N is not pointing to
+    /// valid bpf_map`).
+    pub unrelocated_map_fds: Vec<usize>,
 }
 
 /// The loader conventions that say where a program is in an object and what it is called.

@@ -368,6 +368,9 @@ pub struct Linked {
     pub func_info: Vec<(usize, TypeId)>,
     pub line_info: Vec<SourceLine>,
     pub warnings: Vec<String>,
+    /// `ld_imm64`s naming a map (src 1 or 2) that no relocation filled: see
+    /// [`crate::ProgramSpec::unrelocated_map_fds`].
+    pub unrelocated_map_fds: Vec<usize>,
 }
 
 /// What linking reads.
@@ -409,6 +412,29 @@ pub fn link(ctx: &LinkContext<'_>, main: usize) -> Result<Linked, LoadError> {
         linker.drop_unfitting_func_info();
     }
     Ok(linker.out)
+}
+
+/// The `ld_imm64`s with a map's src (`BPF_PSEUDO_MAP_FD`, `BPF_PSEUDO_MAP_VALUE`) that no
+/// relocation wrote: written by hand, their imm is a file descriptor as libbpf passes it on,
+/// not the index of one of the object's maps.
+fn unrelocated_map_refs(
+    insns: &[RawInsn],
+    relocated: &std::collections::BTreeSet<usize>,
+) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut pc = 0;
+    while pc < insns.len() {
+        let insn = insns[pc];
+        if insn.code == CODE_LD_IMM64 {
+            if matches!(insn.src, PSEUDO_MAP_FD | PSEUDO_MAP_VALUE) && !relocated.contains(&pc) {
+                out.push(pc);
+            }
+            pc += 2;
+        } else {
+            pc += 1;
+        }
+    }
+    out
 }
 
 /// Where the kernel's `add_subprog_and_kfunc` starts subprograms in a final stream: 0 and
@@ -652,9 +678,11 @@ impl Linker<'_, '_> {
     /// libbpf's `bpf_object__relocate_data`.
     fn relocate_data(&mut self) -> Result<(), LoadError> {
         let relos = std::mem::take(&mut self.relos);
+        let relocated: std::collections::BTreeSet<usize> = relos.iter().map(|r| r.0).collect();
         for (at, kind) in relos {
             self.relocate_one(at, kind)?;
         }
+        self.out.unrelocated_map_fds = unrelocated_map_refs(&self.out.insns, &relocated);
         Ok(())
     }
 

@@ -269,6 +269,7 @@ mod tests {
                 line(1, 11, "return 2;"),
                 line(3, 12, "return 1;"),
             ],
+            unrelocated_map_fds: Vec::new(),
         };
         let bits = [RAN | TAKEN, 0, 0, RAN, RAN];
         let report = by_line(&spec, &bits);

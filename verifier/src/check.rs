@@ -185,7 +185,7 @@ pub fn check_raw_with(
     if !has_func_info {
         check_abnormal_return(&subprogs)?;
     }
-    let (ld_imm64, used_maps) = resolve_pseudo_ldimm64(kernel, insns, maps, &subprogs)?;
+    let (ld_imm64, used_maps) = resolve_pseudo_ldimm64(kernel, insns, maps, &subprogs, &[])?;
     let reachable = check_cfg(insns)?;
     Ok(CheckedProgram {
         subprogs,
@@ -307,11 +307,14 @@ fn check_abnormal_return(subprogs: &[Subprog]) -> Result<(), CheckError> {
 type Resolved = (Vec<(usize, LdImm64Ref)>, Vec<usize>);
 
 /// `resolve_pseudo_ldimm64`: `ldx` reserved fields, `ld_imm64` forms and maps, known opcodes.
+/// `fd_written`: the `ld_imm64`s whose imm is a file descriptor as written in the object
+/// (no relocation made it an index into `maps`); the kernel finds no map of the load there.
 fn resolve_pseudo_ldimm64(
     kernel: &Kernel,
     insns: &[RawInsn],
     maps: &[MapShape],
     subprogs: &[Subprog],
+    fd_written: &[usize],
 ) -> Result<Resolved, CheckError> {
     let mut refs = Vec::new();
     let mut used: Vec<usize> = Vec::new();
@@ -324,7 +327,7 @@ fn resolve_pseudo_ldimm64(
             return Err(CheckError::einval(i, "BPF_LDX uses reserved fields"));
         }
         if is_ld_imm64(&raw) {
-            if let Some(r) = resolve_one_ldimm64(kernel, insns, i, maps, subprogs)? {
+            if let Some(r) = resolve_one_ldimm64(kernel, insns, i, maps, subprogs, fd_written)? {
                 if let LdImm64Ref::Map { map } | LdImm64Ref::MapValue { map, .. } = r
                     && !used.contains(&map)
                 {
@@ -359,6 +362,7 @@ fn resolve_one_ldimm64(
     i: usize,
     maps: &[MapShape],
     subprogs: &[Subprog],
+    fd_written: &[usize],
 ) -> Result<Option<LdImm64Ref>, CheckError> {
     let raw = insns[i];
     let next = match insns.get(i + 1) {
@@ -389,7 +393,7 @@ fn resolve_one_ldimm64(
     let by_idx = matches!(raw.src, PSEUDO_MAP_IDX | PSEUDO_MAP_IDX_VALUE);
     let map = usize::try_from(raw.imm)
         .ok()
-        .filter(|&m| m < maps.len())
+        .filter(|&m| m < maps.len() && (by_idx || !fd_written.contains(&i)))
         .ok_or_else(|| {
             if by_idx {
                 CheckError::new(
@@ -702,7 +706,13 @@ pub fn precheck(input: &ProgramInput<'_>, log: &mut Log) -> Result<Prechecked, R
         if input.func_info.is_empty() {
             check_abnormal_return(&subprogs)?;
         }
-        let (ld_imm64, used_maps) = resolve_pseudo_ldimm64(input.kernel, insns, &maps, &subprogs)?;
+        let (ld_imm64, used_maps) = resolve_pseudo_ldimm64(
+            input.kernel,
+            insns,
+            &maps,
+            &subprogs,
+            input.unrelocated_map_fds,
+        )?;
         let reachable = check_cfg(insns)?;
         Ok(CheckedProgram {
             subprogs,

@@ -123,6 +123,9 @@ pub struct ProgramInput<'a> {
     /// Whether the object's license lets the program call GPL-only helpers and kfuncs
     /// ([`license_is_gpl_compatible`]).
     pub gpl_compatible: bool,
+    /// `ld_imm64`s whose imm is a map fd written in the object, not an index into `maps`
+    /// (see `ProgramSpec::unrelocated_map_fds`).
+    pub unrelocated_map_fds: &'a [usize],
 }
 
 /// The licenses the kernel takes as GPL-compatible (`license_is_gpl_compatible`,
@@ -156,6 +159,7 @@ impl<'a> ProgramInput<'a> {
             btf: obj.btf.as_ref(),
             kernel: &obj.kernel,
             gpl_compatible: license_is_gpl_compatible(&obj.license),
+            unrelocated_map_fds: &prog.unrelocated_map_fds,
         }
     }
 
@@ -180,6 +184,7 @@ impl<'a> ProgramInput<'a> {
             kernel,
             // As bpfemu's kernel door loads raw programs: under "GPL".
             gpl_compatible: true,
+            unrelocated_map_fds: &[],
         }
     }
 

@@ -28,8 +28,7 @@ pub enum AccessType {
     Write,
 }
 
-/// `BPF_F_RDONLY_PROG`.
-const BPF_F_RDONLY_PROG: u32 = 1 << 7;
+use bpfemu_isa::uapi::BPF_F_RDONLY_PROG;
 /// `BPF_F_WRONLY_PROG`.
 const BPF_F_WRONLY_PROG: u32 = 1 << 8;
 

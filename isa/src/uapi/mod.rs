@@ -150,10 +150,24 @@ pub const BPF_MAP_TYPE_INSN_ARRAY: u32 = 34;
 pub const BPF_MAP_TYPE_CGROUP_STORAGE: u32 = BPF_MAP_TYPE_CGROUP_STORAGE_DEPRECATED;
 pub const BPF_MAP_TYPE_PERCPU_CGROUP_STORAGE: u32 = BPF_MAP_TYPE_PERCPU_CGROUP_STORAGE_DEPRECATED;
 
+// Map creation flags (`map_flags`).
+pub const BPF_F_NO_PREALLOC: u32 = 1 << 0;
+pub const BPF_F_NO_COMMON_LRU: u32 = 1 << 1;
+pub const BPF_F_NUMA_NODE: u32 = 1 << 2;
+pub const BPF_F_RDONLY: u32 = 1 << 3;
+pub const BPF_F_WRONLY: u32 = 1 << 4;
+pub const BPF_F_ZERO_SEED: u32 = 1 << 6;
 /// `BPF_F_RDONLY_PROG`: the program may only read the map.
 pub const BPF_F_RDONLY_PROG: u32 = 1 << 7;
+pub const BPF_F_WRONLY_PROG: u32 = 1 << 8;
 /// `BPF_F_MMAPABLE`: userspace may mmap the array.
 pub const BPF_F_MMAPABLE: u32 = 1 << 10;
+pub const BPF_F_PRESERVE_ELEMS: u32 = 1 << 11;
+/// `BPF_F_INNER_MAP`: an inner map template that stands for maps of any `max_entries`.
+pub const BPF_F_INNER_MAP: u32 = 1 << 12;
+/// The kernel's `BPF_F_ACCESS_MASK`.
+pub const BPF_F_ACCESS_MASK: u32 =
+    BPF_F_RDONLY | BPF_F_RDONLY_PROG | BPF_F_WRONLY | BPF_F_WRONLY_PROG;
 /// `BPF_F_SLEEPABLE` program load flag.
 pub const BPF_F_SLEEPABLE: u32 = 1 << 4;
 /// `BPF_F_XDP_HAS_FRAGS` program load flag.

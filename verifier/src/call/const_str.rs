@@ -9,8 +9,7 @@ use crate::state::reg::{RegState, RegType};
 use crate::{Errno, Reject};
 use bpfemu_loader::{MapOrigin, MapSpec};
 
-/// `BPF_F_RDONLY_PROG`.
-const BPF_F_RDONLY_PROG: u32 = 1 << 7;
+use bpfemu_isa::uapi::BPF_F_RDONLY_PROG;
 /// `BPF_MAP_TYPE_ARRAY`: the map type with direct value access.
 const ARRAY: u32 = 2;
 

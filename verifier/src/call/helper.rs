@@ -58,6 +58,14 @@ pub fn helper_param_count(func_id: i32) -> Option<usize> {
 /// `state`: R1-R5 clobbered, R0 set, packet pointers invalidated when it changes packet data,
 /// references acquired or released, callback frames pushed (the walk continues at the
 /// callback's start when `state.frames` grew).
+/// `can_elide_value_nullness`: an array lookup by a constant key in range cannot miss, so
+/// its result needs no NULL check; not in an inner map template marked `BPF_F_INNER_MAP`,
+/// which stands for arrays of any size (the key proves nothing about the one found).
+fn can_elide_value_nullness(map: &bpfemu_loader::MapSpec) -> bool {
+    map.map_flags & bpfemu_isa::uapi::BPF_F_INNER_MAP == 0
+        && matches!(map.map_type, BPF_MAP_TYPE_ARRAY | BPF_MAP_TYPE_PERCPU_ARRAY)
+}
+
 pub fn check_helper_call(
     env: &mut Env<'_>,
     state: &mut VerifierState,
@@ -223,8 +231,7 @@ fn check_arg_by_type(
         ArgBase::PtrToMapKey => {
             let key_size = map_spec(env, meta, "key")?.key_size;
             check_helper_mem_access(env, state, r, key_size as i32, AccessType::Read, false)?;
-            let map_type = map_spec(env, meta, "key")?.map_type;
-            if matches!(map_type, BPF_MAP_TYPE_ARRAY | BPF_MAP_TYPE_PERCPU_ARRAY) {
+            if can_elide_value_nullness(map_spec(env, meta, "key")?) {
                 meta.const_map_key = constant_map_key(env, state, &reg, key_size)?;
             }
         }
@@ -832,10 +839,7 @@ fn set_return_value(
             };
             let mut flags = reg::PTR_MAYBE_NULL;
             let elide = proto.id == proto::MAP_LOOKUP_ELEM
-                && matches!(
-                    spec.map_type,
-                    BPF_MAP_TYPE_ARRAY | BPF_MAP_TYPE_PERCPU_ARRAY
-                )
+                && can_elide_value_nullness(spec)
                 && meta
                     .const_map_key
                     .is_some_and(|k| k < spec.max_entries as u64);

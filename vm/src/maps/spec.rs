@@ -7,22 +7,12 @@ pub const BPF_NOEXIST: u64 = 1;
 pub const BPF_EXIST: u64 = 2;
 pub const BPF_F_LOCK: u64 = 4;
 
-/// Map creation flags (`map_flags`).
-pub const BPF_F_NO_PREALLOC: u32 = 1 << 0;
-pub const BPF_F_NO_COMMON_LRU: u32 = 1 << 1;
-pub const BPF_F_NUMA_NODE: u32 = 1 << 2;
-pub const BPF_F_RDONLY: u32 = 1 << 3;
-pub const BPF_F_WRONLY: u32 = 1 << 4;
-pub const BPF_F_ZERO_SEED: u32 = 1 << 6;
-pub const BPF_F_RDONLY_PROG: u32 = 1 << 7;
-pub const BPF_F_WRONLY_PROG: u32 = 1 << 8;
-pub const BPF_F_MMAPABLE: u32 = 1 << 10;
-pub const BPF_F_PRESERVE_ELEMS: u32 = 1 << 11;
-pub const BPF_F_INNER_MAP: u32 = 1 << 12;
-/// The kernel's `BPF_F_ACCESS_MASK`.
-pub const BPF_F_ACCESS_MASK: u32 =
-    BPF_F_RDONLY | BPF_F_RDONLY_PROG | BPF_F_WRONLY | BPF_F_WRONLY_PROG;
-
+/// Map creation flags (`map_flags`), named once in `bpfemu_isa::uapi`.
+pub use bpfemu_isa::uapi::{
+    BPF_F_ACCESS_MASK, BPF_F_INNER_MAP, BPF_F_MMAPABLE, BPF_F_NO_COMMON_LRU, BPF_F_NO_PREALLOC,
+    BPF_F_NUMA_NODE, BPF_F_PRESERVE_ELEMS, BPF_F_RDONLY, BPF_F_RDONLY_PROG, BPF_F_WRONLY,
+    BPF_F_WRONLY_PROG, BPF_F_ZERO_SEED,
+};
 /// `bpf_ringbuf_query` flags.
 pub const BPF_RB_AVAIL_DATA: u64 = 0;
 pub const BPF_RB_RING_SIZE: u64 = 1;
