@@ -336,14 +336,15 @@ fn link_add_const(d: &mut RegState, src: &RegState, op: AluOp, width: Width, wid
     } else {
         src.var_off.is_const()
     };
-    if !matches!(op, AluOp::Add | AluOp::Sub) || d.id == 0 || !src_const {
-        d.id = 0;
-        return;
-    }
     let unlink = |d: &mut RegState| {
         d.off = 0;
         d.id = 0;
     };
+    // The delta goes with the id: a stale one would follow the register into the next id
+    // `assign_scalar_id_before_mov` gives it and skew `sync_linked_regs`.
+    if !matches!(op, AluOp::Add | AluOp::Sub) || d.id == 0 || !src_const {
+        return unlink(d);
+    }
     let val = if alu32 {
         src.var_off.value as u32 as u64
     } else {
