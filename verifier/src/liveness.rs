@@ -212,7 +212,11 @@ pub fn compute_live_stack(env: &mut Env<'_>) {
         if !spill_transfer(insn, &mut f) {
             return;
         }
-        transfer(insn, &mut f.r);
+        // A load's destination is already set: `spill_transfer` gave it what its slot held
+        // (a reloaded stack pointer), which a second transfer would forget.
+        if !matches!(insn, Insn::Load { .. }) {
+            transfer(insn, &mut f.r);
+        }
         for s in succ[pc].iter().flatten() {
             let merged = match regs[*s] {
                 None => f,
