@@ -1038,7 +1038,10 @@ fn mark_changes_pkt_data(env: &mut Env<'_>) {
     let mut callees: Vec<(usize, usize)> = Vec::new();
     for (pc, raw) in insns.iter().enumerate() {
         let changes = if raw.code == BPF_JMP | BPF_CALL && raw.src == 0 {
+            // A tail call too (`bpf_helper_changes_pkt_data`): the program it jumps to may
+            // have moved the packet when control comes back to a caller.
             crate::call::proto::changes_pkt_data(raw.imm)
+                || raw.imm == crate::call::proto::TAIL_CALL
         } else if raw.code == BPF_JMP | BPF_CALL && raw.src == PSEUDO_KFUNC_CALL {
             crate::call::kfunc::changes_pkt_data(env.input, raw.imm)
         } else {

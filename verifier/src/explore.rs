@@ -832,6 +832,10 @@ fn do_check_insn(
                     }
                     next
                 }
+                CallTarget::Helper(id) if id == call::proto::TAIL_CALL && frames > 1 => {
+                    call::helper::check_helper_call(env, state, pc, id)?;
+                    return tail_call_in_subprogram(env, state, pc);
+                }
                 CallTarget::Helper(id) => {
                     call::helper::check_helper_call(env, state, pc, id)?;
                     if state.frames.len() > frames {
@@ -857,6 +861,23 @@ fn do_check_insn(
             Ok(Step::PathDone)
         }
     }
+}
+
+/// A tail call from a subprogram (6.18's `check_helper_call`): when it fails, the walk goes
+/// on after it, a path queued as it stands; when it succeeds, the program it jumps to returns
+/// to this subprogram's caller, so the walk returns there at once, with R0 whatever that
+/// program returned and every packet pointer gone (it may have moved the packet).
+fn tail_call_in_subprogram(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    pc: usize,
+) -> Result<Step, Reject> {
+    env.log.scratch_reg(Reg::R0);
+    env.pending.push((state.clone(), pc + 1, pc));
+    state.invalidate_packet_pointers();
+    *state.reg_mut(Reg::R0) = crate::state::reg::RegState::unknown_scalar();
+    let next = call::subprog::prepare_func_exit(env, state)?;
+    Ok(Step::Next(next))
 }
 
 /// `check_resource_leak` at `exit` (or at `bpf_throw`, an exception exit): locks and RCU,

@@ -526,6 +526,17 @@ fn backtrack_insn(
             if bt.regs[bt.frame] & ARGS != 0 {
                 return Err(NotSupported);
             }
+            // A tail call the walk took as a return to the caller (the next instruction is
+            // not the one after it): backtracking goes on in the callee's frame, as past an
+            // exit.
+            let tail_call_exit = matches!(target, CallTarget::Helper(id) if id == crate::call::proto::TAIL_CALL)
+                && subseq_idx - idx as i64 != 1;
+            if tail_call_exit {
+                if bt.frame + 1 >= MAX_CALL_FRAMES {
+                    return Err(NotSupported);
+                }
+                bt.frame += 1;
+            }
         }
         Insn::Exit => {
             if subseq_idx >= 0
