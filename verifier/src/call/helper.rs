@@ -872,6 +872,25 @@ fn set_return_value(
             r.ref_obj_id = meta.dynptr_ref_obj_id;
             r
         }
+        // `RET_PTR_TO_BTF_ID_TRUSTED` (bpf_get_current_task_btf): a trusted pointer to the
+        // helper's `ret_btf_id`, here the running task.
+        RetType::BtfIdTrusted if proto.id == id::GET_CURRENT_TASK_BTF => {
+            let task = env.input.vmlinux_btf().and_then(|btf| {
+                btf.find_by_name_kind("task_struct", |k| {
+                    matches!(k, bpfemu_loader::btf::BtfKind::Struct { .. })
+                })
+            });
+            let Some(task) = task else {
+                return Err(env.reject(
+                    Errno::Enotsupp,
+                    "not yet supported: bpf_get_current_task_btf without the kernel's BTF",
+                ));
+            };
+            let mut r = RegState::pointer(RegType::BtfId);
+            r.btf_id = task;
+            r.flags = reg::PTR_TRUSTED;
+            r
+        }
         other => {
             return Err(env.reject(
                 Errno::Enotsupp,
