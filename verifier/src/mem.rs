@@ -117,7 +117,18 @@ pub fn check_mem_insn(
 /// another (the ctx conversion rewrites it).
 fn save_aux_ptr_type(env: &mut Env<'_>, ty: RegType) -> Result<(), Reject> {
     let idx = env.insn_idx;
-    let mismatch_ok = |t: RegType| !matches!(t, RegType::Ctx | RegType::BtfId | RegType::Arena);
+    let mismatch_ok = |t: RegType| {
+        !matches!(
+            t,
+            RegType::Ctx
+                | RegType::Socket
+                | RegType::SockCommon
+                | RegType::TcpSock
+                | RegType::XdpSock
+                | RegType::BtfId
+                | RegType::Arena
+        )
+    };
     match env.aux[idx].ptr_type {
         None => env.aux[idx].ptr_type = Some(ty),
         Some(prev) if prev != ty && (!mismatch_ok(ty) || !mismatch_ok(prev)) => {
@@ -181,7 +192,8 @@ fn check_atomic(
     if matches!(
         dst_reg.ty,
         RegType::Ctx | RegType::Packet | RegType::PacketMeta
-    ) {
+    ) || dst_reg.is_sk_pointer()
+    {
         let name = reg_type_name(env, &dst_reg);
         return Err(env.reject(
             Errno::Eacces,
@@ -376,6 +388,16 @@ pub fn check_mem_access(
                 *state.reg_mut(v) = RegState::unknown_scalar();
             }
         }
+        _ if reg.is_sk_pointer() => {
+            if access == AccessType::Write {
+                let name = reg_type_name(env, &reg);
+                return Err(env.reject(Errno::Eacces, format!("R{r} cannot write into {name}")));
+            }
+            crate::sock::check_sock_access(env, &reg, r, off, size_bytes)?;
+            if let Some(v) = value_regno {
+                *state.reg_mut(v) = RegState::unknown_scalar();
+            }
+        }
         _ => {
             let name = reg_type_name(env, &reg);
             return Err(env.reject(Errno::Eacces, format!("R{r} invalid mem access '{name}'")));
@@ -491,6 +513,10 @@ fn check_ptr_alignment(
             "stack "
         }
         RegType::Arena => return Ok(()),
+        RegType::Socket => "sock ",
+        RegType::SockCommon => "sock_common ",
+        RegType::TcpSock => "tcp_sock ",
+        RegType::XdpSock => "xdp_sock ",
         _ => "",
     };
     if !strict || size == 1 {
