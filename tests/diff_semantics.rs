@@ -1,7 +1,8 @@
 //! Semantics real objects depend on, held to the running kernel: the ring buffer and perf
 //! event records a run emits (read from the kernel's rings after each test run and compared
 //! with bpfemu's), programs with the devmap and cpumap attach types (which test_run refuses),
-//! and socket storage maps (no entries; the object's XDP program runs).
+//! socket storage maps (no entries; the object's XDP program runs), and socket lookups (in
+//! the kernel side's fresh namespace nothing is found, and bpfemu finds nothing either).
 //!
 //! The objects are in `tests/objects` (sources beside them, `build.sh` rebuilds them).
 //! Skipped with a message when bpf() is out of reach, unless `BPFEMU_REQUIRE_KERNEL=1`.
@@ -222,4 +223,45 @@ fn socket_storage_without_btf_is_refused_as_the_kernel_refuses_it() {
         err.contains("map 'legacy_marks': a local storage map needs BTF for its key and value"),
         "{err}"
     );
+}
+
+/// Socket lookups for every TCP and UDP packet (`socket_lookups.c`: a socket found is read and
+/// released, NULLs are counted) give the kernel's verdicts and counts in every engine: the
+/// kernel side's namespace has no sockets, and the counts show the NULL paths ran.
+#[test]
+fn socket_lookups_find_nothing_as_in_the_kernels_namespace() {
+    if !kernel_or_skip("socket_lookups_find_nothing_as_in_the_kernels_namespace") {
+        return;
+    }
+    let obj = object("socket_lookups");
+    for engine in ["interp", "jit", "jit-baseline"] {
+        let out = bpfemu(&[
+            "diff",
+            obj.to_str().unwrap(),
+            "examples/pcap/flows.pcap",
+            "--engine",
+            engine,
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{engine}: {}", all(&out));
+        assert!(
+            all(&out).contains("93 packets, 0 mismatches"),
+            "{engine}: {}",
+            all(&out)
+        );
+    }
+    let dump = std::env::temp_dir().join(format!("bpfemu-sockets-{}.json", std::process::id()));
+    let out = bpfemu(&[
+        "replay",
+        obj.to_str().unwrap(),
+        "examples/pcap/flows.pcap",
+        "--dump-maps",
+        dump.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", all(&out));
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&dump).unwrap()).unwrap();
+    std::fs::remove_file(&dump).ok();
+    let count = |slot: usize| doc["counts"][slot]["formatted"]["value"].as_u64().unwrap();
+    assert!(count(0) > 0 && count(4) > 0, "the lookups ran: {doc}");
+    assert_eq!(count(1), 0, "no socket is found: {doc}");
 }

@@ -1956,6 +1956,57 @@ fn strncmp_equals_the_kernels() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Socket lookups: the kernel side runs in a fresh namespace, where nothing listens and no other
+// namespace has an id, so every lookup returns NULL (a socket found would be released and
+// count as 1). The tuple is the random stack; sizes, namespace ids and flags vary.
+
+#[test]
+fn socket_lookups_equal_the_kernels() {
+    let mut r = rng("sockets");
+    let mut cases = Vec::new();
+    let lookups = [
+        (84, "sk_lookup_tcp"),
+        (85, "sk_lookup_udp"),
+        (99, "skc_lookup_tcp"),
+    ];
+    let mut shapes: Vec<(u64, i64, u64)> = vec![
+        (12, -1, 0),
+        (36, -1, 0),
+        (0, -1, 0),
+        (20, -1, 0),
+        (12, 0, 0),
+        (36, 1, 0),
+        (12, 0x7fff_ffff, 0),
+        (12, 0x8000_0000, 0),
+        (12, 0x1_ffff_ffff, 0),
+        (12, -1, 1),
+        (36, -1, 1 << 63),
+    ];
+    for _ in 0..random_cases() {
+        let lens = [12u64, 36, r.below(64)];
+        let len = *r.pick(&lens);
+        let ids = [-1i64, r.next_u64() as i64, r.below(4) as i64];
+        let netns = *r.pick(&ids);
+        let all_flags = [0u64, r.next_u64()];
+        let flags = *r.pick(&all_flags);
+        shapes.push((len, netns, flags));
+    }
+    for (id, name) in lookups {
+        for &(len, netns, flags) in &shapes {
+            let body = format!(
+                "r1 = r6\n{}r3 = {len}\nr4 = {netns} ll\nr5 = {flags:#x} ll\n\
+                 call bpf_{name}#{id}\nif r0 == 0x0 goto not_found\nr1 = r0\n\
+                 call bpf_sk_release#86\nr0 = 1\nnot_found:\n",
+                stack_ptr(2, 300)
+            );
+            let label = format!("{name}(len {len}, netns {netns}, flags {flags:#x})");
+            cases.push(Case::new(label, body, packet(&mut r, 64)));
+        }
+    }
+    check_all("sockets", &cases);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Clocks and random numbers: bpfemu's are deterministic by design (the packet's timestamp, a
 // seeded generator; see vm/src/xdp/determinism.rs), so what is held to the kernel is what a
 // program may rely on: each clock never goes back, the coarse clock is not ahead of the fine

@@ -86,7 +86,12 @@ fn reg_not_null(r: &RegState) -> bool {
         return false;
     }
     match r.ty {
-        RegType::MapValue | RegType::MapKey | RegType::ConstPtrToMap => true,
+        RegType::MapValue
+        | RegType::MapKey
+        | RegType::ConstPtrToMap
+        | RegType::Socket
+        | RegType::SockCommon
+        | RegType::TcpSock => true,
         RegType::BtfId => r.flags & PTR_TRUSTED != 0,
         RegType::Mem => r.flags & PTR_UNTRUSTED == 0,
         _ => false,

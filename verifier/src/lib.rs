@@ -31,6 +31,7 @@
 //! | [`mem`] | loads, stores, atomics; helper memory arguments | `check_mem_access`, `check_helper_mem_access` |
 //! | [`call`] | helpers ([`call::helper`]), kfuncs, open-coded iterators ([`call::iter`]), bpf-to-bpf calls, callbacks | `check_helper_call`, `check_kfunc_call`, `check_func_call` |
 //! | [`prog_type`] | what depends on the program type: ctx layout, return range | `xdp_is_valid_access`, `check_return_code` |
+//! | [`sock`] | loads through socket pointers | `check_sock_access`, `bpf_sock_is_valid_access` |
 //! | [`explore`] | the depth-first walk, checkpoints, limits | `do_check`, `is_state_visited` |
 //! | [`prune`], [`precision`], [`liveness`] | state equivalence, precision backtracking, read marks | `states_equal`, `mark_chain_precision` |
 //! | [`scc`] | loops of the control-flow graph (numbered in the level-2 listing, named in loop visits) | `compute_scc` |
@@ -81,6 +82,7 @@ pub mod prog_type;
 pub mod prune;
 pub mod ptr_alu;
 pub mod scc;
+pub mod sock;
 pub mod state;
 
 use bpfemu_isa::RawInsn;

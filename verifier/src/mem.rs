@@ -116,7 +116,18 @@ pub fn check_mem_insn(
 /// another (the ctx conversion rewrites it).
 fn save_aux_ptr_type(env: &mut Env<'_>, ty: RegType) -> Result<(), Reject> {
     let idx = env.insn_idx;
-    let mismatch_ok = |t: RegType| !matches!(t, RegType::Ctx | RegType::BtfId | RegType::Arena);
+    let mismatch_ok = |t: RegType| {
+        !matches!(
+            t,
+            RegType::Ctx
+                | RegType::Socket
+                | RegType::SockCommon
+                | RegType::TcpSock
+                | RegType::XdpSock
+                | RegType::BtfId
+                | RegType::Arena
+        )
+    };
     match env.aux[idx].ptr_type {
         None => env.aux[idx].ptr_type = Some(ty),
         Some(prev) if prev != ty && (!mismatch_ok(ty) || !mismatch_ok(prev)) => {
@@ -130,7 +141,7 @@ fn save_aux_ptr_type(env: &mut Env<'_>, ty: RegType) -> Result<(), Reject> {
     Ok(())
 }
 
-/// `atomic_ptr_type_ok`: no atomic access goes through a ctx or packet pointer (their
+/// `atomic_ptr_type_ok`: no atomic access goes through a ctx, packet or socket pointer (their
 /// accesses are rewritten or bounded in ways an atomic instruction cannot be).
 fn refuse_atomic_through(
     env: &mut Env<'_>,
@@ -139,7 +150,9 @@ fn refuse_atomic_through(
     what: &str,
 ) -> Result<(), Reject> {
     let ptr = *state.reg(reg);
-    if !matches!(ptr.ty, RegType::Ctx | RegType::Packet | RegType::PacketMeta) {
+    let refused = matches!(ptr.ty, RegType::Ctx | RegType::Packet | RegType::PacketMeta)
+        || ptr.is_sk_pointer();
+    if !refused {
         return Ok(());
     }
     let name = reg_type_name(env, &ptr);
@@ -385,6 +398,16 @@ pub fn check_mem_access(
                 *state.reg_mut(v) = RegState::unknown_scalar();
             }
         }
+        _ if reg.is_sk_pointer() => {
+            if access == AccessType::Write {
+                let name = reg_type_name(env, &reg);
+                return Err(env.reject(Errno::Eacces, format!("R{r} cannot write into {name}")));
+            }
+            crate::sock::check_sock_access(env, &reg, r, off, size_bytes)?;
+            if let Some(v) = value_regno {
+                *state.reg_mut(v) = RegState::unknown_scalar();
+            }
+        }
         _ => {
             let name = reg_type_name(env, &reg);
             return Err(env.reject(Errno::Eacces, format!("R{r} invalid mem access '{name}'")));
@@ -500,6 +523,10 @@ fn check_ptr_alignment(
             "stack "
         }
         RegType::Arena => return Ok(()),
+        RegType::Socket => "sock ",
+        RegType::SockCommon => "sock_common ",
+        RegType::TcpSock => "tcp_sock ",
+        RegType::XdpSock => "xdp_sock ",
         _ => "",
     };
     if !strict || size == 1 {

@@ -2,7 +2,8 @@
 //! programs that exercise the core: packet range checks (accepted and rejected), stack spills
 //! of scalars of several widths, branch refinement of scalar ranges, register-register
 //! comparisons, uninitialised registers, precision backtracking (`mark_precise:` lines), a
-//! helper's write clobbering the stack it was given.
+//! helper's write clobbering the stack it was given; sockets (`sock_or_null(id=..,ref_obj_id=..)`,
+//! `sock_common`, casts to `ptr_tcp_sock`) looked up, read, spilled, released or leaked.
 //!
 //! 6.18 also prints the debug trace of its stack liveness analysis (`(0) frame 0 insn 6
 //! +written -8`, `(0) live stack update done in 2 iterations`); bpfemu computes liveness
@@ -114,6 +115,65 @@ const PROGRAMS: &[(&str, &str)] = &[
         "r0 = 0
          if r1 == 0 goto pc+1
          r0 = r4
+         exit",
+    ),
+    (
+        "socket_lookup_checked_read_and_released",
+        "r2 = 0
+         *(u64 *)(r10 -16) = r2
+         *(u32 *)(r10 -8) = r2
+         r2 = r10
+         r2 += -16
+         r3 = 12
+         r4 = -1
+         r5 = 0
+         call bpf_sk_lookup_tcp
+         r6 = r0
+         if r0 == 0 goto pc+4
+         r7 = *(u32 *)(r0 +4)
+         *(u64 *)(r10 -24) = r0
+         r1 = r0
+         call bpf_sk_release
+         r0 = 2
+         exit",
+    ),
+    (
+        "sock_common_cast_keeps_the_reference",
+        "r2 = 0
+         *(u64 *)(r10 -16) = r2
+         *(u32 *)(r10 -8) = r2
+         r2 = r10
+         r2 += -16
+         r3 = 12
+         r4 = -1
+         r5 = 0
+         call bpf_skc_lookup_tcp
+         if r0 == 0 goto pc+8
+         r6 = r0
+         r1 = r0
+         call bpf_skc_to_tcp_sock
+         if r0 == 0 goto pc+2
+         r1 = r0
+         goto pc+1
+         r1 = r6
+         call bpf_sk_release
+         r0 = 2
+         exit",
+    ),
+    (
+        "socket_leaked",
+        "r2 = 0
+         *(u64 *)(r10 -16) = r2
+         *(u32 *)(r10 -8) = r2
+         r2 = r10
+         r2 += -16
+         r3 = 12
+         r4 = -1
+         r5 = 0
+         call bpf_sk_lookup_udp
+         if r0 == 0 goto pc+1
+         r1 = *(u8 *)(r0 +48)
+         r0 = 2
          exit",
     ),
 ];

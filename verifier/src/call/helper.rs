@@ -367,18 +367,18 @@ fn compatible_types(base: ArgBase) -> &'static [(&'static str, Option<(RegType, 
         ("trusted_ptr_", Some((RegType::BtfId, reg::PTR_TRUSTED))),
     ];
     const SOCK_COMMON_BTF: &[(&str, Option<(RegType, u32)>)] = &[
-        ("sock_common", None),
-        ("sock", None),
-        ("tcp_sock", None),
-        ("xdp_sock", None),
+        ("sock_common", Some((RegType::SockCommon, 0))),
+        ("sock", Some((RegType::Socket, 0))),
+        ("tcp_sock", Some((RegType::TcpSock, 0))),
+        ("xdp_sock", Some((RegType::XdpSock, 0))),
         ("ptr_", Some((RegType::BtfId, 0))),
         ("trusted_ptr_", Some((RegType::BtfId, reg::PTR_TRUSTED))),
     ];
     const SOCK: &[(&str, Option<(RegType, u32)>)] = &[
-        ("sock_common", None),
-        ("sock", None),
-        ("tcp_sock", None),
-        ("xdp_sock", None),
+        ("sock_common", Some((RegType::SockCommon, 0))),
+        ("sock", Some((RegType::Socket, 0))),
+        ("tcp_sock", Some((RegType::TcpSock, 0))),
+        ("xdp_sock", Some((RegType::XdpSock, 0))),
     ];
     const BTF_PTR: &[(&str, Option<(RegType, u32)>)] = &[
         ("ptr_", Some((RegType::BtfId, 0))),
@@ -459,6 +459,9 @@ fn check_reg_type(
         flags &= !reg::PTR_MAYBE_NULL;
     }
     let found = compatible.iter().any(|(_, m)| *m == Some((reg.ty, flags)));
+    if found && reg.ty == RegType::BtfId && arg_type.base == ArgBase::PtrToBtfIdSockCommon {
+        return check_sock_common_btf(env, reg, regno);
+    }
     if found {
         return Ok(());
     }
@@ -470,6 +473,28 @@ fn check_reg_type(
             kernel_type_str(reg),
             expected.join(", ")
         ),
+    ))
+}
+
+/// The `PTR_TO_BTF_ID` case of `check_reg_type` for `ARG_PTR_TO_BTF_ID_SOCK_COMMON`: the
+/// struct must start with a `struct sock_common` (`btf_struct_ids_match`, not strict: the one
+/// release function taking it, `bpf_sk_release`, accepts every socket kind).
+fn check_sock_common_btf(env: &mut Env<'_>, reg: &RegState, regno: usize) -> Result<(), Reject> {
+    use bpfemu_loader::btf::BtfKind;
+    let Some(btf) = env.input.vmlinux_btf() else {
+        return Err(env.reject(
+            Errno::Enotsupp,
+            "not yet supported: ptr_ argument without vmlinux BTF",
+        ));
+    };
+    let want = btf.find_by_name_kind("sock_common", |k| matches!(k, BtfKind::Struct { .. }));
+    if want.is_some_and(|w| super::kernel_objects::struct_ids_match(btf, reg.btf_id, w, false)) {
+        return Ok(());
+    }
+    let have = btf.name_of(reg.btf_id).unwrap_or_default().to_owned();
+    Err(env.reject(
+        Errno::Eacces,
+        format!("R{regno} is of type {have} but sock_common is expected"),
     ))
 }
 
@@ -858,6 +883,11 @@ fn set_return_value(
             }
             r
         }
+        RetType::BtfIdOrNull if sock_cast_target(proto.id).is_some() => {
+            sock_cast_result(env, proto.id, meta)?
+        }
+        RetType::SocketOrNull => sock_or_null(RegType::Socket),
+        RetType::SockCommonOrNull => sock_or_null(RegType::SockCommon),
         RetType::RingbufMemOrNull => {
             let mut r = RegState::pointer(RegType::Mem);
             r.flags = reg::MEM_RINGBUF | reg::PTR_MAYBE_NULL;
@@ -913,6 +943,54 @@ fn set_return_value(
     refine_return_range(proto, meta, &mut r0);
     *state.reg_mut(Reg::R0) = r0;
     Ok(())
+}
+
+/// `RET_PTR_TO_SOCKET_OR_NULL` / `RET_PTR_TO_SOCK_COMMON_OR_NULL`: the socket a lookup found,
+/// or NULL (the reference the lookup acquires is added by the caller).
+fn sock_or_null(ty: RegType) -> RegState {
+    let mut r = RegState::pointer(ty);
+    r.flags = reg::PTR_MAYBE_NULL;
+    r
+}
+
+/// The struct a `bpf_skc_to_*` cast returns (its `ret_btf_id`), and whether the result keeps
+/// the argument's reference (`is_ptr_cast_function`; `bpf_skc_to_unix_sock` is not one).
+fn sock_cast_target(func_id: i32) -> Option<(&'static str, bool)> {
+    Some(match func_id {
+        id::SKC_TO_TCP6_SOCK => ("tcp6_sock", true),
+        id::SKC_TO_TCP_SOCK => ("tcp_sock", true),
+        id::SKC_TO_TCP_TIMEWAIT_SOCK => ("tcp_timewait_sock", true),
+        id::SKC_TO_TCP_REQUEST_SOCK => ("tcp_request_sock", true),
+        id::SKC_TO_UDP6_SOCK => ("udp6_sock", true),
+        id::SKC_TO_MPTCP_SOCK => ("mptcp_sock", true),
+        id::SKC_TO_UNIX_SOCK => ("unix_sock", false),
+        _ => return None,
+    })
+}
+
+/// `RET_PTR_TO_BTF_ID_OR_NULL` of a socket cast: an untrusted pointer to the kernel struct,
+/// NULL when the socket is not of that kind; a cast of a referenced socket carries the
+/// reference, so that releasing either releases both.
+fn sock_cast_result(env: &mut Env<'_>, func_id: i32, meta: &CallMeta) -> Result<RegState, Reject> {
+    let (name, keeps_ref) = sock_cast_target(func_id).expect("a socket cast");
+    let found = env.input.vmlinux_btf().and_then(|btf| {
+        btf.find_by_name_kind(name, |k| {
+            matches!(k, bpfemu_loader::btf::BtfKind::Struct { .. })
+        })
+    });
+    let Some(btf_id) = found else {
+        return Err(env.reject(
+            Errno::Enotsupp,
+            format!("not yet supported: {name} without vmlinux BTF"),
+        ));
+    };
+    let mut r = RegState::pointer(RegType::BtfId);
+    r.flags = reg::PTR_MAYBE_NULL;
+    r.btf_id = btf_id;
+    if keeps_ref {
+        r.ref_obj_id = meta.ref_obj_id;
+    }
+    Ok(r)
 }
 
 /// `do_refine_retval_range`.

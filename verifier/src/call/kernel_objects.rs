@@ -463,7 +463,7 @@ fn check_mem_size_pair(
 
 /// `btf_struct_ids_match`: `have` is `want`, or (not strict) holds it as its first member at
 /// offset 0, at any depth.
-fn struct_ids_match(btf: &Btf, mut have: TypeId, want: TypeId, strict: bool) -> bool {
+pub(crate) fn struct_ids_match(btf: &Btf, mut have: TypeId, want: TypeId, strict: bool) -> bool {
     loop {
         if have == want {
             return true;

@@ -311,12 +311,12 @@ pub const XDP_PROTOS: &[FuncProto] = &[
     pkt(p(
         id::SK_LOOKUP_TCP,
         SocketOrNull,
-        &[CTX, MEM_RD, SIZE, ANY, ANY],
+        &[CTX, MEM_RD, SIZE_OR_ZERO, ANY, ANY],
     )),
     pkt(p(
         id::SK_LOOKUP_UDP,
         SocketOrNull,
-        &[CTX, MEM_RD, SIZE, ANY, ANY],
+        &[CTX, MEM_RD, SIZE_OR_ZERO, ANY, ANY],
     )),
     p(
         86,
@@ -335,7 +335,7 @@ pub const XDP_PROTOS: &[FuncProto] = &[
     pkt(p(
         id::SKC_LOOKUP_TCP,
         SockCommonOrNull,
-        &[CTX, MEM_RD, SIZE, ANY, ANY],
+        &[CTX, MEM_RD, SIZE_OR_ZERO, ANY, ANY],
     )),
     pkt(gpl(p(
         100,

@@ -32,6 +32,16 @@ pub enum RegType {
     BtfId,
     /// Memory of a map in the arena address space.
     Arena,
+    /// A full socket (`PTR_TO_SOCKET`: `struct bpf_sock` to the program), from
+    /// `bpf_sk_lookup_tcp`/`_udp`.
+    Socket,
+    /// A socket's common part (`PTR_TO_SOCK_COMMON`), from `bpf_skc_lookup_tcp`: it may be a
+    /// request or time-wait socket, so fewer `struct bpf_sock` fields are readable.
+    SockCommon,
+    /// `PTR_TO_TCP_SOCK` (`bpf_tcp_sock`, which XDP may not call: only named in messages).
+    TcpSock,
+    /// `PTR_TO_XDP_SOCK`: an XSKMAP lookup's value once null-checked.
+    XdpSock,
 }
 
 /// `PTR_MAYBE_NULL`: the pointer may be NULL until a null check.
@@ -249,6 +259,16 @@ impl RegState {
         )
     }
 
+    /// The socket pointers (`type_is_sk_pointer`): only field reads through them, as
+    /// `check_sock_access` allows.
+    pub fn is_sk_pointer(&self) -> bool {
+        self.flags & PTR_MAYBE_NULL == 0
+            && matches!(
+                self.ty,
+                RegType::Socket | RegType::SockCommon | RegType::TcpSock | RegType::XdpSock
+            )
+    }
+
     /// Packet pointers of either kind (`reg_is_pkt_pointer`).
     pub fn is_pkt_pointer(&self) -> bool {
         matches!(self.ty, RegType::Packet | RegType::PacketMeta)
@@ -272,6 +292,10 @@ pub fn reg_type_str(ty: RegType, flags: u32) -> String {
         RegType::Func => "func",
         RegType::BtfId => "ptr_",
         RegType::Arena => "arena",
+        RegType::Socket => "sock",
+        RegType::SockCommon => "sock_common",
+        RegType::TcpSock => "tcp_sock",
+        RegType::XdpSock => "xdp_sock",
     };
     let mut prefix = String::new();
     for (flag, text) in [

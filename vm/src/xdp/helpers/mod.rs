@@ -5,7 +5,8 @@
 //! One file per family: [`maps`] (map operations and `bpf_for_each_map_elem`), [`packet`]
 //! (frame bounds, packet bytes, checksums, MTU, FIB), [`redirect`] (redirects and tail
 //! calls), [`events`] (ring buffers, perf events), [`printk`] (`bpf_trace_printk`,
-//! `bpf_snprintf`; their formatting in [`bprintf`]), [`misc`] (clocks, random numbers, CPU, locks, strings, `bpf_loop`).
+//! `bpf_snprintf`; their formatting in [`bprintf`]), [`socket`] (socket lookups, which find
+//! nothing in a test run), [`misc`] (clocks, random numbers, CPU, locks, strings, `bpf_loop`).
 
 pub mod bprintf;
 pub mod events;
@@ -14,6 +15,7 @@ pub mod misc;
 pub mod packet;
 pub mod printk;
 pub mod redirect;
+pub mod socket;
 
 use super::determinism::{Clock, Prandom};
 use super::frame::XdpFrame;
@@ -75,11 +77,15 @@ helpers! {
     XDP_ADJUST_META => packet::adjust_meta,
     XDP_ADJUST_TAIL => packet::adjust_tail,
     FIB_LOOKUP => packet::fib_lookup,
+    SK_LOOKUP_TCP => socket::sk_lookup_tcp,
+    SK_LOOKUP_UDP => socket::sk_lookup_udp,
+    SK_RELEASE => socket::sk_release,
     MAP_PUSH_ELEM => maps::push,
     MAP_POP_ELEM => maps::pop,
     MAP_PEEK_ELEM => maps::peek,
     SPIN_LOCK => misc::spin_lock,
     SPIN_UNLOCK => misc::spin_unlock,
+    SKC_LOOKUP_TCP => socket::skc_lookup_tcp,
     JIFFIES64 => misc::jiffies64,
     KTIME_GET_BOOT_NS => misc::ktime_get_ns,
     RINGBUF_OUTPUT => events::ringbuf_output,
@@ -281,6 +287,10 @@ impl Helpers for XdpEnv<'_> {
             // callback loops: the result comes from the arguments (or is a source).
             5 | 6 | 7 | 8 | 23 | 42 | 51 | 93 | 94 | 118 | 125 | 131 | 133 | 134 | 160 | 164
             | 177 | 181 | 208 => Footprint::Args,
+            // Socket lookups find nothing whatever the tuple holds; releases return 0.
+            id::SK_LOOKUP_TCP | id::SK_LOOKUP_UDP | id::SK_RELEASE | id::SKC_LOOKUP_TCP => {
+                Footprint::Args
+            }
             12 => Footprint::TailCall,
             // The submitted sample: from its start to the end of its region.
             132 => Footprint::Memory {
