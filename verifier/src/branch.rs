@@ -593,15 +593,22 @@ fn mark_ptr_or_null_regs(env: &Env<'_>, state: &mut VerifierState, regno: Reg, i
     });
 }
 
-/// `mark_ptr_not_null_reg`: a map-in-map lookup yields the inner map.
+/// `mark_ptr_not_null_reg`: a map-in-map lookup yields the inner map; a lookup in an
+/// XSKMAP yields its `struct bpf_xdp_sock`, one in a SOCKMAP or SOCKHASH its socket.
 pub fn mark_ptr_not_null_reg(env: &Env<'_>, r: &mut RegState) {
+    use bpfemu_isa::uapi::{BPF_MAP_TYPE_SOCKHASH, BPF_MAP_TYPE_SOCKMAP, BPF_MAP_TYPE_XSKMAP};
     if r.ty == RegType::MapValue
         && let Some(m) = r.map
-        && env.map(m).is_some_and(|spec| spec.inner.is_some())
-        && (m as usize) < env.input.maps.len()
+        && let Some(spec) = env.map(m)
     {
-        r.ty = RegType::ConstPtrToMap;
-        r.map = Some(env.inner_map_index(m));
+        if spec.inner.is_some() && (m as usize) < env.input.maps.len() {
+            r.ty = RegType::ConstPtrToMap;
+            r.map = Some(env.inner_map_index(m));
+        } else if spec.map_type == BPF_MAP_TYPE_XSKMAP {
+            r.ty = RegType::XdpSock;
+        } else if matches!(spec.map_type, BPF_MAP_TYPE_SOCKMAP | BPF_MAP_TYPE_SOCKHASH) {
+            r.ty = RegType::Socket;
+        }
     }
     r.flags &= !PTR_MAYBE_NULL;
 }

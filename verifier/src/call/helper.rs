@@ -934,7 +934,15 @@ fn set_return_value(
     if r0.flags & reg::PTR_MAYBE_NULL != 0 {
         r0.id = env.new_id();
     }
-    if proto.acquires() {
+    // `is_acquire_function`: a lookup in a SOCKMAP or SOCKHASH takes a socket reference.
+    let sock_map_lookup = proto.id == proto::MAP_LOOKUP_ELEM
+        && meta.map.and_then(|m| env.map(m)).is_some_and(|spec| {
+            matches!(
+                spec.map_type,
+                bpfemu_isa::uapi::BPF_MAP_TYPE_SOCKMAP | bpfemu_isa::uapi::BPF_MAP_TYPE_SOCKHASH
+            )
+        });
+    if proto.acquires() || sock_map_lookup {
         let id = env.new_id();
         state.acquire_reference(RefKind::Ptr, id, pc);
         r0.id = id;

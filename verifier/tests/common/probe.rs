@@ -59,6 +59,8 @@ const MAP_TYPES: &[(&str, u32)] = &[
     ("devmap", 14),
     ("cpumap", 16),
     ("xskmap", 17),
+    ("sockmap", 15),
+    ("sockhash", 18),
     ("devmap_hash", 25),
     ("ringbuf", 27),
 ];
