@@ -21,6 +21,9 @@ pub enum CallbackKind {
     Loop,
     /// `bpf_for_each_map_elem(map, cb, ctx, flags)`: `cb(map, key, value, ctx)`, returns 0/1.
     ForEachMapElem { map: u32 },
+    /// `bpf_find_vma(task, addr, cb, ctx, flags)`: `cb(task, vma, ctx)`, returns 0 or 1;
+    /// `vma` is the kernel's `struct vm_area_struct` (its BTF id).
+    FindVma { vma: u32 },
     /// `bpf_user_ringbuf_drain` and the like: `cb(dynptr, ctx)`.
     Other,
 }
@@ -62,6 +65,18 @@ pub fn push_callback_call(
                 with_map(RegType::MapKey),
                 with_map(RegType::MapValue),
                 state.cur().regs[3],
+                RegState::not_init(),
+            ]
+        }
+        CallbackKind::FindVma { vma } => {
+            let caller = state.cur();
+            let mut vma_ptr = RegState::pointer(RegType::BtfId);
+            vma_ptr.btf_id = vma;
+            [
+                caller.regs[1],
+                vma_ptr,
+                caller.regs[4],
+                RegState::not_init(),
                 RegState::not_init(),
             ]
         }

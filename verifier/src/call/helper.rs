@@ -830,6 +830,21 @@ fn special_cases(
             let subprog = callback_subprog(env, meta)?;
             push_callback_call(env, state, pc, subprog, CallbackKind::Other)?;
         }
+        id::FIND_VMA => {
+            let subprog = callback_subprog(env, meta)?;
+            let vma = env.input.vmlinux_btf().and_then(|btf| {
+                btf.find_by_name_kind("vm_area_struct", |k| {
+                    matches!(k, bpfemu_loader::btf::BtfKind::Struct { .. })
+                })
+            });
+            let Some(vma) = vma else {
+                return Err(env.reject(
+                    Errno::Enotsupp,
+                    "not yet supported: bpf_find_vma without the kernel's BTF",
+                ));
+            };
+            push_callback_call(env, state, pc, subprog, CallbackKind::FindVma { vma })?;
+        }
         _ => {}
     }
     Ok(())
