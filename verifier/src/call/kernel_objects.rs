@@ -66,6 +66,10 @@ const OBJECT_KFUNCS: &[(&str, u32)] = &[
     ("bpf_ct_change_timeout", TRUSTED_ARGS),
     ("bpf_ct_set_status", TRUSTED_ARGS),
     ("bpf_ct_change_status", TRUSTED_ARGS),
+    // the key kfuncs (`key_sig_kfunc_set`) XDP may call: a system keyring by id, and its
+    // release (bpf_lookup_user_key and bpf_verify_pkcs7_signature sleep)
+    ("bpf_lookup_system_key", ACQUIRE | RET_NULL),
+    ("bpf_key_put", RELEASE),
 ];
 
 /// The kfuncs this module checks.

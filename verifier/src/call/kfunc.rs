@@ -157,6 +157,14 @@ pub fn check_kfunc_call(
             format!("program must be sleepable to call sleepable kfunc {name}"),
         ));
     }
+    // What a compiler emits for `__builtin_trap()`, mostly where it proved a variable read
+    // before it is set: the kernel refuses it wherever it is reached (check_kfunc_call).
+    if name == "__bpf_trap" {
+        return Err(env.reject(
+            Errno::Efault,
+            "unexpected __bpf_trap() due to uninitialized variable?",
+        ));
+    }
     let checked = SUPPORTED.contains(&name)
         || super::iter::iter_op(name).is_some()
         || super::kernel_objects::handles(name);
