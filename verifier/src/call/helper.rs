@@ -1105,6 +1105,8 @@ fn check_map_func_compatibility(
         BPF_MAP_TYPE_CPUMAP => func_id == id::REDIRECT_MAP,
         BPF_MAP_TYPE_ARRAY_OF_MAPS | BPF_MAP_TYPE_HASH_OF_MAPS => func_id == id::MAP_LOOKUP_ELEM,
         // XDP may not update sock maps (`may_update_sockmap`).
+        // `may_update_sockmap`: XDP is among the program types that may update and delete
+        // (no locked socket is within its reach).
         BPF_MAP_TYPE_SOCKMAP => matches!(
             func_id,
             id::SK_REDIRECT_MAP
@@ -1112,6 +1114,8 @@ fn check_map_func_compatibility(
                 | id::MSG_REDIRECT_MAP
                 | id::SK_SELECT_REUSEPORT
                 | id::MAP_LOOKUP_ELEM
+                | id::MAP_UPDATE_ELEM
+                | id::MAP_DELETE_ELEM
         ),
         BPF_MAP_TYPE_SOCKHASH => matches!(
             func_id,
@@ -1120,6 +1124,8 @@ fn check_map_func_compatibility(
                 | id::SK_REDIRECT_HASH
                 | id::SK_SELECT_REUSEPORT
                 | id::MAP_LOOKUP_ELEM
+                | id::MAP_UPDATE_ELEM
+                | id::MAP_DELETE_ELEM
         ),
         BPF_MAP_TYPE_REUSEPORT_SOCKARRAY => func_id == id::SK_SELECT_REUSEPORT,
         BPF_MAP_TYPE_QUEUE | BPF_MAP_TYPE_STACK => {
