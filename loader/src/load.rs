@@ -406,7 +406,7 @@ fn link_programs(
             prog_type: kind.map_or(0, |k| k.prog_type),
             expected_attach_type: kind.and_then(|k| k.expected_attach_type),
             prog_flags: kind.map_or(0, |k| k.prog_flags),
-            insns: linked.insns,
+            insns: with_exit_offsets_cleared(linked.insns),
             functions: linked.functions,
             func_info: linked.func_info,
             line_info: linked.line_info,
@@ -415,4 +415,20 @@ fn link_programs(
         });
     }
     Ok(programs)
+}
+
+/// An `exit`'s `off` field is not looked at by 6.18: its verifier's reserved-field check names
+/// dst, src and imm only, and its interpreter and JIT ignore it. Cleared here, an exit with a
+/// stray offset loads (as in the kernel) and every later stage decodes one kind of exit.
+fn with_exit_offsets_cleared(mut insns: Vec<RawInsn>) -> Vec<RawInsn> {
+    const JMP_EXIT: u8 = 0x95;
+    let mut pc = 0;
+    while pc < insns.len() {
+        let is_ld_imm64 = insns[pc].code == 0x18;
+        if insns[pc].code == JMP_EXIT {
+            insns[pc].off = 0;
+        }
+        pc += if is_ld_imm64 { 2 } else { 1 };
+    }
+    insns
 }
