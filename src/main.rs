@@ -73,24 +73,13 @@ enum Command {
         #[command(flatten)]
         load: LoadArgs,
     },
-    /// Verify every program as the kernel's verifier would: verdict, the kernel's message at
-    /// its source line, the log; exit 0 when all are accepted, 1 when one is rejected, 2 when
-    /// one uses what bpfemu does not check yet (undecided).
-    Verify {
-        /// The BPF object.
-        obj: PathBuf,
-        /// Only this program.
-        #[arg(long)]
-        prog: Option<String>,
-        /// The verifier log to print: 0 none, 1 the path to the error, 2 every state.
-        #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=2))]
-        log_level: u32,
-        /// One JSON document instead of text.
-        #[arg(long)]
-        json: bool,
-        #[command(flatten)]
-        load: LoadArgs,
-    },
+    /// Verify every program of the objects (directories are searched for BPF objects) as the
+    /// kernel's verifier would: verdict, the kernel's message at its source line, the log,
+    /// veristat's statistics (a table, `--csv`, `--json`, SARIF, JUnit), comparisons with a
+    /// baseline CSV. Exit 0 when all are accepted, 1 when one is rejected or a `--fail-on`
+    /// threshold is crossed, 2 when an object cannot be read or a program uses what bpfemu does
+    /// not check yet (undecided).
+    Verify(Box<bpfemu::verify::command::VerifyArgs>),
     /// Run every packet of a capture through an XDP program, with the kernel's semantics.
     Replay(Box<ReplayArgs>),
     /// Measure bpfemu's speed over a capture against the kernel's on the same packets.
@@ -248,13 +237,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             write!(stdout(), "{text}")?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Verify {
-            obj,
-            prog,
-            log_level,
-            json,
-            load,
-        } => verify(&obj, prog.as_deref(), log_level, json, &load),
+        Command::Verify(args) => {
+            let ending = bpfemu::verify::command::run(&args)?;
+            verdict_despite_closed_pipe(ending.written, ending.code)
+        }
         Command::Replay(args) => {
             let ReplayArgs { mut opts, load } = *args;
             opts.load = load.options();
@@ -359,51 +345,6 @@ fn diff(args: DiffArgs) -> anyhow::Result<ExitCode> {
             write!(stdout(), "{}", diff::format_maps_and_summary(&report)).map_err(Into::into)
         }
     };
-    verdict_despite_closed_pipe(written, verdict)
-}
-
-/// `bpfemu verify`: exit 0 when every selected program is accepted, 1 when one is rejected,
-/// 2 when one uses something bpfemu's verifier does not check yet (and none is rejected).
-fn verify(
-    obj: &Path,
-    prog: Option<&str>,
-    log_level: u32,
-    json: bool,
-    load: &LoadArgs,
-) -> anyhow::Result<ExitCode> {
-    use bpfemu::verify;
-    let object = load_object(obj, load)?;
-    let name = obj.display().to_string();
-    let report = verify::verify_object(&object, prog, log_level)
-        .with_context(|| format!("{name}: no program named '{}'", prog.unwrap_or_default()))?;
-    if report.verdicts.is_empty() && report.not_verified.is_empty() {
-        anyhow::bail!("{name}: the object holds no program");
-    }
-    // A rejection fails the job; a program bpfemu cannot judge yet is not a pass either;
-    // nothing judged is not a pass: saying "accepted" would pass a CI job that checked nothing.
-    let word = |w: &str| report.verdicts.iter().any(|v| v.word() == w);
-    let verdict = if word("rejected") {
-        1
-    } else if word("undecided") || report.verdicts.is_empty() {
-        2
-    } else {
-        0
-    };
-    let written = (|| -> anyhow::Result<()> {
-        if json {
-            let doc = verify::to_json(&name, &report, log_level > 0);
-            writeln!(stdout(), "{}", serde_json::to_string_pretty(&doc)?)?;
-        } else {
-            write!(stdout(), "{}", verify::to_text(&name, &report))?;
-        }
-        Ok(())
-    })();
-    if report.verdicts.is_empty() {
-        let _ = writeln!(
-            std::io::stderr(),
-            "bpfemu: {name}: no XDP program to verify (bpfemu's verifier judges XDP programs)"
-        );
-    }
     verdict_despite_closed_pipe(written, verdict)
 }
 

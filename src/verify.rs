@@ -10,6 +10,14 @@ use bpfemu_verifier::{Options, Outcome, ProgramInput, Rejection, Verdict, verify
 use serde_json::{Value, json};
 use std::fmt::Write;
 
+pub mod batch;
+pub mod ci;
+pub mod command;
+pub mod compare;
+pub mod kinds;
+pub mod sarif;
+pub mod table;
+
 /// One program's verification.
 pub struct ProgramVerdict<'a> {
     pub program: &'a ProgramSpec,
@@ -201,66 +209,6 @@ fn place(src: &SourceLine) -> String {
     } else {
         format!("{}:{}:{}", src.file_name, src.line, src.column)
     }
-}
-
-/// The text report: per program the log (at the level asked), the error, and one summary line.
-pub fn to_text(object: &str, report: &Report<'_>) -> String {
-    let verdicts = &report.verdicts;
-    let mut out = String::new();
-    for v in verdicts {
-        if !v.verdict.log.is_empty() {
-            out.push_str(&v.verdict.log);
-            if !v.verdict.log.ends_with('\n') {
-                out.push('\n');
-            }
-        }
-        out.push_str(&error_text(object, v));
-        let s = &v.verdict.stats;
-        writeln!(
-            out,
-            "{object}: {} ({}): {}, {} insns processed, {} states (peak {}), {:.3} ms",
-            v.program.name,
-            v.program.section,
-            v.word(),
-            s.processed_insns,
-            s.total_states,
-            s.peak_states,
-            s.time.as_secs_f64() * 1e3
-        )
-        .expect("string");
-    }
-    for p in &report.not_verified {
-        writeln!(
-            out,
-            "{object}: {} ({}): {}",
-            p.name,
-            p.section,
-            not_verified_reason(p)
-        )
-        .expect("string");
-    }
-    let count = |word: &str| verdicts.iter().filter(|v| v.word() == word).count();
-    let (accepted, rejected, undecided) =
-        (count("accepted"), count("rejected"), count("undecided"));
-    let others = report.not_verified.len();
-    write!(
-        out,
-        "{} programs: {accepted} accepted, {rejected} rejected",
-        verdicts.len() + others,
-    )
-    .expect("string");
-    if undecided > 0 {
-        write!(
-            out,
-            ", {undecided} undecided (bpfemu does not check what they use yet)"
-        )
-        .expect("string");
-    }
-    if others > 0 {
-        write!(out, ", {others} not verified (not XDP)").expect("string");
-    }
-    out.push('\n');
-    out
 }
 
 /// The JSON report: `programs` verified, `not_verified` the others.

@@ -219,12 +219,15 @@ fn verify_accepts_each_program_by_its_name() {
         ("static_programs.o", "count_ipv4"),
         ("static_programs.o", "drop_runts"),
     ] {
-        let out = bpfemu(&["verify", &path(object), "--prog", prog]);
+        let out = bpfemu(&["verify", &path(object), "--prog", prog, "--json"]);
         assert_exit(&out, 0);
+        let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+        let programs = doc["programs"].as_array().expect("programs");
         assert!(
-            stdout(&out).contains(&format!(": {prog} (")),
-            "{}",
-            stdout(&out)
+            !programs.is_empty()
+                && programs.iter().all(|p| (p["name"] == prog || p["section"] == prog)
+                    && p["verdict"] == "accepted"),
+            "{doc:#}"
         );
     }
 }

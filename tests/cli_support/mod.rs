@@ -109,3 +109,14 @@ pub fn kernel_or_skip(test: &str) -> bool {
     eprintln!("{test}: skipping: the kernel's bpf() is not usable here");
     false
 }
+
+/// The verdict `bpfemu verify`'s table gives `program` (its row: file, program, verdict,
+/// statistics), if it has a row.
+#[allow(dead_code)]
+pub fn verdict_row<'a>(report: &'a str, program: &str) -> Option<&'a str> {
+    report.lines().find_map(|line| {
+        let mut words = line.split_whitespace();
+        let (_file, name, verdict) = (words.next()?, words.next()?, words.next()?);
+        (name == program).then_some(verdict)
+    })
+}

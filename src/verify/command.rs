@@ -1,0 +1,274 @@
+//! `bpfemu verify`'s options and its run: objects judged, then the reports asked for.
+
+use super::batch::{self, Batch};
+use super::{ci, compare, sarif, table};
+use crate::load_args::LoadArgs;
+use anyhow::{Context, Result};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The report on standard output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Errors placed as compilers place them, the log asked for, a table, a summary line.
+    Text,
+    /// One JSON document.
+    Json,
+    /// veristat's CSV (its column names and verdict words), every statistic.
+    Csv,
+    /// SARIF 2.1.0, for code-scanning viewers.
+    Sarif,
+}
+
+/// `bpfemu verify`.
+#[derive(clap::Args, Debug)]
+pub struct VerifyArgs {
+    /// BPF objects, or directories searched (recursively) for the `.o` files that are BPF
+    /// objects.
+    #[arg(value_name = "OBJ", required_unless_present = "compare")]
+    pub objects: Vec<PathBuf>,
+    /// Only this program (a function name, or a section name: every program of it).
+    #[arg(long)]
+    pub prog: Option<String>,
+    /// The verifier log to print: 0 none, 1 the path to the error, 2 every state.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=2))]
+    pub log_level: u32,
+    /// The report on standard output.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// The same as `--format json`.
+    #[arg(long, conflicts_with_all = ["csv", "format"])]
+    pub json: bool,
+    /// The same as `--format csv`.
+    #[arg(long, conflicts_with = "format")]
+    pub csv: bool,
+    /// Compare two CSV files (bpfemu's `--csv` or veristat's `-o csv`), verifying nothing:
+    /// per program both values and the change; exit 1 when a `--fail-on` rule is broken.
+    #[arg(long, num_args = 2, value_names = ["BASE.csv", "NEW.csv"],
+          conflicts_with_all = ["objects", "baseline", "sarif", "junit", "csv"])]
+    pub compare: Option<Vec<PathBuf>>,
+    /// Compare this run with a CSV written before (bpfemu's or veristat's).
+    #[arg(long, value_name = "BASE.csv")]
+    pub baseline: Option<PathBuf>,
+    /// When a comparison fails: `verdict` (a verdict changed; the default), `programs` (one
+    /// appeared or went), or `STAT>+N%`, `STAT>+N`, `STAT>N` with STAT a veristat
+    /// statistic (insns, states, peak_states, duration, stack_depth, ...); repeat or
+    /// separate with commas. Given, it replaces the default.
+    #[arg(long, value_name = "RULE")]
+    pub fail_on: Vec<String>,
+    /// Also write a SARIF 2.1.0 file (one result per rejected program at its source line).
+    #[arg(long, value_name = "FILE")]
+    pub sarif: Option<PathBuf>,
+    /// Also write a JUnit XML file (one test case per program).
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    #[command(flatten)]
+    pub load: LoadArgs,
+}
+
+impl VerifyArgs {
+    fn format(&self) -> Format {
+        match (self.json, self.csv) {
+            (true, _) => Format::Json,
+            (_, true) => Format::Csv,
+            _ => self.format,
+        }
+    }
+}
+
+/// What a run ends with: the exit code, and a write error (a closed pipe) if the report could
+/// not all be written.
+pub struct Ending {
+    pub code: u8,
+    pub written: Result<()>,
+}
+
+/// Runs `bpfemu verify`: exit 0 when every program is accepted (and no threshold crossed),
+/// 1 when one is rejected or a `--fail-on` rule is broken, 2 when an object cannot be read,
+/// a program is undecided, or nothing was judged.
+pub fn run(args: &VerifyArgs) -> Result<Ending> {
+    let rules = match args.fail_on.is_empty() {
+        true => compare::default_rules(),
+        false => compare::parse_rules(&args.fail_on)?,
+    };
+    if let Some(files) = &args.compare {
+        return compare_files(&files[0], &files[1], &rules, args.format());
+    }
+    let baseline = args
+        .baseline
+        .as_deref()
+        .map(|path| table::read_csv(path).map_err(|e| anyhow::anyhow!("--baseline {e}")))
+        .transpose()?;
+    let format = args.format();
+    let mut out = std::io::stdout().lock();
+    let mut closed: Option<std::io::Error> = None;
+    let stream_text = format == Format::Text;
+    let batch = batch::verify_paths(
+        &args.objects,
+        args.prog.as_deref(),
+        args.log_level,
+        &args.load.options(),
+        |batch, from| {
+            if !stream_text || closed.is_some() {
+                return;
+            }
+            for p in &batch.programs[from..] {
+                if let Err(e) = out.write_all(p.text.as_bytes()) {
+                    closed = Some(e);
+                    return;
+                }
+            }
+        },
+    )?;
+    for failure in &batch.failures {
+        let _ = writeln!(std::io::stderr(), "bpfemu: {}", failure.error);
+    }
+    if batch.programs.is_empty() && !batch.not_verified.is_empty() {
+        let what = match args.objects.as_slice() {
+            [one] => one.display().to_string(),
+            _ => "the objects given".to_owned(),
+        };
+        let _ = writeln!(
+            std::io::stderr(),
+            "bpfemu: {what}: no XDP program to verify (bpfemu's verifier judges XDP programs)"
+        );
+    }
+    let comparison_rows = batch.rows();
+    let comparison = baseline
+        .as_ref()
+        .map(|base| compare::compare(base, &comparison_rows, &rules));
+    let mut code = batch.exit_code();
+    if comparison.as_ref().is_some_and(|c| !c.failures.is_empty()) && code != 1 {
+        code = 1;
+    }
+    write_files(args, &batch)?;
+    let written = match closed {
+        Some(e) => Err(e.into()),
+        None => report(&mut out, &batch, comparison.as_ref(), format),
+    };
+    Ok(Ending { code, written })
+}
+
+fn write_files(args: &VerifyArgs, batch: &Batch) -> Result<()> {
+    if let Some(path) = &args.sarif {
+        let doc = serde_json::to_string_pretty(&sarif::render(batch))?;
+        write_file(path, &doc)?;
+    }
+    if let Some(path) = &args.junit {
+        write_file(path, &crate::junit::render(&ci::junit_suites(batch)))?;
+    }
+    Ok(())
+}
+
+fn write_file(path: &Path, text: &str) -> Result<()> {
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// The report on standard output, after the programs' own text (streamed as judged).
+fn report(
+    out: &mut impl Write,
+    batch: &Batch,
+    comparison: Option<&compare::Comparison<'_>>,
+    format: Format,
+) -> Result<()> {
+    let annotations = ci::in_github_actions().then(|| ci::github_annotations(batch));
+    match format {
+        Format::Text => {
+            let rows = batch.rows();
+            if !rows.is_empty() {
+                write!(out, "{}", table::render_table(&rows))?;
+            }
+            for n in &batch.not_verified {
+                writeln!(out, "{}: {} ({}): {}", n.file, n.name, n.section, n.reason)?;
+            }
+            if let Some(cmp) = comparison {
+                write!(out, "{}", compare::render(cmp))?;
+            }
+            writeln!(out, "{}", batch.summary())?;
+            // Workflow commands go where the text goes: the step's log.
+            for line in annotations.iter().flatten() {
+                writeln!(out, "{line}")?;
+            }
+            return Ok(());
+        }
+        Format::Json => {
+            let mut doc = to_json(batch);
+            if let Some(cmp) = comparison {
+                doc["comparison"] = compare::to_json(cmp);
+            }
+            writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+        }
+        Format::Csv => write!(out, "{}", table::render_csv(&batch.rows()))?,
+        Format::Sarif => writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&sarif::render(batch))?
+        )?,
+    }
+    // Standard output holds a document: the runner reads commands from standard error too.
+    for line in annotations.iter().flatten() {
+        let _ = writeln!(std::io::stderr(), "{line}");
+    }
+    Ok(())
+}
+
+/// The JSON report: every program judged (with its object), those not verified, the objects
+/// that could not be read, and the counts.
+pub fn to_json(batch: &Batch) -> serde_json::Value {
+    use super::table::RowVerdict;
+    let programs: Vec<&serde_json::Value> = batch.programs.iter().map(|p| &p.json).collect();
+    let not_verified: Vec<serde_json::Value> = batch
+        .not_verified
+        .iter()
+        .map(|n| {
+            serde_json::json!({
+                "object": n.file, "name": n.name, "section": n.section, "reason": n.reason,
+            })
+        })
+        .collect();
+    let failures: Vec<serde_json::Value> = batch
+        .failures
+        .iter()
+        .map(|f| serde_json::json!({ "object": f.file, "error": f.error }))
+        .collect();
+    serde_json::json!({
+        "objects": batch.objects,
+        "programs": programs,
+        "not_verified": not_verified,
+        "not_loaded": failures,
+        "summary": {
+            "accepted": batch.count(RowVerdict::Accepted),
+            "rejected": batch.count(RowVerdict::Rejected),
+            "undecided": batch.count(RowVerdict::Undecided),
+            "not_verified": batch.not_verified.len(),
+            "not_loaded": batch.failures.len(),
+        },
+    })
+}
+
+/// `--compare BASE NEW`.
+fn compare_files(
+    base: &Path,
+    new: &Path,
+    rules: &[compare::Rule],
+    format: Format,
+) -> Result<Ending> {
+    let base_rows = table::read_csv(base)?;
+    let new_rows = table::read_csv(new)?;
+    let cmp = compare::compare(&base_rows, &new_rows, rules);
+    let code = u8::from(!cmp.failures.is_empty());
+    let mut out = std::io::stdout().lock();
+    let written = match format {
+        Format::Json => writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&compare::to_json(&cmp))?
+        )
+        .map_err(Into::into),
+        Format::Text => write!(out, "{}", compare::render(&cmp)).map_err(Into::into),
+        other => Err(anyhow::anyhow!(
+            "--compare prints text or JSON, not {other:?}"
+        )),
+    };
+    Ok(Ending { code, written })
+}
