@@ -93,7 +93,11 @@ fn a_map_whose_btf_the_kernel_refuses_loses_its_special_fields() {
     let out = bpfemu(&["verify", &obj]);
     assert_exit(&out, 1);
     let text = stdout(&out);
-    assert_eq!(verdict_row(&text, "lock_in_hash"), Some("accepted"), "{text}");
+    assert_eq!(
+        verdict_row(&text, "lock_in_hash"),
+        Some("accepted"),
+        "{text}"
+    );
     for line in [
         "error: map 'lru_locked' has to have BTF in order to use bpf_spin_lock",
         "error: map 'percpu_timed' has to have BTF in order to use bpf_timer",
@@ -104,4 +108,3 @@ fn a_map_whose_btf_the_kernel_refuses_loses_its_special_fields() {
         kernel_agrees(&obj, &["lock_in_lru", "timer_in_percpu_array"]);
     }
 }
-

@@ -225,8 +225,10 @@ fn verify_accepts_each_program_by_its_name() {
         let programs = doc["programs"].as_array().expect("programs");
         assert!(
             !programs.is_empty()
-                && programs.iter().all(|p| (p["name"] == prog || p["section"] == prog)
-                    && p["verdict"] == "accepted"),
+                && programs
+                    .iter()
+                    .all(|p| (p["name"] == prog || p["section"] == prog)
+                        && p["verdict"] == "accepted"),
             "{doc:#}"
         );
     }

@@ -31,7 +31,10 @@ pub fn github_annotations(batch: &Batch) -> Vec<String> {
             }
             _ => props.push(("file", p.file.clone())),
         }
-        props.push(("title", format!("bpfemu verify: {} ({})", p.name, r.kind.id)));
+        props.push((
+            "title",
+            format!("bpfemu verify: {} ({})", p.name, r.kind.id),
+        ));
         lines.push(command(level, &props, &r.error_text));
     }
     for f in &batch.failures {

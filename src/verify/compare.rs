@@ -152,7 +152,10 @@ pub fn compare<'a>(base: &'a [Row], new: &'a [Row], rules: &[Rule]) -> Compariso
 
 fn find_match(base: &[Row], matched: &[bool], n: &Row) -> Option<usize> {
     let free = |i: &usize| !matched[*i] && base[*i].program == n.program;
-    if let Some(i) = (0..base.len()).filter(free).find(|i| base[*i].file == n.file) {
+    if let Some(i) = (0..base.len())
+        .filter(free)
+        .find(|i| base[*i].file == n.file)
+    {
         return Some(i);
     }
     let name = |file: &str| {
@@ -247,7 +250,9 @@ pub fn render(cmp: &Comparison<'_>) -> String {
             let mut line = vec![
                 any.file.clone(),
                 any.program.clone(),
-                pair.base.map_or("-", |r| verdict_word(r.verdict)).to_owned(),
+                pair.base
+                    .map_or("-", |r| verdict_word(r.verdict))
+                    .to_owned(),
                 pair.new.map_or("-", |r| verdict_word(r.verdict)).to_owned(),
             ];
             for stat in SHOWN {
@@ -266,8 +271,12 @@ pub fn render(cmp: &Comparison<'_>) -> String {
         .collect();
     let mut out = aligned(&header, &cells, 4);
     if cmp.failures.is_empty() {
-        writeln!(out, "{} programs compared: no threshold crossed", cmp.pairs.len())
-            .expect("string");
+        writeln!(
+            out,
+            "{} programs compared: no threshold crossed",
+            cmp.pairs.len()
+        )
+        .expect("string");
     } else {
         for failure in &cmp.failures {
             writeln!(out, "{failure}").expect("string");
@@ -341,7 +350,13 @@ mod tests {
                 Rule::VerdictChanged
             ]
         );
-        for bad in ["insns", "cycles>+1%", "insns>+ten%", "insns>+-5%", "insns>+inf%"] {
+        for bad in [
+            "insns",
+            "cycles>+1%",
+            "insns>+ten%",
+            "insns>+-5%",
+            "insns>+inf%",
+        ] {
             assert!(parse_rules(&[bad.into()]).is_err(), "{bad}");
         }
     }
@@ -364,8 +379,14 @@ mod tests {
     #[test]
     fn verdict_changes_and_program_sets_are_rules_of_their_own() {
         use RowVerdict::{Accepted, Rejected};
-        let base = [row("a.o", "p", Accepted, 1), row("a.o", "gone", Accepted, 1)];
-        let new = [row("a.o", "p", Rejected, 1), row("a.o", "fresh", Accepted, 1)];
+        let base = [
+            row("a.o", "p", Accepted, 1),
+            row("a.o", "gone", Accepted, 1),
+        ];
+        let new = [
+            row("a.o", "p", Rejected, 1),
+            row("a.o", "fresh", Accepted, 1),
+        ];
         let cmp = compare(&base, &new, &default_rules());
         assert_eq!(
             cmp.failures,

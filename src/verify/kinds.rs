@@ -123,7 +123,12 @@ pub const KINDS: &[Kind] = &[
         name: "ReferenceLeak",
         help: "A reference acquired (a socket, a ring buffer record, a lock) and not released \
                on every path.",
-        patterns: &["Unreleased reference", "reference has not been acquired", "unreleased"],
+        patterns: &[
+            "Unreleased reference",
+            "reference has not been acquired",
+            "reference leak",
+            "unreleased",
+        ],
     },
     Kind {
         id: "helper-call",
@@ -136,6 +141,7 @@ pub const KINDS: &[Kind] = &[
             "program of this type cannot use helper",
             "expected=",
             "kfunc",
+            "Caller passes invalid args",
         ],
     },
     Kind {

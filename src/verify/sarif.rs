@@ -120,17 +120,18 @@ fn result(p: &ProgramResult, rule_index: impl Fn(&Kind) -> usize) -> Option<Valu
             "artifactLocation": { "uri": uri(&p.file), "uriBaseId": "%SRCROOT%" }
         } }),
     };
+    let mut location = location;
+    location["logicalLocations"] = json!([ {
+        "name": p.name,
+        "fullyQualifiedName": format!("{}:{}", p.file, p.name),
+        "kind": "function",
+    } ]);
     let mut result = json!({
         "ruleId": r.kind.id,
         "ruleIndex": rule_index(r.kind),
         "level": level,
         "message": { "text": text },
         "locations": [ location ],
-        "logicalLocations": [ {
-            "name": p.name,
-            "fullyQualifiedName": format!("{}:{}", p.file, p.name),
-            "kind": "function",
-        } ],
         "properties": {
             "object": p.file,
             "section": p.section,

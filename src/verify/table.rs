@@ -246,7 +246,9 @@ enum Column {
 
 /// `text` as CSV rows; errors are `LINE: message`.
 pub fn parse_csv(text: &str) -> Result<Vec<Row>> {
-    let mut lines = split_records(text).into_iter().filter(|(_, r)| !r.is_empty());
+    let mut lines = split_records(text)
+        .into_iter()
+        .filter(|(_, r)| !r.is_empty());
     let Some((header_line, header)) = lines.next() else {
         bail!("1: empty file: a CSV with a header line was expected");
     };
@@ -363,7 +365,10 @@ mod tests {
 
     #[test]
     fn bpfemu_csv_reads_back_as_written() {
-        let rows = vec![row("a.o", "xdp_a", 10), row("dir,with comma/b.o", "xdp_b", 20)];
+        let rows = vec![
+            row("a.o", "xdp_a", 10),
+            row("dir,with comma/b.o", "xdp_b", 20),
+        ];
         assert_eq!(parse_csv(&render_csv(&rows)).unwrap(), rows);
     }
 
@@ -384,7 +389,10 @@ mod tests {
     #[test]
     fn a_bad_field_names_its_line() {
         let err = parse_csv("file_name,prog_name,insns\na.o,p,12\na.o,q,many\n").unwrap_err();
-        assert!(err.to_string().starts_with("3: 'many' is not an integer"), "{err}");
+        assert!(
+            err.to_string().starts_with("3: 'many' is not an integer"),
+            "{err}"
+        );
         let err = parse_csv("name,insns\n").unwrap_err();
         assert!(err.to_string().starts_with("1: the header"), "{err}");
         let err = parse_csv("file,prog\na.o\n").unwrap_err();

@@ -120,3 +120,21 @@ pub fn verdict_row<'a>(report: &'a str, program: &str) -> Option<&'a str> {
         (name == program).then_some(verdict)
     })
 }
+
+/// The interpreter of the tests' Python environment (scripts/python_env.sh makes it once:
+/// maturin, pytest, Scapy, junitparser, jsonschema), or `BPFEMU_PYTHON`.
+#[allow(dead_code)]
+pub fn python() -> String {
+    if let Ok(python) = std::env::var("BPFEMU_PYTHON") {
+        return python;
+    }
+    let out = Command::new(root().join("scripts/python_env.sh"))
+        .output()
+        .expect("scripts/python_env.sh runs");
+    assert!(
+        out.status.success(),
+        "scripts/python_env.sh failed: {}",
+        stderr(&out)
+    );
+    stdout(&out).trim().to_owned()
+}
