@@ -227,17 +227,13 @@ impl Prepared {
         self.verdicts.get_or_init(|| {
             let chosen = self.program();
             let every = !self.named || makes_tail_calls(chosen);
+            let judge = crate::verify::ObjectJudge::new(&self.object);
             self.object
                 .programs
                 .iter()
                 .enumerate()
                 .filter(|(i, p)| *i == self.program || (every && is_verified_type(p)))
-                .map(|(i, p)| {
-                    (
-                        i,
-                        crate::verify::judge(&self.object, p, &Options::default()),
-                    )
-                })
+                .map(|(i, p)| (i, judge.judge(p, &Options::default())))
                 .collect()
         })
     }

@@ -91,12 +91,13 @@ pub fn verify_object<'a>(
     };
     let (xdp, other): (Vec<&ProgramSpec>, Vec<&ProgramSpec>) =
         selected.into_iter().partition(|p| is_verified_type(p));
+    let judge = ObjectJudge::new(obj);
     Some(Report {
         verdicts: xdp
             .into_iter()
             .map(|program| ProgramVerdict {
                 program,
-                verdict: judge(obj, program, &opts),
+                verdict: judge.judge(program, &opts),
                 kernel: &obj.kernel,
             })
             .collect(),
@@ -107,21 +108,46 @@ pub fn verify_object<'a>(
 /// Judges `program` of `obj` as loading the object into 6.18 with libbpf 1.7 would: libbpf
 /// creates every map before it loads any program, so a map the kernel refuses fails every
 /// program of the object; then the verifier. Every command that judges a program
-/// (`verify`, the way in that runs one, `diff --verifier`) judges it here.
+/// (`verify`, the way in that runs one, `diff --verifier`) judges it here, through
+/// [`ObjectJudge`] when it judges several programs of one object.
 pub fn judge(obj: &Object, program: &ProgramSpec, opts: &Options) -> Verdict {
-    match map_creation_refusal(obj) {
-        Some(rejection) => Verdict {
-            outcome: Outcome::Rejected(rejection),
-            log: String::new(),
-            stats: Default::default(),
-        },
-        None => {
-            let maps = bpfemu_verifier::maps_created::maps_as_created(&obj.maps, obj.btf.as_ref());
-            let input = ProgramInput {
-                maps: &maps,
-                ..ProgramInput::new(obj, program)
-            };
-            verify(&input, opts)
+    ObjectJudge::new(obj).judge(program, opts)
+}
+
+/// The part of the load path that is the object's, not a program's (the maps libbpf
+/// creates, or the map the kernel refuses), worked out once for all its programs.
+pub struct ObjectJudge<'a> {
+    obj: &'a Object,
+    maps: Result<Vec<bpfemu_loader::MapSpec>, Rejection>,
+}
+
+impl<'a> ObjectJudge<'a> {
+    pub fn new(obj: &'a Object) -> ObjectJudge<'a> {
+        let maps = match map_creation_refusal(obj) {
+            Some(rejection) => Err(rejection),
+            None => Ok(bpfemu_verifier::maps_created::maps_as_created(
+                &obj.maps,
+                obj.btf.as_ref(),
+            )),
+        };
+        ObjectJudge { obj, maps }
+    }
+
+    /// The verdict on `program`, one of the object's programs.
+    pub fn judge(&self, program: &ProgramSpec, opts: &Options) -> Verdict {
+        match &self.maps {
+            Err(rejection) => Verdict {
+                outcome: Outcome::Rejected(rejection.clone()),
+                log: String::new(),
+                stats: Default::default(),
+            },
+            Ok(maps) => {
+                let input = ProgramInput {
+                    maps,
+                    ..ProgramInput::new(self.obj, program)
+                };
+                verify(&input, opts)
+            }
         }
     }
 }

@@ -50,8 +50,11 @@ pub struct BpfemuVerdict {
 }
 
 impl BpfemuVerdict {
-    /// bpfemu's verifier on program `p` of `object`.
-    pub fn of(object: &bpfemu_loader::Object, p: &bpfemu_loader::ProgramSpec) -> BpfemuVerdict {
+    /// bpfemu's verifier on program `p` of the object `judge` judges.
+    pub fn of(
+        judge: &crate::verify::ObjectJudge<'_>,
+        p: &bpfemu_loader::ProgramSpec,
+    ) -> BpfemuVerdict {
         use bpfemu_verifier::Options;
         if !crate::verify::is_verified_type(p) {
             return BpfemuVerdict {
@@ -62,7 +65,7 @@ impl BpfemuVerdict {
                 verification_time_usec: 0,
             };
         }
-        let v = crate::verify::judge(object, p, &Options::default());
+        let v = judge.judge(p, &Options::default());
         BpfemuVerdict {
             verified: true,
             accepted: v.is_accepted(),
@@ -125,6 +128,7 @@ pub fn verify_in_kernel(path: &Path, load: &LoadOptions) -> Result<Vec<ProgramVe
         initial: InitialEntries::new(),
     };
     let mut out = Vec::new();
+    let judge = crate::verify::ObjectJudge::new(&object);
     for p in &object.programs {
         let kernel = match KernelObject::load(&object, &p.name, &opts) {
             Ok(k) => parse_verifier_log(k.log(), true),
@@ -156,7 +160,7 @@ pub fn verify_in_kernel(path: &Path, load: &LoadOptions) -> Result<Vec<ProgramVe
                 stats: None,
             },
         };
-        let bpfemu = BpfemuVerdict::of(&object, p);
+        let bpfemu = BpfemuVerdict::of(&judge, p);
         out.push(ProgramVerdict {
             program: p.name.clone(),
             section: p.section.clone(),
