@@ -12,12 +12,11 @@
 //!
 //! Skipped with a message when bpf() is out of reach, unless `BPFEMU_REQUIRE_KERNEL=1`.
 
+mod common;
+
 use bpfemu_conformance::libbpf::kernel_or_skip;
 use bpfemu_isa::{Program, RawInsn, Reg};
-use bpfemu_kernel::{
-    BPF_LOG_LEVEL1, BPF_PROG_TYPE_XDP, LoadOptions, MapSpec as KernelMap, fd_imm, map_create,
-    prog_load,
-};
+use bpfemu_kernel::{BPF_PROG_TYPE_XDP, MapSpec as KernelMap, fd_imm, map_create};
 use bpfemu_loader::{Kernel, MapOrigin, MapSpec};
 use bpfemu_verifier::call::helper::check_helper_call;
 use bpfemu_verifier::env::{Env, SubprogInfo};
@@ -26,6 +25,7 @@ use bpfemu_verifier::prog_type::ops_for;
 use bpfemu_verifier::state::reg::{RegState, RegType};
 use bpfemu_verifier::state::{Tnum, VerifierState};
 use bpfemu_verifier::{ProgramInput, Reject};
+use common::kernel_side::kernel_error_line;
 use std::os::fd::OwnedFd;
 
 /// One set-up step: an instruction for the kernel and the register state it leaves.
@@ -157,26 +157,9 @@ fn program(setup: &[Setup], func_id: i32, map_imm: &dyn Fn(usize) -> i32) -> Vec
 }
 
 fn kernel_verdict(insns: &[RawInsn]) -> Option<String> {
-    let mut opts = LoadOptions::new(BPF_PROG_TYPE_XDP, insns);
-    opts.log_level = BPF_LOG_LEVEL1;
-    opts.log_size = 1 << 20;
-    let res = prog_load(&opts);
-    if res.fd.is_ok() {
-        return None;
-    }
-    // Some messages have no newline (`expected prog array map for tail call`): the closing
-    // line then follows on the same line.
-    let line = res
-        .log
-        .lines()
-        .rev()
-        .find(|l| !l.is_empty() && !l.starts_with("processed "))?;
-    let line = line.split("processed ").next().unwrap_or(line);
+    let line = kernel_error_line(insns, c"GPL")?;
     // A call the kernel accepted, whose reference the program then leaks at its exit.
-    if line.ends_with("would lead to reference leak") {
-        return None;
-    }
-    Some(line.to_string())
+    (!line.ends_with("would lead to reference leak")).then_some(line)
 }
 
 fn bpfemu_verdict(setup: &[Setup], func_id: i32, maps: &[MapSpec]) -> Option<String> {

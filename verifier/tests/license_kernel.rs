@@ -5,12 +5,15 @@
 //!
 //! Skipped with a message when bpf() is out of reach, unless `BPFEMU_REQUIRE_KERNEL=1`.
 
+mod common;
+
 use bpfemu_conformance::libbpf::kernel_or_skip;
 use bpfemu_isa::RawInsn;
-use bpfemu_kernel::{BPF_LOG_LEVEL1, BPF_PROG_TYPE_XDP, LoadOptions, prog_load};
+use bpfemu_kernel::BPF_PROG_TYPE_XDP;
 use bpfemu_loader::Kernel;
 use bpfemu_verifier::call::proto::xdp_proto;
 use bpfemu_verifier::{Options, ProgramInput, license_is_gpl_compatible, verify};
+use common::kernel_side::kernel_error_line;
 use std::ffi::CString;
 
 fn r(code: u8, dst: u8, src: u8, imm: i32) -> RawInsn {
@@ -29,24 +32,10 @@ fn calling(src: u8, id: i32) -> Vec<RawInsn> {
     vec![r(0x85, 0, src, id), r(0xb7, 0, 0, 2), r(0x95, 0, 0, 0)]
 }
 
-/// The kernel's final error line, or `None` when it loads the program.
+/// The kernel's final error line under `license`, or `None` when it loads the program.
 fn kernel_says(insns: &[RawInsn], license: &str) -> Option<String> {
     let license = CString::new(license).expect("no NUL");
-    let mut opts = LoadOptions::new(BPF_PROG_TYPE_XDP, insns);
-    opts.log_level = BPF_LOG_LEVEL1;
-    opts.log_size = 1 << 20;
-    opts.license = &license;
-    let res = prog_load(&opts);
-    if res.fd.is_ok() {
-        return None;
-    }
-    let last = res
-        .log
-        .lines()
-        .rev()
-        .find(|l| !l.is_empty() && !l.starts_with("processed "))
-        .unwrap_or("");
-    Some(last.to_owned())
+    kernel_error_line(insns, &license)
 }
 
 fn bpfemu_says(insns: &[RawInsn], gpl_compatible: bool, kernel: &Kernel) -> Option<String> {

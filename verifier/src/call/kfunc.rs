@@ -109,7 +109,12 @@ pub fn changes_pkt_data(input: &crate::ProgramInput<'_>, btf_id: i32) -> bool {
     input
         .vmlinux_btf()
         .and_then(|btf| btf.get(btf_id as TypeId))
-        .is_some_and(|f| f.name == "bpf_xdp_pull_data")
+        .is_some_and(|f| moves_the_packet(&f.name))
+}
+
+/// The kfuncs after which pointers into the packet are gone (6.18: `bpf_xdp_pull_data`).
+fn moves_the_packet(name: &str) -> bool {
+    name == "bpf_xdp_pull_data"
 }
 
 /// Checks a call of the kfunc `btf_id` (module BTF `off`, 0 for vmlinux) at `pc`.
@@ -195,8 +200,7 @@ pub fn check_kfunc_call(
     }
     state.clobber_caller_saved();
     *state.reg_mut(Reg::R0) = RegState::unknown_scalar();
-    // bpf_xdp_pull_data moves the packet: pointers into it are gone (`is_kfunc_pkt_changing`).
-    if name == "bpf_xdp_pull_data" {
+    if moves_the_packet(name) {
         state.invalidate_packet_pointers();
         env.seen_direct_write = true;
     }

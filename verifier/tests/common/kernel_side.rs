@@ -141,6 +141,17 @@ pub fn judge_insns(insns: &[RawInsn], btf: bool) -> Judgement {
     }
 }
 
+/// The kernel's final error line for `insns` loaded alone as an XDP program of an object
+/// under `license` (map references already fds), or `None` when it loads them.
+pub fn kernel_error_line(insns: &[RawInsn], license: &std::ffi::CStr) -> Option<String> {
+    let mut opts = LoadOptions::new(kernel::BPF_PROG_TYPE_XDP, insns);
+    opts.log_level = kernel::BPF_LOG_STATS;
+    opts.log_size = 1 << 20;
+    opts.license = license;
+    let result = kernel::prog_load(&opts);
+    result.fd.is_err().then(|| final_error_line(&result.log))
+}
+
 /// Reads the verdict, final error line and processed count out of a level-1 log.
 pub fn judgement_from_log(log: &str, accepted: bool) -> Judgement {
     let processed = log
