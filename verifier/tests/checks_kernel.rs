@@ -52,11 +52,15 @@ fn kernel_precheck(insns: &[RawInsn]) -> Option<String> {
     )
 }
 
+/// The running kernel, one for every case: its BTF, read for a program that names a kernel
+/// symbol or a function by BTF, is parsed once, not per case (half a second in debug).
+fn running() -> &'static Kernel {
+    static RUNNING: std::sync::OnceLock<Kernel> = std::sync::OnceLock::new();
+    RUNNING.get_or_init(Kernel::running)
+}
+
 fn ours(insns: &[RawInsn], maps: &[MapShape]) -> Option<String> {
-    // The running kernel, read only for a program naming a kernel symbol.
-    check_raw(insns, maps, &Kernel::running())
-        .err()
-        .map(|e| e.message)
+    check_raw(insns, maps, running()).err().map(|e| e.message)
 }
 
 fn compare(name: &str, insns: &[RawInsn]) -> Result<(), String> {
@@ -65,8 +69,7 @@ fn compare(name: &str, insns: &[RawInsn]) -> Result<(), String> {
     if kernel == bpfemu {
         // The whole verifier reports the same refusal, with the kernel's log.
         if let Some(msg) = &kernel {
-            let kernel = Kernel::running();
-            let input = ProgramInput::raw(BPF_PROG_TYPE_XDP, insns, &[], &kernel);
+            let input = ProgramInput::raw(BPF_PROG_TYPE_XDP, insns, &[], running());
             let verdict = verify(
                 &input,
                 &Options {
