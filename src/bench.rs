@@ -71,6 +71,10 @@ pub struct BenchOptions {
     /// Benchmark the program even if bpfemu's verifier rejects it (checked engines only).
     #[arg(long)]
     pub no_verify: bool,
+    /// The CPU every measurement runs on, bpfemu's engines and the kernel's program alike
+    /// (as `taskset -c N` would pin it; default 0).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub cpu: usize,
     /// How the object is loaded (from [`crate::load_args::LoadArgs`]).
     #[arg(skip)]
     pub load: bpfemu_loader::LoadOptions,
@@ -139,11 +143,13 @@ pub struct BenchReport {
     pub engines: Vec<EngineRun>,
     /// The kernel's figures, or why there are none.
     pub kernel: Result<KernelFigures, String>,
+    /// The CPU the measurements ran on, as the thread found itself at their end.
+    pub cpu: usize,
 }
 
 pub fn bench(opts: &BenchOptions) -> Result<BenchReport> {
     // The program and maps first, on both sides: a wrong name fails before the capture is
-    // read. The kernel session pins this thread to CPU 0, where bpfemu then runs too.
+    // read. This thread is pinned to `--cpu` (0 by default) for bpfemu and the kernel alike.
     // One object, verified once, for every engine and the kernel's side; a program the
     // verifier rejects is refused here, before anything runs.
     let prepared = Arc::new(Prepared::open(
@@ -152,6 +158,9 @@ pub fn bench(opts: &BenchOptions) -> Result<BenchReport> {
         &opts.load,
     )?);
     prepared.admit(Engine::Interp, opts.no_verify)?;
+    // Pinned before anything runs, with or without the kernel's side (whose session pins the
+    // same CPU again).
+    let _pin = pin_to(opts.cpu)?;
     let session = match diff::kernel_ready() {
         Ok(()) => Ok(kernel_session(&prepared, opts)?),
         Err(why) => Err(why),
@@ -183,6 +192,7 @@ pub fn bench(opts: &BenchOptions) -> Result<BenchReport> {
         capture_packets: capture.len(),
         engines,
         kernel: session.map(|s| measure_kernel(&s, &capture, opts)),
+        cpu: bpfemu_kernel::current_cpu().unwrap_or(opts.cpu),
     })
 }
 
@@ -219,8 +229,19 @@ fn read_capture(opts: &BenchOptions) -> Result<Vec<Packet>> {
     Ok(packets)
 }
 
+/// Pins this thread to `cpu`; a CPU this process may not run on is bad input.
+fn pin_to(cpu: usize) -> Result<bpfemu_kernel::CpuPin> {
+    // cpu_set_t holds 1,024 CPUs; past it no pin can name the CPU.
+    if cpu >= 1024 {
+        bail!("--cpu {cpu}: no such CPU here");
+    }
+    bpfemu_kernel::CpuPin::new(cpu)
+        .with_context(|| format!("--cpu {cpu}: cannot run there (not a CPU this process may use)"))
+}
+
 fn kernel_session(prepared: &Arc<Prepared>, opts: &BenchOptions) -> Result<Session> {
     let diff_opts = DiffOptions {
+        cpu: opts.cpu,
         program: opts.program.clone(),
         load: opts.load.clone(),
         fib: opts.fib.clone(),
@@ -477,10 +498,11 @@ impl BenchReport {
         }
         let n = self.packets;
         let mut out = format!(
-            "{n} packets through {} ({} in the capture, cycled), {:.1} instructions a run\n",
+            "{n} packets through {} ({} in the capture, cycled), {:.1} instructions a run, on CPU {}\n",
             self.program,
             self.capture_packets,
-            self.insns_per_packet()
+            self.insns_per_packet(),
+            self.cpu
         );
         out += "              -------- test_run's loop: the packet run `repeat` times --------  \
                  replay: loaded, run\n";
@@ -594,6 +616,7 @@ impl BenchReport {
             "packets": n,
             "capture_packets": self.capture_packets,
             "insns_per_packet": self.insns_per_packet(),
+            "cpu": self.cpu,
             "engines": engines,
             "kernel": kernel,
         })

@@ -131,3 +131,51 @@ fn bench_reports_replay_beside_test_run() {
         assert!((per_packet - cpu * 1e9 / 600.0).abs() < 1e-6 * per_packet.max(1.0));
     }
 }
+
+/// `--cpu N` pins the measurements to CPU N: started by `taskset` on one CPU, bench finds
+/// itself on the other at the end of its measurements, and reports it; a CPU the machine
+/// does not have is bad input.
+#[test]
+fn bench_runs_on_the_cpu_asked_for() {
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    if cpus < 2 {
+        eprintln!("bench_runs_on_the_cpu_asked_for: skipping: one CPU");
+        return;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let run = |started_on: &str, cpu: &str| {
+        Command::new("taskset")
+            .args(["-c", started_on, env!("CARGO_BIN_EXE_bpfemu"), "bench"])
+            .arg(root.join("examples/xdp/build/reflector.v3.o"))
+            .arg(root.join("examples/pcap/normal.pcap"))
+            .args([
+                "--packets",
+                "200",
+                "--engine",
+                "interp",
+                "--cpu",
+                cpu,
+                "--json",
+            ])
+            .output()
+            .expect("taskset runs")
+    };
+    for (started_on, cpu) in [("0", "1"), ("1", "0")] {
+        let out = run(started_on, cpu);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        assert_eq!(doc["cpu"].to_string(), cpu, "started on {started_on}");
+    }
+    let absent = (cpus + 64).to_string();
+    let out = run("0", &absent);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with(&format!("bpfemu: --cpu {absent}: ")),
+        "{err}"
+    );
+}

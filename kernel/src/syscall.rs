@@ -941,6 +941,13 @@ impl Drop for CpuPin {
     }
 }
 
+/// The CPU the calling thread runs on now (sched_getcpu), `None` where the call fails.
+pub fn current_cpu() -> Option<usize> {
+    // SAFETY: sched_getcpu takes no arguments and touches no memory of ours.
+    let cpu = unsafe { libc::sched_getcpu() };
+    usize::try_from(cpu).ok()
+}
+
 /// Whether a kernel test can run: true when bpf() works here. Otherwise it prints a skip
 /// message and returns false, or panics when `BPFEMU_REQUIRE_KERNEL=1` (CI), where skipping
 /// would hide a broken oracle.

@@ -44,6 +44,10 @@ pub struct DiffOptions {
     /// Show progress on standard error (set by the command line: a terminal).
     #[arg(skip)]
     pub progress: bool,
+    /// The CPU the session's thread is pinned to, where the kernel runs the program (0 for
+    /// diff, whose per-CPU comparisons read CPU 0's copy; bench's `--cpu`).
+    #[arg(skip)]
+    pub cpu: usize,
 }
 
 impl DiffOptions {
@@ -212,7 +216,7 @@ impl Session {
             false => None,
         };
         let program = prepared.program_index();
-        let pin = CpuPin::new(0).map_err(DiffError::Pin)?;
+        let pin = CpuPin::new(opts.cpu).map_err(DiffError::Pin)?;
         let mut session = Session {
             kernel_events,
             kernel,
