@@ -1,6 +1,7 @@
 //! The `bpfemu` command line.
 
 mod disasm;
+mod html_report;
 mod inspect;
 
 use anyhow::Context;
@@ -88,6 +89,10 @@ enum Command {
         /// One JSON document instead of text.
         #[arg(long)]
         json: bool,
+        /// Also write a self-contained HTML page of what the verifier did: source lines,
+        /// instructions, states, the path to the error, loops and pruning.
+        #[arg(long, value_name = "FILE")]
+        html: Option<PathBuf>,
         #[command(flatten)]
         load: LoadArgs,
     },
@@ -253,8 +258,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             prog,
             log_level,
             json,
+            html,
             load,
-        } => verify(&obj, prog.as_deref(), log_level, json, &load),
+        } => verify(
+            &obj,
+            prog.as_deref(),
+            log_level,
+            json,
+            html.as_deref(),
+            &load,
+        ),
         Command::Replay(args) => {
             let ReplayArgs { mut opts, load } = *args;
             opts.load = load.options();
@@ -369,6 +382,7 @@ fn verify(
     prog: Option<&str>,
     log_level: u32,
     json: bool,
+    html: Option<&Path>,
     load: &LoadArgs,
 ) -> anyhow::Result<ExitCode> {
     use bpfemu::verify;
@@ -389,6 +403,14 @@ fn verify(
     } else {
         0
     };
+    if let Some(dest) = html {
+        let object = html_report::ObjectReport {
+            name: &name,
+            object: &object,
+            report: &report,
+        };
+        html_report::write(dest, &[object])?;
+    }
     let written = (|| -> anyhow::Result<()> {
         if json {
             let doc = verify::to_json(&name, &report, log_level > 0);
