@@ -114,8 +114,8 @@ table.listing td { padding: 1px 6px; vertical-align: top; border-bottom: 1px sol
 tr.src td { background: var(--src); color: #16365c; padding-top: 4px; }
 tr.src td.loc { white-space: nowrap; color: #53698a; }
 tr.func td { background: #e4e9f0; font-weight: 600; }
-tr.insn td.pc { text-align: right; color: #666; width: 3em; }
-tr.insn td.code { white-space: nowrap; }
+tr.insn td.pc { text-align: right; color: #666; }
+tr.insn td.code, td.pc, td.visits, td.notes { white-space: nowrap; width: 1%; }
 tr.insn td.visits { text-align: right; }
 tr.insn.unreached td { color: #9a9a9a; }
 tr.insn.path td { background: var(--path); }

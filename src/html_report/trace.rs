@@ -513,7 +513,7 @@ pub fn path(
 mod tests {
     use super::*;
 
-    fn text_of(lines: &[(usize, &'static str)]) -> impl Fn(usize) -> Option<String> + '_ {
+    fn text_of<'a>(lines: &'a [(usize, &'static str)]) -> impl Fn(usize) -> Option<String> + 'a {
         move |pc| {
             lines
                 .iter()
