@@ -16,7 +16,7 @@ use crate::disasm::{self, Listed};
 use anyhow::Context;
 use bpfemu::verify::{self, ProgramVerdict, Report};
 use bpfemu_loader::{Object, ProgramSpec};
-use bpfemu_verifier::{Options, Verdict};
+use bpfemu_verifier::Options;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 use trace::{Key, State};
@@ -39,6 +39,7 @@ const EMBEDDED_LOG_BYTES: usize = 1 << 20;
 /// to `dest` as a directory: a page per object and `index.html` listing them, so that each
 /// page stays as small as its object and CI keeps the directory as one artifact.
 pub fn write(dest: &Path, objects: &[ObjectReport<'_>]) -> anyhow::Result<PathBuf> {
+    anyhow::ensure!(!objects.is_empty(), "no object to report on");
     let as_dir =
         objects.len() > 1 || dest.is_dir() || dest.as_os_str().to_string_lossy().ends_with('/');
     if !as_dir {
@@ -264,8 +265,12 @@ fn contents(out: &mut String, object: &ObjectReport<'_>) {
 struct ProgramView<'a> {
     v: &'a ProgramVerdict<'a>,
     listing: Vec<Listed<'a>>,
-    level1: Verdict,
-    level2: Verdict,
+    /// What the page embeds of each log: the end of the level-1 log (the error is there),
+    /// the start of the level-2 log.
+    level1: Excerpt,
+    level2: Excerpt,
+    /// Processed instructions of the level-2 walk.
+    processed: u64,
     trace: trace::Trace,
     path: Option<trace::Path>,
     /// The id prefix of this program's anchors.
@@ -290,7 +295,6 @@ impl<'a> ProgramView<'a> {
                 },
             )
         };
-        let (level1, level2) = (judged(1), judged(2));
         let len = program.insns.len();
         let texts: Vec<Option<String>> = (0..len)
             .map(|pc| verify::insn_line(v.kernel, &program.insns, pc))
@@ -302,16 +306,24 @@ impl<'a> ProgramView<'a> {
                 .get(pc)
                 .is_some_and(|i| i.code == 0x85 && i.src != 1)
         };
+        // One log at a time, each dropped once read: near the complexity limit a log runs to
+        // hundreds of megabytes.
+        let level2 = judged(2);
         let trace = trace::trace(&level2.log, len, &insn_text, &is_helper_call);
+        let processed = level2.stats.processed_insns;
+        let level2 = Excerpt::start(&level2.log);
+        let level1 = judged(1);
         // The level-1 log is the path to the error only when there is an error.
         let path = level1
             .rejection()
             .map(|_| trace::path(&level1.log, len, &insn_text, &is_helper_call));
+        let level1 = Excerpt::end(&level1.log);
         ProgramView {
             v,
             listing: disasm::listing(obj, program, kernel_btf),
             level1,
             level2,
+            processed,
             trace,
             path,
             id: format!("p{index}"),
@@ -402,8 +414,15 @@ impl<'a> ProgramView<'a> {
     /// the table would then show less than the verifier did.
     fn consistency(&self, out: &mut String) {
         let read = self.trace.processed();
-        let processed = self.level2.stats.processed_insns;
-        if read != processed {
+        let processed = self.processed;
+        // The instruction past the complexity limit counts as processed but is refused
+        // before the log prints it.
+        let too_large = self
+            .v
+            .verdict
+            .rejection()
+            .is_some_and(|r| r.message.starts_with("BPF program is too large"));
+        if read + u64::from(too_large) != processed {
             let _ = writeln!(
                 out,
                 "<p class=\"warn trace-mismatch\">The level-2 log accounts for {read} of the {processed} processed instructions; the visits below may be short.</p>"
@@ -581,18 +600,18 @@ impl<'a> ProgramView<'a> {
             self.log_block(
                 out,
                 "The verifier's log at level 1: the path to the error",
-                &self.level1.log,
+                &self.level1,
             );
         }
         self.log_block(
             out,
             "The verifier's log at level 2: every state",
-            &self.level2.log,
+            &self.level2,
         );
     }
 
-    fn log_block(&self, out: &mut String, title: &str, log: &str) {
-        if log.is_empty() {
+    fn log_block(&self, out: &mut String, title: &str, log: &Excerpt) {
+        if log.text.is_empty() {
             return;
         }
         let _ = write!(
@@ -600,17 +619,14 @@ impl<'a> ProgramView<'a> {
             "<details class=\"log\"><summary>{}</summary><pre class=\"log\">",
             esc(title)
         );
-        let mut written = 0;
-        for line in log.lines() {
-            if written + line.len() > EMBEDDED_LOG_BYTES {
-                let _ = write!(
-                    out,
-                    "\n… {} more bytes: <code>bpfemu verify --log-level 2</code> prints it all",
-                    log.len() - written
-                );
-                break;
-            }
-            written += line.len() + 1;
+        let left_out = format!(
+            "… {} bytes left out: <code>bpfemu verify --log-level N</code> prints it all",
+            log.left_out
+        );
+        if log.left_out > 0 && log.kept_end {
+            let _ = writeln!(out, "{left_out}");
+        }
+        for line in log.text.lines() {
             let insn = line
                 .split_once(": (")
                 .and_then(|(n, _)| n.parse::<usize>().ok())
@@ -624,7 +640,48 @@ impl<'a> ProgramView<'a> {
                 }
             }
         }
+        if log.left_out > 0 && !log.kept_end {
+            let _ = writeln!(out, "{left_out}");
+        }
         out.push_str("</pre></details>\n");
+    }
+}
+
+/// The part of a log a page embeds: whole lines, at most [`EMBEDDED_LOG_BYTES`].
+struct Excerpt {
+    text: String,
+    /// Bytes of the log not embedded.
+    left_out: usize,
+    /// Whether the end was kept (else the start).
+    kept_end: bool,
+}
+
+impl Excerpt {
+    fn start(log: &str) -> Excerpt {
+        let cut = if log.len() <= EMBEDDED_LOG_BYTES {
+            log.len()
+        } else {
+            log[..=EMBEDDED_LOG_BYTES].rfind('\n').map_or(0, |i| i + 1)
+        };
+        Excerpt {
+            text: log[..cut].to_owned(),
+            left_out: log.len() - cut,
+            kept_end: false,
+        }
+    }
+
+    fn end(log: &str) -> Excerpt {
+        let cut = if log.len() <= EMBEDDED_LOG_BYTES {
+            0
+        } else {
+            let from = log.len() - EMBEDDED_LOG_BYTES;
+            log[from..].find('\n').map_or(log.len(), |i| from + i + 1)
+        };
+        Excerpt {
+            text: log[cut..].to_owned(),
+            left_out: cut,
+            kept_end: true,
+        }
     }
 }
 
@@ -666,6 +723,22 @@ mod tests {
             esc(r#"if (a < b && c > "d") 'e'"#),
             "if (a &lt; b &amp;&amp; c &gt; &quot;d&quot;) &#39;e&#39;"
         );
+    }
+
+    #[test]
+    fn excerpts_keep_whole_lines_within_the_bound() {
+        let line = "0123456789abcdef\n";
+        let log = line.repeat(EMBEDDED_LOG_BYTES / line.len() + 10);
+        let start = Excerpt::start(&log);
+        let end = Excerpt::end(&log);
+        for e in [&start, &end] {
+            assert!(e.text.len() <= EMBEDDED_LOG_BYTES);
+            assert_eq!(e.text.len() + e.left_out, log.len());
+            assert!(e.text.lines().all(|l| l == "0123456789abcdef"));
+        }
+        assert!(log.starts_with(&start.text) && log.ends_with(&end.text));
+        let short = Excerpt::end("a\nb\n");
+        assert_eq!((short.text.as_str(), short.left_out), ("a\nb\n", 0));
     }
 
     #[test]
