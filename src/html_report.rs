@@ -431,10 +431,17 @@ impl<'a> ProgramView<'a> {
     }
 
     fn table(&self, out: &mut String) {
-        out.push_str(
+        let state = match self.path {
+            Some(_) => {
+                "state after it (on the path to the error: its last pass; elsewhere: its first visit)"
+            }
+            None => "state after it (its first visit)",
+        };
+        let _ = write!(
+            out,
             "<table class=\"listing\">\n<thead><tr><th></th><th>insn</th><th>instruction</th>\
              <th title=\"times the verifier processed it\">visits</th><th>marks</th>\
-             <th>state after it (on the path to the error: its last pass)</th></tr></thead>\n<tbody>\n",
+             <th>{state}</th></tr></thead>\n<tbody>\n",
         );
         let groups = self.source_groups_on_path();
         let mut group = 0;
