@@ -668,7 +668,9 @@ impl Excerpt {
         let cut = if log.len() <= EMBEDDED_LOG_BYTES {
             log.len()
         } else {
-            log[..=EMBEDDED_LOG_BYTES].rfind('\n').map_or(0, |i| i + 1)
+            // Bytes, not characters: a line break is always a character boundary.
+            let bytes = &log.as_bytes()[..EMBEDDED_LOG_BYTES];
+            bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1)
         };
         Excerpt {
             text: log[..cut].to_owned(),
@@ -682,7 +684,11 @@ impl Excerpt {
             0
         } else {
             let from = log.len() - EMBEDDED_LOG_BYTES;
-            log[from..].find('\n').map_or(log.len(), |i| from + i + 1)
+            let bytes = &log.as_bytes()[from..];
+            bytes
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(log.len(), |i| from + i + 1)
         };
         Excerpt {
             text: log[cut..].to_owned(),
@@ -734,14 +740,15 @@ mod tests {
 
     #[test]
     fn excerpts_keep_whole_lines_within_the_bound() {
-        let line = "0123456789abcdef\n";
+        // Lines of several-byte characters, so a cut by bytes would split one.
+        let line = "; état → ok\n";
         let log = line.repeat(EMBEDDED_LOG_BYTES / line.len() + 10);
         let start = Excerpt::start(&log);
         let end = Excerpt::end(&log);
         for e in [&start, &end] {
             assert!(e.text.len() <= EMBEDDED_LOG_BYTES);
             assert_eq!(e.text.len() + e.left_out, log.len());
-            assert!(e.text.lines().all(|l| l == "0123456789abcdef"));
+            assert!(e.text.lines().all(|l| l == "; état → ok"));
         }
         assert!(log.starts_with(&start.text) && log.ends_with(&end.text));
         let short = Excerpt::end("a\nb\n");
