@@ -132,6 +132,7 @@ td.mark { width: 1.2em; text-align: center; }
 .b.onpath { background: #fbe7a6; color: #6b4b00; }
 .state { white-space: normal; word-break: break-word; }
 .state b { color: #0b57d0; font-weight: normal; cursor: pointer; }
+.state b.t { font-weight: 700; text-decoration: underline; }
 .state b.hl { background: #ffe066; }
 .state .frame { color: #666; }
 .state i { color: #7b1fa2; font-style: normal; }
@@ -222,7 +223,8 @@ fn object_page(object: &ObjectReport<'_>) -> String {
          (the level-1 log)</span> <span class=\"b loop\">loop N</span><span>in a loop of the \
          control-flow graph</span> <span class=\"b pruned\">pruned</span><span>the walk stopped \
          here: an earlier state covered it (<code>safe</code>)</span> <span>visits: times the \
-         walk processed the instruction</span></p>\n\
+         walk processed the instruction</span> <span class=\"state\"><b class=\"t\">R1</b></span> \
+         <span>read or written by the instruction</span></p>\n\
          <p class=\"js-only\"><label><input type=\"checkbox\" id=\"only-path\"> only the path to \
          the error</label> · click a register to mark it in every state</p>\n",
     );
@@ -708,7 +710,13 @@ fn state_html(out: &mut String, state: &State) {
         if i > 0 {
             out.push(' ');
         }
-        let _ = write!(out, "<b>{}</b>=", esc(&key.name()));
+        // What the instruction read or wrote stands out, as the log prints only those.
+        let class = if state.touched.contains(key) {
+            " class=\"t\""
+        } else {
+            ""
+        };
+        let _ = write!(out, "<b{class}>{}</b>=", esc(&key.name()));
         if is_pointer(key, value) {
             let _ = write!(out, "<i>{}</i>", esc(value));
         } else {

@@ -9,7 +9,7 @@
 //! beside an instruction is rebuilt from the two, as the kernel's `print_verifier_state`
 //! would print it with every register scratched.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// How many visits of one instruction keep their state: enough to see a loop's first
 /// iterations, few enough that the report stays bounded by the program's size, not by how
@@ -23,6 +23,8 @@ pub struct State {
     /// The frame these belong to (0: the program; 1 and up: called functions).
     pub frame: u32,
     pub entries: BTreeMap<Key, String>,
+    /// The entries the last instruction read or wrote (the log prints those after it).
+    pub touched: BTreeSet<Key>,
 }
 
 /// Where an entry sorts: `R0`..`R10` by number, stack slots from `fp-8` down, then the rest.
@@ -133,6 +135,7 @@ impl Frames {
         self.frames.truncate(printed.frame as usize + 1);
         let frame = self.frame_mut(printed.frame);
         frame.entries = printed.items.into_iter().collect();
+        frame.touched.clear();
         self.current = printed.frame;
     }
 
@@ -141,8 +144,16 @@ impl Frames {
     fn apply(&mut self, printed: Printed) {
         let frame = self.frame_mut(printed.frame);
         frame.entries.remove(&Key::Other("refs".into()));
-        frame.entries.extend(printed.items);
+        for (key, value) in printed.items {
+            frame.touched.insert(key.clone());
+            frame.entries.insert(key, value);
+        }
         self.current = printed.frame;
+    }
+
+    /// A new instruction: nothing touched yet.
+    fn untouch(&mut self) {
+        self.frames.iter_mut().for_each(|f| f.touched.clear());
     }
 
     /// A helper or kfunc call leaves R0-R5 unknown until the log prints R0.
@@ -317,6 +328,7 @@ pub fn read(
             Line::Insn { pc, rest } => {
                 flush(&mut pending, &frames, sink);
                 sink.insn(pc, &frames.current());
+                frames.untouch();
                 if is_helper_call(pc) {
                     frames.clobber_caller_saved();
                 }
@@ -601,6 +613,9 @@ processed 6 insns (limit 1000000) max_states_per_insn 0 total_states 1 peak_stat
             "R0=scalar(smin=1,var_off=(0x0; 0xff)) R6=ctx() R10=fp0"
         );
         assert_eq!(show(&t.insns[3].states[0]), "R0=1 R6=ctx() R10=fp0");
+        let touched: Vec<Key> = t.insns[0].states[0].touched.iter().cloned().collect();
+        assert_eq!(touched, [Key::Reg(1), Key::Reg(6)]);
+        assert!(t.insns[4].states.is_empty() || t.insns[4].states[0].touched.is_empty());
     }
 
     /// A level-1 log: the path, its popped state written on the jump's line or under it, and
