@@ -125,7 +125,8 @@ tr.insn.error td { background: var(--err); font-weight: 600; }
 tr.insn.error td.mark { border-left: 4px solid var(--err-edge); }
 tr.error-msg td { background: var(--err); color: #8a1410; border-left: 4px solid var(--err-edge); }
 tr.error-msg pre { margin: 0; white-space: pre-wrap; }
-td.mark { width: 1.2em; text-align: center; }
+td.mark { width: 1%; text-align: center; }
+td.state { width: 75%; }
 .b { display: inline-block; padding: 0 .35em; margin-right: .3em; border-radius: 3px; font-size: 11.5px; white-space: nowrap; }
 .b.loop { background: #ebe0fb; color: #4b2a85; }
 .b.pruned { background: #dff3e4; color: #1d6b35; }
