@@ -8,8 +8,8 @@
 //! `pc+N#bpf_prog_TAG_NAME`. An xlated dump is after the verifier's rewrites (helper calls
 //! resolved to kernel functions, ctx accesses converted, dead code removed); this is before.
 
-use bpfemu::isa::disasm::{Symbols, insn_text_with};
-use bpfemu::isa::{CallTarget, Insn, LdImm64Kind};
+use crate::isa::disasm::{Symbols, insn_text_with};
+use crate::isa::{CallTarget, Insn, LdImm64Kind};
 use bpfemu_loader::btf::{Btf, BtfKind, Linkage, TypeId};
 use bpfemu_loader::{Object, ProgramSpec, SourceLine};
 use std::fmt::Write;
@@ -77,15 +77,30 @@ pub fn calls_kfuncs(obj: &Object) -> bool {
         .any(|i| i.code == 0x85 && i.src == 2)
 }
 
-/// One program as `dump_xlated_plain` lays it out.
-fn program(obj: &Object, prog: &ProgramSpec, kernel_btf: Option<&Btf>) -> String {
+/// One line of a program's listing, in `dump_xlated_plain`'s order.
+pub enum Listed<'a> {
+    /// A function starts (func_info): its BTF signature.
+    Function(String),
+    /// A source line starts (line_info, found as bpftool finds it).
+    Source(&'a SourceLine),
+    /// An instruction: its index, opcode and text.
+    Insn { pc: usize, code: u8, text: String },
+}
+
+/// The lines of one program as `dump_xlated_plain` lays it out; `bpfemu verify --html` shows
+/// the same instructions as `bpfemu disasm`.
+pub fn listing<'a>(
+    obj: &Object,
+    prog: &'a ProgramSpec,
+    kernel_btf: Option<&Btf>,
+) -> Vec<Listed<'a>> {
     let syms = LoadedSymbols {
         obj,
         prog,
         kernel_btf,
         pc: std::cell::Cell::new(0),
     };
-    let mut out = String::new();
+    let mut out = Vec::new();
     let mut func_info = prog.func_info.iter().peekable();
     let mut lines = LineCursor::new(&prog.line_info);
     let mut pc = 0;
@@ -95,11 +110,11 @@ fn program(obj: &Object, prog: &ProgramSpec, kernel_btf: Option<&Btf>) -> String
         {
             func_info.next();
             if let Some(sig) = obj.btf.as_ref().and_then(|b| signature(b, type_id)) {
-                let _ = writeln!(out, "{sig}:");
+                out.push(Listed::Function(sig));
             }
         }
         if let Some(line) = lines.find(pc) {
-            let _ = writeln!(out, "; {}", line.line_text.trim_start());
+            out.push(Listed::Source(line));
         }
         syms.pc.set(pc);
         let code = prog.insns[pc].code;
@@ -107,8 +122,21 @@ fn program(obj: &Object, prog: &ProgramSpec, kernel_btf: Option<&Btf>) -> String
             Ok((insn, slots)) => (insn_text_with(&insn, &syms), slots),
             Err(_) => (rewritten_text(prog.insns[pc]), 1),
         };
-        let _ = writeln!(out, "{pc:>4}: ({code:02x}) {text}");
+        out.push(Listed::Insn { pc, code, text });
         pc += slots;
+    }
+    out
+}
+
+/// One program as `dump_xlated_plain` lays it out.
+fn program(obj: &Object, prog: &ProgramSpec, kernel_btf: Option<&Btf>) -> String {
+    let mut out = String::new();
+    for line in listing(obj, prog, kernel_btf) {
+        let _ = match line {
+            Listed::Function(sig) => writeln!(out, "{sig}:"),
+            Listed::Source(line) => writeln!(out, "; {}", line.line_text.trim_start()),
+            Listed::Insn { pc, code, text } => writeln!(out, "{pc:>4}: ({code:02x}) {text}"),
+        };
     }
     out
 }
@@ -116,7 +144,7 @@ fn program(obj: &Object, prog: &ProgramSpec, kernel_btf: Option<&Btf>) -> String
 /// The text of an instruction only the verifier's rewrites make: the per-CPU address move of
 /// an inlined `bpf_get_smp_processor_id`, and the scratch register `r11` (`BPF_REG_AX`) of
 /// division guards.
-fn rewritten_text(raw: bpfemu::isa::RawInsn) -> String {
+fn rewritten_text(raw: crate::isa::RawInsn) -> String {
     if raw.code == 0xbf && raw.off == -1 {
         return format!("r{} = &(void __percpu *)(r{})", raw.dst, raw.src);
     }
@@ -124,10 +152,10 @@ fn rewritten_text(raw: bpfemu::isa::RawInsn) -> String {
     let stand_in = if raw.dst == 9 || raw.src == 9 { 8 } else { 9 };
     let swap = |r: u8| if r == 11 { stand_in } else { r };
     let renamed =
-        bpfemu::isa::RawInsn::new(raw.code, swap(raw.dst), swap(raw.src), raw.off, raw.imm);
+        crate::isa::RawInsn::new(raw.code, swap(raw.dst), swap(raw.src), raw.off, raw.imm);
     match Insn::decode(&[renamed], 0) {
         Ok((insn, _)) => {
-            bpfemu::isa::disasm::insn_text(&insn).replace(&format!("r{stand_in}"), "r11")
+            crate::isa::disasm::insn_text(&insn).replace(&format!("r{stand_in}"), "r11")
         }
         Err(_) => format!("unknown opcode {:02x}", raw.code),
     }

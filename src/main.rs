@@ -1,10 +1,10 @@
 //! The `bpfemu` command line.
 
-mod disasm;
 mod inspect;
 
 use anyhow::Context;
 use bpfemu::conformance::runner::{self, Mode};
+use bpfemu::disasm;
 use bpfemu::load_args::LoadArgs;
 use bpfemu::prepare::{Prepared, Refusal, RefusalKind};
 use bpfemu_jit::Engine;

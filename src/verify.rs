@@ -178,7 +178,7 @@ fn map_creation_refusal(obj: &Object) -> Option<Rejection> {
 }
 
 /// The instruction at `pc` as the kernel's log prints it (`12: (71) r0 = *(u8 *)(r2 +14)`).
-fn insn_line(kernel: &Kernel, insns: &[RawInsn], pc: usize) -> Option<String> {
+pub fn insn_line(kernel: &Kernel, insns: &[RawInsn], pc: usize) -> Option<String> {
     let (insn, _) = Insn::decode(insns, pc).ok()?;
     let raw = insns.get(pc)?;
     // A kfunc call is named as the kernel's log names it (`call bpf_throw#65988`).

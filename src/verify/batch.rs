@@ -207,18 +207,26 @@ fn is_bpf_elf(path: &Path) -> bool {
     machine == EM_BPF
 }
 
-/// Judges one loaded object into `batch`; `None` when `only` names none of its programs.
+/// What sees each object's report while the object is still loaded (the HTML report).
+pub type Visitor<'v> = dyn FnMut(&str, &Object, &Report<'_>) -> anyhow::Result<()> + 'v;
+
+/// Judges one loaded object into `batch`, shows it to `visit`; `None` when `only` names none
+/// of its programs.
 pub fn add_object(
     batch: &mut Batch,
     file: &str,
     object: &Object,
     only: Option<&str>,
     log_level: u32,
-) -> Option<()> {
-    let report = verify_object(object, only, log_level)?;
+    visit: &mut Visitor<'_>,
+) -> anyhow::Result<Option<()>> {
+    let Some(report) = verify_object(object, only, log_level) else {
+        return Ok(None);
+    };
     batch.objects.push(file.to_owned());
     add_report(batch, file, &report, log_level > 0);
-    Some(())
+    visit(file, object, &report)?;
+    Ok(Some(()))
 }
 
 fn add_report(batch: &mut Batch, file: &str, report: &Report<'_>, with_log: bool) {
@@ -322,14 +330,16 @@ fn normalise(path: &Path) -> String {
     parts.join("/")
 }
 
-/// Loads and judges every object of `paths` into a batch; `on_object` sees each file judged
-/// (so text can stream). Load errors are kept as failures, not returned: the other objects
-/// are still judged, as veristat goes on past a file it cannot open.
+/// Loads and judges every object of `paths` into a batch; `visit` sees each object's report
+/// while it is loaded, `on_object` the batch after each (so text can stream). Load errors
+/// are kept as failures, not returned: the other objects are still judged, as veristat goes
+/// on past a file it cannot open.
 pub fn verify_paths(
     paths: &[PathBuf],
     only: Option<&str>,
     log_level: u32,
     load: &LoadOptions,
+    visit: &mut Visitor<'_>,
     mut on_object: impl FnMut(&Batch, usize),
 ) -> anyhow::Result<Batch> {
     let mut batch = Batch::default();
@@ -362,7 +372,7 @@ pub fn verify_paths(
             });
             continue;
         }
-        if add_object(&mut batch, &file, &object, only, log_level).is_some() {
+        if add_object(&mut batch, &file, &object, only, log_level, visit)?.is_some() {
             named = true;
             on_object(&batch, before);
         }

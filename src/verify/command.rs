@@ -62,6 +62,11 @@ pub struct VerifyArgs {
     /// Also write a JUnit XML file (one test case per program).
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
+    /// Also write a self-contained HTML page of what the verifier did (source lines,
+    /// instructions, states, the path to the error, loops and pruning): to FILE for one
+    /// object, one page per object and an index in DIR/ for several.
+    #[arg(long, value_name = "FILE|DIR/")]
+    pub html: Option<PathBuf>,
     #[command(flatten)]
     pub load: LoadArgs,
 }
@@ -103,11 +108,28 @@ pub fn run(args: &VerifyArgs) -> Result<Ending> {
     let mut out = std::io::stdout().lock();
     let mut closed: Option<std::io::Error> = None;
     let stream_text = format == Format::Text;
+    let many = args.objects.len() > 1 || args.objects.iter().any(|p| p.is_dir());
+    let mut html = args
+        .html
+        .as_deref()
+        .map(|dest| crate::html_report::HtmlWriter::new(dest, many))
+        .transpose()?;
+    let mut visit = |name: &str, object: &bpfemu_loader::Object, report: &super::Report<'_>| {
+        match html.as_mut() {
+            Some(html) => html.add(&crate::html_report::ObjectReport {
+                name,
+                object,
+                report,
+            }),
+            None => Ok(()),
+        }
+    };
     let batch = batch::verify_paths(
         &args.objects,
         args.prog.as_deref(),
         args.log_level,
         &args.load.options(),
+        &mut visit,
         |batch, from| {
             if !stream_text || closed.is_some() {
                 return;
@@ -142,6 +164,9 @@ pub fn run(args: &VerifyArgs) -> Result<Ending> {
         code = 1;
     }
     write_files(args, &batch)?;
+    if let Some(html) = html.filter(|_| !batch.objects.is_empty()) {
+        html.finish()?;
+    }
     let written = match closed {
         Some(e) => Err(e.into()),
         None => report(&mut out, &batch, comparison.as_ref(), format),
