@@ -89,6 +89,7 @@ pub fn replayer(
         engine,
         ifindex: 1,
         cpus: 1,
+        pinned_cpu: Some(0),
         maps,
         no_verify,
         load: load.clone(),

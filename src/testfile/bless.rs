@@ -36,6 +36,11 @@ pub fn expectations(case: &Case, run: &CaseRun) -> Blessing {
     if let Some(output) = output(case, &got.packets) {
         keys.push(("output", output));
     }
+    if let Some(last) = got.packets.last()
+        && (!last.meta.is_empty() || case.expect.meta.is_some())
+    {
+        keys.push(("meta", crate::replay::hex(&last.meta).into()));
+    }
     let redirects: Vec<&str> = got
         .packets
         .iter()

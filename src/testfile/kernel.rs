@@ -17,6 +17,7 @@ pub fn observe(case: &Case, run: &CaseRun, opts: &TestOptions) -> Result<Observe
         object: case.object.clone(),
         program: case.program.clone(),
         engine: opts.engine,
+        fib: case.fib.clone(),
         load: opts.load.clone(),
         ..DiffOptions::default()
     };
@@ -37,6 +38,7 @@ pub fn observe(case: &Case, run: &CaseRun, opts: &TestOptions) -> Result<Observe
                 observed.packets.push(PacketOut {
                     action,
                     frame: data[meta..].to_vec(),
+                    meta: data[..meta].to_vec(),
                     redirect: None,
                 });
             }

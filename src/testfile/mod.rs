@@ -88,6 +88,8 @@ pub struct CaseResult {
     pub line: usize,
     pub verdict: Verdict,
     pub time: Duration,
+    /// What the report adds to the verdict (`kernel skipped: why`).
+    pub note: Option<String>,
 }
 
 impl CaseResult {
@@ -180,6 +182,7 @@ fn run_file(
                 line: 1,
                 verdict: Verdict::Errored(why),
                 time: Duration::ZERO,
+                note: None,
             }]);
         }
     };
@@ -195,6 +198,7 @@ fn run_file(
                     line: 1,
                     verdict: Verdict::Errored(why.clone()),
                     time: Duration::ZERO,
+                    note: None,
                 });
                 continue;
             }
@@ -205,6 +209,7 @@ fn run_file(
             line: case.line,
             verdict: Verdict::Passed,
             time: Duration::ZERO,
+            note: None,
         };
         if opts.filter.as_ref().is_some_and(|f| !result.full_name().contains(f.as_str())) {
             continue;
@@ -234,6 +239,11 @@ fn run_file(
             }
         };
         result.time = start.elapsed();
+        if opts.kernel
+            && let Some(why) = &case.kernel_skip
+        {
+            result.note = Some(format!("kernel skipped: {why}"));
+        }
         results.push(result);
     }
     if opts.bless && !blessings.is_empty() {
@@ -245,7 +255,7 @@ fn run_file(
 /// The test's verdict from bpfemu's run, and the kernel's with `--kernel`.
 fn judge(case: &Case, run: &CaseRun, opts: &TestOptions, at: &str) -> Verdict {
     let mut problems = check::check(&case.expect, &run.observed, run.prepared.object());
-    if opts.kernel {
+    if opts.kernel && case.kernel_skip.is_none() {
         match kernel::observe(case, run, opts) {
             Ok(observed) => {
                 let kernel_problems = check::check(&case.expect, &observed, run.prepared.object());
@@ -277,7 +287,10 @@ fn run_bpfemu(case: &Case, opts: &TestOptions, cache: &mut PreparedCache) -> Res
         program: case.program.clone(),
         engine: opts.engine,
         ifindex: 1,
-        cpus: 1,
+        cpus: case.cpus,
+        pinned_cpu: Some(0),
+        rxq: Some(0),
+        fib: case.fib.clone(),
         load: opts.load.clone(),
         ..ReplayOptions::default()
     };
@@ -312,6 +325,7 @@ fn run_bpfemu(case: &Case, opts: &TestOptions, cache: &mut PreparedCache) -> Res
         observed.packets.push(PacketOut {
             action: o.action.name().into_owned(),
             frame: o.data_out[meta..].to_vec(),
+            meta: o.data_out[..meta].to_vec(),
             redirect: Some(o.redirect.as_ref().map_or("none".to_owned(), ToString::to_string)),
         });
         observed.records.extend(events(&o).iter().map(|e| e.to_text()));

@@ -17,7 +17,10 @@ pub fn text(results: &[CaseResult], elapsed: Duration) -> String {
             Verdict::Failed(_) => "FAILED",
             Verdict::Errored(_) => "ERROR",
         };
-        out += &format!("test {} ... {word}\n", r.full_name());
+        match &r.note {
+            Some(note) => out += &format!("test {} ... {word} ({note})\n", r.full_name()),
+            None => out += &format!("test {} ... {word}\n", r.full_name()),
+        }
     }
     let bad: Vec<&CaseResult> = results
         .iter()
@@ -87,6 +90,9 @@ pub fn tap(results: &[CaseResult]) -> String {
             // `#` starts a directive in TAP: not in a name.
             r.full_name().replace('#', "\\#")
         );
+        if let Some(note) = &r.note {
+            out += &format!("# {note}\n");
+        }
         for line in details(r).lines() {
             out += &format!("# {line}\n");
         }
@@ -112,6 +118,7 @@ pub fn json(results: &[CaseResult], elapsed: Duration) -> serde_json::Value {
                 "outcome": outcome,
                 "problems": problems,
                 "time_ms": r.time.as_secs_f64() * 1e3,
+                "note": r.note,
             })
         })
         .collect();

@@ -16,6 +16,12 @@ pub struct Case {
     pub line: usize,
     pub object: PathBuf,
     pub program: Option<String>,
+    /// Routing and neighbour tables for bpf_fib_lookup (a `--fib` JSON file).
+    pub fib: Option<PathBuf>,
+    /// Virtual CPUs of bpfemu's run (a cpumap needs its CPUs); packets run on CPU 0.
+    pub cpus: u32,
+    /// Why the kernel cannot run this test (`--kernel` skips it and says so).
+    pub kernel_skip: Option<String>,
     /// Maps before the first packet, as a bpftool JSON document.
     pub maps: Option<Value>,
     /// The packets, run in order over the same maps.
@@ -29,6 +35,8 @@ pub struct Expect {
     /// One action for every packet, or one per packet.
     pub action: Option<Vec<String>>,
     pub output: Option<Output>,
+    /// The metadata in front of the output packet (`bpf_xdp_adjust_meta`), hex.
+    pub meta: Option<Vec<u8>>,
     /// The redirect target as bpfemu names it (`tx_ports[1] (ifindex 3)`), or `none`.
     pub redirect: Option<String>,
     /// Map entries after the last packet (bpftool JSON; per-CPU values are CPU 0's).
@@ -41,6 +49,7 @@ impl Expect {
     pub fn is_empty(&self) -> bool {
         self.action.is_none()
             && self.output.is_none()
+            && self.meta.is_none()
             && self.redirect.is_none()
             && self.maps.is_none()
             && self.records.is_none()
@@ -113,8 +122,20 @@ fn line_at(text: &str, offset: usize) -> usize {
         + 1
 }
 
-const TEST_KEYS: &[&str] = &["name", "object", "program", "maps", "packet", "expect"];
-const EXPECT_KEYS: &[&str] = &["action", "output", "redirect", "maps", "records", "printk"];
+const TEST_KEYS: &[&str] = &[
+    "name",
+    "object",
+    "program",
+    "fib",
+    "cpus",
+    "maps",
+    "packet",
+    "expect",
+    "kernel_skip",
+];
+const EXPECT_KEYS: &[&str] = &[
+    "action", "output", "meta", "redirect", "maps", "records", "printk",
+];
 
 fn read_case(table: &Table, dir: &Path, index: usize) -> Result<Case, String> {
     let v = table_json(table);
@@ -134,6 +155,23 @@ fn read_case(table: &Table, dir: &Path, index: usize) -> Result<Case, String> {
         None => None,
         Some(Value::String(s)) => Some(s.clone()),
         Some(_) => return Err(within("program: expected a string".into())),
+    };
+    let fib = match obj.get("fib") {
+        None => None,
+        Some(Value::String(s)) => Some(dir.join(s)),
+        Some(_) => return Err(within("fib: a FIB file's path (a string)".into())),
+    };
+    let cpus = match obj.get("cpus") {
+        None => 1,
+        Some(v) => match v.as_u64() {
+            Some(n @ 1..=256) => n as u32,
+            _ => return Err(within("cpus: a number from 1 to 256".into())),
+        },
+    };
+    let kernel_skip = match obj.get("kernel_skip") {
+        None => None,
+        Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
+        Some(_) => return Err(within("kernel_skip: why the kernel cannot run the test (a string)".into())),
     };
     let maps = obj.get("maps").map(|m| maps_doc(m, dir, "maps")).transpose().map_err(within)?;
     let packets = match obj.get("packet") {
@@ -159,6 +197,9 @@ fn read_case(table: &Table, dir: &Path, index: usize) -> Result<Case, String> {
         line: 0,
         object,
         program,
+        fib,
+        cpus,
+        kernel_skip,
         maps,
         packets,
         expect,
@@ -288,6 +329,11 @@ fn read_expect(v: &Value, dir: &Path) -> Result<Expect, String> {
         }
         Some(_) => return Err("expect.output: hex bytes, or a table of layers and fields".into()),
     };
+    let meta = match obj.get("meta") {
+        None => None,
+        Some(Value::String(h)) => Some(parse_hex(h).map_err(|e| format!("expect.meta: {e}"))?),
+        Some(_) => return Err("expect.meta: hex bytes".into()),
+    };
     let redirect = match obj.get("redirect") {
         None => None,
         Some(Value::String(s)) => Some(s.clone()),
@@ -296,6 +342,7 @@ fn read_expect(v: &Value, dir: &Path) -> Result<Expect, String> {
     Ok(Expect {
         action,
         output,
+        meta,
         redirect,
         maps: obj.get("maps").map(|m| maps_doc(m, dir, "expect.maps")).transpose()?,
         records: strings("records")?,
