@@ -62,10 +62,11 @@ pub fn read_data(data: &str) -> Result<Vec<u8>> {
                 .context("--data @-: cannot read standard input")?;
             buf
         }
-        Some(file) => std::fs::read(file).map_err(|e| {
-            anyhow::anyhow!("--data @{file}: {}", crate::replay::io_reason(&e))
-        })?,
-        None => crate::layers::build::parse_hex(data).map_err(|e| anyhow::anyhow!("--data: {e}"))?,
+        Some(file) => std::fs::read(file)
+            .map_err(|e| anyhow::anyhow!("--data @{file}: {}", crate::replay::io_reason(&e)))?,
+        None => {
+            crate::layers::build::parse_hex(data).map_err(|e| anyhow::anyhow!("--data: {e}"))?
+        }
     };
     if bytes.is_empty() {
         bail!("--data: the packet is empty");
@@ -207,7 +208,11 @@ fn to_text(report: &RunReport, changes: &[MapChange]) -> String {
             hex(&o.data_out[..o.meta_len])
         );
     }
-    s += &format!("\n  {}\n  {}\n", hex(frame), crate::layers::tcpdump::line(frame));
+    s += &format!(
+        "\n  {}\n  {}\n",
+        hex(frame),
+        crate::layers::tcpdump::line(frame)
+    );
     if let Some(target) = &o.redirect {
         s += &format!("redirect: {target}\n");
     }

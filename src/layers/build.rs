@@ -48,10 +48,7 @@ pub fn build(spec: &Map<String, Value>) -> Result<Vec<u8>, String> {
     let (l3_type, l3) = match (spec.get("ipv4"), spec.get("ipv6")) {
         (Some(_), Some(_)) => return Err("give ipv4 or ipv6, not both".into()),
         (Some(ip), None) => (ETH_P_IP, ipv4(&Fields::new("ipv4", ip)?, spec, &payload)?),
-        (None, Some(ip)) => (
-            ETH_P_IPV6,
-            ipv6(&Fields::new("ipv6", ip)?, spec, &payload)?,
-        ),
+        (None, Some(ip)) => (ETH_P_IPV6, ipv6(&Fields::new("ipv6", ip)?, spec, &payload)?),
         (None, None) if l4.is_empty() => (0, payload),
         (None, None) => return Err(format!("`{}` needs ipv4 or ipv6", l4[0])),
     };
@@ -129,7 +126,12 @@ impl<'a> Fields<'a> {
         }
     }
 
-    fn parsed<T: std::str::FromStr>(&self, name: &str, default: T, what: &str) -> Result<T, String> {
+    fn parsed<T: std::str::FromStr>(
+        &self,
+        name: &str,
+        default: T,
+        what: &str,
+    ) -> Result<T, String> {
         match self.text(name)? {
             None => Ok(default),
             Some(s) => s
@@ -141,9 +143,8 @@ impl<'a> Fields<'a> {
     fn mac(&self, name: &str, default: [u8; 6]) -> Result<[u8; 6], String> {
         match self.text(name)? {
             None => Ok(default),
-            Some(s) => {
-                parse_mac(s).ok_or_else(|| format!("{}.{name}: `{s}` is not a MAC address", self.layer))
-            }
+            Some(s) => parse_mac(s)
+                .ok_or_else(|| format!("{}.{name}: `{s}` is not a MAC address", self.layer)),
         }
     }
 }
@@ -214,8 +215,7 @@ pub fn parse_hex(s: &str) -> Result<Vec<u8>, String> {
         .enumerate()
         .map(|(i, pair)| {
             let text = std::str::from_utf8(pair).unwrap_or("??");
-            u8::from_str_radix(text, 16)
-                .map_err(|_| format!("`{text}` at byte {i} is not hex"))
+            u8::from_str_radix(text, 16).map_err(|_| format!("`{text}` at byte {i} is not hex"))
         })
         .collect()
 }
@@ -256,17 +256,22 @@ const V6_DST: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 2, 0, 0, 0, 0, 1);
 fn ethernet(spec: &Map<String, Value>, l3_type: u16) -> Result<Vec<u8>, String> {
     let empty = Value::Object(Map::new());
     let eth = Fields::new("eth", spec.get("eth").unwrap_or(&empty))?;
-    let tags: Vec<(&'static str, Fields)> = [("vlan", spec.get("vlan")), ("vlan2", spec.get("vlan2"))]
-        .into_iter()
-        .filter_map(|(name, v)| v.map(|v| Fields::new(name, v).map(|f| (name, f))))
-        .collect::<Result<_, _>>()?;
+    let tags: Vec<(&'static str, Fields)> =
+        [("vlan", spec.get("vlan")), ("vlan2", spec.get("vlan2"))]
+            .into_iter()
+            .filter_map(|(name, v)| v.map(|v| Fields::new(name, v).map(|f| (name, f))))
+            .collect::<Result<_, _>>()?;
     if tags.len() == 1 && tags[0].0 == "vlan2" {
         return Err("vlan2 is the inner tag: give vlan too".into());
     }
     // The type each header announces: the next tag's TPID, or the network layer's.
     let double = tags.len() == 2;
     let tpid = |i: usize, f: &Fields| {
-        let default = if double && i == 0 { ETH_P_8021AD } else { ETH_P_8021Q };
+        let default = if double && i == 0 {
+            ETH_P_8021AD
+        } else {
+            ETH_P_8021Q
+        };
         f.num("tpid", u64::from(default), 0xffff)
     };
     let mut types = Vec::new();
@@ -279,7 +284,8 @@ fn ethernet(spec: &Map<String, Value>, l3_type: u16) -> Result<Vec<u8>, String> 
     out.extend_from_slice(&eth.mac("src", MAC_SRC)?);
     out.extend_from_slice(&(eth.num("type", types[0], 0xffff)? as u16).to_be_bytes());
     for (i, (_, f)) in tags.iter().enumerate() {
-        let tci = (f.num("pcp", 0, 7)? << 13) | (f.num("dei", 0, 1)? << 12) | f.num("vid", 0, 0xfff)?;
+        let tci =
+            (f.num("pcp", 0, 7)? << 13) | (f.num("dei", 0, 1)? << 12) | f.num("vid", 0, 0xfff)?;
         out.extend_from_slice(&(tci as u16).to_be_bytes());
         out.extend_from_slice(&(f.num("type", types[i + 1], 0xffff)? as u16).to_be_bytes());
     }
@@ -313,8 +319,9 @@ fn transport(
             options.resize(options.len().div_ceil(4) * 4, 0);
             let doff = f.num("doff", (20 + options.len() as u64) / 4, 15)?;
             let flags = match f.map.get("flags") {
-                Some(Value::String(s)) => super::dissect::tcp_flags_value(s)
-                    .ok_or_else(|| format!("tcp.flags: `{s}` is not flags (letters FSRPUEW and . or A for ACK)"))?,
+                Some(Value::String(s)) => super::dissect::tcp_flags_value(s).ok_or_else(|| {
+                    format!("tcp.flags: `{s}` is not flags (letters FSRPUEW and . or A for ACK)")
+                })?,
                 Some(_) => f.num("flags", 0, 0xff)? as u8,
                 None => 0x02,
             };
@@ -342,7 +349,12 @@ fn transport(
         _ => {
             let v6 = name == "icmpv6";
             let echo = if v6 { 128 } else { 8 };
-            let mut s = vec![f.num("type", echo, 0xff)? as u8, f.num("code", 0, 0xff)? as u8, 0, 0];
+            let mut s = vec![
+                f.num("type", echo, 0xff)? as u8,
+                f.num("code", 0, 0xff)? as u8,
+                0,
+                0,
+            ];
             s.extend_from_slice(&(f.num("id", 0, 0xffff)? as u16).to_be_bytes());
             s.extend_from_slice(&(f.num("seq", 0, 0xffff)? as u16).to_be_bytes());
             (if v6 { IPPROTO_ICMPV6 } else { IPPROTO_ICMP }, s, 2)
@@ -352,10 +364,18 @@ fn transport(
     let sum = match f.opt_num("checksum", 0xffff)? {
         Some(given) => given as u16,
         None => {
-            let start = if proto == IPPROTO_ICMP { 0 } else { pseudo(proto, seg.len()) };
+            let start = if proto == IPPROTO_ICMP {
+                0
+            } else {
+                pseudo(proto, seg.len())
+            };
             let sum = checksum(&seg, start);
             // UDP sends a computed zero as all ones (zero means "no checksum").
-            if proto == IPPROTO_UDP && sum == 0 { 0xffff } else { sum }
+            if proto == IPPROTO_UDP && sum == 0 {
+                0xffff
+            } else {
+                sum
+            }
         }
     };
     seg[at..at + 2].copy_from_slice(&sum.to_be_bytes());
@@ -364,7 +384,9 @@ fn transport(
 
 fn pseudo_sum(src: &[u8], dst: &[u8], proto: u8, len: usize) -> u32 {
     let words = src.chunks(2).chain(dst.chunks(2));
-    let sum: u32 = words.map(|w| u32::from(u16::from_be_bytes([w[0], w[1]]))).sum();
+    let sum: u32 = words
+        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+        .sum();
     sum + u32::from(proto) + len as u32
 }
 
@@ -380,7 +402,9 @@ fn ipv4(ip: &Fields, spec: &Map<String, Value>, payload: &[u8]) -> Result<Vec<u8
     options.resize(options.len().div_ceil(4) * 4, 0);
     let ihl = ip.num("ihl", (20 + options.len() as u64) / 4, 15)?;
     let len = ip.num("len", 20 + options.len() as u64 + body.len() as u64, 0xffff)?;
-    let flags = (ip.num("df", 1, 1)? << 14) | (ip.num("mf", 0, 1)? << 13) | ip.num("frag_offset", 0, 0x1fff)?;
+    let flags = (ip.num("df", 1, 1)? << 14)
+        | (ip.num("mf", 0, 1)? << 13)
+        | ip.num("frag_offset", 0, 0x1fff)?;
     let mut h = vec![
         ((ip.num("version", 4, 15)? as u8) << 4) | ihl as u8,
         ip.num("tos", 0, 0xff)? as u8,
@@ -388,7 +412,12 @@ fn ipv4(ip: &Fields, spec: &Map<String, Value>, payload: &[u8]) -> Result<Vec<u8
     h.extend_from_slice(&(len as u16).to_be_bytes());
     h.extend_from_slice(&(ip.num("id", 0, 0xffff)? as u16).to_be_bytes());
     h.extend_from_slice(&(flags as u16).to_be_bytes());
-    h.extend_from_slice(&[ip.num("ttl", 64, 0xff)? as u8, ip.num("proto", u64::from(proto), 0xff)? as u8, 0, 0]);
+    h.extend_from_slice(&[
+        ip.num("ttl", 64, 0xff)? as u8,
+        ip.num("proto", u64::from(proto), 0xff)? as u8,
+        0,
+        0,
+    ]);
     h.extend_from_slice(&src.octets());
     h.extend_from_slice(&dst.octets());
     h.extend_from_slice(&options);
@@ -436,10 +465,15 @@ fn ipv6(ip: &Fields, spec: &Map<String, Value>, payload: &[u8]) -> Result<Vec<u8
     }
     let next = kinds.first().copied().unwrap_or(proto);
     let plen = ip.num("plen", (chain.len() + body.len()) as u64, 0xffff)?;
-    let word = (ip.num("version", 6, 15)? << 28) | (ip.num("tc", 0, 0xff)? << 20) | ip.num("flow", 0, 0xf_ffff)?;
+    let word = (ip.num("version", 6, 15)? << 28)
+        | (ip.num("tc", 0, 0xff)? << 20)
+        | ip.num("flow", 0, 0xf_ffff)?;
     let mut h = (word as u32).to_be_bytes().to_vec();
     h.extend_from_slice(&(plen as u16).to_be_bytes());
-    h.extend_from_slice(&[ip.num("next", u64::from(next), 0xff)? as u8, ip.num("hlim", 64, 0xff)? as u8]);
+    h.extend_from_slice(&[
+        ip.num("next", u64::from(next), 0xff)? as u8,
+        ip.num("hlim", 64, 0xff)? as u8,
+    ]);
     h.extend_from_slice(&src.octets());
     h.extend_from_slice(&dst.octets());
     h.extend(chain);

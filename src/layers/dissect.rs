@@ -323,11 +323,7 @@ pub fn tcp_flags_text(flags: u8) -> String {
         .filter(|(bit, _)| flags & bit != 0)
         .map(|(_, c)| *c)
         .collect();
-    if text.is_empty() {
-        "none".into()
-    } else {
-        text
-    }
+    if text.is_empty() { "none".into() } else { text }
 }
 
 /// [`tcp_flags_text`] read back: letters in any order (`A` is accepted for ACK too).

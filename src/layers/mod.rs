@@ -51,7 +51,10 @@ pub struct Layer {
 
 impl Layer {
     pub fn get(&self, field: &str) -> Option<&Field> {
-        self.fields.iter().find(|(n, _)| *n == field).map(|(_, v)| v)
+        self.fields
+            .iter()
+            .find(|(n, _)| *n == field)
+            .map(|(_, v)| v)
     }
 }
 

@@ -43,8 +43,8 @@ pub fn line(frame: &[u8]) -> String {
         .find(|l| l.name == "payload")
         .map_or(0, |l| num(l, "len"));
     match l3.name.as_str() {
-        "ipv4" => out += &ipv4(l3, &rest, payload_len),
-        "ipv6" => out += &ipv6(l3, &rest, payload_len),
+        "ipv4" => out += &ipv4(l3, &rest),
+        "ipv6" => out += &ipv6(l3, &rest),
         "arp" => {
             let op = match num(l3, "op") {
                 1 => format!("Request who-has {} tell {}", get(l3, "tpa"), get(l3, "spa")),
@@ -72,7 +72,7 @@ fn ethertype(t: u64) -> String {
     format!("ethertype {name} (0x{t:04x})")
 }
 
-fn ipv4(ip: &Layer, rest: &[&Layer], payload_len: u64) -> String {
+fn ipv4(ip: &Layer, rest: &[&Layer]) -> String {
     let src = ip.get("src").map(Field::to_string).unwrap_or_default();
     let dst = ip.get("dst").map(Field::to_string).unwrap_or_default();
     let len = ip.get("len").and_then(Field::number).unwrap_or(0);
@@ -80,13 +80,20 @@ fn ipv4(ip: &Layer, rest: &[&Layer], payload_len: u64) -> String {
     let l4_len = len.saturating_sub(ihl);
     let offset = ip.get("frag_offset").and_then(Field::number).unwrap_or(0);
     if offset != 0 {
-        return format!("{src} > {dst}: ip-proto-{}", ip.get("proto").and_then(Field::number).unwrap_or(0));
+        return format!(
+            "{src} > {dst}: ip-proto-{}",
+            ip.get("proto").and_then(Field::number).unwrap_or(0)
+        );
     }
-    transport(&src, &dst, rest, l4_len, payload_len, false)
-        .unwrap_or_else(|| format!("{src} > {dst}: ip-proto-{} {l4_len}", ip.get("proto").and_then(Field::number).unwrap_or(0)))
+    transport(Some((&src, &dst)), rest, l4_len, false).unwrap_or_else(|| {
+        format!(
+            "{src} > {dst}: ip-proto-{} {l4_len}",
+            ip.get("proto").and_then(Field::number).unwrap_or(0)
+        )
+    })
 }
 
-fn ipv6(ip: &Layer, rest: &[&Layer], payload_len: u64) -> String {
+fn ipv6(ip: &Layer, rest: &[&Layer]) -> String {
     let src = ip.get("src").map(Field::to_string).unwrap_or_default();
     let dst = ip.get("dst").map(Field::to_string).unwrap_or_default();
     let plen = ip.get("plen").and_then(Field::number).unwrap_or(0);
@@ -115,24 +122,41 @@ fn ipv6(ip: &Layer, rest: &[&Layer], payload_len: u64) -> String {
     }
     let next = ip.get("next").and_then(Field::number).unwrap_or(0);
     if names.is_empty() {
-        return transport(&src, &dst, &l4, left, payload_len, true)
+        return transport(Some((&src, &dst)), &l4, left, true)
             .unwrap_or_else(|| format!("{src} > {dst}: ip-proto-{next} {plen}"));
     }
-    let inner = transport("", "", &l4, left, payload_len, true).unwrap_or_default();
-    // Without addresses: `1000 > 2000: UDP, ...` and `ICMP6, ...`.
-    let inner = inner.trim_start_matches(['.', ' ']).replacen(" > .", " > ", 1);
-    let inner = inner.strip_prefix(": ").unwrap_or(&inner).to_owned();
+    // After extension headers: ports without addresses (`1000 > 2000: UDP, ...`).
+    let inner = transport(None, &l4, left, true).unwrap_or_default();
     format!("{src} > {dst}: {names}{inner}")
 }
 
-fn transport(src: &str, dst: &str, rest: &[&Layer], l4_len: u64, payload_len: u64, v6: bool) -> Option<String> {
+/// The transport layer's words; `addrs` prefixes the ports (or the ICMP line) with the
+/// addresses, as tcpdump does unless extension headers came between.
+fn transport(
+    addrs: Option<(&str, &str)>,
+    rest: &[&Layer],
+    l4_len: u64,
+    v6: bool,
+) -> Option<String> {
     let l4 = rest.first()?;
     let n = |f: &str| l4.get(f).and_then(Field::number).unwrap_or(0);
+    let ports = || match addrs {
+        Some((src, dst)) => format!("{src}.{} > {dst}.{}: ", n("sport"), n("dport")),
+        None => format!("{} > {}: ", n("sport"), n("dport")),
+    };
+    let hosts = match addrs {
+        Some((src, dst)) => format!("{src} > {dst}: "),
+        None => String::new(),
+    };
+    let echo = |request: u64, reply: u64| match (n("type"), l4.get("id")) {
+        (t, Some(_)) if t == request => format!("echo request, id {}, seq {}", n("id"), n("seq")),
+        (t, Some(_)) if t == reply => format!("echo reply, id {}, seq {}", n("id"), n("seq")),
+        (t, _) => format!("type-#{t}"),
+    };
     match l4.name.as_str() {
         "udp" => Some(format!(
-            "{src}.{} > {dst}.{}: UDP, length {}",
-            n("sport"),
-            n("dport"),
+            "{}UDP, length {}",
+            ports(),
             n("len").saturating_sub(8)
         )),
         "tcp" => {
@@ -147,31 +171,13 @@ fn transport(src: &str, dst: &str, rest: &[&Layer], l4_len: u64, payload_len: u6
                 false => String::new(),
             };
             Some(format!(
-                "{src}.{} > {dst}.{}: Flags [{flags}], {seq}{ack}, win {}, length {data}",
-                n("sport"),
-                n("dport"),
+                "{}Flags [{flags}], {seq}{ack}, win {}, length {data}",
+                ports(),
                 n("window")
             ))
         }
-        "icmp" if !v6 => {
-            let what = match (n("type"), l4.get("id")) {
-                (8, Some(_)) => format!("echo request, id {}, seq {}", n("id"), n("seq")),
-                (0, Some(_)) => format!("echo reply, id {}, seq {}", n("id"), n("seq")),
-                (t, _) => format!("type-#{t}"),
-            };
-            Some(format!("{src} > {dst}: ICMP {what}, length {l4_len}"))
-        }
-        "icmpv6" if v6 => {
-            let what = match (n("type"), l4.get("id")) {
-                (128, Some(_)) => format!("echo request, id {}, seq {}", n("id"), n("seq")),
-                (129, Some(_)) => format!("echo reply, id {}, seq {}", n("id"), n("seq")),
-                (t, _) => format!("type-#{t}"),
-            };
-            Some(format!("{src} > {dst}: ICMP6, {what}, length {l4_len}"))
-        }
-        _ => {
-            let _ = payload_len;
-            None
-        }
+        "icmp" if !v6 => Some(format!("{hosts}ICMP {}, length {l4_len}", echo(8, 0))),
+        "icmpv6" if v6 => Some(format!("{hosts}ICMP6, {}, length {l4_len}", echo(128, 129))),
+        _ => None,
     }
 }

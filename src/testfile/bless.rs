@@ -29,10 +29,13 @@ pub fn expectations(case: &Case, run: &CaseRun) -> Blessing {
     let got = &run.observed;
     let mut keys: Vec<(&'static str, toml_edit::Value)> = Vec::new();
     let actions: Vec<&str> = got.packets.iter().map(|p| p.action.as_str()).collect();
-    keys.push(("action", match actions.iter().all(|a| *a == actions[0]) {
-        true => actions[0].into(),
-        false => strings(actions.iter().copied()),
-    }));
+    keys.push((
+        "action",
+        match actions.iter().all(|a| *a == actions[0]) {
+            true => actions[0].into(),
+            false => strings(actions.iter().copied()),
+        },
+    ));
     if let Some(output) = output(case, &got.packets) {
         keys.push(("output", output));
     }
@@ -123,7 +126,8 @@ fn maps(case: &Case, run: &CaseRun) -> Option<Table> {
         .map(|(k, _)| k)
         .collect();
     if let Some(listed) = &case.expect.maps
-        && let Ok(contents) = bpfemu_loader::btf::json::parse_map_contents(listed, &object.maps, object.btf.as_ref())
+        && let Ok(contents) =
+            bpfemu_loader::btf::json::parse_map_contents(listed, &object.maps, object.btf.as_ref())
     {
         for map in contents {
             for e in map.entries {
@@ -141,13 +145,21 @@ fn maps(case: &Case, run: &CaseRun) -> Option<Table> {
         };
         let spec = object.maps.iter().find(|m| m.name == map)?;
         let per_cpu = bpfemu_loader::btf::json::is_per_cpu(spec.map_type);
-        let value = if per_cpu { &value[..(spec.value_size as usize).min(value.len())] } else { value };
+        let value = if per_cpu {
+            &value[..(spec.value_size as usize).min(value.len())]
+        } else {
+            value
+        };
         let doc: Value = serde_json::from_str(&describe_entry(object, &map, &key, value)).ok()?;
         let mut entry = Map::new();
         if let Some(k) = doc.get("key") {
             entry.insert("key".into(), k.clone());
         }
-        let v = if per_cpu { doc.pointer("/values/0/value") } else { doc.get("value") };
+        let v = if per_cpu {
+            doc.pointer("/values/0/value")
+        } else {
+            doc.get("value")
+        };
         entry.insert("value".into(), v?.clone());
         by_map
             .entry(map)
@@ -193,25 +205,58 @@ pub fn toml_value(v: &Value) -> toml_edit::Value {
     }
 }
 
+/// `new`'s layers and fields in the order `old` gave them (a table read as JSON is sorted).
+fn ordered_like(old: &InlineTable, new: &InlineTable) -> InlineTable {
+    let mut out = InlineTable::new();
+    for (layer, fields) in old.iter() {
+        let (
+            Some(toml_edit::Value::InlineTable(old_fields)),
+            Some(toml_edit::Value::InlineTable(new_fields)),
+        ) = (Some(fields), new.get(layer))
+        else {
+            continue;
+        };
+        let mut inner = InlineTable::new();
+        for (field, _) in old_fields.iter() {
+            if let Some(v) = new_fields.get(field) {
+                inner.insert(field, v.clone());
+            }
+        }
+        out.insert(layer, toml_edit::Value::InlineTable(inner));
+    }
+    out
+}
+
 /// Writes the blessings (by test index) into the file, everything else as it was.
 pub fn rewrite(path: &Path, blessings: &[(usize, Blessing)]) -> Result<()> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut doc: DocumentMut = text.parse().with_context(|| format!("{}: not TOML", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut doc: DocumentMut = text
+        .parse()
+        .with_context(|| format!("{}: not TOML", path.display()))?;
     let tests = doc
         .get_mut("test")
         .and_then(Item::as_array_of_tables_mut)
         .context("no [[test]] tables")?;
     for (index, Blessing(keys, maps)) in blessings {
         let test = tests.get_mut(*index).context("a test went missing")?;
+        let mut old_output = None;
         let mut expect = match test.remove("expect") {
             Some(Item::Table(mut t)) => {
+                old_output = t.get("output").and_then(|o| o.as_inline_table()).cloned();
                 t.clear();
                 t
             }
             _ => Table::new(),
         };
         for (key, value) in keys {
-            expect.insert(key, Item::Value(value.clone()));
+            let value = match (value, &old_output) {
+                (toml_edit::Value::InlineTable(new), Some(old)) if *key == "output" => {
+                    toml_edit::Value::InlineTable(ordered_like(old, new))
+                }
+                _ => value.clone(),
+            };
+            expect.insert(key, Item::Value(value));
         }
         if let Some(maps) = maps {
             expect.insert("maps", Item::Table(maps.clone()));

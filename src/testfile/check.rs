@@ -38,7 +38,13 @@ pub struct Observed {
 pub fn check(expect: &Expect, got: &Observed, object: &Object) -> Vec<String> {
     let mut problems = Vec::new();
     let many = got.packets.len() > 1;
-    let label = |i: usize| if many { format!("packet {i}: ") } else { String::new() };
+    let label = |i: usize| {
+        if many {
+            format!("packet {i}: ")
+        } else {
+            String::new()
+        }
+    };
     if let Some(actions) = &expect.action {
         if actions.len() != 1 && actions.len() != got.packets.len() {
             problems.push(format!(
@@ -50,7 +56,11 @@ pub fn check(expect: &Expect, got: &Observed, object: &Object) -> Vec<String> {
             for (i, p) in got.packets.iter().enumerate() {
                 let want = &actions[if actions.len() == 1 { 0 } else { i }];
                 if *want != p.action {
-                    problems.push(format!("{}action: expected {want}, got {}", label(i), p.action));
+                    problems.push(format!(
+                        "{}action: expected {want}, got {}",
+                        label(i),
+                        p.action
+                    ));
                 }
             }
         }
@@ -81,7 +91,10 @@ pub fn check(expect: &Expect, got: &Observed, object: &Object) -> Vec<String> {
             if let Some(redirect) = &p.redirect
                 && redirect != want
             {
-                problems.push(format!("{}redirect: expected {want}, got {redirect}", label(i)));
+                problems.push(format!(
+                    "{}redirect: expected {want}, got {redirect}",
+                    label(i)
+                ));
             }
         }
     }
@@ -116,7 +129,11 @@ fn list_diff(
 ) -> Vec<String> {
     let mut out = Vec::new();
     if want.len() != got.len() {
-        out.push(format!("{what}: expected {} lines, got {}", want.len(), got.len()));
+        out.push(format!(
+            "{what}: expected {} lines, got {}",
+            want.len(),
+            got.len()
+        ));
     }
     for i in 0..want.len().max(got.len()) {
         match (want.get(i), got.get(i)) {
@@ -139,19 +156,29 @@ pub fn frame_diff(want: &[u8], got: &[u8]) -> Vec<String> {
     }
     let mut out = Vec::new();
     if want.len() != got.len() {
-        out.push(format!("length: expected {} bytes, got {}", want.len(), got.len()));
+        out.push(format!(
+            "length: expected {} bytes, got {}",
+            want.len(),
+            got.len()
+        ));
     }
     let (w, g) = (dissect(want), dissect(got));
     for layer in &w {
         let Some(other) = g.iter().find(|l| l.name == layer.name) else {
-            out.push(format!("{}: expected this layer, the packet has none", layer.name));
+            out.push(format!(
+                "{}: expected this layer, the packet has none",
+                layer.name
+            ));
             continue;
         };
         for (field, value) in &layer.fields {
             match other.get(field) {
                 Some(v) if v == value => {}
                 Some(v) => out.push(format!("{}.{field}: expected {value}, got {v}", layer.name)),
-                None => out.push(format!("{}.{field}: expected {value}, got nothing", layer.name)),
+                None => out.push(format!(
+                    "{}.{field}: expected {value}, got nothing",
+                    layer.name
+                )),
             }
         }
     }
@@ -159,7 +186,11 @@ pub fn frame_diff(want: &[u8], got: &[u8]) -> Vec<String> {
         out.push(format!("{}: a layer not expected", layer.name));
     }
     if out.iter().all(|d| d.starts_with("length:")) {
-        let at = want.iter().zip(got).position(|(a, b)| a != b).unwrap_or(want.len().min(got.len()));
+        let at = want
+            .iter()
+            .zip(got)
+            .position(|(a, b)| a != b)
+            .unwrap_or(want.len().min(got.len()));
         out.push(format!("bytes differ from offset {at}"));
     }
     out
@@ -196,7 +227,12 @@ pub fn field_diff(fields: &serde_json::Map<String, Value>, got: &[u8]) -> Vec<St
 }
 
 fn field_names(layer: &Layer) -> String {
-    layer.fields.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+    layer
+        .fields
+        .iter()
+        .map(|(n, _)| *n)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn show(v: &Value) -> String {
@@ -226,7 +262,10 @@ pub fn field_equals(field: &str, want: &Value, got: &Field) -> bool {
             if let (Some(a), Some(b)) = (parse_mac(w), parse_mac(text)) {
                 return a == b;
             }
-            if let (Ok(a), Ok(b)) = (w.parse::<std::net::IpAddr>(), text.parse::<std::net::IpAddr>()) {
+            if let (Ok(a), Ok(b)) = (
+                w.parse::<std::net::IpAddr>(),
+                text.parse::<std::net::IpAddr>(),
+            ) {
                 return a == b;
             }
             match (parse_hex(w), parse_hex(text)) {
@@ -245,12 +284,17 @@ fn maps_diff(expected: &Value, got: &RawMaps, object: &Object) -> Vec<String> {
     };
     let mut out = Vec::new();
     for map in &contents {
-        let spec = object.maps.iter().find(|m| m.name == map.name).expect("parsed against them");
+        let spec = object
+            .maps
+            .iter()
+            .find(|m| m.name == map.name)
+            .expect("parsed against them");
         let per_cpu = json::is_per_cpu(spec.map_type);
         let size = spec.value_size as usize;
         let slot = size.div_ceil(8) * 8;
         for entry in &map.entries {
-            let describe = |value: &[u8]| typed_value(object, &map.name, &entry.key, value, per_cpu);
+            let describe =
+                |value: &[u8]| typed_value(object, &map.name, &entry.key, value, per_cpu);
             let key_text = typed_key(object, &map.name, &entry.key);
             let at = format!("maps.{}{key_text}", map.name);
             let Some(actual) = got.get(&map.name).and_then(|m| m.get(&entry.key)) else {
@@ -277,7 +321,11 @@ fn maps_diff(expected: &Value, got: &RawMaps, object: &Object) -> Vec<String> {
                 };
                 let diffs = json_diff("", &describe(want), &describe(have));
                 if diffs.is_empty() {
-                    out.push(format!("{at}: expected {}, got {}", crate::replay::hex(want), crate::replay::hex(have)));
+                    out.push(format!(
+                        "{at}: expected {}, got {}",
+                        crate::replay::hex(want),
+                        crate::replay::hex(have)
+                    ));
                 }
                 out.extend(diffs.into_iter().map(|d| format!("{at}{d}")));
             }
@@ -293,7 +341,10 @@ fn cpu_slot(bytes: &[u8], cpu: usize, slot: usize, size: usize) -> &[u8] {
 /// `[KEY]` as bpftool's formatted JSON shows the key (nothing for global data).
 fn typed_key(object: &Object, map: &str, key: &[u8]) -> String {
     let text = describe_entry(object, map, key, &[]);
-    match serde_json::from_str::<Value>(&text).ok().and_then(|v| v.get("key").cloned()) {
+    match serde_json::from_str::<Value>(&text)
+        .ok()
+        .and_then(|v| v.get("key").cloned())
+    {
         Some(k) => format!("[{}]", show(&k)),
         None if map.starts_with('.') => String::new(),
         None => format!("[{}]", crate::replay::hex(key)),
@@ -317,7 +368,11 @@ pub fn json_diff(path: &str, want: &Value, got: &Value) -> Vec<String> {
         (Value::Object(w), Value::Object(g)) => {
             let mut out = Vec::new();
             for (k, wv) in w {
-                let p = if k.is_empty() { path.to_owned() } else { format!("{path}.{k}") };
+                let p = if k.is_empty() {
+                    path.to_owned()
+                } else {
+                    format!("{path}.{k}")
+                };
                 match g.get(k) {
                     Some(gv) => out.extend(json_diff(&p, wv, gv)),
                     None => out.push(format!("{p}: expected {}, got nothing", show(wv))),
@@ -332,7 +387,11 @@ pub fn json_diff(path: &str, want: &Value, got: &Value) -> Vec<String> {
             .flat_map(|(i, (wv, gv))| json_diff(&format!("{path}[{i}]"), wv, gv))
             .collect(),
         _ if want == got => Vec::new(),
-        _ => vec![format!("{path}: expected {}, got {}", show(want), show(got))],
+        _ => vec![format!(
+            "{path}: expected {}, got {}",
+            show(want),
+            show(got)
+        )],
     }
 }
 
@@ -348,17 +407,40 @@ mod tests {
         let spec = json!({"ipv4": {"ttl": 63}, "udp": {"dport": 53}});
         let b = crate::layers::build::build(spec.as_object().unwrap()).unwrap();
         let d = frame_diff(&b, &a);
-        assert!(d.contains(&"ipv4.ttl: expected 63, got 64".to_owned()), "{d:?}");
-        assert!(d.iter().any(|l| l.starts_with("ipv4.checksum: expected 0x")), "{d:?}");
+        assert!(
+            d.contains(&"ipv4.ttl: expected 63, got 64".to_owned()),
+            "{d:?}"
+        );
+        assert!(
+            d.iter()
+                .any(|l| l.starts_with("ipv4.checksum: expected 0x")),
+            "{d:?}"
+        );
         assert!(frame_diff(&a, &a).is_empty());
     }
 
     #[test]
     fn fields_compare_in_any_spelling() {
-        assert!(field_equals("src", &json!("02:00:00:00:00:0A"), &Field::Text("02:00:00:00:00:0a".into())));
-        assert!(field_equals("dst", &json!("2001:db8::0:1"), &Field::Text("2001:db8::1".into())));
-        assert!(field_equals("type", &json!("0x0800"), &Field::Hex(0x800, 4)));
-        assert!(field_equals("flags", &json!("AS"), &Field::Text("S.".into())));
+        assert!(field_equals(
+            "src",
+            &json!("02:00:00:00:00:0A"),
+            &Field::Text("02:00:00:00:00:0a".into())
+        ));
+        assert!(field_equals(
+            "dst",
+            &json!("2001:db8::0:1"),
+            &Field::Text("2001:db8::1".into())
+        ));
+        assert!(field_equals(
+            "type",
+            &json!("0x0800"),
+            &Field::Hex(0x800, 4)
+        ));
+        assert!(field_equals(
+            "flags",
+            &json!("AS"),
+            &Field::Text("S.".into())
+        ));
         assert!(!field_equals("ttl", &json!(63), &Field::Num(64)));
     }
 }

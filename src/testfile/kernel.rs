@@ -34,7 +34,12 @@ pub fn observe(case: &Case, run: &CaseRun, opts: &TestOptions) -> Result<Observe
         match cmp.kernel {
             Outcome::Ran { action, data, .. } => {
                 // test_run's data_out starts at the metadata, as bpfemu's does.
-                let meta = run.meta_lens.get(index).copied().unwrap_or(0).min(data.len());
+                let meta = run
+                    .meta_lens
+                    .get(index)
+                    .copied()
+                    .unwrap_or(0)
+                    .min(data.len());
                 observed.packets.push(PacketOut {
                     action,
                     frame: data[meta..].to_vec(),
@@ -68,9 +73,16 @@ fn expected_entries(session: &Session, expected: &serde_json::Value) -> Result<R
         .map_err(|e| format!("expect.maps: {e}"))?;
     let mut maps = RawMaps::new();
     for map in &contents {
-        let spec = object.maps.iter().find(|m| m.name == map.name).expect("parsed against them");
+        let spec = object
+            .maps
+            .iter()
+            .find(|m| m.name == map.name)
+            .expect("parsed against them");
         let Some(fd) = session.kernel_map_fd(&map.name) else {
-            return Err(format!("map {}: the kernel's program does not use it", map.name));
+            return Err(format!(
+                "map {}: the kernel's program does not use it",
+                map.name
+            ));
         };
         let len = bpfemu_kernel::sys_value_size(spec.map_type, spec.value_size, session.cpus());
         let entries = maps.entry(map.name.clone()).or_default();
@@ -80,7 +92,9 @@ fn expected_entries(session: &Session, expected: &serde_json::Value) -> Result<R
                     entries.insert(entry.key.clone(), value);
                 }
                 Err(2) => {}
-                Err(errno) => return Err(format!("map {}: lookup fails with errno {errno}", map.name)),
+                Err(errno) => {
+                    return Err(format!("map {}: lookup fails with errno {errno}", map.name));
+                }
             }
         }
     }

@@ -126,8 +126,13 @@ pub fn test(opts: &TestOptions) -> Result<u8> {
     let elapsed = start.elapsed();
     if let Some(file) = &opts.junit {
         let xml = crate::junit::render(&report::junit_suites(&results));
-        std::fs::write(file, xml)
-            .map_err(|e| anyhow::anyhow!("--junit {}: {}", file.display(), crate::replay::io_reason(&e)))?;
+        std::fs::write(file, xml).map_err(|e| {
+            anyhow::anyhow!(
+                "--junit {}: {}",
+                file.display(),
+                crate::replay::io_reason(&e)
+            )
+        })?;
     }
     let text = if opts.json {
         serde_json::to_string_pretty(&report::json(&results, elapsed))? + "\n"
@@ -136,16 +141,29 @@ pub fn test(opts: &TestOptions) -> Result<u8> {
     } else {
         report::text(&results, elapsed)
     };
-    std::io::stdout().lock().write_all(text.as_bytes())?;
+    // A reader that leaves early (`bpfemu test ... | head`) does not turn failures into a
+    // pass: the verdict's code stands, as for `verify`.
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(e.into()),
+        _ => {}
+    }
     Ok(exit_code(&results))
 }
 
 /// 2 when a test could not run, else 1 when one failed, else 0 (and 2 when nothing ran:
 /// no test is not a pass).
 pub fn exit_code(results: &[CaseResult]) -> u8 {
-    if results.is_empty() || results.iter().any(|r| matches!(r.verdict, Verdict::Errored(_))) {
+    if results.is_empty()
+        || results
+            .iter()
+            .any(|r| matches!(r.verdict, Verdict::Errored(_)))
+    {
         2
-    } else if results.iter().any(|r| matches!(r.verdict, Verdict::Failed(_))) {
+    } else if results
+        .iter()
+        .any(|r| matches!(r.verdict, Verdict::Failed(_)))
+    {
         1
     } else {
         0
@@ -211,7 +229,11 @@ fn run_file(
             time: Duration::ZERO,
             note: None,
         };
-        if opts.filter.as_ref().is_some_and(|f| !result.full_name().contains(f.as_str())) {
+        if opts
+            .filter
+            .as_ref()
+            .is_some_and(|f| !result.full_name().contains(f.as_str()))
+        {
             continue;
         }
         let start = Instant::now();
@@ -227,7 +249,8 @@ fn run_file(
                 // A test that holds is left as written; the others get what came out.
                 Ok(run) if opts.bless => {
                     let holds = !case.expect.is_empty()
-                        && check::check(&case.expect, &run.observed, run.prepared.object()).is_empty();
+                        && check::check(&case.expect, &run.observed, run.prepared.object())
+                            .is_empty();
                     if holds {
                         Verdict::Passed
                     } else {
@@ -272,7 +295,11 @@ fn judge(case: &Case, run: &CaseRun, opts: &TestOptions, at: &str) -> Verdict {
 
 /// Runs a test's packets through bpfemu. A program the verifier rejects, or a run that stops,
 /// fails the test; an object that cannot be used errs.
-fn run_bpfemu(case: &Case, opts: &TestOptions, cache: &mut PreparedCache) -> Result<CaseRun, Verdict> {
+fn run_bpfemu(
+    case: &Case,
+    opts: &TestOptions,
+    cache: &mut PreparedCache,
+) -> Result<CaseRun, Verdict> {
     let prepared = cache
         .get(case, &opts.load)
         .map_err(|e| Verdict::Errored(e.to_string()))?;
@@ -294,14 +321,17 @@ fn run_bpfemu(case: &Case, opts: &TestOptions, cache: &mut PreparedCache) -> Res
         load: opts.load.clone(),
         ..ReplayOptions::default()
     };
-    let mut replayer = Replayer::with(prepared.clone(), &replay).map_err(|e| Verdict::Errored(format!("{e:#}")))?;
+    let mut replayer = Replayer::with(prepared.clone(), &replay)
+        .map_err(|e| Verdict::Errored(format!("{e:#}")))?;
     if let Some(doc) = &case.maps {
         let origin = format!("{}: test `{}`: maps", case.object.display(), case.name);
         MapIo::new(prepared.object(), &mut replayer.runtime)
             .load_json(doc, &origin)
             .map_err(|e| Verdict::Errored(format!("{e:#}")))?;
     }
-    let before = replayer.raw_maps().map_err(|e| Verdict::Errored(format!("{e:#}")))?;
+    let before = replayer
+        .raw_maps()
+        .map_err(|e| Verdict::Errored(format!("{e:#}")))?;
     let mut observed = Observed {
         packets: Vec::new(),
         maps: RawMaps::new(),
@@ -326,12 +356,23 @@ fn run_bpfemu(case: &Case, opts: &TestOptions, cache: &mut PreparedCache) -> Res
             action: o.action.name().into_owned(),
             frame: o.data_out[meta..].to_vec(),
             meta: o.data_out[..meta].to_vec(),
-            redirect: Some(o.redirect.as_ref().map_or("none".to_owned(), ToString::to_string)),
+            redirect: Some(
+                o.redirect
+                    .as_ref()
+                    .map_or("none".to_owned(), ToString::to_string),
+            ),
         });
-        observed.records.extend(events(&o).iter().map(|e| e.to_text()));
-        observed.printk.get_or_insert_default().extend(o.printk.iter().cloned());
+        observed
+            .records
+            .extend(events(&o).iter().map(|e| e.to_text()));
+        observed
+            .printk
+            .get_or_insert_default()
+            .extend(o.printk.iter().cloned());
     }
-    observed.maps = replayer.raw_maps().map_err(|e| Verdict::Errored(format!("{e:#}")))?;
+    observed.maps = replayer
+        .raw_maps()
+        .map_err(|e| Verdict::Errored(format!("{e:#}")))?;
     Ok(CaseRun {
         observed,
         before,

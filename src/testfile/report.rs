@@ -38,8 +38,15 @@ pub fn text(results: &[CaseResult], elapsed: Duration) -> String {
         }
     }
     let (passed, failed, errors) = counts(results);
-    let word = if failed + errors == 0 && !results.is_empty() { "ok" } else { "FAILED" };
-    let blessed = results.iter().filter(|r| r.verdict == Verdict::Blessed).count();
+    let word = if failed + errors == 0 && !results.is_empty() {
+        "ok"
+    } else {
+        "FAILED"
+    };
+    let blessed = results
+        .iter()
+        .filter(|r| r.verdict == Verdict::Blessed)
+        .count();
     out += &format!("\ntest result: {word}. {passed} passed; {failed} failed");
     if errors > 0 {
         out += &format!("; {errors} errors");
@@ -55,7 +62,12 @@ pub fn text(results: &[CaseResult], elapsed: Duration) -> String {
 fn details(r: &CaseResult) -> String {
     match &r.verdict {
         Verdict::Failed(problems) => {
-            let mut s = format!("{}:{}: test `{}` failed:\n", r.file.display(), r.line, r.name);
+            let mut s = format!(
+                "{}:{}: test `{}` failed:\n",
+                r.file.display(),
+                r.line,
+                r.name
+            );
             for p in problems {
                 for line in p.lines() {
                     s += &format!("  {line}\n");

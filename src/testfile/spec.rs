@@ -81,7 +81,11 @@ pub fn read(path: &Path) -> Result<TestFile, String> {
     })?;
     let at = |span: Option<std::ops::Range<usize>>| span.map_or(1, |s| line_at(&text, s.start));
     if let Some((key, item)) = doc.iter().find(|(k, _)| *k != "test") {
-        let line = at(doc.as_table().key(key).and_then(|k| k.span()).or(item.span()));
+        let line = at(doc
+            .as_table()
+            .key(key)
+            .and_then(|k| k.span())
+            .or(item.span()));
         return Err(format!(
             "{}:{line}: unknown key `{key}` (a test file holds [[test]] tables)",
             path.display()
@@ -100,9 +104,14 @@ pub fn read(path: &Path) -> Result<TestFile, String> {
         .enumerate()
         .map(|(i, table)| {
             let line = at(table.span());
-            let case = read_case(table, dir, i).map_err(|why| format!("{}:{line}: {why}", path.display()))?;
+            let case = read_case(table, dir, i)
+                .map_err(|why| format!("{}:{line}: {why}", path.display()))?;
             if !names.insert(case.name.clone()) {
-                return Err(format!("{}:{line}: a second test named `{}`", path.display(), case.name));
+                return Err(format!(
+                    "{}:{line}: a second test named `{}`",
+                    path.display(),
+                    case.name
+                ));
             }
             Ok(Case { line, ..case })
         })
@@ -149,7 +158,11 @@ fn read_case(table: &Table, dir: &Path, index: usize) -> Result<Case, String> {
     let within = |why: String| format!("test `{name}`: {why}");
     let object = match obj.get("object") {
         Some(Value::String(s)) => dir.join(s),
-        _ => return Err(within("object: the BPF object's path is needed (a string)".into())),
+        _ => {
+            return Err(within(
+                "object: the BPF object's path is needed (a string)".into(),
+            ));
+        }
     };
     let program = match obj.get("program") {
         None => None,
@@ -171,9 +184,17 @@ fn read_case(table: &Table, dir: &Path, index: usize) -> Result<Case, String> {
     let kernel_skip = match obj.get("kernel_skip") {
         None => None,
         Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
-        Some(_) => return Err(within("kernel_skip: why the kernel cannot run the test (a string)".into())),
+        Some(_) => {
+            return Err(within(
+                "kernel_skip: why the kernel cannot run the test (a string)".into(),
+            ));
+        }
     };
-    let maps = obj.get("maps").map(|m| maps_doc(m, dir, "maps")).transpose().map_err(within)?;
+    let maps = obj
+        .get("maps")
+        .map(|m| maps_doc(m, dir, "maps"))
+        .transpose()
+        .map_err(within)?;
     let packets = match obj.get("packet") {
         Some(Value::Array(list)) => list
             .iter()
@@ -221,12 +242,20 @@ fn maps_doc(v: &Value, dir: &Path, key: &str) -> Result<Value, String> {
     match v {
         Value::String(file) => {
             let path = dir.join(file);
-            let text = std::fs::read_to_string(&path)
-                .map_err(|e| format!("{key}: {}: {}", path.display(), crate::replay::io_reason(&e)))?;
-            serde_json::from_str(&text).map_err(|e| format!("{key}: {}: not JSON: {e}", path.display()))
+            let text = std::fs::read_to_string(&path).map_err(|e| {
+                format!(
+                    "{key}: {}: {}",
+                    path.display(),
+                    crate::replay::io_reason(&e)
+                )
+            })?;
+            serde_json::from_str(&text)
+                .map_err(|e| format!("{key}: {}: not JSON: {e}", path.display()))
         }
         Value::Object(_) => Ok(v.clone()),
-        _ => Err(format!("{key}: a bpftool JSON file's path, or a table of maps")),
+        _ => Err(format!(
+            "{key}: a bpftool JSON file's path, or a table of maps"
+        )),
     }
 }
 
@@ -264,7 +293,11 @@ fn parse_range(r: &str) -> Result<std::ops::Range<usize>, String> {
         return Ok(num(a)?..num(b)? + 1);
     }
     if let Some((a, b)) = r.split_once("..") {
-        let end = if b.trim().is_empty() { usize::MAX } else { num(b)? };
+        let end = if b.trim().is_empty() {
+            usize::MAX
+        } else {
+            num(b)?
+        };
         return Ok(num(a)?..end);
     }
     let n = num(r)?;
@@ -290,7 +323,11 @@ fn read_pcap(file: &Path, range: std::ops::Range<usize>) -> Result<Vec<Vec<u8>>,
             "{}: has {seen} packets, the range asks for {}..{}",
             file.display(),
             range.start,
-            if range.end == usize::MAX { String::new() } else { range.end.to_string() }
+            if range.end == usize::MAX {
+                String::new()
+            } else {
+                range.end.to_string()
+            }
         ));
     }
     Ok(out)
@@ -304,7 +341,11 @@ fn read_expect(v: &Value, dir: &Path) -> Result<Expect, String> {
             None => Ok(None),
             Some(Value::Array(list)) => list
                 .iter()
-                .map(|s| s.as_str().map(str::to_owned).ok_or(format!("expect.{key}: a list of strings")))
+                .map(|s| {
+                    s.as_str()
+                        .map(str::to_owned)
+                        .ok_or(format!("expect.{key}: a list of strings"))
+                })
                 .collect::<Result<_, _>>()
                 .map(Some),
             Some(_) => Err(format!("expect.{key}: a list of strings")),
@@ -315,14 +356,24 @@ fn read_expect(v: &Value, dir: &Path) -> Result<Expect, String> {
         Some(Value::String(s)) => Some(vec![action_name(s)?]),
         Some(Value::Array(list)) => Some(
             list.iter()
-                .map(|a| a.as_str().ok_or("expect.action: a list of action names".to_owned()).and_then(action_name))
+                .map(|a| {
+                    a.as_str()
+                        .ok_or("expect.action: a list of action names".to_owned())
+                        .and_then(action_name)
+                })
                 .collect::<Result<_, _>>()?,
         ),
-        Some(_) => return Err("expect.action: an action (pass, drop, tx, redirect, aborted) or a list".into()),
+        Some(_) => {
+            return Err(
+                "expect.action: an action (pass, drop, tx, redirect, aborted) or a list".into(),
+            );
+        }
     };
     let output = match obj.get("output") {
         None => None,
-        Some(Value::String(h)) => Some(Output::Bytes(parse_hex(h).map_err(|e| format!("expect.output: {e}"))?)),
+        Some(Value::String(h)) => Some(Output::Bytes(
+            parse_hex(h).map_err(|e| format!("expect.output: {e}"))?,
+        )),
         Some(Value::Object(fields)) => {
             check_output_fields(fields)?;
             Some(Output::Fields(fields.clone()))
@@ -344,7 +395,10 @@ fn read_expect(v: &Value, dir: &Path) -> Result<Expect, String> {
         output,
         meta,
         redirect,
-        maps: obj.get("maps").map(|m| maps_doc(m, dir, "expect.maps")).transpose()?,
+        maps: obj
+            .get("maps")
+            .map(|m| maps_doc(m, dir, "expect.maps"))
+            .transpose()?,
         records: strings("records")?,
         printk: strings("printk")?,
     })
@@ -375,7 +429,9 @@ pub fn action_name(s: &str) -> Result<String, String> {
         return Ok(name.to_owned());
     }
     match name.parse::<u32>() {
-        Ok(n) => Ok(bpfemu_vm::xdp::XdpAction::from_retval(n).name().into_owned()),
+        Ok(n) => Ok(bpfemu_vm::xdp::XdpAction::from_retval(n)
+            .name()
+            .into_owned()),
         Err(_) => Err(format!(
             "expect.action: `{s}` is not an action (pass, drop, tx, redirect, aborted, or a number)"
         )),
