@@ -433,3 +433,23 @@ fn a_program_the_verifier_rejects_fails_with_its_message() {
     );
     let _ = (stderr(&out), Path::new("."));
 }
+
+#[test]
+fn the_readme_example_passes() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let section = &readme[readme.find("### Unit tests for XDP programs").unwrap()..];
+    let start = section.find("```toml\n").unwrap() + "```toml\n".len();
+    let example = &section[start..start + section[start..].find("```").unwrap()];
+    assert!(example.lines().count() <= 10, "{example}");
+    // Its object path is relative to a file one level below the repository's root.
+    let file = root().join(format!("target/readme-example-{}.toml", std::process::id()));
+    std::fs::write(&file, example).unwrap();
+    let out = bpfemu(&["test", &file.display().to_string()]);
+    let _ = std::fs::remove_file(&file);
+    assert_exit(&out, 0);
+    assert!(
+        stdout(&out).contains("test result: ok. 1 passed; 0 failed"),
+        "{}",
+        stdout(&out)
+    );
+}
