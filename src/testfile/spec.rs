@@ -273,7 +273,11 @@ fn packets(v: &Value, dir: &Path) -> Result<Vec<Vec<u8>>, String> {
         let file = dir.join(p.as_str().ok_or("pcap: expected a string")?);
         let range = match (obj.get("index"), obj.get("range")) {
             (Some(i), None) => {
-                let i = i.as_u64().ok_or("index: expected a number")? as usize;
+                let i = i
+                    .as_u64()
+                    .and_then(|i| usize::try_from(i).ok())
+                    .filter(|i| *i < usize::MAX)
+                    .ok_or("index: expected a packet's index")?;
                 i..i + 1
             }
             (None, Some(Value::String(r))) => parse_range(r)?,
@@ -290,7 +294,7 @@ fn parse_range(r: &str) -> Result<std::ops::Range<usize>, String> {
     let bad = || format!("range: `{r}` is not A..B, A..=B or A..");
     let num = |s: &str| s.trim().parse::<usize>().map_err(|_| bad());
     if let Some((a, b)) = r.split_once("..=") {
-        return Ok(num(a)?..num(b)? + 1);
+        return Ok(num(a)?..num(b)?.checked_add(1).ok_or_else(bad)?);
     }
     if let Some((a, b)) = r.split_once("..") {
         let end = if b.trim().is_empty() {
@@ -301,7 +305,7 @@ fn parse_range(r: &str) -> Result<std::ops::Range<usize>, String> {
         return Ok(num(a)?..end);
     }
     let n = num(r)?;
-    Ok(n..n + 1)
+    Ok(n..n.checked_add(1).ok_or_else(bad)?)
 }
 
 fn read_pcap(file: &Path, range: std::ops::Range<usize>) -> Result<Vec<Vec<u8>>, String> {
