@@ -2,7 +2,9 @@
 //! and tags, then IPv4/IPv6 with TCP, UDP, ICMP or ICMPv6, or ARP, in tcpdump 4.99's words
 //! (checked against the real tcpdump by `tests/run_cli.rs`). tcpdump decodes many
 //! application protocols by port (DNS on 53, ...); this line stops at the transport layer
-//! (`UDP, length N`), as tcpdump prints ports it does not decode.
+//! (`UDP, length N`), as tcpdump prints ports it does not decode; TCP options are not
+//! shown (tcpdump prints them as `options [...]`), nor relative sequence numbers (a lone
+//! packet has none).
 
 use super::dissect::*;
 use super::{Field, Layer};

@@ -47,7 +47,14 @@ pub fn observe(case: &Case, run: &CaseRun, opts: &TestOptions) -> Result<Observe
                     redirect: None,
                 });
             }
-            other => return Err(format!("packet {index}: {}", other.describe())),
+            // The kernel's refusal is a result (it differs from any action expected), not
+            // bad input.
+            other => observed.packets.push(PacketOut {
+                action: other.describe(),
+                frame: Vec::new(),
+                meta: Vec::new(),
+                redirect: None,
+            }),
         }
         if let Some(events) = &cmp.events {
             observed.records.extend(events.kernel.iter().map(|r| {
