@@ -192,3 +192,25 @@ fn a_rejected_program_and_bad_data_are_refused() {
         stderr(&out)
     );
 }
+
+#[test]
+fn ring_buffer_records_are_shown() {
+    let syn = build(json!({"ipv4": {}, "tcp": {"sport": 30000, "dport": 23, "flags": "S"}}));
+    let out = bpfemu(&[
+        "run",
+        &example("xdp/build/ringbuf_events.v3.o"),
+        "--maps",
+        &example("maps/ringbuf_events.json"),
+        "--data",
+        &bpfemu::replay::hex(&syn),
+    ]);
+    assert_exit(&out, 0);
+    let text = stdout(&out);
+    assert!(text.starts_with("action: drop (retval 1)\n"), "{text}");
+    // type 1, 54 bytes captured of 54, ifindex 1, queue 0, the clock (0), then the frame.
+    let record = format!(
+        "record: events 010036003600000001000000000000000000000000000000{}",
+        bpfemu::replay::hex(&syn)
+    );
+    assert!(text.contains(&record), "{text}");
+}

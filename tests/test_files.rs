@@ -453,3 +453,36 @@ fn the_readme_example_passes() {
         stdout(&out)
     );
 }
+
+#[test]
+fn the_corpus_test_files_pass_in_the_other_engines() {
+    let files = corpus_files();
+    let n = count_tests(&files);
+    for engine in ["interp", "jit-baseline"] {
+        let mut argv = vec!["test".to_owned(), "--engine".to_owned(), engine.to_owned()];
+        argv.extend(args(&files));
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let out = bpfemu(&argv);
+        assert_exit(&out, 0);
+        assert!(
+            stdout(&out).contains(&format!("test result: ok. {n} passed; 0 failed")),
+            "{engine}: {}",
+            stdout(&out)
+        );
+    }
+}
+
+#[test]
+fn filter_runs_the_tests_it_names_and_none_is_no_pass() {
+    let file = root()
+        .join("tests/data/test-files/firewall.toml")
+        .display()
+        .to_string();
+    let out = bpfemu(&["test", "--filter", "deny", &file]);
+    assert_exit(&out, 0);
+    let text = stdout(&out);
+    assert_eq!(text.matches(" ... ok\n").count(), 2, "{text}");
+    assert!(text.contains("::an_exact_deny_rule_drops ... ok"), "{text}");
+    let out = bpfemu(&["test", "--filter", "no test has this name", &file]);
+    assert_exit(&out, 2);
+}
