@@ -82,6 +82,12 @@ enum Command {
     Verify(Box<bpfemu::verify::command::VerifyArgs>),
     /// Run every packet of a capture through an XDP program, with the kernel's semantics.
     Replay(Box<ReplayArgs>),
+    /// Run one packet through an XDP program (as `bpftool prog run`): the verdict, the packet
+    /// out (hex and as tcpdump prints it), the redirect target, map changes, records, printk.
+    Run(Box<RunArgs>),
+    /// Run test files (TOML: packets in, what must come out) and report as `cargo test` does;
+    /// exit 1 when a test fails, 2 on bad input.
+    Test(Box<TestArgs>),
     /// Measure bpfemu's speed over a capture against the kernel's on the same packets.
     Bench(BenchArgs),
     /// Compare bpfemu with the running kernel: every packet of a capture through both
@@ -99,6 +105,24 @@ enum Command {
 struct ReplayArgs {
     #[command(flatten)]
     opts: bpfemu::replay::ReplayOptions,
+    #[command(flatten)]
+    load: LoadArgs,
+}
+
+/// `bpfemu run`.
+#[derive(clap::Args)]
+struct RunArgs {
+    #[command(flatten)]
+    opts: bpfemu::run::RunOptions,
+    #[command(flatten)]
+    load: LoadArgs,
+}
+
+/// `bpfemu test`.
+#[derive(clap::Args)]
+struct TestArgs {
+    #[command(flatten)]
+    opts: bpfemu::testfile::TestOptions,
     #[command(flatten)]
     load: LoadArgs,
 }
@@ -248,6 +272,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::from(bpfemu::replay::replay(&opts)?))
         }
         Command::Diff(args) => diff(*args),
+        Command::Run(args) => {
+            let RunArgs { mut opts, load } = *args;
+            opts.load = load.options();
+            Ok(ExitCode::from(bpfemu::run::run(&opts)?))
+        }
+        Command::Test(args) => {
+            let TestArgs { mut opts, load } = *args;
+            opts.load = load.options();
+            Ok(ExitCode::from(bpfemu::testfile::test(&opts)?))
+        }
         Command::Fuzz(args) => {
             let FuzzArgs { mut opts, load } = *args;
             opts.load = load.options();

@@ -29,11 +29,15 @@ impl<'a> MapIo<'a> {
             .with_context(|| format!("cannot read {}", path.display()))?;
         let doc: serde_json::Value =
             serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
-        let contents = json::parse_map_contents(&doc, &self.object.maps, self.object.btf.as_ref())
-            .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+        self.load_json(&doc, &path.display().to_string())
+    }
+
+    /// Sets map contents from a document in the `--maps` shape; `origin` names it in errors.
+    pub fn load_json(&mut self, doc: &serde_json::Value, origin: &str) -> Result<()> {
+        let contents = json::parse_map_contents(doc, &self.object.maps, self.object.btf.as_ref())
+            .map_err(|e| anyhow!("{origin}: {e}"))?;
         for map in &contents {
-            self.apply(map)
-                .with_context(|| format!("{}", path.display()))?;
+            self.apply(map).with_context(|| origin.to_owned())?;
         }
         Ok(())
     }

@@ -91,6 +91,10 @@ pub struct ReplayOptions {
     /// Show a progress bar (set by the command line: a terminal, no JSON).
     #[arg(skip)]
     pub progress: bool,
+    /// Run every packet on this CPU instead of the one RSS steers it to (as test_run runs
+    /// on the calling CPU): `bpfemu run` and `bpfemu test` use CPU 0.
+    #[arg(skip)]
+    pub pinned_cpu: Option<u32>,
 }
 
 /// What happened to one packet.
@@ -543,7 +547,10 @@ impl Replayer {
     /// steered it to, the device and queue.
     #[inline]
     fn meta(&self, packet: &PacketRef<'_>) -> PacketMeta {
-        let cpu = rss::steer(packet.data, self.opts.cpus.max(1));
+        let cpu = match self.opts.pinned_cpu {
+            Some(cpu) => cpu,
+            None => rss::steer(packet.data, self.opts.cpus.max(1)),
+        };
         PacketMeta {
             ts_ns: packet.ts_ns,
             cpu,
