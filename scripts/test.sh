@@ -14,6 +14,14 @@ command -v cc >/dev/null || need_apt+=(build-essential)
 command -v ip >/dev/null || need_apt+=(iproute2)
 # tests/cli_progress runs bpfemu under a pseudo-terminal with script(1).
 command -v script >/dev/null || need_apt+=(bsdutils)
+# tests/run_cli compares bpfemu's dissection line and checksums with tcpdump's.
+command -v tcpdump >/dev/null || need_apt+=(tcpdump)
+# tests/verify_html loads the HTML report in headless Chromium.
+command -v chromium >/dev/null || need_apt+=(chromium)
+# scripts/python_env.sh makes a venv (Debian keeps ensurepip in python3-venv) for the tests that
+# read JUnit, SARIF and the Action's YAML with those formats' own readers, and the Python module.
+command -v python3 >/dev/null || need_apt+=(python3)
+python3 -c 'import ensurepip' 2>/dev/null || need_apt+=(python3-venv)
 # libbpf-sys builds libbpf 1.7 from source (make) and links the system libelf and zlib.
 for pkg in libelf-dev zlib1g-dev pkg-config make; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
