@@ -26,6 +26,7 @@ pub use bpfemu_vm as vm;
 pub mod bench;
 pub mod conformance;
 pub mod diff;
+pub mod errors;
 pub mod digest;
 pub mod expect;
 pub mod junit;
