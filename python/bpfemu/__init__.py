@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import enum
 import json
+import threading
 from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from os import PathLike
@@ -226,6 +227,21 @@ def _bytes_of(value: Any, what: str) -> bytes:
     )
 
 
+# Map types whose keys are __u32 indexes, as the kernel reads them.
+_INDEXED = frozenset(
+    {
+        "array",
+        "percpu_array",
+        "prog_array",
+        "perf_event_array",
+        "array_of_maps",
+        "devmap",
+        "cpumap",
+        "xskmap",
+    }
+)
+
+
 class Map(MutableMapping):
     """One map of the program, as a mutable mapping over the map itself.
 
@@ -238,9 +254,9 @@ class Map(MutableMapping):
     prints (``"formatted"``): integers and enums as ints (``__be32`` as the integer the host
     reads from the network-order bytes, as bpftool shows it), structs as dicts by member
     name, arrays as lists, ``char`` arrays as strings. Bytes are always accepted as the exact
-    memory of a key or value, and a map the BTF does not type gives bytes. A per-CPU map's
-    value is a list with one value per CPU; assigning a single value sets every CPU's.
-    ``m.raw`` is the same map with bytes only.
+    memory of a key or value, and a map the BTF does not type gives bytes (an array's key,
+    its index, is an int all the same). A per-CPU map's value is a list with one value per
+    CPU; assigning a single value sets every CPU's. ``m.raw`` is the same map, bytes only.
     """
 
     def __init__(self, native: Any, spec: dict[str, Any], typed: bool = True) -> None:
@@ -337,7 +353,13 @@ class Map(MutableMapping):
         if not self._typed:
             return data
         typed = self._native.map_decode(self.name, part, data)
-        return data if typed is None else typed
+        if typed is not None:
+            return typed
+        if part == "key" and self.type in _INDEXED and len(data) == 4:
+            # An array's key is its index, a __u32, whether or not the BTF says so (global
+            # data maps and legacy maps have no key type).
+            return int.from_bytes(data, "little")
+        return data
 
     def _encode(self, part: str, value: Any, size: int) -> bytes:
         if isinstance(value, (bytes, bytearray, memoryview)):
@@ -445,11 +467,32 @@ def _verdict(d: dict[str, Any]) -> Verdict:
     )
 
 
+class _ThreadBound:
+    """The native program, reached only from the thread that loaded it: its runtime (JIT
+    code, the maps' memory) is not shared between threads, and the native side would abort
+    the call. One program per thread; load the object again in each."""
+
+    __slots__ = ("_native", "_thread")
+
+    def __init__(self, native: Any) -> None:
+        self._native = native
+        # The Thread object itself, held, so that no later thread can be taken for it.
+        self._thread = threading.current_thread()
+
+    def __getattr__(self, name: str) -> Any:
+        if threading.current_thread() is not self._thread:
+            raise Error(
+                f"this program was loaded in thread {self._thread.name!r}, which alone may use"
+                f" it; load the object again in thread {threading.current_thread().name!r}"
+            )
+        return getattr(self._native, name)
+
+
 class Program:
     """An XDP program loaded by :func:`load`.
 
     Its maps, packets run and replays share one runtime: map changes a packet makes are
-    there for the next packet, as in the kernel.
+    there for the next packet, as in the kernel. It is used from the thread that loaded it.
     """
 
     def __init__(self, native: Any) -> None:
@@ -563,5 +606,5 @@ def load(
         btf=btf,
         map_sizes=map_sizes,
     )
-    return Program(native)
+    return Program(_ThreadBound(native))
 

@@ -19,6 +19,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// An XDP program loaded from an object, ready for packets unless the verifier rejects it.
+/// Unsendable: its runtime (JIT code, map memory) stays on the thread that loaded it, which
+/// the Python half enforces with an error before PyO3 would panic.
 #[pyclass(unsendable, module = "bpfemu._native")]
 pub struct Program {
     pub(crate) prepared: Arc<Prepared>,
@@ -235,7 +237,8 @@ impl Program {
         capture: PathBuf,
     ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyAny>)> {
         let replayer = self.runnable(py)?;
-        let mut reader = PcapReader::open(&capture).map_err(|e| LoadError::new_err(e.to_string()))?;
+        let mut reader =
+            PcapReader::open(&capture).map_err(|e| LoadError::new_err(e.to_string()))?;
         let results = PyList::empty(py);
         let mut summary = Summary::default();
         let start = Instant::now();

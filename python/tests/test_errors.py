@@ -61,7 +61,7 @@ def test_packets_the_kernel_refuses():
     with pytest.raises(bpfemu.RunError, match="refused as the kernel refuses it"):
         prog.run(b"\x00" * 10)
     # The program still runs the next packet.
-    assert prog.run(eth() / IP() / UDP()).action == bpfemu.XdpAction.PASS
+    assert prog.run(eth() / IP(src="198.51.100.1", dst="192.0.2.1") / UDP()).action == bpfemu.XdpAction.PASS
 
 
 def test_what_is_not_a_packet():
@@ -73,3 +73,22 @@ def test_what_is_not_a_packet():
         prog.run("ff" * 60)
     with pytest.raises(ValueError, match="unknown engine"):
         bpfemu.load(corpus("pass"), engine="fast")
+
+
+def test_a_program_stays_on_the_thread_that_loaded_it():
+    import threading
+
+    prog = bpfemu.load(corpus("pass"))
+    raised = []
+
+    def use_elsewhere():
+        try:
+            prog.run(eth() / IP(src="198.51.100.1", dst="192.0.2.1") / UDP())
+        except bpfemu.Error as error:
+            raised.append(str(error))
+
+    thread = threading.Thread(target=use_elsewhere, name="worker")
+    thread.start()
+    thread.join()
+    assert len(raised) == 1 and "load the object again in thread 'worker'" in raised[0]
+    assert prog.run(eth() / IP(src="198.51.100.1", dst="192.0.2.1") / UDP()).action == bpfemu.XdpAction.PASS

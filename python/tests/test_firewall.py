@@ -57,7 +57,14 @@ def test_acl_entries_are_typed_by_btf(firewall):
     assert key["proto"] == socket.IPPROTO_TCP
     # Ports are __be16: the number the host reads from the network-order bytes, as bpftool
     # prints them.
-    assert int(key["dport"], 0) if isinstance(key["dport"], str) else key["dport"] == socket.htons(80)
+    assert key["dport"] == socket.htons(80) == 0x5000
+
+
+def test_the_default_policy_is_global_data(firewall):
+    rodata = firewall.maps["firewall.rodata"]
+    # A global data section is one array entry typed as bpftool shows it: variables by name.
+    assert rodata.items() == [(0, {".rodata": [{"default_action": DENY}, {"allow_non_ip": True}]})]
+    assert firewall.dump_maps()["firewall.rodata"][0]["formatted"]["value"] == rodata[0]
 
 
 def test_a_rule_added_from_python_takes_effect(firewall):

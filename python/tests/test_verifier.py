@@ -42,7 +42,7 @@ def test_a_rejected_program_says_why_and_where():
 def test_running_a_rejected_program_raises_as_the_cli_refuses_it(bpfemu_cli):
     prog = bpfemu.load(UNCHECKED, prog="xdp_unchecked")
     with pytest.raises(bpfemu.VerifierError) as caught:
-        prog.run(eth() / IP() / UDP())
+        prog.run(eth() / IP(src="198.51.100.1", dst="192.0.2.1") / UDP())
     error = caught.value
     assert error.program == "xdp_unchecked"
     assert error.message == prog.verify().message
