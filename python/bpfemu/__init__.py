@@ -401,8 +401,7 @@ class Map(MutableMapping):
             return self._decode("value", data)
         slot = self._slot()
         return [
-            self._decode("value", data[i : i + self.value_size])
-            for i in range(0, len(data), slot)
+            self._decode("value", data[i : i + self.value_size]) for i in range(0, len(data), slot)
         ]
 
 
@@ -607,4 +606,3 @@ def load(
         map_sizes=map_sizes,
     )
     return Program(_ThreadBound(native))
-

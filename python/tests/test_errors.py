@@ -2,10 +2,10 @@
 after `bpfemu: ` and exits 2 on)."""
 
 import pytest
+from conftest import PCAP, VERIFY_DATA, corpus, eth, run_cli
 from scapy.layers.inet import IP, UDP
 
 import bpfemu
-from conftest import PCAP, VERIFY_DATA, corpus, eth, run_cli
 
 
 def cli_error(cli, *args) -> str:
@@ -37,7 +37,9 @@ def test_a_bad_map_file(bpfemu_cli, tmp_path):
     bad.write_text('{"acl": [{"key": {"proto": "tcp"}, "value": {}}]}')
     with pytest.raises(bpfemu.LoadError) as caught:
         bpfemu.load(corpus("firewall"), maps=bad)
-    cli = cli_error(bpfemu_cli, "replay", corpus("firewall"), str(PCAP / "normal.pcap"), "--maps", str(bad))
+    cli = cli_error(
+        bpfemu_cli, "replay", corpus("firewall"), str(PCAP / "normal.pcap"), "--maps", str(bad)
+    )
     assert str(caught.value) == cli
     assert str(bad) in cli
 
@@ -61,7 +63,10 @@ def test_packets_the_kernel_refuses():
     with pytest.raises(bpfemu.RunError, match="refused as the kernel refuses it"):
         prog.run(b"\x00" * 10)
     # The program still runs the next packet.
-    assert prog.run(eth() / IP(src="198.51.100.1", dst="192.0.2.1") / UDP()).action == bpfemu.XdpAction.PASS
+    assert (
+        prog.run(eth() / IP(src="198.51.100.1", dst="192.0.2.1") / UDP()).action
+        == bpfemu.XdpAction.PASS
+    )
 
 
 def test_what_is_not_a_packet():
@@ -91,4 +96,7 @@ def test_a_program_stays_on_the_thread_that_loaded_it():
     thread.start()
     thread.join()
     assert len(raised) == 1 and "load the object again in thread 'worker'" in raised[0]
-    assert prog.run(eth() / IP(src="198.51.100.1", dst="192.0.2.1") / UDP()).action == bpfemu.XdpAction.PASS
+    assert (
+        prog.run(eth() / IP(src="198.51.100.1", dst="192.0.2.1") / UDP()).action
+        == bpfemu.XdpAction.PASS
+    )

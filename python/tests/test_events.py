@@ -4,13 +4,13 @@ targets, global data."""
 import struct
 
 import pytest
+from conftest import FIB, MAPS, corpus, eth
 from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 
 import bpfemu
 from bpfemu import XdpAction
-from conftest import FIB, MAPS, corpus, eth
 
 # struct drop_event of ringbuf_events.c: type, cap_len, pkt_len, ifindex, rx_queue, ts_ns,
 # then the first 64 bytes of the packet.
@@ -19,7 +19,9 @@ EV_DROP = 1
 
 
 def syn(dport: int):
-    return eth() / IP(src="198.51.100.1", dst="192.0.2.1") / TCP(sport=40000, dport=dport, flags="S")
+    return (
+        eth() / IP(src="198.51.100.1", dst="192.0.2.1") / TCP(sport=40000, dport=dport, flags="S")
+    )
 
 
 def test_a_dropped_syn_is_reported_in_the_ring_buffer():
@@ -67,7 +69,12 @@ def test_a_routed_packet_is_redirected_through_the_devmap():
     result = prog.run(packet)
     assert result.action == XdpAction.REDIRECT
     redirect = result.redirect
-    assert (redirect.kind, redirect.map, redirect.key, redirect.ifindex) == ("devmap", "tx_port", 4, 4)
+    assert (redirect.kind, redirect.map, redirect.key, redirect.ifindex) == (
+        "devmap",
+        "tx_port",
+        4,
+        4,
+    )
     assert str(redirect) == "tx_port[4] (ifindex 4)"
     out = Ether(result.data)
     # eth2's MAC to the next hop's, found by bpf_fib_lookup; the TTL spent, the checksum fixed.
@@ -83,7 +90,19 @@ def test_a_routed_packet_is_redirected_through_the_devmap():
 
 @pytest.mark.parametrize("engine", ["interp", "jit", "jit-trusted", "jit-baseline"])
 def test_every_engine_gives_the_same_result(engine):
-    prog = bpfemu.load(corpus("router"), maps=MAPS / "router.json", fib=FIB / "router.json", ifindex=2, engine=engine)
-    reference = bpfemu.load(corpus("router"), maps=MAPS / "router.json", fib=FIB / "router.json", ifindex=2, engine="interp")
+    prog = bpfemu.load(
+        corpus("router"),
+        maps=MAPS / "router.json",
+        fib=FIB / "router.json",
+        ifindex=2,
+        engine=engine,
+    )
+    reference = bpfemu.load(
+        corpus("router"),
+        maps=MAPS / "router.json",
+        fib=FIB / "router.json",
+        ifindex=2,
+        engine="interp",
+    )
     packet = eth() / IP(src="198.51.100.1", dst="192.0.2.6") / UDP(dport=53)
     assert prog.run(packet) == reference.run(packet)

@@ -6,12 +6,12 @@ from Python."""
 import socket
 
 import pytest
+from conftest import MAPS, corpus, eth
 from scapy.layers.inet import ICMP, IP, TCP, UDP
 from scapy.layers.l2 import ARP
 
 import bpfemu
 from bpfemu import XdpAction
-from conftest import MAPS, corpus, eth
 
 ALLOW, DENY, DEFAULT = 0, 1, 2  # fw_stats slots
 

@@ -2,15 +2,15 @@
 drops everything else, and counts packets by IP protocol in a per-CPU array."""
 
 import pytest
+from conftest import CLIENT_MAC as CLIENT
+from conftest import SERVER_MAC as SERVER
+from conftest import corpus, eth
 from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import ARP, Ether
 
 import bpfemu
 from bpfemu import XdpAction
-from conftest import CLIENT_MAC as CLIENT
-from conftest import SERVER_MAC as SERVER
-from conftest import corpus, eth
 
 
 @pytest.fixture
@@ -19,9 +19,7 @@ def reflector() -> bpfemu.Program:
 
 
 def udp(payload: bytes = b"ping") -> Ether:
-    return eth() / IP(src="198.51.100.1", dst="192.0.2.1") / UDP(
-        sport=40000, dport=7
-    ) / payload
+    return eth() / IP(src="198.51.100.1", dst="192.0.2.1") / UDP(sport=40000, dport=7) / payload
 
 
 def test_udp_is_sent_back_with_the_macs_swapped(reflector):

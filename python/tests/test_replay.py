@@ -2,13 +2,13 @@
 
 import json
 
+from conftest import MAPS, PCAP, corpus, eth, run_cli
 from scapy.layers.inet import IP, UDP
 from scapy.packet import Raw
 from scapy.utils import rdpcap, wrpcap
 
 import bpfemu
 from bpfemu import XdpAction
-from conftest import MAPS, PCAP, corpus, eth, run_cli
 
 
 def test_a_replay_gives_every_packet_and_the_cli_summary(bpfemu_cli):
@@ -20,8 +20,15 @@ def test_a_replay_gives_every_packet_and_the_cli_summary(bpfemu_cli):
     assert summary.packets == len(replay) and summary.faulted == 0 and replay.faults == []
     assert sum(summary.actions.values()) == summary.packets
 
-    cli = run_cli(bpfemu_cli, "replay", corpus("l4lb"), str(PCAP / "flows.pcap"),
-                  "--maps", str(MAPS / "l4lb.json"), "--json")
+    cli = run_cli(
+        bpfemu_cli,
+        "replay",
+        corpus("l4lb"),
+        str(PCAP / "flows.pcap"),
+        "--maps",
+        str(MAPS / "l4lb.json"),
+        "--json",
+    )
     assert cli.returncode == 0, cli.stderr
     lines = [json.loads(line) for line in cli.stdout.splitlines()]
     assert summary.actions == lines[-1]["summary"]["actions"]

@@ -2,10 +2,10 @@
 refuses it: with the kernel's message at the C source line."""
 
 import pytest
+from conftest import PCAP, VERIFY_DATA, corpus, eth, run_cli
 from scapy.layers.inet import IP, UDP
 
 import bpfemu
-from conftest import PCAP, VERIFY_DATA, corpus, eth, run_cli
 
 UNCHECKED = str(VERIFY_DATA / "unchecked_read.o")
 
@@ -48,7 +48,9 @@ def test_running_a_rejected_program_raises_as_the_cli_refuses_it(bpfemu_cli):
     assert error.message == prog.verify().message
     assert (error.file, error.line) == ("./unchecked_read.c", 19)
     # The same text as `bpfemu replay` prints before it exits 1.
-    cli = run_cli(bpfemu_cli, "replay", UNCHECKED, str(PCAP / "normal.pcap"), "--prog", "xdp_unchecked")
+    cli = run_cli(
+        bpfemu_cli, "replay", UNCHECKED, str(PCAP / "normal.pcap"), "--prog", "xdp_unchecked"
+    )
     assert cli.returncode == 1
     assert str(error) == cli.stderr.rstrip("\n")
     # Its maps and replays are refused the same way.
@@ -59,4 +61,7 @@ def test_running_a_rejected_program_raises_as_the_cli_refuses_it(bpfemu_cli):
 def test_no_verify_runs_it_in_checked_mode():
     prog = bpfemu.load(UNCHECKED, prog="xdp_unchecked", no_verify=True)
     # A frame long enough for the unchecked read runs; the verdict follows its ethertype.
-    assert prog.run(eth() / IP(src="192.0.2.2", dst="192.0.2.1") / UDP()).action == bpfemu.XdpAction.PASS
+    assert (
+        prog.run(eth() / IP(src="192.0.2.2", dst="192.0.2.1") / UDP()).action
+        == bpfemu.XdpAction.PASS
+    )
