@@ -1,11 +1,32 @@
 """Type stubs of the bpfemu module (load, verify and run XDP programs without a kernel)."""
 
 import enum
+from dataclasses import dataclass
 from collections.abc import Iterator, Mapping, MutableMapping
 from os import PathLike
 from typing import Any, Optional, Union
 
 StrPath = Union[str, PathLike[str]]
+
+__all__ = [
+    "Error",
+    "LoadError",
+    "Map",
+    "MapError",
+    "Maps",
+    "PacketFault",
+    "Program",
+    "Record",
+    "Redirect",
+    "Replay",
+    "ReplaySummary",
+    "RunError",
+    "RunResult",
+    "Verdict",
+    "VerifierError",
+    "XdpAction",
+    "load",
+]
 
 class Error(Exception):
     """The base of every error bpfemu raises."""
@@ -45,20 +66,23 @@ class XdpAction(enum.IntEnum):
     TX = 3
     REDIRECT = 4
 
+@dataclass(frozen=True)
 class Redirect:
     kind: str
     text: str
-    map: Optional[str]
-    key: Optional[int]
-    ifindex: Optional[int]
-    broadcast: bool
-    exclude_ingress: bool
+    map: Optional[str] = None
+    key: Optional[int] = None
+    ifindex: Optional[int] = None
+    broadcast: bool = False
+    exclude_ingress: bool = False
 
+@dataclass(frozen=True)
 class Record:
     map: str
     slot: Optional[int]
     data: bytes
 
+@dataclass(frozen=True)
 class RunResult:
     index: int
     cpu: int
@@ -77,11 +101,13 @@ class RunResult:
     @property
     def perf_events(self) -> list[Record]: ...
 
+@dataclass(frozen=True)
 class PacketFault:
     index: int
     cpu: int
     error: str
 
+@dataclass(frozen=True)
 class ReplaySummary:
     packets: int
     actions: dict[str, int]
@@ -91,6 +117,7 @@ class ReplaySummary:
     elapsed_ms: float
     packets_per_sec: float
 
+@dataclass(frozen=True)
 class Replay:
     results: list[Union[RunResult, PacketFault]]
     summary: ReplaySummary
@@ -100,6 +127,7 @@ class Replay:
     @property
     def faults(self) -> list[PacketFault]: ...
 
+@dataclass(frozen=True)
 class Verdict:
     program: str
     section: str
@@ -110,20 +138,22 @@ class Verdict:
     peak_states: int
     log: str
     text: str
-    message: Optional[str]
-    note: Optional[str]
-    insn: Optional[int]
-    insn_text: Optional[str]
-    file: Optional[str]
-    line: Optional[int]
-    column: Optional[int]
-    source: Optional[str]
+    message: Optional[str] = None
+    note: Optional[str] = None
+    insn: Optional[int] = None
+    insn_text: Optional[str] = None
+    file: Optional[str] = None
+    line: Optional[int] = None
+    column: Optional[int] = None
+    source: Optional[str] = None
 
 class Map(MutableMapping[Any, Any]):
     """Keys and values typed by BTF as bpftool prints them (ints, dicts for structs, lists
     for arrays), bytes accepted everywhere and given where no BTF types them; a per-CPU
     value is a list, one per CPU."""
 
+    # Made by Program.maps, not by users.
+    def __init__(self, native: Any, spec: dict[str, Any], typed: bool = True) -> None: ...
     @property
     def name(self) -> str: ...
     @property
@@ -151,11 +181,14 @@ class Map(MutableMapping[Any, Any]):
     def values(self) -> list[Any]: ...  # type: ignore[override]
 
 class Maps(Mapping[str, Map]):
+    def __init__(self, native: Any) -> None: ...
     def __getitem__(self, name: str) -> Map: ...
     def __iter__(self) -> Iterator[str]: ...
     def __len__(self) -> int: ...
 
 class Program:
+    # Made by load(), not by users.
+    def __init__(self, native: Any) -> None: ...
     @property
     def name(self) -> str: ...
     @property
