@@ -1,8 +1,8 @@
 """Type stubs of the bpfemu module (load, verify and run XDP programs without a kernel)."""
 
 import enum
-from dataclasses import dataclass
 from collections.abc import Iterator, Mapping, MutableMapping
+from dataclasses import dataclass
 from os import PathLike
 from typing import Any, Optional, Union
 
