@@ -65,3 +65,17 @@ def test_no_verify_runs_it_in_checked_mode():
         prog.run(eth() / IP(src="192.0.2.2", dst="192.0.2.1") / UDP()).action
         == bpfemu.XdpAction.PASS
     )
+
+
+def test_an_undecided_program_is_no_pass(bpfemu_cli):
+    # A kfunc bpfemu's verifier does not check yet: neither accepted nor rejected, and not
+    # run, as the command line refuses it.
+    undecided = str(VERIFY_DATA.parent / "undecided" / "wq.o")
+    prog = bpfemu.load(undecided)
+    verdict = prog.verify()
+    assert (verdict.verdict, verdict.accepted) == ("undecided", False)
+    assert verdict.message == "not yet supported: kfunc bpf_wq_init"
+    with pytest.raises(bpfemu.VerifierError) as caught:
+        prog.run(eth() / IP(src="198.51.100.1", dst="192.0.2.1") / UDP())
+    cli = run_cli(bpfemu_cli, "replay", undecided, str(PCAP / "normal.pcap"))
+    assert cli.returncode == 1 and str(caught.value) == cli.stderr.rstrip("\n")
