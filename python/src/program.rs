@@ -65,45 +65,50 @@ pub fn load(
     let mut args = LoadArgs::default();
     args.map_sizes = map_sizes.unwrap_or_default().into_iter().collect();
     args.btf = btf;
-    let load = args.options();
-    let prepared = Prepared::open(&path, prog.as_deref(), &load)
+    let opts = ReplayOptions {
+        object: path,
+        program: prog,
+        engine,
+        ifindex,
+        rxq,
+        cpus,
+        seed,
+        fib,
+        maps,
+        no_verify,
+        load: args.options(),
+        ..ReplayOptions::default()
+    };
+    let prepared = Prepared::open(&opts.object, opts.program.as_deref(), &opts.load)
         .map_err(|e| load_error(&anyhow::Error::from(e)))?;
     warn_about(py, &prepared)?;
-    let prepared = Arc::new(prepared);
-    let refused = match prepared.admit(engine, no_verify) {
-        Ok(_) => None,
-        Err(refusal) if refusal.kind == RefusalKind::Rejected => {
-            Some((refusal.text.clone(), rejected_program(&prepared)))
-        }
-        Err(refusal) => return Err(LoadError::new_err(refusal.text)),
-    };
-    let replayer = match refused {
-        Some(_) => None,
-        None => {
-            let opts = ReplayOptions {
-                object: path,
-                program: prog,
-                engine,
-                ifindex,
-                rxq,
-                cpus,
-                seed,
-                fib,
-                maps,
-                no_verify,
-                load,
-                ..ReplayOptions::default()
-            };
-            Some(Replayer::with(prepared.clone(), &opts).map_err(|e| load_error(&e))?)
-        }
-    };
-    Ok(Program {
-        prepared,
-        replayer,
-        refused,
-        cpus,
-        packets_run: 0,
-    })
+    Program::admitted(Arc::new(prepared), &opts)
+}
+
+impl Program {
+    /// The program as [`Prepared::admit`] lets it run: with its runtime, or (rejected by the
+    /// verifier) with the refusal to raise when something would run. An engine that cannot
+    /// run the program, or a runtime that cannot be built, fails the load.
+    fn admitted(prepared: Arc<Prepared>, opts: &ReplayOptions) -> PyResult<Program> {
+        let (replayer, refused) = match prepared.admit(opts.engine, opts.no_verify) {
+            Ok(_) => {
+                let replayer =
+                    Replayer::with(prepared.clone(), opts).map_err(|e| load_error(&e))?;
+                (Some(replayer), None)
+            }
+            Err(refusal) if refusal.kind == RefusalKind::Rejected => {
+                (None, Some((refusal.text, rejected_program(&prepared))))
+            }
+            Err(refusal) => return Err(LoadError::new_err(refusal.text)),
+        };
+        Ok(Program {
+            prepared,
+            replayer,
+            refused,
+            cpus: opts.cpus,
+            packets_run: 0,
+        })
+    }
 }
 
 /// The loader's warnings about the object, as Python warnings (the command line prints them
