@@ -92,11 +92,16 @@ class Redirect:
 
 @dataclass(frozen=True)
 class Record:
-    """A ring buffer record (``slot`` is None) or a perf event sample (``slot`` its CPU slot)."""
+    """A ring buffer record (``slot`` is None) or a perf event sample (``slot`` its CPU slot).
+
+    ``formatted`` is the record typed by BTF, as bpftool prints a value, when
+    ``load(record_types={map: type})`` names its type (``replay --record-type``).
+    """
 
     map: str
     slot: Optional[int]
     data: bytes
+    formatted: Any = None
 
 
 @dataclass(frozen=True)
@@ -437,7 +442,10 @@ def _run_result(d: dict[str, Any]) -> Union[RunResult, PacketFault]:
         data=d["data"],
         meta=d["meta"],
         redirect=Redirect(**redirect) if redirect is not None else None,
-        records=[Record(map=r["map"], slot=r["slot"], data=r["data"]) for r in d["records"]],
+        records=[
+            Record(map=r["map"], slot=r["slot"], data=r["data"], formatted=r.get("formatted"))
+            for r in d["records"]
+        ],
         printk=list(d["printk"]),
         insns=d["insns"],
     )
@@ -580,13 +588,16 @@ def load(
     no_verify: bool = False,
     btf: Optional[StrPath] = None,
     map_sizes: Optional[dict[str, int]] = None,
+    record_types: Optional[dict[str, str]] = None,
 ) -> Program:
     """Loads the object at ``path`` as libbpf 1.7 would and picks its XDP program.
 
     ``prog`` names the program (function or section name) when the object has several;
     ``maps`` is a map file as ``bpfemu replay --maps`` reads it (bpftool's JSON). The other
-    keywords are ``bpfemu replay``'s flags of the same names. The verifier judges the program
-    here; a rejected program loads (``verify()`` tells why) but does not run.
+    keywords are ``bpfemu replay``'s flags of the same names (``record_types`` is
+    ``--record-type``: ``{"events": "struct event"}`` types that map's records). The
+    verifier judges the program here; a rejected program loads (``verify()`` tells why) but
+    does not run.
 
     Raises :class:`LoadError` (with the command line's message) when the object, the program
     or a file cannot be loaded.
@@ -604,5 +615,6 @@ def load(
         no_verify=no_verify,
         btf=btf,
         map_sizes=map_sizes,
+        record_types=record_types,
     )
     return Program(_ThreadBound(native))

@@ -81,6 +81,7 @@ class Record:
     map: str
     slot: Optional[int]
     data: bytes
+    formatted: Any = None
 
 @dataclass(frozen=True)
 class RunResult:
@@ -218,4 +219,5 @@ def load(
     no_verify: bool = False,
     btf: Optional[StrPath] = None,
     map_sizes: Optional[dict[str, int]] = None,
+    record_types: Optional[dict[str, str]] = None,
 ) -> Program: ...

@@ -7,7 +7,7 @@ use bpfemu::jit::Engine;
 use bpfemu::load_args::LoadArgs;
 use bpfemu::pcap::{Packet, PcapReader};
 use bpfemu::prepare::{Prepared, RefusalKind};
-use bpfemu::replay::{ReplayOptions, Replayer, Summary};
+use bpfemu::replay::{PacketResult, ReplayOptions, Replayer, Summary};
 use bpfemu::verify::{self, ProgramVerdict, Report};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -30,6 +30,8 @@ pub struct Program {
     /// `bpfemu verify --json` shows it).
     refused: Option<(String, Value)>,
     pub(crate) cpus: u32,
+    /// Whether `record_types` types some map's records (`--record-type`).
+    typed_records: bool,
     /// Packets run so far, which numbers the next one.
     packets_run: usize,
 }
@@ -38,7 +40,7 @@ pub struct Program {
 #[pyfunction]
 #[pyo3(signature = (
     path, prog=None, maps=None, *, engine="jit", cpus=1, seed=0, fib=None, ifindex=1,
-    rxq=None, no_verify=false, btf=None, map_sizes=None
+    rxq=None, no_verify=false, btf=None, map_sizes=None, record_types=None
 ))]
 #[allow(clippy::too_many_arguments)] // Python's keyword arguments, each a command-line flag.
 pub fn load(
@@ -55,6 +57,7 @@ pub fn load(
     no_verify: bool,
     btf: Option<PathBuf>,
     map_sizes: Option<HashMap<String, u32>>,
+    record_types: Option<HashMap<String, String>>,
 ) -> PyResult<Program> {
     let engine: Engine = engine.parse().map_err(PyValueError::new_err)?;
     if !(1..=256).contains(&cpus) {
@@ -76,6 +79,7 @@ pub fn load(
         fib,
         maps,
         no_verify,
+        record_types: record_types.unwrap_or_default().into_iter().collect(),
         load: args.options(),
         ..ReplayOptions::default()
     };
@@ -106,6 +110,7 @@ impl Program {
             replayer,
             refused,
             cpus: opts.cpus,
+            typed_records: !opts.record_types.is_empty(),
             packets_run: 0,
         })
     }
@@ -124,6 +129,32 @@ fn warn_about(py: Python<'_>, prepared: &Prepared) -> PyResult<()> {
         }
     }
     Ok(())
+}
+
+/// One packet's result for Python; with `typed_records`, its records typed as `record_types`
+/// asks, by the same code as `replay --record-type` (under `formatted`).
+fn result_dict<'py>(
+    py: Python<'py>,
+    replayer: &Replayer,
+    typed_records: bool,
+    result: &PacketResult,
+) -> PyResult<Bound<'py, PyDict>> {
+    let dict = packet_result(py, result)?;
+    if !typed_records {
+        return Ok(dict);
+    }
+    let shown = replayer.packet_json(result);
+    let events = shown["events"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    if let Some(records) = dict.get_item("records")? {
+        for (i, event) in events.iter().enumerate() {
+            if let Some(formatted) = event.get("formatted") {
+                records
+                    .get_item(i)?
+                    .set_item("formatted", json_to_py(py, formatted)?)?;
+            }
+        }
+    }
+    Ok(dict)
 }
 
 /// The verdict of the program whose rejection refused the run, as `bpfemu verify --json`
@@ -218,7 +249,8 @@ impl Program {
         data: Vec<u8>,
         ts_ns: u64,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let index = self.packets_run;
+        let (index, typed_records) = (self.packets_run, self.typed_records);
+        self.packets_run += 1;
         let replayer = self.runnable(py)?;
         let packet = Packet {
             index,
@@ -227,11 +259,10 @@ impl Program {
             data,
         };
         let result = replayer.run(&packet);
-        self.packets_run += 1;
         if let Err(why) = &result.outcome {
             return Err(RunError::new_err(why.clone()));
         }
-        packet_result(py, &result)
+        result_dict(py, replayer, typed_records, &result)
     }
 
     /// Every packet of a capture, as `bpfemu replay --json` runs them: a list of per-packet
@@ -241,6 +272,7 @@ impl Program {
         py: Python<'py>,
         capture: PathBuf,
     ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyAny>)> {
+        let typed_records = self.typed_records;
         let replayer = self.runnable(py)?;
         let mut reader =
             PcapReader::open(&capture).map_err(|e| LoadError::new_err(e.to_string()))?;
@@ -256,7 +288,7 @@ impl Program {
             })?;
             let result = replayer.run_ref(&packet);
             summary.add(&result);
-            results.append(packet_result(py, &result)?)?;
+            results.append(result_dict(py, replayer, typed_records, &result)?)?;
         }
         summary.elapsed = start.elapsed();
         let summary = json_to_py(py, &summary.to_json()["summary"])?;

@@ -4,7 +4,7 @@ targets, global data."""
 import struct
 
 import pytest
-from conftest import FIB, MAPS, corpus, eth
+from conftest import FIB, MAPS, REPO, corpus, eth
 from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
@@ -41,6 +41,30 @@ def test_a_dropped_syn_is_reported_in_the_ring_buffer():
     # An ACK is not policed.
     ack = eth() / IP(src="198.51.100.1", dst="192.0.2.1") / TCP(dport=8080, flags="A")
     assert prog.run(ack).action == XdpAction.PASS
+
+
+def test_records_typed_by_btf_and_perf_samples():
+    # tests/objects/record_events.c: per packet a `struct record` in the ring buffer (length,
+    # a salt from a map, the first 6 bytes), the length as a u64, a perf sample of 3 bytes and
+    # the first 14 of the packet on the CPU's slot, and the errno of a sample into CPU 1's slot.
+    obj = str(REPO / "tests" / "objects" / "record_events.o")
+    prog = bpfemu.load(obj, cpus=2, record_types={"records": "struct record"})
+    prog.maps["salt"][0] = 77
+    for cpu in (0, 1):
+        prog.maps["samples"][cpu] = cpu  # a perf event opened on each CPU
+    packet = bytes(eth() / IP(src="198.51.100.1", dst="192.0.2.1") / UDP(dport=7) / (b"x" * 18))
+    result = prog.run(packet)
+    record, length, errno = result.ringbuf
+    assert record.formatted == {"len": 60, "salt": 77, "head": list(packet[:6]), "pad": 0}
+    assert length.formatted is None and length.data == (60).to_bytes(8, "little")
+    (sample,) = result.perf_events
+    assert (sample.map, sample.slot) == ("samples", result.cpu)
+    assert sample.data == bytes([1, 2, 3]) + packet[:14]
+    # Into the other CPU's event from this CPU: EOPNOTSUPP, as the kernel answers.
+    assert int.from_bytes(errno.data, "little", signed=True) == -95
+    # A type the object's BTF lacks is refused as --record-type refuses it.
+    with pytest.raises(bpfemu.LoadError, match="has no struct nothing"):
+        bpfemu.load(obj, record_types={"records": "struct nothing"})
 
 
 def test_the_allowed_ports_are_a_map_of_be16_keys():
