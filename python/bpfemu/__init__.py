@@ -311,7 +311,8 @@ class Map(MutableMapping):
         return Map(self._native, self._spec, typed=False)
 
     def __repr__(self) -> str:
-        return f"<bpfemu.Map {self.name} ({self.type}, {len(self)} entries)>"
+        # Nothing read from the map: a repr must not raise (a rejected program's maps do).
+        return f"<bpfemu.Map {self.name} ({self.type}, max_entries {self.max_entries})>"
 
     # -- the mapping --
 
