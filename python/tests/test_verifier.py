@@ -53,7 +53,7 @@ def test_running_a_rejected_program_raises_as_the_cli_refuses_it(bpfemu_cli):
     )
     assert cli.returncode == 1
     assert str(error) == cli.stderr.rstrip("\n")
-    # Its maps and replays are refused the same way.
+    # A replay is refused the same way.
     with pytest.raises(bpfemu.VerifierError):
         prog.replay(PCAP / "normal.pcap")
 
