@@ -28,6 +28,7 @@ pub mod conformance;
 pub mod diff;
 pub mod digest;
 pub mod disasm;
+pub mod errors;
 pub mod expect;
 pub mod html_report;
 pub mod junit;

@@ -5,6 +5,7 @@ mod inspect;
 use anyhow::Context;
 use bpfemu::conformance::runner::{self, Mode};
 use bpfemu::disasm;
+use bpfemu::errors::render_error;
 use bpfemu::load_args::LoadArgs;
 use bpfemu::prepare::{Prepared, Refusal, RefusalKind};
 use bpfemu_jit::Engine;
@@ -425,32 +426,6 @@ fn conformance_kernel(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
-}
-
-/// An error and its causes on one line, each said once: a cause already in the text (an OS
-/// error that a library's message quotes) is left out, and so is Rust's "(os error N)".
-fn render_error(error: &anyhow::Error) -> String {
-    let mut text = String::new();
-    for cause in error.chain() {
-        let part = strip_os_error_code(&cause.to_string());
-        if text.contains(&part) {
-            continue;
-        }
-        if !text.is_empty() {
-            text += ": ";
-        }
-        text += &part;
-    }
-    text
-}
-
-fn strip_os_error_code(text: &str) -> String {
-    let mut out = text.to_owned();
-    while let Some(start) = out.find(" (os error ") {
-        let end = out[start..].find(')').map_or(out.len(), |e| start + e + 1);
-        out.replace_range(start..end, "");
-    }
-    out
 }
 
 /// Standard output through `write!`, so that a closed pipe is an error that ends the command

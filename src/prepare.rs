@@ -220,10 +220,10 @@ impl Prepared {
         Ok((runtime, compile_time))
     }
 
-    /// The verdicts of the XDP programs that run: the chosen one, and all of them when it
-    /// makes tail calls (a prog array may hold any) or when none was named (as a loader
-    /// loads every program of the object).
-    fn verdicts(&self) -> &[(usize, Verdict)] {
+    /// The verdicts of the XDP programs that run, by program index: the chosen one, and all
+    /// of them when it makes tail calls (a prog array may hold any) or when none was named
+    /// (as a loader loads every program of the object). What [`Prepared::admit`] judges by.
+    pub fn verdicts(&self) -> &[(usize, Verdict)] {
         self.verdicts.get_or_init(|| {
             let chosen = self.program();
             let every = !self.named || makes_tail_calls(chosen);

@@ -218,7 +218,8 @@ pub struct Summary {
 }
 
 impl Summary {
-    fn add(&mut self, result: &PacketResult) {
+    /// Counts one packet's result.
+    pub fn add(&mut self, result: &PacketResult) {
         self.count(
             result.action_name(),
             result.outcome.as_ref().ok().map(|o| o.insns_executed),
