@@ -28,6 +28,7 @@ pub mod conformance;
 pub mod diff;
 pub mod digest;
 pub mod expect;
+pub mod explain;
 pub mod junit;
 pub mod load_args;
 pub mod mapio;

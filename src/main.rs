@@ -88,6 +88,10 @@ enum Command {
         /// One JSON document instead of text.
         #[arg(long)]
         json: bool,
+        /// For a rejection, the path from the entry to the error: the instructions that
+        /// touched what failed, with the registers as each left them.
+        #[arg(long)]
+        explain: bool,
         #[command(flatten)]
         load: LoadArgs,
     },
@@ -253,8 +257,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             prog,
             log_level,
             json,
+            explain,
             load,
-        } => verify(&obj, prog.as_deref(), log_level, json, &load),
+        } => verify(&obj, prog.as_deref(), log_level, json, explain, &load),
         Command::Replay(args) => {
             let ReplayArgs { mut opts, load } = *args;
             opts.load = load.options();
@@ -369,6 +374,7 @@ fn verify(
     prog: Option<&str>,
     log_level: u32,
     json: bool,
+    explain: bool,
     load: &LoadArgs,
 ) -> anyhow::Result<ExitCode> {
     use bpfemu::verify;
@@ -391,10 +397,10 @@ fn verify(
     };
     let written = (|| -> anyhow::Result<()> {
         if json {
-            let doc = verify::to_json(&name, &report, log_level > 0);
+            let doc = verify::to_json(&name, &report, log_level > 0, explain);
             writeln!(stdout(), "{}", serde_json::to_string_pretty(&doc)?)?;
         } else {
-            write!(stdout(), "{}", verify::to_text(&name, &report))?;
+            write!(stdout(), "{}", verify::to_text(&name, &report, explain))?;
         }
         Ok(())
     })();

@@ -6,6 +6,7 @@ use bpfemu_isa::disasm::log_line;
 use bpfemu_isa::uapi::{BPF_PROG_TYPE_XDP, prog_type_short_name};
 use bpfemu_isa::{Insn, RawInsn};
 use bpfemu_loader::{Kernel, Object, ProgramSpec, SourceLine};
+use bpfemu_verifier::explain::Explanation;
 use bpfemu_verifier::{Options, Outcome, ProgramInput, Rejection, Verdict, verify};
 use serde_json::{Value, json};
 use std::fmt::Write;
@@ -16,6 +17,8 @@ pub struct ProgramVerdict<'a> {
     pub verdict: Verdict,
     /// The kernel it was judged by (its BTF names kfunc calls in messages).
     pub kernel: &'a Kernel,
+    /// Why it was rejected (the kernel's lines, the notes, the path), when it was.
+    pub explanation: Option<Explanation>,
 }
 
 impl ProgramVerdict<'_> {
@@ -86,10 +89,14 @@ pub fn verify_object<'a>(
     Some(Report {
         verdicts: xdp
             .into_iter()
-            .map(|program| ProgramVerdict {
-                program,
-                verdict: judge(obj, program, &opts),
-                kernel: &obj.kernel,
+            .map(|program| {
+                let (verdict, explanation) = judge_explained(obj, program, &opts);
+                ProgramVerdict {
+                    program,
+                    verdict,
+                    kernel: &obj.kernel,
+                    explanation,
+                }
             })
             .collect(),
         not_verified: other,
@@ -101,19 +108,45 @@ pub fn verify_object<'a>(
 /// program of the object; then the verifier. Every command that judges a program
 /// (`verify`, the way in that runs one, `diff --verifier`) judges it here.
 pub fn judge(obj: &Object, program: &ProgramSpec, opts: &Options) -> Verdict {
+    judge_with(obj, program, opts, false).0
+}
+
+/// [`judge`], and for a rejection in the verifier's walk its explanation (a second walk that
+/// records the rejected path: only rejected programs pay for it).
+pub fn judge_explained(
+    obj: &Object,
+    program: &ProgramSpec,
+    opts: &Options,
+) -> (Verdict, Option<Explanation>) {
+    judge_with(obj, program, opts, true)
+}
+
+fn judge_with(
+    obj: &Object,
+    program: &ProgramSpec,
+    opts: &Options,
+    explained: bool,
+) -> (Verdict, Option<Explanation>) {
     match map_creation_refusal(obj) {
-        Some(rejection) => Verdict {
-            outcome: Outcome::Rejected(rejection),
-            log: String::new(),
-            stats: Default::default(),
-        },
+        Some(rejection) => (
+            Verdict {
+                outcome: Outcome::Rejected(rejection),
+                log: String::new(),
+                stats: Default::default(),
+            },
+            None,
+        ),
         None => {
             let maps = bpfemu_verifier::maps_created::maps_as_created(&obj.maps, obj.btf.as_ref());
             let input = ProgramInput {
                 maps: &maps,
                 ..ProgramInput::new(obj, program)
             };
-            verify(&input, opts)
+            let verdict = verify(&input, opts);
+            let explanation = (explained && !verdict.is_accepted() && !verdict.is_undecided())
+                .then(|| bpfemu_verifier::explain(&input, opts, &verdict))
+                .flatten();
+            (verdict, explanation)
         }
     }
 }
@@ -155,7 +188,8 @@ fn insn_line(kernel: &Kernel, insns: &[RawInsn], pc: usize) -> Option<String> {
     ))
 }
 
-/// The error in the compilers' form, with the source line and the instruction under it.
+/// The error in the compilers' form: the source line with a caret under the column, the
+/// instruction, the kernel's lines that qualify the verdict, and the notes on its cause.
 pub fn error_text(object: &str, v: &ProgramVerdict<'_>) -> String {
     let Some(r) = v.verdict.rejection() else {
         return String::new();
@@ -168,10 +202,7 @@ pub fn error_text(object: &str, v: &ProgramVerdict<'_>) -> String {
     match &source {
         Some(src) => {
             writeln!(out, "{}: error: {}", place(src), r.message).expect("string");
-            let text = src.line_text.trim();
-            if !text.is_empty() {
-                writeln!(out, "  {:>5} | {text}", src.line).expect("string");
-            }
+            out.push_str(&crate::explain::quote(src));
         }
         None => {
             writeln!(out, "{object}: error: {}: {}", v.program.name, r.message).expect("string")
@@ -186,6 +217,9 @@ pub fn error_text(object: &str, v: &ProgramVerdict<'_>) -> String {
     if let Some(note) = &r.note {
         writeln!(out, "  note: {note}").expect("string");
     }
+    if let Some(explanation) = &v.explanation {
+        out.push_str(&crate::explain::diagnostics(object, explanation));
+    }
     out
 }
 
@@ -194,17 +228,11 @@ pub fn source_of(line_info: &[SourceLine], pc: usize) -> Option<SourceLine> {
     line_info.iter().rev().find(|l| l.insn <= pc).cloned()
 }
 
-/// `file:line:column` (column left out when line_info has none).
-fn place(src: &SourceLine) -> String {
-    if src.column == 0 {
-        format!("{}:{}", src.file_name, src.line)
-    } else {
-        format!("{}:{}:{}", src.file_name, src.line, src.column)
-    }
-}
+use crate::explain::place;
 
-/// The text report: per program the log (at the level asked), the error, and one summary line.
-pub fn to_text(object: &str, report: &Report<'_>) -> String {
+/// The text report: per program the log (at the level asked), the error, with `explain` the
+/// path to it, and one summary line.
+pub fn to_text(object: &str, report: &Report<'_>, explain: bool) -> String {
     let verdicts = &report.verdicts;
     let mut out = String::new();
     for v in verdicts {
@@ -215,6 +243,9 @@ pub fn to_text(object: &str, report: &Report<'_>) -> String {
             }
         }
         out.push_str(&error_text(object, v));
+        if let Some(explanation) = v.explanation.as_ref().filter(|_| explain) {
+            out.push_str(&crate::explain::path_text(explanation));
+        }
         let s = &v.verdict.stats;
         writeln!(
             out,
@@ -264,7 +295,7 @@ pub fn to_text(object: &str, report: &Report<'_>) -> String {
 }
 
 /// The JSON report: `programs` verified, `not_verified` the others.
-pub fn to_json(object: &str, report: &Report<'_>, with_log: bool) -> Value {
+pub fn to_json(object: &str, report: &Report<'_>, with_log: bool, explain: bool) -> Value {
     let programs: Vec<Value> = report
         .verdicts
         .iter()
@@ -299,6 +330,9 @@ pub fn to_json(object: &str, report: &Report<'_>, with_log: bool) -> Value {
                     "column": src.column,
                     "text": src.line_text.trim(),
                 })));
+                if let Some(explanation) = &v.explanation {
+                    p["explanation"] = crate::explain::to_json(explanation, explain);
+                }
             }
             if with_log {
                 p["log"] = json!(v.verdict.log);

@@ -70,6 +70,7 @@ pub mod btf_access;
 pub mod call;
 pub mod check;
 pub mod env;
+pub mod explain;
 pub mod explore;
 pub mod fixup;
 pub mod liveness;
@@ -84,6 +85,7 @@ pub mod ptr_alu;
 pub mod scc;
 pub mod sock;
 pub mod state;
+pub mod trace;
 
 use bpfemu_isa::RawInsn;
 use bpfemu_loader::btf::{Btf, TypeId};
@@ -377,4 +379,14 @@ impl Verdict {
 /// Verifies one program as Linux 6.18's `bpf_check()` does.
 pub fn verify(input: &ProgramInput<'_>, opts: &Options) -> Verdict {
     explore::run(input, opts)
+}
+
+/// Why `verdict` (of [`verify`] on `input` with `opts`) rejects the program, from a second
+/// walk that records the rejected path; see [`explain::explain`].
+pub fn explain(
+    input: &ProgramInput<'_>,
+    opts: &Options,
+    verdict: &Verdict,
+) -> Option<explain::Explanation> {
+    explain::explain(input, opts, verdict)
 }
