@@ -174,7 +174,7 @@ fn kernel_lines(text: &str, reject: &Reject) -> Vec<String> {
 fn failing_register(msg: &str, lines: &[String], insn: Option<&Insn>) -> Option<usize> {
     first_register(msg)
         .or_else(|| argument_register(msg))
-        .or_else(|| lines.iter().find_map(|l| first_register(l)))
+        .or_else(|| lines.iter().map(String::as_str).find_map(first_register))
         .or(match insn {
             Some(Insn::Alu {
                 src: Source::Reg(src),
@@ -210,7 +210,10 @@ fn first_register(text: &str) -> Option<usize> {
 /// The register of a call's argument the message names: `arg #2` (helpers) and `arg#2`
 /// (kfuncs) count from 0, so R3.
 fn argument_register(msg: &str) -> Option<usize> {
-    let at = msg.find("arg #").map(|i| i + 5).or(msg.find("arg#").map(|i| i + 4))?;
+    let at = msg
+        .find("arg #")
+        .map(|i| i + 5)
+        .or_else(|| msg.find("arg#").map(|i| i + 4))?;
     let digits: String = msg[at..].chars().take_while(char::is_ascii_digit).collect();
     let n: usize = digits.parse().ok()?;
     (n < 5).then_some(n + 1)
@@ -415,7 +418,7 @@ impl Cx<'_, '_> {
                 Some(j),
                 format!(
                     "R{from} became a packet pointer at {} and no branch on this path compared \
-                     it with data_end, so no byte of the packet is known to be there (r=0)",
+                     it with data_end, so no byte of the packet is known to be there (r=0){needed}",
                     self.insn_words(self.pc(j))
                 ),
             ),

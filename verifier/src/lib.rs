@@ -38,6 +38,7 @@
 //! | [`loops`] | loops being explored: checkpoints compared strictly, back-edges and their precision | `maybe_enter_scc`, `propagate_backedges` |
 //! | [`fixup`] | the xlated program | `convert_ctx_accesses`, `do_misc_fixups` |
 //! | [`log`] | the kernel's log text | `print_verifier_state`, `log.c` |
+//! | [`trace`], [`explain`] | the rejected path recorded on a second walk, and why it failed | (bpfemu's own; the kernel's log at level 1 is the path without the why) |
 //!
 //! # The interface contract between the parts
 //!
