@@ -65,9 +65,16 @@ pub fn diagnostics(object: &str, explanation: &Explanation) -> String {
 }
 
 fn note_text(object: &str, note: &Note) -> String {
-    let insn = note.insn.map_or(String::new(), |pc| format!(" [insn {pc}]"));
+    let insn = note
+        .insn
+        .map_or(String::new(), |pc| format!(" [insn {pc}]"));
     match &note.source {
-        Some(src) => format!("{}: note: {}{insn}\n{}", place(src), note.message, quote(src)),
+        Some(src) => format!(
+            "{}: note: {}{insn}\n{}",
+            place(src),
+            note.message,
+            quote(src)
+        ),
         None => format!("{object}: note: {}{insn}\n", note.message),
     }
 }

@@ -86,6 +86,8 @@ pub(crate) fn build(env: &Env<'_>, trace: &Trace, reject: &Reject) -> Option<Exp
     let reg = failing_register(&reject.msg, &log_lines, env.insn(failure.pc));
     if is_too_large(&reject.msg) {
         cx.loop_notes(&mut found);
+    } else if let Some(alloc) = allocation_insn(&log_lines) {
+        cx.leak_note(alloc, &mut found);
     } else if let Some(reg) = reg {
         let r = failure.state.cur().regs[reg];
         found.follow(reg, cx.failing_step());
@@ -181,9 +183,9 @@ fn failing_register(msg: &str, lines: &[String], insn: Option<&Insn>) -> Option<
                 ..
             }) => Some(src.index()),
             Some(Insn::Load { src, .. }) => Some(src.index()),
-            Some(Insn::Store { dst, .. } | Insn::StoreReg { dst, .. } | Insn::Atomic { dst, .. }) => {
-                Some(dst.index())
-            }
+            Some(
+                Insn::Store { dst, .. } | Insn::StoreReg { dst, .. } | Insn::Atomic { dst, .. },
+            ) => Some(dst.index()),
             _ => None,
         })
 }
@@ -205,6 +207,20 @@ fn first_register(text: &str) -> Option<usize> {
         let n: usize = digits.parse().ok()?;
         (ends_word && n <= 10).then_some(n)
     })
+}
+
+/// The instruction that acquired a reference never released (`Unreleased reference id=2
+/// alloc_insn=5`).
+fn allocation_insn(lines: &[String]) -> Option<usize> {
+    let line = lines
+        .iter()
+        .find(|l| l.starts_with("Unreleased reference"))?;
+    let at = line.find("alloc_insn=")? + "alloc_insn=".len();
+    line[at..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// The register of a call's argument the message names: `arg #2` (helpers) and `arg#2`
@@ -391,8 +407,9 @@ impl Cx<'_, '_> {
     fn packet_notes(&self, reg: usize, r: &RegState, lines: &[String], found: &mut Found) {
         let here = self.failing_step();
         let range = r.range;
-        let needed = access_end(lines)
-            .map_or(String::new(), |end| format!(", and the access needs r>={end}"));
+        let needed = access_end(lines).map_or(String::new(), |end| {
+            format!(", and the access needs r>={end}")
+        });
         let same_range = |x: &RegState| x.is_pkt_pointer_any() && x.range == range;
         let origin = self.established(reg, here, same_range, found);
         match origin {
@@ -576,7 +593,12 @@ impl Cx<'_, '_> {
             .prog
             .iter()
             .filter(|(_, insn)| match insn {
-                Insn::Store { size, dst, off: o, .. } | Insn::StoreReg { size, dst, off: o, .. } => {
+                Insn::Store {
+                    size, dst, off: o, ..
+                }
+                | Insn::StoreReg {
+                    size, dst, off: o, ..
+                } => {
                     let (start, end) = (*o as i64, *o as i64 + size.bytes() as i64 - 1);
                     dst.index() == 10 && start.div_euclid(8) <= slot && slot <= end.div_euclid(8)
                 }
@@ -600,6 +622,28 @@ impl Cx<'_, '_> {
                 ),
             );
         }
+    }
+
+    /// A reference acquired on this path and not released before the exit.
+    fn leak_note(&self, alloc: usize, found: &mut Found) {
+        if let Some(step) = self
+            .trace
+            .steps
+            .iter()
+            .rposition(|s| s.pc as usize == alloc)
+        {
+            found.steps.push(step);
+        }
+        found.notes.push(Note {
+            message: format!(
+                "the reference acquired at {} is still held at insn {}: nothing on this path \
+                 releases it",
+                self.insn_words(alloc),
+                self.failure_pc()
+            ),
+            insn: Some(alloc),
+            source: self.source(alloc),
+        });
     }
 
     /// A register read before anything wrote it on this path, or after a call took it.
@@ -647,9 +691,11 @@ impl Cx<'_, '_> {
             Some(&(edge, head, times)) => {
                 let step = steps.iter().rposition(|s| s.pc as usize == edge);
                 // The path shows the last walk around the loop, up to the error.
-                let previous = step
-                    .and_then(|last| steps[..last].iter().rposition(|s| s.pc as usize == edge));
-                let from = previous.map_or(0, |p| p + 1).max(steps.len().saturating_sub(64));
+                let previous =
+                    step.and_then(|last| steps[..last].iter().rposition(|s| s.pc as usize == edge));
+                let from = previous
+                    .map_or(0, |p| p + 1)
+                    .max(steps.len().saturating_sub(64));
                 found.steps.extend(from..steps.len());
                 let total = self.trace.visits.get(edge).copied().unwrap_or(0);
                 self.note_at(
@@ -796,7 +842,9 @@ impl Cx<'_, '_> {
 /// Where a packet access ends, from the kernel's line (`invalid access to packet, off=23
 /// size=1, ...`: 24).
 fn access_end(lines: &[String]) -> Option<i64> {
-    let line = lines.iter().find(|l| l.starts_with("invalid access to packet"))?;
+    let line = lines
+        .iter()
+        .find(|l| l.starts_with("invalid access to packet"))?;
     let field = |name: &str| -> Option<i64> {
         let at = line.find(name)? + name.len();
         let digits: String = line[at..]
@@ -825,7 +873,10 @@ mod tests {
 
     #[test]
     fn registers_are_found_as_words() {
-        assert_eq!(first_register("R1 offset is outside of the packet"), Some(1));
+        assert_eq!(
+            first_register("R1 offset is outside of the packet"),
+            Some(1)
+        );
         assert_eq!(
             first_register("invalid access to packet, off=23 size=1, R10(id=0)"),
             Some(10)
