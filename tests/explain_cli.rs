@@ -314,7 +314,7 @@ fn recording_the_path_changes_nothing_the_verifier_reports() {
                     ..Options::default()
                 };
                 let plain = verify(&input, &opts);
-                let (traced, _) = bpfemu_verifier::explore::run_traced(&input, &opts);
+                let (traced, _) = bpfemu_verifier::explore::run_traced(&input, &opts, 0);
                 let name = format!("{}: {} (level {log_level})", path.display(), prog.name);
                 assert_eq!(traced.outcome, plain.outcome, "{name}");
                 assert_eq!(traced.log, plain.log, "{name}");

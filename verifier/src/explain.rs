@@ -54,6 +54,9 @@ pub struct Explanation {
     pub path_len: usize,
 }
 
+/// How many of the last processed instructions keep their register changes.
+pub const RECORDED_WINDOW: u64 = 1 << 16;
+
 /// The explanation of `verdict`'s rejection of `input`, from a second, recorded walk; `None`
 /// when `verdict` is not a rejection inside the walk, or the recorded walk does not reject
 /// the program at the same instruction with the same message.
@@ -70,7 +73,13 @@ pub fn explain(input: &ProgramInput<'_>, opts: &Options, verdict: &Verdict) -> O
         log_level,
         ..opts.clone()
     };
-    let (again, explanation) = crate::explore::run_traced(input, &opts);
+    // Registers are recorded for the last instructions of the walk only, which hold the
+    // rejected path's end: the record stays small on a long walk.
+    let changes_from = verdict
+        .stats
+        .processed_insns
+        .saturating_sub(RECORDED_WINDOW);
+    let (again, explanation) = crate::explore::run_traced(input, &opts, changes_from);
     let same = again
         .rejection()
         .is_some_and(|r| r.message == rejection.message && r.insn == rejection.insn);
@@ -331,10 +340,11 @@ impl Cx<'_, '_> {
         });
     }
 
-    /// The latest step before `before` that changed `reg` in the failing frame's life.
+    /// The latest step before `before` that changed `reg` in the failing frame's life, within
+    /// the recorded window.
     fn last_change(&self, reg: usize, before: usize) -> Option<usize> {
         let frame = self.frame();
-        (0..before).rev().find_map(|j| {
+        (self.trace.window_start()..before).rev().find_map(|j| {
             let s = self.trace.steps[j];
             match (s.frame as usize).cmp(&frame) {
                 std::cmp::Ordering::Less => Some(None),
@@ -342,6 +352,16 @@ impl Cx<'_, '_> {
                 std::cmp::Ordering::Greater => None,
             }
         })?
+    }
+
+    /// Where a value that held all along the record was from: the entry, or before the
+    /// window of recorded registers.
+    fn since_start(&self) -> &'static str {
+        if self.trace.window_start() == 0 {
+            "from the entry of the function"
+        } else {
+            "since before the last instructions recorded"
+        }
     }
 
     /// The step where `holds` became true of `reg` (followed through moves from other
@@ -535,8 +555,9 @@ impl Cx<'_, '_> {
                 found,
                 None,
                 format!(
-                    "R{scalar_reg} is {} from the entry of the function",
-                    bounds_words(&scalar)
+                    "R{scalar_reg} is {} {}",
+                    bounds_words(&scalar),
+                    self.since_start()
                 ),
             ),
         }
@@ -660,11 +681,12 @@ impl Cx<'_, '_> {
                     self.insn_words(self.pc(j))
                 ),
             ),
-            None => self.note_at(
+            None if self.trace.window_start() == 0 => self.note_at(
                 found,
                 None,
                 format!("R{reg} is never written on this path before insn {pc}"),
             ),
+            None => {}
         }
     }
 

@@ -36,21 +36,23 @@ enum Step {
 
 /// Verifies `input`; see [`crate::verify`].
 pub fn run(input: &ProgramInput<'_>, opts: &Options) -> Verdict {
-    run_with(input, opts, false).0
+    run_with(input, opts, None).0
 }
 
-/// [`run`] with the rejected path recorded and explained (see [`crate::explain`]).
+/// [`run`] with the rejected path recorded and explained (see [`crate::explain`]); the
+/// registers are recorded from the `changes_from`th processed instruction on.
 pub fn run_traced(
     input: &ProgramInput<'_>,
     opts: &Options,
+    changes_from: u64,
 ) -> (Verdict, Option<crate::explain::Explanation>) {
-    run_with(input, opts, true)
+    run_with(input, opts, Some(changes_from))
 }
 
 fn run_with(
     input: &ProgramInput<'_>,
     opts: &Options,
-    traced: bool,
+    traced: Option<u64>,
 ) -> (Verdict, Option<crate::explain::Explanation>) {
     // The kernel's BTF is parsed (once per kernel value) before the clock starts, for
     // programs that need it (kfuncs, kernel variables): the kernel parsed its own at boot, and
@@ -82,8 +84,8 @@ fn run_with(
         }
     };
     let mut env = Env::new(input, prog, ops, log);
-    if traced {
-        env.trace = Some(Box::new(crate::trace::Trace::new(env.len())));
+    if let Some(changes_from) = traced {
+        env.trace = Some(Box::new(crate::trace::Trace::new(env.len(), changes_from)));
     }
     let result = check::check_program(&mut env, &pre).and_then(|()| {
         mark_callback_calls(&mut env);

@@ -5,8 +5,9 @@
 //!
 //! The record follows the walk as the level-1 log does: when a pushed branch is popped, the
 //! record goes back to where it was when the branch was pushed, so at a rejection it holds
-//! exactly the rejected path. Each step keeps only the registers it changed, so the record
-//! grows with the path, not with the path times the state.
+//! exactly the rejected path. Each step keeps only the registers it changed, and only steps
+//! processed after [`Trace::changes_from`] keep even those (the window: the end of a long path,
+//! where the rejection is), so the record stays small however long the path.
 
 use crate::state::VerifierState;
 use crate::state::reg::RegState;
@@ -60,8 +61,12 @@ pub struct Trace {
     /// The registers of every frame as the last step left them.
     last: Vec<Regs>,
     marks: Vec<Mark>,
-    /// The registers at the entry of the walk.
-    pub entry: Option<Regs>,
+    /// Where the window of recorded changes starts: the step, and every frame's registers
+    /// before it.
+    window: Option<(usize, Vec<Regs>)>,
+    /// Instructions processed before this count keep no changes.
+    pub changes_from: u64,
+    processed: u64,
     /// How many times the walk processed each instruction, on any path.
     pub visits: Vec<u32>,
     pub failure: Option<Failure>,
@@ -80,9 +85,12 @@ pub fn same_value(a: &RegState, b: &RegState) -> bool {
 }
 
 impl Trace {
-    pub fn new(len: usize) -> Trace {
+    /// A record for a program of `len` instructions, keeping the changes of the
+    /// instructions processed after the first `changes_from`.
+    pub fn new(len: usize, changes_from: u64) -> Trace {
         Trace {
             visits: vec![0; len],
+            changes_from,
             ..Trace::default()
         }
     }
@@ -94,11 +102,25 @@ impl Trace {
         self.marks.clear();
         self.failure = None;
         self.last = state.frames.iter().map(|f| f.regs).collect();
-        self.entry = Some(state.cur().regs);
+        self.window = None;
+        self.open_window();
+    }
+
+    /// Starts the window of recorded changes once past [`Trace::changes_from`].
+    fn open_window(&mut self) {
+        if self.window.is_none() && self.processed >= self.changes_from {
+            self.window = Some((self.steps.len(), self.last.clone()));
+        }
+    }
+
+    /// The first step that keeps its changes (all steps, when the window opened at once).
+    pub fn window_start(&self) -> usize {
+        self.window.as_ref().map_or(self.steps.len(), |w| w.0)
     }
 
     /// The instruction at `pc` was processed (counted even when pruned).
     pub fn visit(&mut self, pc: usize) {
+        self.processed += 1;
         if let Some(v) = self.visits.get_mut(pc) {
             *v = v.saturating_add(1);
         }
@@ -107,6 +129,8 @@ impl Trace {
     /// Instruction `pc` completed on the current path, leaving `state`.
     pub fn step(&mut self, pc: usize, state: &VerifierState) {
         let frame = state.curframe();
+        self.open_window();
+        let recording = self.window.is_some();
         // A frame left since is forgotten; a frame entered since starts unwritten in the
         // record, so the arguments it received show as changes.
         self.last
@@ -114,7 +138,7 @@ impl Trace {
         let first_change = self.changes.len() as u32;
         let before = &mut self.last[frame];
         for (i, (old, new)) in before.iter_mut().zip(state.cur().regs.iter()).enumerate() {
-            if !same_value(old, new) {
+            if recording && !same_value(old, new) {
                 self.changes.push(Change {
                     reg: i as u8,
                     after: *new,
@@ -146,6 +170,10 @@ impl Trace {
         };
         self.steps.truncate(mark.steps);
         self.changes.truncate(mark.changes);
+        // A window that started on the path given up starts again where this one resumes.
+        if self.window.as_ref().is_some_and(|w| w.0 > mark.steps) {
+            self.window = Some((mark.steps, mark.last.clone()));
+        }
         self.last = mark.last;
         self.step(prev, state);
     }
@@ -184,14 +212,17 @@ impl Trace {
     }
 
     /// Register `reg` as it was before step `i`, in the frame step `i` ran in: the latest
-    /// change before it in that frame's life, else the entry state.
+    /// change before it in that frame's life, else as the window found it.
     pub fn before(&self, i: usize, reg: usize) -> RegState {
         let frame = self.frame_before(i);
-        for j in (0..i).rev() {
+        let Some((start, at_start)) = &self.window else {
+            return RegState::not_init();
+        };
+        for j in (*start..i).rev() {
             let s = self.steps[j];
             if (s.frame as usize) < frame {
                 // The frame did not exist before this step: arguments arrive at the call.
-                break;
+                return RegState::not_init();
             }
             if s.frame as usize == frame
                 && let Some(r) = self.change(j, reg)
@@ -199,10 +230,9 @@ impl Trace {
                 return *r;
             }
         }
-        match (frame, &self.entry) {
-            (0, Some(entry)) => entry[reg],
-            _ => RegState::not_init(),
-        }
+        at_start
+            .get(frame)
+            .map_or_else(RegState::not_init, |regs| regs[reg])
     }
 
     /// The frame current before step `i` ran.
