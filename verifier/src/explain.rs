@@ -482,10 +482,21 @@ impl Cx<'_, '_> {
     fn null_notes(&self, reg: usize, r: &RegState, found: &mut Found) {
         let ty = r.ty;
         let maybe_null = |x: &RegState| x.ty == ty && x.flags & PTR_MAYBE_NULL != 0;
+        let what = crate::log::reg_type_name(self.env, r);
         let Some((j, from)) = self.established(reg, self.failing_step(), maybe_null, found) else {
+            if self.trace.window_start() == 0 {
+                self.note_at(
+                    found,
+                    None,
+                    format!(
+                        "R{reg} is {what} from the entry of the function (an argument that may \
+                         be NULL), and no NULL check on this path comes before insn {}",
+                        self.failure_pc()
+                    ),
+                );
+            }
             return;
         };
-        let what = crate::log::reg_type_name(self.env, r);
         let by = match self.env.insn(self.pc(j)) {
             Some(Insn::Call(CallTarget::Helper(id))) => format!(
                 "bpf_{}",
@@ -575,10 +586,17 @@ impl Cx<'_, '_> {
             .copied()
             .filter(|w| !on_path.iter().any(|&j| self.pc(j) == *w))
             .collect();
-        let mut message = format!(
-            "{slot} is read at insn {pc}, but no instruction on this path stores to it, so it \
-             holds nothing the read may use"
-        );
+        let mut message = match on_path.last() {
+            Some(&j) => format!(
+                "{slot} is written on this path by {}, but not as the read at insn {pc} needs \
+                 it (the kernel's line says which bytes)",
+                self.insn_words(self.pc(j))
+            ),
+            None => format!(
+                "{slot} is read at insn {pc}, but no instruction on this path stores to it, so \
+                 it holds nothing the read may use"
+            ),
+        };
         if let Some(&w) = elsewhere.first() {
             message.push_str(&format!(
                 "; {} writes it, on another path",
@@ -633,6 +651,20 @@ impl Cx<'_, '_> {
         let r = *r;
         let same = |x: &RegState| crate::trace::same_value(x, &r);
         if let Some((j, from)) = self.established(reg, self.failing_step(), same, found) {
+            let was = self.trace.before(j, from);
+            let is_call = matches!(self.env.insn(self.pc(j)), Some(Insn::Call(_)));
+            if is_call && was.is_pkt_pointer_any() && !r.is_pkt_pointer_any() {
+                return self.note_at(
+                    found,
+                    Some(j),
+                    format!(
+                        "R{from} was {} until the call at {}, which may change the packet and so \
+                         invalidates every packet pointer",
+                        crate::log::reg_state_text(self.env, &was),
+                        self.insn_words(self.pc(j))
+                    ),
+                );
+            }
             self.note_at(
                 found,
                 Some(j),
@@ -882,6 +914,8 @@ fn access_end(lines: &[String]) -> Option<i64> {
 fn bounds_words(r: &RegState) -> String {
     if r.umax_value == u64::MAX && r.smin_value == i64::MIN {
         "unbounded (any 64-bit value)".to_owned()
+    } else if r.smin_value == i64::MIN {
+        format!("without a lower bound (max {})", r.smax_value)
     } else if r.smin_value < 0 {
         format!("possibly negative (min {})", r.smin_value)
     } else {
