@@ -285,6 +285,56 @@ fn the_quoted_lines_are_the_kernels() {
     assert!(stdout.contains("BPF program is too large"), "{stdout}");
 }
 
+/// Beyond these programs: every rejected program of the test objects (tests/data/verify,
+/// tests/data/verifier) quotes the running kernel's last lines too.
+#[test]
+fn the_quoted_lines_are_the_kernels_on_every_rejected_test_object() {
+    if !kernel_or_skip("the_quoted_lines_are_the_kernels_on_every_rejected_test_object") {
+        return;
+    }
+    let mut objects: Vec<PathBuf> = ["tests/data/verify", "tests/data/verifier"]
+        .iter()
+        .flat_map(|dir| std::fs::read_dir(root().join(dir)).expect("objects"))
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "o"))
+        .collect();
+    objects.sort();
+    let mut compared = 0;
+    for path in objects {
+        let obj = bpfemu_loader::load_file(&path, &Default::default()).expect("loads");
+        let out = bpfemu(&["verify", path.to_str().unwrap(), "--json"]);
+        let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        for p in doc["programs"].as_array().unwrap() {
+            let Some(quoted) = p["explanation"]["log_lines"].as_array() else {
+                continue;
+            };
+            let name = p["name"].as_str().unwrap();
+            let opts = KernelLoadOptions {
+                log_level: 1,
+                log_size: 1 << 20,
+                initial: Default::default(),
+            };
+            let log = match KernelObject::load(&obj, name, &opts) {
+                Err(KernelObjectError::ProgLoad { log, .. }) => log,
+                other => panic!("{}: {name}: {:?}", path.display(), other.err()),
+            };
+            let lines: Vec<&str> = log
+                .lines()
+                .filter(|l| !l.is_empty())
+                .take_while(|l| !l.starts_with("processed "))
+                .collect();
+            let quoted: Vec<&str> = quoted.iter().map(|l| l.as_str().unwrap()).collect();
+            assert!(
+                lines.ends_with(&quoted),
+                "{}: {name}:\n{log}",
+                path.display()
+            );
+            compared += 1;
+        }
+    }
+    assert!(compared >= 8, "{compared}");
+}
+
 /// Walking again with the path recorded gives the same verdict, log and counts, at every log
 /// level, on the corpus and on these programs: the record only watches.
 #[test]
