@@ -94,7 +94,7 @@ pub(crate) fn build(env: &Env<'_>, trace: &Trace, reject: &Reject) -> Option<Exp
     let mut found = Found::default();
     let reg = failing_register(&reject.msg, &log_lines, env.insn(failure.pc));
     if is_too_large(&reject.msg) {
-        cx.loop_notes(&mut found);
+        cx.loop_notes(&reject.msg, &mut found);
     } else if let Some(alloc) = allocation_insn(&log_lines) {
         cx.leak_note(alloc, &mut found);
     } else if let Some(reg) = reg {
@@ -723,7 +723,7 @@ impl Cx<'_, '_> {
     }
 
     /// The loop that spent the budget: the back-edge taken most often on the rejected path.
-    fn loop_notes(&self, found: &mut Found) {
+    fn loop_notes(&self, msg: &str, found: &mut Found) {
         let steps = &self.trace.steps;
         let mut counts: Vec<(usize, usize, u32)> = Vec::new();
         for (j, s) in steps.iter().enumerate() {
@@ -740,7 +740,17 @@ impl Cx<'_, '_> {
                 }
             }
         }
-        let limit = crate::COMPLEXITY_LIMIT_INSNS;
+        let ran_out = if msg.starts_with("The sequence of ") {
+            format!(
+                "the {}-branch queue overflowed",
+                crate::COMPLEXITY_LIMIT_JMP_SEQ
+            )
+        } else {
+            format!(
+                "the {}-instruction budget ran out",
+                crate::COMPLEXITY_LIMIT_INSNS
+            )
+        };
         match counts.iter().max_by_key(|c| c.2) {
             Some(&(edge, head, times)) => {
                 let step = steps.iter().rposition(|s| s.pc as usize == edge);
@@ -757,9 +767,8 @@ impl Cx<'_, '_> {
                     step,
                     format!(
                         "the loop from insn {head} back from {} was walked {times} times on \
-                         this path (its back-edge processed {total} times in all) before the \
-                         {limit}-instruction budget ran out: the verifier walks a bounded loop \
-                         once per iteration",
+                         this path (its back-edge processed {total} times in all) before \
+                         {ran_out}: the verifier walks a bounded loop once per iteration",
                         self.insn_words(edge)
                     ),
                 );
@@ -777,8 +786,8 @@ impl Cx<'_, '_> {
                     found,
                     step,
                     format!(
-                        "no loop on this path: {} was processed {times} times, once per path \
-                         through the branches before it",
+                        "no loop on this path before {ran_out}: {} was processed {times} \
+                         times, once per path through the branches before it",
                         self.insn_words(pc)
                     ),
                 );
