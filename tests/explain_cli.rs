@@ -285,6 +285,35 @@ fn the_quoted_lines_are_the_kernels() {
     assert!(stdout.contains("BPF program is too large"), "{stdout}");
 }
 
+/// The committed object is the one its committed source builds (rebuild both together).
+#[test]
+fn the_object_is_the_one_its_source_describes() {
+    let src = std::fs::read_to_string(root().join("tests/data/explain/explain.c")).unwrap();
+    let obj = bpfemu_loader::load_file(&object(), &Default::default()).expect("loads");
+    let names: Vec<&str> = obj.programs.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "packet_bounds",
+            "null_check",
+            "unbounded_index",
+            "negative_index",
+            "uninit_stack",
+            "too_large"
+        ]
+    );
+    for prog in &obj.programs {
+        assert!(
+            src.contains(&format!("int {}(", prog.name)),
+            "{}",
+            prog.name
+        );
+        for line in &prog.line_info {
+            assert!(src.contains(line.line_text.trim()), "{line:?}");
+        }
+    }
+}
+
 /// Beyond these programs: every rejected program of the test objects (tests/data/verify,
 /// tests/data/verifier) quotes the running kernel's last lines too.
 #[test]
