@@ -30,6 +30,7 @@ pub mod digest;
 pub mod disasm;
 pub mod errors;
 pub mod expect;
+pub mod explain;
 pub mod html_report;
 pub mod junit;
 pub mod layers;

@@ -293,6 +293,7 @@ fn placed_error(object: &str, kernel: &Kernel, program: &ProgramSpec, verdict: &
             program,
             verdict: verdict.clone(),
             kernel,
+            explanation: None,
         },
     )
 }

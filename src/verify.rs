@@ -6,6 +6,7 @@ use bpfemu_isa::disasm::log_line;
 use bpfemu_isa::uapi::{BPF_PROG_TYPE_XDP, prog_type_short_name};
 use bpfemu_isa::{Insn, RawInsn};
 use bpfemu_loader::{Kernel, Object, ProgramSpec, SourceLine};
+use bpfemu_verifier::explain::Explanation;
 use bpfemu_verifier::{Options, Outcome, ProgramInput, Rejection, Verdict, verify};
 use serde_json::{Value, json};
 use std::fmt::Write;
@@ -24,6 +25,8 @@ pub struct ProgramVerdict<'a> {
     pub verdict: Verdict,
     /// The kernel it was judged by (its BTF names kfunc calls in messages).
     pub kernel: &'a Kernel,
+    /// Why it was rejected (the kernel's lines, the notes, the path), when it was.
+    pub explanation: Option<Explanation>,
 }
 
 impl ProgramVerdict<'_> {
@@ -95,10 +98,14 @@ pub fn verify_object<'a>(
     Some(Report {
         verdicts: xdp
             .into_iter()
-            .map(|program| ProgramVerdict {
-                program,
-                verdict: judge.judge(program, &opts),
-                kernel: &obj.kernel,
+            .map(|program| {
+                let (verdict, explanation) = judge.judge_explained(program, &opts);
+                ProgramVerdict {
+                    program,
+                    verdict,
+                    kernel: &obj.kernel,
+                    explanation,
+                }
             })
             .collect(),
         not_verified: other,
@@ -112,6 +119,16 @@ pub fn verify_object<'a>(
 /// [`ObjectJudge`] when it judges several programs of one object.
 pub fn judge(obj: &Object, program: &ProgramSpec, opts: &Options) -> Verdict {
     ObjectJudge::new(obj).judge(program, opts)
+}
+
+/// [`judge`], and for a rejection in the verifier's walk its explanation (a second walk that
+/// records the rejected path: only rejected programs pay for it).
+pub fn judge_explained(
+    obj: &Object,
+    program: &ProgramSpec,
+    opts: &Options,
+) -> (Verdict, Option<Explanation>) {
+    ObjectJudge::new(obj).judge_explained(program, opts)
 }
 
 /// The part of the load path that is the object's, not a program's (the maps libbpf
@@ -135,18 +152,43 @@ impl<'a> ObjectJudge<'a> {
 
     /// The verdict on `program`, one of the object's programs.
     pub fn judge(&self, program: &ProgramSpec, opts: &Options) -> Verdict {
+        self.judge_with(program, opts, false).0
+    }
+
+    /// [`ObjectJudge::judge`], with the explanation of a rejection in the verifier's walk.
+    pub fn judge_explained(
+        &self,
+        program: &ProgramSpec,
+        opts: &Options,
+    ) -> (Verdict, Option<Explanation>) {
+        self.judge_with(program, opts, true)
+    }
+
+    fn judge_with(
+        &self,
+        program: &ProgramSpec,
+        opts: &Options,
+        explained: bool,
+    ) -> (Verdict, Option<Explanation>) {
         match &self.maps {
-            Err(rejection) => Verdict {
-                outcome: Outcome::Rejected(rejection.clone()),
-                log: String::new(),
-                stats: Default::default(),
-            },
+            Err(rejection) => (
+                Verdict {
+                    outcome: Outcome::Rejected(rejection.clone()),
+                    log: String::new(),
+                    stats: Default::default(),
+                },
+                None,
+            ),
             Ok(maps) => {
                 let input = ProgramInput {
                     maps,
                     ..ProgramInput::new(self.obj, program)
                 };
-                verify(&input, opts)
+                let verdict = verify(&input, opts);
+                let explanation = (explained && !verdict.is_accepted() && !verdict.is_undecided())
+                    .then(|| bpfemu_verifier::explain(&input, opts, &verdict))
+                    .flatten();
+                (verdict, explanation)
             }
         }
     }
@@ -189,7 +231,8 @@ pub fn insn_line(kernel: &Kernel, insns: &[RawInsn], pc: usize) -> Option<String
     ))
 }
 
-/// The error in the compilers' form, with the source line and the instruction under it.
+/// The error in the compilers' form: the source line with a caret under the column, the
+/// instruction, the kernel's lines that qualify the verdict, and the notes on its cause.
 pub fn error_text(object: &str, v: &ProgramVerdict<'_>) -> String {
     let Some(r) = v.verdict.rejection() else {
         return String::new();
@@ -202,10 +245,7 @@ pub fn error_text(object: &str, v: &ProgramVerdict<'_>) -> String {
     match &source {
         Some(src) => {
             writeln!(out, "{}: error: {}", place(src), r.message).expect("string");
-            let text = src.line_text.trim();
-            if !text.is_empty() {
-                writeln!(out, "  {:>5} | {text}", src.line).expect("string");
-            }
+            out.push_str(&crate::explain::quote(src));
         }
         None => {
             writeln!(out, "{object}: error: {}: {}", v.program.name, r.message).expect("string")
@@ -220,6 +260,9 @@ pub fn error_text(object: &str, v: &ProgramVerdict<'_>) -> String {
     if let Some(note) = &r.note {
         writeln!(out, "  note: {note}").expect("string");
     }
+    if let Some(explanation) = &v.explanation {
+        out.push_str(&crate::explain::diagnostics(object, explanation));
+    }
     out
 }
 
@@ -228,17 +271,10 @@ pub fn source_of(line_info: &[SourceLine], pc: usize) -> Option<SourceLine> {
     line_info.iter().rev().find(|l| l.insn <= pc).cloned()
 }
 
-/// `file:line:column` (column left out when line_info has none).
-fn place(src: &SourceLine) -> String {
-    if src.column == 0 {
-        format!("{}:{}", src.file_name, src.line)
-    } else {
-        format!("{}:{}:{}", src.file_name, src.line, src.column)
-    }
-}
+use crate::explain::place;
 
 /// The JSON report: `programs` verified, `not_verified` the others.
-pub fn to_json(object: &str, report: &Report<'_>, with_log: bool) -> Value {
+pub fn to_json(object: &str, report: &Report<'_>, with_log: bool, explain: bool) -> Value {
     let programs: Vec<Value> = report
         .verdicts
         .iter()
@@ -273,6 +309,9 @@ pub fn to_json(object: &str, report: &Report<'_>, with_log: bool) -> Value {
                     "column": src.column,
                     "text": src.line_text.trim(),
                 })));
+                if let Some(explanation) = &v.explanation {
+                    p["explanation"] = crate::explain::to_json(explanation, explain);
+                }
             }
             if with_log {
                 p["log"] = json!(v.verdict.log);

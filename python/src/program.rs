@@ -173,11 +173,12 @@ fn rejected_program(prepared: &Prepared) -> Value {
             program: &object.programs[*index],
             verdict: verdict.clone(),
             kernel: &object.kernel,
+            explanation: None,
         }],
         not_verified: Vec::new(),
     };
     let name = prepared.path().display().to_string();
-    verify::to_json(&name, &report, false)["programs"][0].take()
+    verify::to_json(&name, &report, false, false)["programs"][0].take()
 }
 
 impl Program {
@@ -235,7 +236,7 @@ impl Program {
                 "{path}: no XDP program to verify"
             )));
         };
-        let mut doc = verify::to_json(&path, &report, true)["programs"][0].take();
+        let mut doc = verify::to_json(&path, &report, true, true)["programs"][0].take();
         doc["text"] = Value::String(verify::error_text(&path, verdict));
         json_to_py(py, &doc)
     }

@@ -218,23 +218,24 @@ pub fn add_object(
     object: &Object,
     only: Option<&str>,
     log_level: u32,
+    explain: bool,
     visit: &mut Visitor<'_>,
 ) -> anyhow::Result<Option<()>> {
     let Some(report) = verify_object(object, only, log_level) else {
         return Ok(None);
     };
     batch.objects.push(file.to_owned());
-    add_report(batch, file, &report, log_level > 0);
+    add_report(batch, file, &report, log_level > 0, explain);
     visit(file, object, &report)?;
     Ok(Some(()))
 }
 
-fn add_report(batch: &mut Batch, file: &str, report: &Report<'_>, with_log: bool) {
-    let doc = to_json(file, report, with_log);
+fn add_report(batch: &mut Batch, file: &str, report: &Report<'_>, with_log: bool, explain: bool) {
+    let doc = to_json(file, report, with_log, explain);
     let docs = doc["programs"].as_array().cloned().unwrap_or_default();
     for (v, mut json) in report.verdicts.iter().zip(docs) {
         json["object"] = Value::from(file);
-        batch.programs.push(program_result(file, v, json));
+        batch.programs.push(program_result(file, v, json, explain));
     }
     for p in &report.not_verified {
         batch.not_verified.push(NotVerified {
@@ -246,7 +247,7 @@ fn add_report(batch: &mut Batch, file: &str, report: &Report<'_>, with_log: bool
     }
 }
 
-fn program_result(file: &str, v: &ProgramVerdict<'_>, json: Value) -> ProgramResult {
+fn program_result(file: &str, v: &ProgramVerdict<'_>, json: Value, explain: bool) -> ProgramResult {
     let verdict = match v.word() {
         "accepted" => RowVerdict::Accepted,
         "undecided" => RowVerdict::Undecided,
@@ -275,6 +276,9 @@ fn program_result(file: &str, v: &ProgramVerdict<'_>, json: Value) -> ProgramRes
         text.push('\n');
     }
     text += &error;
+    if let Some(explanation) = v.explanation.as_ref().filter(|_| explain) {
+        text += &crate::explain::path_text(explanation);
+    }
     ProgramResult {
         file: file.to_owned(),
         name: v.program.name.clone(),
@@ -338,6 +342,7 @@ pub fn verify_paths(
     paths: &[PathBuf],
     only: Option<&str>,
     log_level: u32,
+    explain: bool,
     load: &LoadOptions,
     visit: &mut Visitor<'_>,
     mut on_object: impl FnMut(&Batch, usize),
@@ -372,7 +377,7 @@ pub fn verify_paths(
             });
             continue;
         }
-        if add_object(&mut batch, &file, &object, only, log_level, visit)?.is_some() {
+        if add_object(&mut batch, &file, &object, only, log_level, explain, visit)?.is_some() {
             named = true;
             on_object(&batch, before);
         }

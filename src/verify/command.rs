@@ -62,6 +62,10 @@ pub struct VerifyArgs {
     /// Also write a JUnit XML file (one test case per program).
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
+    /// For each rejection, the path from the entry to the error: the instructions that
+    /// touched what failed, with the registers as each left them (JSON: `explanation.path`).
+    #[arg(long)]
+    pub explain: bool,
     /// Also write a self-contained HTML page of what the verifier did (source lines,
     /// instructions, states, the path to the error, loops and pruning): to FILE for one
     /// object, one page per object and an index in DIR/ for several.
@@ -128,6 +132,7 @@ pub fn run(args: &VerifyArgs) -> Result<Ending> {
         &args.objects,
         args.prog.as_deref(),
         args.log_level,
+        args.explain,
         &args.load.options(),
         &mut visit,
         |batch, from| {

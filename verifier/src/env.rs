@@ -140,6 +140,8 @@ pub struct Env<'a> {
     pub num_backedges: u64,
     /// A `bpf_throw` was reached (`seen_exception`).
     pub seen_exception: bool,
+    /// The record of the current path, kept only when an explanation is asked for.
+    pub trace: Option<Box<crate::trace::Trace>>,
 }
 
 /// A checkpoint.
@@ -199,6 +201,7 @@ impl<'a> Env<'a> {
             scc_visits: Vec::new(),
             num_backedges: 0,
             seen_exception: false,
+            trace: None,
         }
     }
 

@@ -36,6 +36,24 @@ enum Step {
 
 /// Verifies `input`; see [`crate::verify`].
 pub fn run(input: &ProgramInput<'_>, opts: &Options) -> Verdict {
+    run_with(input, opts, None).0
+}
+
+/// [`run`] with the rejected path recorded and explained (see [`crate::explain`]); the
+/// registers are recorded from the `changes_from`th processed instruction on.
+pub fn run_traced(
+    input: &ProgramInput<'_>,
+    opts: &Options,
+    changes_from: u64,
+) -> (Verdict, Option<crate::explain::Explanation>) {
+    run_with(input, opts, Some(changes_from))
+}
+
+fn run_with(
+    input: &ProgramInput<'_>,
+    opts: &Options,
+    traced: Option<u64>,
+) -> (Verdict, Option<crate::explain::Explanation>) {
     // The kernel's BTF is parsed (once per kernel value) before the clock starts, for
     // programs that need it (kfuncs, kernel variables): the kernel parsed its own at boot, and
     // its verification time does not count that either.
@@ -47,22 +65,28 @@ pub fn run(input: &ProgramInput<'_>, opts: &Options) -> Verdict {
     let Some(ops) = crate::prog_type::ops_for(input.prog_type) else {
         let msg = format!("not yet supported: program type {}", input.prog_type);
         log.verbose(&format!("{msg}\n"));
-        return finish_early(log, msg, Errno::Einval, true, started);
+        return (finish_early(log, msg, Errno::Einval, true, started), None);
     };
     // The kernel checks raw slots before it explores (check.rs); slots only the walk may
     // refuse are decoded as placeholders that carry the kernel's message.
     let pre = match check::precheck(input, &mut log) {
         Ok(pre) => pre,
-        Err(r) => return finish_early(log, r.msg, r.errno, r.logged, started),
+        Err(r) => return (finish_early(log, r.msg, r.errno, r.logged, started), None),
     };
     let prog = match Program::decode(pre.sanitized.clone()) {
         Ok(p) => p,
         Err(e) => {
             log.verbose(&format!("{e}\n"));
-            return finish_early(log, e.to_string(), Errno::Einval, true, started);
+            return (
+                finish_early(log, e.to_string(), Errno::Einval, true, started),
+                None,
+            );
         }
     };
     let mut env = Env::new(input, prog, ops, log);
+    if let Some(changes_from) = traced {
+        env.trace = Some(Box::new(crate::trace::Trace::new(env.len(), changes_from)));
+    }
     let result = check::check_program(&mut env, &pre).and_then(|()| {
         mark_callback_calls(&mut env);
         liveness::compute_live_registers(&mut env);
@@ -71,7 +95,11 @@ pub fn run(input: &ProgramInput<'_>, opts: &Options) -> Verdict {
         print_live_regs(&mut env);
         do_check_main(&mut env, opts)
     });
-    finish(env, result, started)
+    let explanation = match (env.trace.take(), &result) {
+        (Some(trace), Err(reject)) => crate::explain::build(&env, &trace, reject),
+        _ => None,
+    };
+    (finish(env, result, started), explanation)
 }
 
 /// Whether the program calls kfuncs or names kernel variables (`ld_imm64` of a BTF id).
@@ -319,6 +347,27 @@ fn do_check(
     start: usize,
     opts: &Options,
 ) -> Result<(), Reject> {
+    if let Some(trace) = env.trace.as_mut() {
+        trace.start(&state);
+    }
+    let result = walk(env, &mut state, start, opts);
+    if result.is_err()
+        && let Some(trace) = env.trace.as_mut()
+    {
+        let from = env.log.prev_log_pos.min(env.log.text.len());
+        let text = env.log.text.get(from..).unwrap_or_default().to_owned();
+        trace.fail(env.insn_idx, &state, text);
+    }
+    result
+}
+
+/// The body of [`do_check`], on `state` (left as it was when a check refused).
+fn walk(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    start: usize,
+    opts: &Options,
+) -> Result<(), Reject> {
     let mut stack: Vec<Pending> = Vec::new();
     let mut do_print_state = false;
     let mut prev_insn_idx = start;
@@ -334,6 +383,9 @@ fn do_check(
             ));
         }
         env.counters.insn_processed += 1;
+        if let Some(trace) = env.trace.as_mut() {
+            trace.visit(pc);
+        }
         if env.counters.insn_processed > opts.insn_limit {
             return Err(env.reject(
                 Errno::E2big,
@@ -346,7 +398,7 @@ fn do_check(
         state.last_insn_idx = env.prev_insn_idx;
         state.insn_idx = pc;
         let mut step = None;
-        if env.aux[pc].prune_point && is_state_visited(env, &mut state, pc)? {
+        if env.aux[pc].prune_point && is_state_visited(env, state, pc)? {
             if env.log.enabled() {
                 let text = if do_print_state {
                     format!("\nfrom {} to {}: safe\n", env.prev_insn_idx, pc)
@@ -361,21 +413,24 @@ fn do_check(
             Some(s) => s,
             None => {
                 if env.aux[pc].jmp_point {
-                    push_jmp_history(env, &mut state, 0);
+                    push_jmp_history(env, state, 0);
                 }
                 if env.log.level2() && do_print_state {
                     env.log
                         .verbose(&format!("\nfrom {} to {}:", env.prev_insn_idx, pc));
-                    print_state(env, &state, true);
+                    print_state(env, state, true);
                     do_print_state = false;
                 }
-                log_insn(env, &state, pc);
-                check::check_reached(env, &state, pc)?;
+                log_insn(env, state, pc);
+                check::check_reached(env, state, pc)?;
                 env.aux[pc].seen = true;
                 prev_insn_idx = pc;
-                let step = do_check_insn(env, &mut state, pc, &mut stack, &mut do_print_state)?;
+                let step = do_check_insn(env, state, pc, &mut stack, &mut do_print_state)?;
                 for (st, at, prev) in std::mem::take(&mut env.pending) {
                     push_branch(env, &mut stack, st, at, prev);
+                }
+                if let Some(trace) = env.trace.as_mut() {
+                    trace.step(pc, state);
                 }
                 if stack.len() > COMPLEXITY_LIMIT_JMP_SEQ {
                     return Err(env.reject(
@@ -397,7 +452,10 @@ fn do_check(
                 if !env.log.level2() {
                     env.log.reset(p.log_pos);
                 }
-                state = p.state;
+                *state = p.state;
+                if let Some(trace) = env.trace.as_mut() {
+                    trace.pop(p.prev_insn_idx, state);
+                }
                 env.insn_idx = p.insn_idx;
                 prev_insn_idx = p.prev_insn_idx;
                 do_print_state = true;
@@ -492,6 +550,9 @@ fn push_branch(
 ) {
     if let Some(p) = st.parent {
         env.explored[p].branches += 1;
+    }
+    if let Some(trace) = env.trace.as_mut() {
+        trace.mark();
     }
     stack.push(Pending {
         state: st,

@@ -38,6 +38,7 @@
 //! | [`loops`] | loops being explored: checkpoints compared strictly, back-edges and their precision | `maybe_enter_scc`, `propagate_backedges` |
 //! | [`fixup`] | the xlated program | `convert_ctx_accesses`, `do_misc_fixups` |
 //! | [`log`] | the kernel's log text | `print_verifier_state`, `log.c` |
+//! | [`trace`], [`explain`] | the rejected path recorded on a second walk, and why it failed | (bpfemu's own; the kernel's log at level 1 is the path without the why) |
 //!
 //! # The interface contract between the parts
 //!
@@ -70,6 +71,7 @@ pub mod btf_access;
 pub mod call;
 pub mod check;
 pub mod env;
+pub mod explain;
 pub mod explore;
 pub mod fixup;
 pub mod liveness;
@@ -84,6 +86,7 @@ pub mod ptr_alu;
 pub mod scc;
 pub mod sock;
 pub mod state;
+pub mod trace;
 
 use bpfemu_isa::RawInsn;
 use bpfemu_loader::btf::{Btf, TypeId};
@@ -377,4 +380,14 @@ impl Verdict {
 /// Verifies one program as Linux 6.18's `bpf_check()` does.
 pub fn verify(input: &ProgramInput<'_>, opts: &Options) -> Verdict {
     explore::run(input, opts)
+}
+
+/// Why `verdict` (of [`verify`] on `input` with `opts`) rejects the program, from a second
+/// walk that records the rejected path; see [`explain::explain`].
+pub fn explain(
+    input: &ProgramInput<'_>,
+    opts: &Options,
+    verdict: &Verdict,
+) -> Option<explain::Explanation> {
+    explain::explain(input, opts, verdict)
 }
