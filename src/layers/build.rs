@@ -433,11 +433,6 @@ fn ipv4(ip: &Fields, spec: &Map<String, Value>, payload: &[u8]) -> Result<Vec<u8
 fn ipv6(ip: &Fields, spec: &Map<String, Value>, payload: &[u8]) -> Result<Vec<u8>, String> {
     let src: Ipv6Addr = ip.parsed("src", V6_SRC, "an IPv6 address")?;
     let dst: Ipv6Addr = ip.parsed("dst", V6_DST, "an IPv6 address")?;
-    let pseudo = |proto, len| pseudo_sum(&src.octets(), &dst.octets(), proto, len);
-    let (proto, body) = match transport(spec, payload, pseudo)? {
-        Some((proto, seg)) => (proto, seg),
-        None => (59, payload.to_vec()), // no next header
-    };
     let exts = match ip.map.get("ext") {
         None => Vec::new(),
         Some(Value::Array(list)) => list
@@ -445,6 +440,12 @@ fn ipv6(ip: &Fields, spec: &Map<String, Value>, payload: &[u8]) -> Result<Vec<u8
             .map(|e| Fields::new("ext", e))
             .collect::<Result<Vec<_>, _>>()?,
         Some(_) => return Err("ipv6.ext: expected a list of extension headers".into()),
+    };
+    let final_dst = final_destination(&exts, dst)?;
+    let pseudo = |proto, len| pseudo_sum(&src.octets(), &final_dst.octets(), proto, len);
+    let (proto, body) = match transport(spec, payload, pseudo)? {
+        Some((proto, seg)) => (proto, seg),
+        None => (59, payload.to_vec()), // no next header
     };
     let kinds = exts
         .iter()
@@ -479,6 +480,27 @@ fn ipv6(ip: &Fields, spec: &Map<String, Value>, payload: &[u8]) -> Result<Vec<u8
     h.extend(chain);
     h.extend(body);
     Ok(h)
+}
+
+/// The destination of the transport checksum's pseudo-header: the final one, where a Routing
+/// header has segments left to visit (RFC 8200, 8.1), else the header's own. Type 0 lists
+/// the addresses to visit in order, the last being the final one; type 2 (mobility) and 4
+/// (segment routing, which lists them backwards) put it first, after 4 bytes.
+fn final_destination(exts: &[Fields], dst: Ipv6Addr) -> Result<Ipv6Addr, String> {
+    for e in exts {
+        if e.text("kind")? != Some("routing") || e.num("segments_left", 0, 0xff)? == 0 {
+            continue;
+        }
+        let data = e.hex("data")?;
+        let at = match e.num("type", 0, 0xff)? {
+            0 if data.len() >= 20 => 4 + (data.len() - 4) / 16 * 16 - 16,
+            2 | 4 if data.len() >= 20 => 4,
+            _ => continue,
+        };
+        let octets: [u8; 16] = data[at..at + 16].try_into().expect("16 bytes");
+        return Ok(Ipv6Addr::from(octets));
+    }
+    Ok(dst)
 }
 
 /// One extension header, its length filled in and options padded (PadN) to 8 bytes.

@@ -90,6 +90,18 @@ pub struct CaseResult {
     pub time: Duration,
     /// What the report adds to the verdict (`kernel skipped: why`).
     pub note: Option<String>,
+    /// Each packet in and what bpfemu gave for it (empty when the test did not run), so that
+    /// other runners (the Python module's tests) can be held to the same cases.
+    pub packets: Vec<RanPacket>,
+}
+
+/// One packet of a test as it ran in bpfemu.
+#[derive(Clone, Debug)]
+pub struct RanPacket {
+    pub input: Vec<u8>,
+    pub action: String,
+    /// The metadata and frame after the run.
+    pub output: Vec<u8>,
 }
 
 impl CaseResult {
@@ -201,6 +213,7 @@ fn run_file(
                 verdict: Verdict::Errored(why),
                 time: Duration::ZERO,
                 note: None,
+                packets: Vec::new(),
             }]);
         }
     };
@@ -217,6 +230,7 @@ fn run_file(
                     verdict: Verdict::Errored(why.clone()),
                     time: Duration::ZERO,
                     note: None,
+                    packets: Vec::new(),
                 });
                 continue;
             }
@@ -228,6 +242,7 @@ fn run_file(
             verdict: Verdict::Passed,
             time: Duration::ZERO,
             note: None,
+            packets: Vec::new(),
         };
         if opts
             .filter
@@ -244,7 +259,11 @@ fn run_file(
                 case.name
             ))
         } else {
-            match run_bpfemu(case, opts, cache) {
+            let ran = run_bpfemu(case, opts, cache);
+            if let Ok(run) = &ran {
+                result.packets = ran_packets(case, run);
+            }
+            match ran {
                 Err(v) => v,
                 // A test that holds is left as written; the others get what came out.
                 Ok(run) if opts.bless => {
@@ -273,6 +292,18 @@ fn run_file(
         bless::rewrite(path, &blessings)?;
     }
     Ok(results)
+}
+
+fn ran_packets(case: &Case, run: &CaseRun) -> Vec<RanPacket> {
+    case.packets
+        .iter()
+        .zip(&run.observed.packets)
+        .map(|(input, out)| RanPacket {
+            input: input.clone(),
+            action: out.action.clone(),
+            output: [out.meta.as_slice(), out.frame.as_slice()].concat(),
+        })
+        .collect()
 }
 
 /// The test's verdict from bpfemu's run, and the kernel's with `--kernel`.

@@ -131,6 +131,11 @@ pub fn json(results: &[CaseResult], elapsed: Duration) -> serde_json::Value {
                 "problems": problems,
                 "time_ms": r.time.as_secs_f64() * 1e3,
                 "note": r.note,
+                "packets": r.packets.iter().map(|p| json!({
+                    "in": crate::replay::hex(&p.input),
+                    "action": p.action,
+                    "out": crate::replay::hex(&p.output),
+                })).collect::<Vec<_>>(),
             })
         })
         .collect();
