@@ -49,6 +49,10 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo test"
 cargo test --workspace --locked
+# The Python module (pip install ./python, debug profile, reusing the build above) and its
+# pytest examples, which compare it with the command line and the kernel.
+echo "== Python module: scripts/python_tests.sh"
+./scripts/python_tests.sh -q
 # The JIT's other level (BPFEMU_JIT_OPT: trusted code without the optimiser, checked code with
 # it) against the interpreter.
 for level in none speed; do
