@@ -15,15 +15,10 @@ use std::path::Path;
 /// `bpfemu-vm` so that the tests draw from the same sequence.
 pub use bpfemu_vm::rng::Rng;
 
-pub const ETH_P_IP: u16 = 0x0800;
-pub const ETH_P_IPV6: u16 = 0x86dd;
-pub const ETH_P_ARP: u16 = 0x0806;
-pub const ETH_P_8021Q: u16 = 0x8100;
-pub const ETH_P_8021AD: u16 = 0x88a8;
-pub const IPPROTO_ICMP: u8 = 1;
-pub const IPPROTO_TCP: u8 = 6;
-pub const IPPROTO_UDP: u8 = 17;
-pub const IPPROTO_ICMPV6: u8 = 58;
+pub use crate::layers::proto::{
+    ETH_P_8021AD, ETH_P_8021Q, ETH_P_ARP, ETH_P_IP, ETH_P_IPV6, IPPROTO_ICMP, IPPROTO_ICMPV6,
+    IPPROTO_TCP, IPPROTO_UDP,
+};
 
 /// TCP flag bits.
 pub mod tcp_flags {

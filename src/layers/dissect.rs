@@ -5,19 +5,10 @@
 use super::{Field, Layer, mac_text};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-pub const ETH_P_IP: u16 = 0x0800;
-pub const ETH_P_IPV6: u16 = 0x86dd;
-pub const ETH_P_ARP: u16 = 0x0806;
-pub const ETH_P_8021Q: u16 = 0x8100;
-pub const ETH_P_8021AD: u16 = 0x88a8;
-pub const IPPROTO_ICMP: u8 = 1;
-pub const IPPROTO_TCP: u8 = 6;
-pub const IPPROTO_UDP: u8 = 17;
-pub const IPPROTO_ICMPV6: u8 = 58;
-pub const NEXTHDR_HOP: u8 = 0;
-pub const NEXTHDR_ROUTING: u8 = 43;
-pub const NEXTHDR_FRAGMENT: u8 = 44;
-pub const NEXTHDR_DEST: u8 = 60;
+pub use super::proto::{
+    ETH_P_8021AD, ETH_P_8021Q, ETH_P_ARP, ETH_P_IP, ETH_P_IPV6, IPPROTO_ICMP, IPPROTO_ICMPV6,
+    IPPROTO_TCP, IPPROTO_UDP, NEXTHDR_DEST, NEXTHDR_FRAGMENT, NEXTHDR_HOP, NEXTHDR_ROUTING,
+};
 
 /// The layers of `frame`, outermost first. A frame too short for Ethernet is all payload.
 pub fn dissect(frame: &[u8]) -> Vec<Layer> {

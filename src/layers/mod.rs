@@ -5,6 +5,7 @@
 
 pub mod build;
 pub mod dissect;
+pub mod proto;
 pub mod tcpdump;
 
 use std::fmt;

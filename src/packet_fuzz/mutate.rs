@@ -11,22 +11,11 @@ pub const MIN_LEN: usize = 14;
 /// Mutants stay within the linear part of a test-run frame (no fragments).
 pub const MAX_LEN: usize = 3520;
 
-const ETH_P_IP: u16 = 0x0800;
-const ETH_P_IPV6: u16 = 0x86dd;
-const ETH_P_8021Q: u16 = 0x8100;
-const ETH_P_8021AD: u16 = 0x88a8;
-const ETH_P_ARP: u16 = 0x0806;
-
-const IPPROTO_HOPOPTS: u8 = 0;
-const IPPROTO_ICMP: u8 = 1;
-const IPPROTO_TCP: u8 = 6;
-const IPPROTO_UDP: u8 = 17;
-const IPPROTO_ROUTING: u8 = 43;
-const IPPROTO_FRAGMENT: u8 = 44;
-const IPPROTO_GRE: u8 = 47;
-const IPPROTO_ICMPV6: u8 = 58;
-const IPPROTO_NONE: u8 = 59;
-const IPPROTO_DSTOPTS: u8 = 60;
+use crate::layers::proto::{
+    ETH_P_8021AD, ETH_P_8021Q, ETH_P_ARP, ETH_P_IP, ETH_P_IPV6, IPPROTO_DSTOPTS, IPPROTO_FRAGMENT,
+    IPPROTO_GRE, IPPROTO_HOPOPTS, IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_NONE, IPPROTO_ROUTING,
+    IPPROTO_TCP, IPPROTO_UDP,
+};
 
 /// Where a packet's layers start, as far as its bytes go.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
