@@ -121,16 +121,6 @@ pub fn judge(obj: &Object, program: &ProgramSpec, opts: &Options) -> Verdict {
     ObjectJudge::new(obj).judge(program, opts)
 }
 
-/// [`judge`], and for a rejection in the verifier's walk its explanation (a second walk that
-/// records the rejected path: only rejected programs pay for it).
-pub fn judge_explained(
-    obj: &Object,
-    program: &ProgramSpec,
-    opts: &Options,
-) -> (Verdict, Option<Explanation>) {
-    ObjectJudge::new(obj).judge_explained(program, opts)
-}
-
 /// The part of the load path that is the object's, not a program's (the maps libbpf
 /// creates, or the map the kernel refuses), worked out once for all its programs.
 pub struct ObjectJudge<'a> {

@@ -4,30 +4,18 @@
 //! the error are the running kernel's own; and recording the path changes nothing the
 //! verifier reports.
 
+#[allow(dead_code)]
+mod cli_support;
+
 use bpfemu_kernel::kernel_or_skip;
 use bpfemu_kernel::object::{KernelLoadOptions, KernelObject, KernelObjectError};
 use bpfemu_verifier::{Options, ProgramInput, verify};
+use cli_support::{bpfemu, root, stderr, stdout};
 use serde_json::Value;
 use std::path::PathBuf;
-use std::process::{Command, Output};
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 fn object() -> PathBuf {
     root().join("tests/data/explain/explain.o")
-}
-
-fn bpfemu(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_bpfemu"))
-        .args(args)
-        .output()
-        .expect("bpfemu runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// The line number of the one source line of explain.c that contains `needle`.
@@ -53,7 +41,7 @@ fn explained(prog: &str) -> Value {
         "--json",
         "--explain",
     ]);
-    assert_eq!(out.status.code(), Some(1), "{prog}: {}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{prog}: {}", stderr(&out));
     let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON");
     doc["programs"][0].clone()
 }
@@ -200,8 +188,8 @@ fn the_default_text_has_the_kernels_lines_a_caret_and_the_notes() {
         "--prog",
         "packet_bounds",
     ]);
-    let stdout = text(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
     let access = line_of("return data[23] == 1");
     let check = line_of("if (data + 14 > end)");
     let expected_start = format!(
@@ -217,9 +205,9 @@ fn the_default_text_has_the_kernels_lines_a_caret_and_the_notes() {
          \x20 {check:>5} | if (data + 14 > end)\n\
          \x20       |     ^\n"
     );
-    assert!(stdout.starts_with(&expected_start), "{stdout}");
+    assert!(text.starts_with(&expected_start), "{text}");
     // The path only with --explain.
-    assert!(!stdout.contains("path to the error"), "{stdout}");
+    assert!(!text.contains("path to the error"), "{text}");
     let out = bpfemu(&[
         "verify",
         object().to_str().unwrap(),
@@ -228,9 +216,9 @@ fn the_default_text_has_the_kernels_lines_a_caret_and_the_notes() {
         "--explain",
     ]);
     assert!(
-        text(&out.stdout).contains("path to the error: 7 instructions, 3 shown"),
+        stdout(&out).contains("path to the error: 7 instructions, 3 shown"),
         "{}",
-        text(&out.stdout)
+        stdout(&out)
     );
 }
 
@@ -280,7 +268,7 @@ fn the_quoted_lines_are_the_kernels() {
     }
     assert_eq!(compared, 5);
     let out = bpfemu(&["diff", "--verifier", object().to_str().unwrap(), "--json"]);
-    let stdout = text(&out.stdout);
+    let stdout = stdout(&out);
     assert!(!stdout.contains("\"agree\": false"), "{stdout}");
     assert!(stdout.contains("BPF program is too large"), "{stdout}");
 }

@@ -8,25 +8,14 @@
 //! skipped with a message when it is missing, unless `BPFEMU_REQUIRE_KERNEL=1` (CI), where a
 //! skip would pass a report nobody looked at.
 
+#[allow(dead_code)]
+mod cli_support;
+
 use bpfemu_verifier::{Options, ProgramInput, verify};
+use cli_support::{bpfemu, root, stderr, stdout};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn bpfemu(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_bpfemu"))
-        .args(args)
-        .output()
-        .expect("bpfemu runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use std::process::Command;
 
 /// A fresh directory under cargo's temporary directory for integration tests, kept after
 /// the run so that the pages and the screenshot can be looked at.
@@ -78,7 +67,7 @@ fn every_processed_instruction_is_in_the_report() {
         ));
         let out = bpfemu(&["verify", "--json", name, "--html", page.to_str().unwrap()]);
         let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("{name}: {e}: {}", text(&out.stderr)));
+            .unwrap_or_else(|e| panic!("{name}: {e}: {}", stderr(&out)));
         let html = std::fs::read_to_string(&page).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(!html.contains("trace-mismatch"), "{name}");
         let reported = doc["programs"].as_array().expect("programs");
@@ -122,7 +111,7 @@ fn a_directory_gets_a_page_per_object_and_an_index() {
     let dir = out_dir("verify_html_dir");
     let dest = format!("{}/", dir.join("report").display());
     let out = bpfemu(&["verify", EXAMPLE, "--html", &dest]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let index = std::fs::read_to_string(dir.join("report/index.html")).expect("index");
     assert!(index.contains("href=\"report_example.o.html\""), "{index}");
     let page = std::fs::read_to_string(dir.join("report/report_example.o.html")).expect("page");
@@ -137,7 +126,7 @@ fn a_directory_gets_a_page_per_object_and_an_index() {
         "--html",
         many.to_str().unwrap(),
     ]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let index = std::fs::read_to_string(many.join("index.html")).expect("index");
     let pages = std::fs::read_dir(&many).unwrap().count() - 1;
     let objects = std::fs::read_dir("tests/data/verify")
@@ -165,7 +154,7 @@ fn a_directory_gets_a_page_per_object_and_an_index() {
 fn an_unwritable_report_is_an_error() {
     let out = bpfemu(&["verify", EXAMPLE, "--html", "/nonexistent-dir/report.html"]);
     assert_eq!(out.status.code(), Some(2));
-    let err = text(&out.stderr);
+    let err = stderr(&out);
     assert!(
         err.starts_with("bpfemu: /nonexistent-dir/report.html: cannot write the HTML report"),
         "{err}"
@@ -275,8 +264,8 @@ fn chromium(browser: &Path, url: &str, extra: &[&str]) -> String {
         .arg(url)
         .output()
         .expect("chromium runs");
-    assert!(out.status.success(), "chromium: {}", text(&out.stderr));
-    text(&out.stdout)
+    assert!(out.status.success(), "chromium: {}", stderr(&out));
+    stdout(&out)
 }
 
 /// The `<tr ...>` row with `id` in a dumped DOM.
@@ -302,7 +291,7 @@ fn the_page_shows_the_error_the_path_and_the_states() {
     let dir = out_dir("verify_html_page");
     let page = dir.join("report.html");
     let out = bpfemu(&["verify", EXAMPLE, "--html", page.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let url = format!("file://{}", page.display());
     let with_script = chromium(&browser, &url, &["--dump-dom"]);
     assert!(
@@ -406,7 +395,7 @@ fn the_page_draws_the_error_and_the_path_highlighted() {
     let dir = out_dir("verify_html_drawn");
     let page = dir.join("report.html");
     let out = bpfemu(&["verify", EXAMPLE, "--html", page.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let probe = dir.join("probe.html");
     std::fs::write(&probe, PROBE).expect("probe page");
     let dom = chromium(
