@@ -5,7 +5,7 @@
 use bpfemu_isa::disasm::log_line;
 use bpfemu_isa::uapi::{BPF_PROG_TYPE_XDP, prog_type_short_name};
 use bpfemu_isa::{Insn, RawInsn};
-use bpfemu_loader::{Kernel, Object, ProgramSpec, SourceLine};
+use bpfemu_loader::{Kernel, Object, ProgramSpec, SourceLine, libbpf_log};
 use bpfemu_verifier::explain::Explanation;
 use bpfemu_verifier::{Options, Outcome, ProgramInput, Rejection, Verdict, verify};
 use serde_json::{Value, json};
@@ -174,7 +174,7 @@ impl<'a> ObjectJudge<'a> {
                     maps,
                     ..ProgramInput::new(self.obj, program)
                 };
-                let verdict = verify(&input, opts);
+                let verdict = libbpf_fixup(self.obj, program, verify(&input, opts));
                 let explanation = (explained && !verdict.is_accepted() && !verdict.is_undecided())
                     .then(|| bpfemu_verifier::explain(&input, opts, &verdict))
                     .flatten();
@@ -182,6 +182,24 @@ impl<'a> ObjectJudge<'a> {
             }
         }
     }
+}
+
+/// The verdict as a libbpf user reads it: libbpf rewrites the verifier's complaint about an
+/// instruction it poisoned into the cause (`bpfemu_loader::libbpf_log`).
+fn libbpf_fixup(obj: &Object, program: &ProgramSpec, mut verdict: Verdict) -> Verdict {
+    let Outcome::Rejected(rejection) = &mut verdict.outcome else {
+        return verdict;
+    };
+    let Some(insn) = rejection.insn else {
+        return verdict;
+    };
+    if let Some(line) = libbpf_log::error_line(obj, program, insn, &rejection.message) {
+        rejection.message = line;
+    }
+    if let Some(log) = libbpf_log::fixup_log(obj, program, &verdict.log) {
+        verdict.log = log;
+    }
+    verdict
 }
 
 /// The first map (in the object's order, as libbpf creates them; an inner map's template

@@ -39,6 +39,13 @@ use std::collections::HashMap;
 
 pub use patch::POISON_HELPER_ID;
 
+/// Whether `insn` is the call a failed relocation leaves (see [`POISON_HELPER_ID`]).
+pub fn is_poisoned(insn: &RawInsn) -> bool {
+    insn.code == (bpfemu_isa::opcode::BPF_JMP | bpfemu_isa::opcode::BPF_CALL)
+        && insn.src == 0
+        && insn.imm == POISON_HELPER_ID
+}
+
 /// A relocation that could not be applied: where, for which type and access, and why.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
@@ -124,6 +131,15 @@ pub struct CoreReloResult {
     pub new_sz: u32,
     pub orig_type_id: TypeId,
     pub new_type_id: TypeId,
+}
+
+/// The relocation as libbpf names it in its messages (`<byte_off> [7] struct iphdr.saddr (0:9
+/// @ offset 12)`), read against the object's own BTF; `None` when its access string does not
+/// parse there (libbpf then leaves its log as the verifier wrote it).
+pub fn describe(local: &Btf, relo: &CoreRelo) -> Option<String> {
+    spec::parse_spec(local, relo)
+        .ok()
+        .map(|spec| spec.describe(relo.kind))
 }
 
 /// Relocates one ELF section's instructions. `relo.insn` indexes `insns`.

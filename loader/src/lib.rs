@@ -30,6 +30,7 @@ pub mod error;
 mod externs;
 pub mod iproute2;
 pub mod kernel;
+pub mod libbpf_log;
 mod load;
 mod maps;
 pub mod object;
@@ -39,7 +40,10 @@ pub mod section;
 pub use error::LoadError;
 pub use kernel::{Kernel, KernelBtfError};
 pub use maps::internal_map_name;
-pub use object::{ElfMapFields, MapOrigin, MapSpec, Naming, Object, ProgramSpec, SourceLine};
+pub use object::{
+    ElfMapFields, MapOrigin, MapSpec, Naming, Object, PoisonCause, PoisonedCall, ProgramSpec,
+    SourceLine,
+};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

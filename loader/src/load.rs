@@ -412,6 +412,7 @@ fn link_programs(
             line_info: linked.line_info,
             naming: func.naming,
             unrelocated_map_fds: linked.unrelocated_map_fds,
+            poisoned_calls: linked.poisoned_calls,
         });
     }
     Ok(programs)

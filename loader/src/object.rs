@@ -86,6 +86,25 @@ pub struct ProgramSpec {
     /// to the kernel as it stands (it names no map of the load: `fd N is not pointing to
     /// valid bpf_map`).
     pub unrelocated_map_fds: Vec<usize>,
+    /// Instructions libbpf turned into a call that cannot verify (an unresolved weak kfunc, a
+    /// CO-RE relocation with no target): should the verifier reach one, libbpf rewrites its
+    /// complaint into the cause (see `crate::libbpf_log`).
+    pub poisoned_calls: Vec<PoisonedCall>,
+}
+
+/// An instruction libbpf poisoned, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoisonedCall {
+    pub insn: usize,
+    pub cause: PoisonCause,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PoisonCause {
+    /// A call to a weak kfunc the kernel does not have: its extern's name.
+    UnresolvedKfunc(String),
+    /// A CO-RE relocation that found no target (the object's own record).
+    FailedCoreRelo(crate::btf::CoreRelo),
 }
 
 /// The loader conventions that say where a program is in an object and what it is called.

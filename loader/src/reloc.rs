@@ -17,7 +17,7 @@ use crate::elf::{
 use crate::error::LoadError;
 use crate::externs::{Extern, ExternKind};
 use crate::maps::MapTable;
-use crate::object::{Naming, SourceLine};
+use crate::object::{Naming, PoisonCause, PoisonedCall, SourceLine};
 use bpfemu_isa::RawInsn;
 use std::collections::BTreeMap;
 
@@ -371,6 +371,8 @@ pub struct Linked {
     /// `ld_imm64`s naming a map (src 1 or 2) that no relocation filled: see
     /// [`crate::ProgramSpec::unrelocated_map_fds`].
     pub unrelocated_map_fds: Vec<usize>,
+    /// See [`crate::ProgramSpec::poisoned_calls`].
+    pub poisoned_calls: Vec<PoisonedCall>,
 }
 
 /// What linking reads.
@@ -495,6 +497,33 @@ impl Linker<'_, '_> {
             .iter()
             .map(|r| (start + r.insn, r.kind));
         self.relos.extend(relos);
+        self.note_failed_core_relos(f, start);
+    }
+
+    /// The CO-RE relocations of function `f` (placed at `start`) that poisoned their
+    /// instruction, which CO-RE patched in its section before linking.
+    fn note_failed_core_relos(&mut self, f: usize, start: usize) {
+        let func = &self.ctx.funcs[f];
+        let Some(ext) = self.ctx.btf_ext else {
+            return;
+        };
+        let Some(sec) = ext.core_relos.iter().find(|s| s.section == func.sec_name) else {
+            return;
+        };
+        let span = func.insn_off..func.insn_off + func.insn_cnt;
+        for relo in sec
+            .records
+            .iter()
+            .filter(|r| span.contains(&(r.insn as usize)))
+        {
+            let at = start + relo.insn as usize - func.insn_off;
+            if crate::core_relo::is_poisoned(&self.out.insns[at]) {
+                self.out.poisoned_calls.push(PoisonedCall {
+                    insn: at,
+                    cause: PoisonCause::FailedCoreRelo(relo.clone()),
+                });
+            }
+        }
     }
 
     /// libbpf's `bpf_object__reloc_code`.
@@ -748,7 +777,11 @@ impl Linker<'_, '_> {
                     }
                     _ => {
                         insns[at] =
-                            RawInsn::new(CODE_CALL, 0, 0, 0, POISON_CALL_KFUNC_BASE + ext as i32)
+                            RawInsn::new(CODE_CALL, 0, 0, 0, POISON_CALL_KFUNC_BASE + ext as i32);
+                        self.out.poisoned_calls.push(PoisonedCall {
+                            insn: at,
+                            cause: PoisonCause::UnresolvedKfunc(e.name.clone()),
+                        });
                     }
                 }
             }

@@ -133,6 +133,8 @@ pub fn verify_in_kernel(path: &Path, load: &LoadOptions) -> Result<Vec<ProgramVe
         let kernel = match KernelObject::load(&object, &p.name, &opts) {
             Ok(k) => parse_verifier_log(k.log(), true),
             Err(KernelObjectError::ProgLoad { log, errno, .. }) => {
+                // The log as libbpf hands it to its user, as bpfemu's verdict is given.
+                let log = bpfemu_loader::libbpf_log::fixup_log(&object, p, &log).unwrap_or(log);
                 let mut v = parse_verifier_log(&log, false);
                 if log.trim().is_empty() {
                     v.error = Some(format!("the kernel refuses it ({})", Errno(errno)));

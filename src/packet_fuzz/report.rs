@@ -270,6 +270,7 @@ mod tests {
                 line(3, 12, "return 1;"),
             ],
             unrelocated_map_fds: Vec::new(),
+            poisoned_calls: Vec::new(),
         };
         let bits = [RAN | TAKEN, 0, 0, RAN, RAN];
         let report = by_line(&spec, &bits);

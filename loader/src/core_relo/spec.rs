@@ -352,3 +352,84 @@ fn match_member<'a>(
     }
     Ok(None)
 }
+
+/// The relocation kind as libbpf names it in messages (`byte_off`, `rshift_u64`, ...).
+pub(crate) fn kind_name(kind: CoreReloKind) -> &'static str {
+    use CoreReloKind::*;
+    match kind {
+        FieldByteOffset => "byte_off",
+        FieldByteSize => "byte_sz",
+        FieldExists => "field_exists",
+        FieldSigned => "signed",
+        FieldLshiftU64 => "lshift_u64",
+        FieldRshiftU64 => "rshift_u64",
+        TypeIdLocal => "local_type_id",
+        TypeIdTarget => "target_type_id",
+        TypeExists => "type_exists",
+        TypeMatches => "type_matches",
+        TypeSize => "type_size",
+        EnumvalExists => "enumval_exists",
+        EnumvalValue => "enumval_value",
+    }
+}
+
+impl Spec<'_> {
+    /// The spec as libbpf writes it in its messages (`bpf_core_format_spec`):
+    /// `<byte_off> [7] struct iphdr.saddr (0:9 @ offset 12)`.
+    pub(crate) fn describe(&self, kind: CoreReloKind) -> String {
+        let root = self.btf.get(self.root_type_id);
+        let kind_str = root.map_or("void", |t| t.kind.kind_name());
+        let name = root.map_or("", |t| t.name.as_str());
+        let name = if name.is_empty() { "<anon>" } else { name };
+        let mut out = format!(
+            "<{}> [{}] {kind_str} {name}",
+            kind_name(kind),
+            self.root_type_id
+        );
+        if is_enumval_based(kind) {
+            out.push_str(&self.describe_enumerator());
+        } else if is_field_based(kind) {
+            self.describe_access(&mut out);
+        }
+        out
+    }
+
+    fn describe_enumerator(&self) -> String {
+        let Some(acc) = self.acc.first() else {
+            return String::new();
+        };
+        let Some(t) = self.btf.get(acc.type_id) else {
+            return String::new();
+        };
+        let Some(value) = t.kind.enum_values().get(acc.idx as usize) else {
+            return String::new();
+        };
+        let bits = value.value;
+        let shown = match t.kind {
+            BtfKind::Enum { signed: true, .. } => (bits as i32).to_string(),
+            BtfKind::Enum { .. } => (bits as u32).to_string(),
+            BtfKind::Enum64 { signed: true, .. } => (bits as i64).to_string(),
+            _ => bits.to_string(),
+        };
+        format!("::{} = {shown}", value.name)
+    }
+
+    fn describe_access(&self, out: &mut String) {
+        use std::fmt::Write;
+        for (i, acc) in self.acc.iter().enumerate() {
+            match acc.name {
+                Some(name) => write!(out, ".{name}").expect("string"),
+                None if i > 0 || acc.idx > 0 => write!(out, "[{}]", acc.idx).expect("string"),
+                None => {}
+            }
+        }
+        let raw: Vec<String> = self.raw.iter().map(u32::to_string).collect();
+        write!(out, " ({}", raw.join(":")).expect("string");
+        let (byte, bit) = (self.bit_offset / 8, self.bit_offset % 8);
+        if bit == 0 {
+            write!(out, " @ offset {byte})").expect("string");
+        } else {
+            write!(out, " @ offset {byte}.{bit})").expect("string");
+        }
+    }
+}
