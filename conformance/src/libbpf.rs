@@ -340,6 +340,8 @@ pub struct LibbpfObject {
     log_bufs: Vec<Vec<u8>>,
     /// What libbpf printed during `prepare`.
     prepare_messages: Vec<Message>,
+    /// Whether `bpf_object__prepare` succeeded (the snapshot may still have failed).
+    object_prepared: bool,
 }
 
 // SAFETY: a bpf_object has no thread affinity (no thread-local state), and the type is Send but
@@ -389,6 +391,7 @@ impl LibbpfObject {
             obj,
             name,
             prepared: None,
+            object_prepared: false,
             log_bufs: Vec::new(),
             prepare_messages: Vec::new(),
         })
@@ -468,6 +471,17 @@ impl LibbpfObject {
         if let Some(p) = &self.prepared {
             return Ok(p.clone());
         }
+        self.prepare_object()?;
+        let prepared = self.snapshot()?;
+        self.prepared = Some(prepared.clone());
+        Ok(prepared)
+    }
+
+    /// `bpf_object__prepare`, once.
+    fn prepare_object(&mut self) -> Result<(), LibbpfError> {
+        if self.object_prepared {
+            return Ok(());
+        }
         self.unpin_all();
         // SAFETY: the object is open and not yet prepared.
         let (rc, messages) = captured(|| unsafe { sys::bpf_object__prepare(self.obj.as_ptr()) });
@@ -479,18 +493,18 @@ impl LibbpfObject {
             });
         }
         self.prepare_messages = messages;
-        let prepared = self.snapshot()?;
-        self.prepared = Some(prepared.clone());
-        Ok(prepared)
+        self.object_prepared = true;
+        Ok(())
     }
 
     /// Loads every autoloaded program into the kernel (`bpf_object__load`), preparing first if
     /// needed, with a verifier log per program.
     pub fn load(&mut self, log: &LogOptions) -> LoadOutcome {
-        if self.prepared.is_none()
-            && let Err(e) = self.prepare()
-        {
-            return self.failed_prepare(e);
+        // A stream that cannot be snapshot (an `ld_imm64` holding an fd written in the object,
+        // which libbpf passes to the kernel as it stands) still loads, as libbpf loads it.
+        match self.prepare() {
+            Ok(_) | Err(LibbpfError::UnknownMapFd { .. }) => {}
+            Err(e) => return self.failed_prepare(e),
         }
         let mut messages = self.prepare_messages.clone();
         self.install_logs(log);
