@@ -1041,7 +1041,7 @@ fn write_fixed(
         push_stack_access(env, state, f, spi);
         return Ok(());
     }
-    if let Some(r) = vreg.filter(|r| r.is_pointer()) {
+    if let Some(r) = vreg.filter(|r| r.is_spillable()) {
         if size as usize != SLOT_SIZE {
             crate::log::print_source_line(env, env.insn_idx);
             return Err(env.reject(Errno::Eacces, "invalid size of register spill"));

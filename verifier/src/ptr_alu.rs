@@ -65,7 +65,8 @@ pub fn adjust_ptr_min_max_vals(
         | RegType::Packet
         | RegType::BtfId
         | RegType::Mem
-        | RegType::Func => true,
+        | RegType::Func
+        | RegType::ConstPtrToDynptr => true,
         RegType::ConstPtrToMap => known && smin_val == 0 && op == AluOp::Add,
         _ => false,
     };

@@ -5,7 +5,7 @@
 //! the counts must be equal too.
 //!
 //! `BPFEMU_PROBE=SUBSTRING` runs only the probes whose name contains it (the list is then
-//! checked only for those). Skipped with a message when bpf() is out of reach, unless
+//! checked only for those) and prints each one's verdict and error line from both sides. Skipped with a message when bpf() is out of reach, unless
 //! `BPFEMU_REQUIRE_KERNEL=1`.
 
 mod common;
@@ -44,6 +44,15 @@ fn probes_match_the_kernel() {
                 Ok(ran) => run += usize::from(ran),
                 Err(e) => faults.push(format!("{}: accepted by bpfemu, faults: {e}", p.name)),
             }
+        }
+        if !filter.is_empty() {
+            // A few probes asked for by name: say what each side said.
+            println!(
+                "{}\n  kernel: {}\n  bpfemu: {}",
+                p.name,
+                kernel.summary(),
+                ours.summary()
+            );
         }
         tally.record(&p.name, &kernel, &ours);
         names.push(p.name.clone());
@@ -148,17 +157,31 @@ fn kfunc_and_dynptr_lines_of_the_log_equal_the_kernels() {
     if !bpfemu_conformance::libbpf::kernel_or_skip("kfunc_and_dynptr_lines_of_the_log") {
         return;
     }
+    let wanted = |l: &&str| l.contains("call bpf_dynptr") || l.contains("dynptr_xdp(");
+    level2_lines_equal("dynptr_xdp/slice_without_buffer_ok", wanted, 4);
+}
+
+/// A user ring buffer callback's const dynptr (`R1=dynptr_ptr(...)`) and the helper calls
+/// that take it are logged as the kernel logs them.
+#[test]
+fn const_dynptr_lines_of_the_log_equal_the_kernels() {
+    if !bpfemu_conformance::libbpf::kernel_or_skip("const_dynptr_lines_of_the_log") {
+        return;
+    }
+    let wanted = |l: &&str| l.contains("dynptr_ptr") || l.contains("call bpf_");
+    level2_lines_equal("user_ringbuf/dynptr_compared_with_null_ok", wanted, 3);
+    level2_lines_equal("user_ringbuf/dynptr_data_then_read_ok", wanted, 3);
+}
+
+/// The lines of probe `name`'s level-2 log that `wanted` picks, from the kernel and from
+/// bpfemu, are equal and at least `at_least` many.
+fn level2_lines_equal(name: &str, wanted: impl Fn(&&str) -> bool, at_least: usize) {
     let probes = probe::load_all(&probe::probe_dir()).unwrap_or_else(|e| panic!("{e}"));
     let p = probes
         .iter()
-        .find(|p| p.name == "dynptr_xdp/slice_without_buffer_ok")
+        .find(|p| p.name == name)
         .expect("the probe exists");
-    let fds = kernel_side::create_maps(&p.maps).expect("maps");
-    let insns = kernel_side::with_fds(&p.insns, &fds);
-    let mut opts = bpfemu_kernel::LoadOptions::new(bpfemu_kernel::BPF_PROG_TYPE_XDP, &insns);
-    opts.log_level = 2;
-    opts.log_size = 1 << 20;
-    let kernel_log = bpfemu_kernel::prog_load(&opts).log;
+    let kernel_log = kernel_side::log_of(p, 2).expect("maps");
     let ours = bpfemu_side::verify_probe(
         p,
         &Options {
@@ -167,9 +190,12 @@ fn kfunc_and_dynptr_lines_of_the_log_equal_the_kernels() {
         },
         &Kernel::running(),
     );
-    let wanted = |l: &&str| l.contains("call bpf_dynptr") || l.contains("dynptr_xdp(");
-    let kernel_lines: Vec<&str> = kernel_log.lines().filter(wanted).collect();
-    let our_lines: Vec<&str> = ours.log.lines().filter(wanted).collect();
-    assert!(kernel_lines.len() >= 4, "{kernel_log}");
-    assert_eq!(our_lines, kernel_lines, "\nbpfemu's log:\n{}", ours.log);
+    let kernel_lines: Vec<&str> = kernel_log.lines().filter(&wanted).collect();
+    let our_lines: Vec<&str> = ours.log.lines().filter(&wanted).collect();
+    assert!(kernel_lines.len() >= at_least, "{name}:\n{kernel_log}");
+    assert_eq!(
+        our_lines, kernel_lines,
+        "{name}\nthe kernel's log:\n{kernel_log}\nbpfemu's log:\n{}",
+        ours.log
+    );
 }

@@ -7,11 +7,11 @@
 //! helper call. At the callback's `exit` the walk returns to the helper call, which queues
 //! the next iteration until the states converge (pruning) or the iteration count runs out.
 
+use crate::Reject;
 use crate::call::subprog::setup_func_entry;
 use crate::env::Env;
 use crate::state::VerifierState;
 use crate::state::reg::{RegState, RegType};
-use crate::{Errno, Reject};
 use bpfemu_isa::Reg;
 
 /// Which helper calls the callback; decides the callee's arguments and return range.
@@ -24,8 +24,9 @@ pub enum CallbackKind {
     /// `bpf_find_vma(task, addr, cb, ctx, flags)`: `cb(task, vma, ctx)`, returns 0 or 1;
     /// `vma` is the kernel's `struct vm_area_struct` (its BTF id).
     FindVma { vma: u32 },
-    /// `bpf_user_ringbuf_drain` and the like: `cb(dynptr, ctx)`.
-    Other,
+    /// `bpf_user_ringbuf_drain(map, cb, ctx, flags)`: `cb(const struct bpf_dynptr *, ctx)`,
+    /// returns 0 or 1; the dynptr is a local one the callback may only read.
+    UserRingbufDrain,
 }
 
 /// Helper ids whose callback runs synchronously (`is_sync_callback_calling_function`).
@@ -80,8 +81,17 @@ pub fn push_callback_call(
                 RegState::not_init(),
             ]
         }
-        CallbackKind::Other => {
-            return Err(env.reject(Errno::Einval, "not yet supported: this callback kind"));
+        CallbackKind::UserRingbufDrain => {
+            let mut dynptr = RegState::pointer(RegType::ConstPtrToDynptr);
+            dynptr.flags = crate::call::dynptr::SLOT_LOCAL;
+            dynptr.id = env.new_id();
+            [
+                dynptr,
+                state.cur().regs[3],
+                RegState::not_init(),
+                RegState::not_init(),
+                RegState::not_init(),
+            ]
         }
     };
     let mut cb = state.clone();

@@ -7,7 +7,9 @@
 //! A dynptr slot's `spilled_ptr` keeps the kernel's `dynptr.type` and `dynptr.first_slot` in
 //! flag bits above [`reg::FLAG_FIRST_UNUSED`], its `id` and `ref_obj_id` as the kernel does.
 
-use super::proto::{ArgType, DYNPTR_TYPE_LOCAL, DYNPTR_TYPE_RINGBUF, DYNPTR_TYPE_XDP, MEM_UNINIT};
+use super::proto::{
+    ArgType, DYNPTR_TYPE_LOCAL, DYNPTR_TYPE_RINGBUF, DYNPTR_TYPE_XDP, MEM_RDONLY, MEM_UNINIT,
+};
 use crate::env::Env;
 use crate::state::reg::{self, RegState, RegType};
 use crate::state::stack::{SLOT_SIZE, SlotType};
@@ -91,6 +93,9 @@ pub fn process_dynptr_func(
 ) -> Result<(), Reject> {
     let r = Reg::new(regno).expect("argument register");
     let reg = *state.reg(r);
+    if reg.ty == RegType::ConstPtrToDynptr {
+        return process_const_dynptr(env, &reg, regno, arg);
+    }
     if reg.ty != RegType::Stack {
         return Err(env.reject(
             Errno::Einval,
@@ -123,6 +128,37 @@ pub fn process_dynptr_func(
     let expected = kind_of_arg(arg);
     let frame = &state.frames[reg.frameno as usize];
     if expected != 0 && frame.stack[spi].spilled_ptr.flags & SLOT_KINDS != expected {
+        return Err(env.reject(
+            Errno::Einval,
+            format!(
+                "Expected a dynptr of type {} as arg #{}",
+                kind_name(expected),
+                regno - 1
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `process_dynptr_func` for a callback's const dynptr: always initialised, never to be
+/// initialised again or changed.
+fn process_const_dynptr(
+    env: &mut Env<'_>,
+    reg: &RegState,
+    regno: u8,
+    arg: ArgType,
+) -> Result<(), Reject> {
+    if arg.flags & MEM_UNINIT != 0 {
+        return Err(env.reject(Errno::Einval, "Dynptr has to be an uninitialized dynptr"));
+    }
+    if arg.flags & MEM_RDONLY == 0 {
+        return Err(env.reject(
+            Errno::Einval,
+            "cannot pass pointer to const bpf_dynptr, the helper mutates it",
+        ));
+    }
+    let expected = kind_of_arg(arg);
+    if expected != 0 && reg.flags & SLOT_KINDS != expected {
         return Err(env.reject(
             Errno::Einval,
             format!(
@@ -265,6 +301,9 @@ pub fn unmark_stack_slots_dynptr(
 /// The `ref_obj_id` of the dynptr an argument points at, for the slices `bpf_dynptr_data`
 /// returns (`dynptr_ref_obj_id`).
 pub fn slice_ref_obj_id(state: &VerifierState, reg: &RegState) -> u32 {
+    if reg.ty == RegType::ConstPtrToDynptr {
+        return reg.ref_obj_id;
+    }
     let off = reg.off as i64 + reg.var_off.value as i64;
     let spi = ((-off - 1) / SLOT_SIZE as i64) as usize;
     state.frames[reg.frameno as usize]
@@ -276,6 +315,20 @@ pub fn slice_ref_obj_id(state: &VerifierState, reg: &RegState) -> u32 {
 /// The `DYNPTR_TYPE_*` argument flag of the dynptr `reg` points at, for a clone of it; `None`
 /// for a ring buffer dynptr (a clone shares its reference, which bpfemu does not model).
 pub fn arg_kind_of(state: &VerifierState, reg: &RegState) -> Option<u32> {
+    let flags = if reg.ty == RegType::ConstPtrToDynptr {
+        reg.flags
+    } else {
+        slot_flags(state, reg)?
+    };
+    match flags & SLOT_KINDS {
+        SLOT_LOCAL => Some(DYNPTR_TYPE_LOCAL),
+        SLOT_XDP => Some(DYNPTR_TYPE_XDP),
+        _ => None,
+    }
+}
+
+/// The flags of the dynptr slot a stack pointer argument points at.
+fn slot_flags(state: &VerifierState, reg: &RegState) -> Option<u32> {
     let off = reg.off as i64 + reg.var_off.value as i64;
     let spi = usize::try_from((-off - 1) / SLOT_SIZE as i64).ok()?;
     let flags = state
@@ -285,15 +338,14 @@ pub fn arg_kind_of(state: &VerifierState, reg: &RegState) -> Option<u32> {
         .get(spi)?
         .spilled_ptr
         .flags;
-    match flags & SLOT_KINDS {
-        SLOT_LOCAL => Some(DYNPTR_TYPE_LOCAL),
-        SLOT_XDP => Some(DYNPTR_TYPE_XDP),
-        _ => None,
-    }
+    Some(flags)
 }
 
 /// Whether the dynptr an argument points at is an XDP one (its slices point into the packet).
 pub fn is_xdp_dynptr(state: &VerifierState, reg: &RegState) -> bool {
+    if reg.ty == RegType::ConstPtrToDynptr {
+        return reg.flags & SLOT_XDP != 0;
+    }
     let off = reg.off as i64 + reg.var_off.value as i64;
     let spi = ((-off - 1) / SLOT_SIZE as i64) as usize;
     let stack = &state.frames[reg.frameno as usize].stack;

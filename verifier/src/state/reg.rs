@@ -42,6 +42,10 @@ pub enum RegType {
     TcpSock,
     /// `PTR_TO_XDP_SOCK`: an XSKMAP lookup's value once null-checked.
     XdpSock,
+    /// `CONST_PTR_TO_DYNPTR`: the dynptr a callback is handed (`bpf_user_ringbuf_drain`'s),
+    /// which helpers may read but not change, release or reinitialise; no memory to load or
+    /// store through. Its kind is in the flags, as a dynptr slot's (`call::dynptr::SLOT_*`).
+    ConstPtrToDynptr,
 }
 
 /// `PTR_MAYBE_NULL`: the pointer may be NULL until a null check.
@@ -247,6 +251,12 @@ impl RegState {
         !matches!(self.ty, RegType::Scalar | RegType::NotInit)
     }
 
+    /// Whether a store of this register to the stack keeps it (`is_spillable_regtype`): every
+    /// pointer but a callback's const dynptr, which becomes plain data.
+    pub fn is_spillable(&self) -> bool {
+        self.is_pointer() && self.ty != RegType::ConstPtrToDynptr
+    }
+
     pub fn maybe_null(&self) -> bool {
         self.flags & PTR_MAYBE_NULL != 0
     }
@@ -296,6 +306,7 @@ pub fn reg_type_str(ty: RegType, flags: u32) -> String {
         RegType::SockCommon => "sock_common",
         RegType::TcpSock => "tcp_sock",
         RegType::XdpSock => "xdp_sock",
+        RegType::ConstPtrToDynptr => "dynptr_ptr",
     };
     let mut prefix = String::new();
     for (flag, text) in [

@@ -114,10 +114,24 @@ pub fn judge(probe: &Probe) -> Result<Judgement, String> {
 
 /// Loads a program whose map references already hold fds.
 pub fn judge_insns(insns: &[RawInsn], btf: bool) -> Judgement {
-    let mut opts = LoadOptions::new(kernel::BPF_PROG_TYPE_XDP, insns);
     // BPF_LOG_STATS alone: every message and the statistics, without the per-instruction trace
     // that makes a 1M-instruction log slow to write (the final error line is the same).
-    opts.log_level = kernel::BPF_LOG_STATS;
+    let (log, accepted) = load_with_log(insns, btf, kernel::BPF_LOG_STATS);
+    judgement_from_log(&log, accepted)
+}
+
+/// The kernel's log of `probe` at `log_level`.
+pub fn log_of(probe: &Probe, log_level: u32) -> Result<String, String> {
+    let fds = create_maps(&probe.maps)?;
+    let insns = with_fds(&probe.insns, &fds);
+    Ok(load_with_log(&insns, probe.btf, log_level).0)
+}
+
+/// Loads a program whose map references already hold fds (with func_info BTF for its
+/// subprograms when `btf`): its log and whether the kernel accepted it.
+fn load_with_log(insns: &[RawInsn], btf: bool, log_level: u32) -> (String, bool) {
+    let mut opts = LoadOptions::new(kernel::BPF_PROG_TYPE_XDP, insns);
+    opts.log_level = log_level;
     opts.log_size = 1 << 20;
     let btf_fd;
     let func_info;
@@ -137,7 +151,7 @@ pub fn judge_insns(insns: &[RawInsn], btf: bool) -> Judgement {
             opts.log_size *= 8;
             continue;
         }
-        return judgement_from_log(&result.log, result.fd.is_ok());
+        return (result.log, result.fd.is_ok());
     }
 }
 

@@ -63,6 +63,7 @@ const MAP_TYPES: &[(&str, u32)] = &[
     ("sockhash", 18),
     ("devmap_hash", 25),
     ("ringbuf", 27),
+    ("user_ringbuf", 31),
 ];
 
 /// One map a probe uses.
