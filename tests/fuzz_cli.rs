@@ -179,6 +179,38 @@ fn the_same_seed_gives_the_same_run() {
     assert_ne!(a.0, run("8", "c").0);
 }
 
+/// Two workers split the runs and share what they find: the planted bug, reachable by both,
+/// is one finding; the runs add up to `--runs`; the corpus written is the shared one.
+#[test]
+fn workers_split_the_runs_and_share_the_findings() {
+    let dir = Scratch::new("jobs");
+    let out = bpfemu(&[
+        "fuzz",
+        &repo(PLANTED),
+        "--seeds",
+        &repo("examples/pcap/normal.pcap"),
+        "--runs",
+        "9001",
+        "--jobs",
+        "2",
+        "--json",
+        "--out",
+        &dir.path("out"),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let doc: serde_json::Value = serde_json::from_str(text.trim()).expect("one JSON document");
+    assert_eq!(doc["execs"], 9001, "{doc}");
+    let findings = doc["findings"].as_array().expect("findings");
+    assert_eq!(findings.len(), 1, "one bug, one finding: {doc}");
+    assert_eq!(findings[0]["kind"], "aborted");
+    assert!(doc["corpus"].as_u64().unwrap() > 1, "{doc}");
+    assert_eq!(
+        packets(&dir.path("out/corpus.pcap")).len() as u64,
+        doc["corpus"].as_u64().unwrap()
+    );
+}
+
 #[test]
 fn bad_options_are_refused_before_any_work() {
     let dir = Scratch::new("options");
@@ -189,6 +221,7 @@ fn bad_options_are_refused_before_any_work() {
         (vec!["--time", "5 parsecs"], "unknown unit"),
         (vec!["--time", "9000000h"], "at most a year"),
         (vec!["--runs", "0"], "--runs"),
+        (vec!["--jobs", "0"], "--jobs"),
         (
             vec!["--allow-ignored", "map_frobnicate"],
             "unknown helper `map_frobnicate`",

@@ -37,6 +37,8 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// What `bpfemu fuzz` was asked to do: the command line's flags as parsed.
@@ -86,6 +88,11 @@ pub struct FuzzOptions {
     /// One JSON document instead of the text summary.
     #[arg(long)]
     pub json: bool,
+    /// Workers fuzzing at once, each with its own copy of the program and its maps, sharing
+    /// the corpus, the coverage and the findings. One worker is deterministic for a seed;
+    /// several are not (they race to find things first).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub jobs: u32,
     /// How the object is loaded (from [`crate::load_args::LoadArgs`]).
     #[arg(skip)]
     pub load: bpfemu_loader::LoadOptions,
@@ -418,21 +425,68 @@ impl Found {
     }
 }
 
-struct Fuzzer {
-    runner: Runner,
+/// What the workers of a run share: every run's coverage, the corpus that reaches it, the
+/// findings. A worker takes the lock when a run of its own reached something new to it or
+/// found something, and every [`PULL_EVERY`] runs to take the others' new corpus entries.
+struct Shared {
     total: Coverage,
     /// Coverage of the findings of each kind, so that a kind's finding is kept only when it
     /// reaches something new for that kind.
     by_kind: BTreeMap<String, Coverage>,
-    corpus: Vec<Vec<u8>>,
+    /// The corpus, each entry with the worker that added it.
+    corpus: Vec<(usize, Vec<u8>)>,
+    /// Entries replaced since the corpus was full (the next slot to replace).
+    replaced: usize,
     findings: Vec<Finding>,
     /// Ignored errors already found, by call site and errno.
     sites: std::collections::BTreeSet<(usize, usize, i32, i64)>,
 }
 
+/// How many runs a worker makes between looks at the others' corpus entries.
+const PULL_EVERY: u64 = 256;
+
+impl Shared {
+    /// A packet whose run reached `run`: kept when that is new to the whole run.
+    fn offer(&mut self, worker: usize, packet: &[u8], run: &Coverage) {
+        if self.total.merge_new(run) == 0 {
+            return;
+        }
+        if self.corpus.len() < MAX_CORPUS {
+            self.corpus.push((worker, packet.to_vec()));
+        } else {
+            self.corpus[self.replaced % MAX_CORPUS] = (worker, packet.to_vec());
+            self.replaced += 1;
+        }
+    }
+}
+
+/// One worker: its own runner, the coverage its own runs reached, and its corpus (its own
+/// entries and the ones it took from the others).
+struct Fuzzer {
+    worker: usize,
+    runner: Runner,
+    total: Coverage,
+    corpus: Vec<Vec<u8>>,
+    /// How much of the shared corpus this worker has looked at.
+    pulled: usize,
+}
+
 impl Fuzzer {
-    /// Runs one input; returns how many bits it added to the total, and keeps its findings.
-    fn execute(&mut self, judge: &Judge<'_>, packet: &[u8]) -> usize {
+    fn new(worker: usize, runner: Runner) -> Fuzzer {
+        let mut runner = runner;
+        let total = runner.empty_coverage();
+        Fuzzer {
+            worker,
+            runner,
+            total,
+            corpus: Vec::new(),
+            pulled: 0,
+        }
+    }
+
+    /// Runs one input; returns how many bits it added to this worker's coverage, and keeps
+    /// its findings and (when new to the run) the input itself.
+    fn execute(&mut self, judge: &Judge<'_>, shared: &Mutex<Shared>, packet: &[u8]) -> usize {
         let exec = self.runner.execs;
         let outcome = self.runner.run(packet);
         let run = self
@@ -443,21 +497,28 @@ impl Fuzzer {
             .expect("coverage is recorded from Runner::new");
         let added = self.total.merge_new(run);
         let found = self.runner.classify(judge, packet, &outcome);
+        if added == 0 && found.is_empty() {
+            return 0;
+        }
+        let mut shared = shared.lock().expect("no worker panics holding the lock");
+        if added > 0 {
+            shared.offer(self.worker, packet, self.runner.coverage());
+        }
         for f in found {
             let new = match f.site {
-                Some(site) => self.sites.insert(site),
+                Some(site) => shared.sites.insert(site),
                 None => {
-                    if !self.by_kind.contains_key(&f.kind) {
+                    if !shared.by_kind.contains_key(&f.kind) {
                         let empty = self.runner.empty_coverage();
-                        self.by_kind.insert(f.kind.clone(), empty);
+                        shared.by_kind.insert(f.kind.clone(), empty);
                     }
                     let run = self.runner.coverage();
-                    let seen = self.by_kind.get_mut(&f.kind).expect("inserted above");
+                    let seen = shared.by_kind.get_mut(&f.kind).expect("inserted above");
                     seen.merge_new(run) > 0
                 }
             };
             if new {
-                self.findings.push(Finding {
+                shared.findings.push(Finding {
                     kind: f.kind,
                     detail: f.detail,
                     packet: packet.to_vec(),
@@ -468,6 +529,114 @@ impl Fuzzer {
         }
         added
     }
+
+    fn keep(&mut self, packet: Vec<u8>, mutator: &mut Mutator) {
+        if self.corpus.len() < MAX_CORPUS {
+            self.corpus.push(packet);
+        } else {
+            let slot = mutator.rng().below(MAX_CORPUS as u64) as usize;
+            self.corpus[slot] = packet;
+        }
+    }
+
+    /// Takes the entries the other workers added to the shared corpus since the last look.
+    fn pull(&mut self, shared: &Mutex<Shared>, mutator: &mut Mutator) {
+        let taken: Vec<Vec<u8>> = {
+            let shared = shared.lock().expect("no worker panics holding the lock");
+            let from = self.pulled.min(shared.corpus.len());
+            self.pulled = shared.corpus.len();
+            shared.corpus[from..]
+                .iter()
+                .filter(|(w, _)| *w != self.worker)
+                .map(|(_, p)| p.clone())
+                .collect()
+        };
+        for packet in taken {
+            self.keep(packet, mutator);
+        }
+    }
+}
+
+/// What bounds a worker's runs, and what it reports them to.
+struct Budget<'a> {
+    start: Instant,
+    time: Duration,
+    /// This worker's share of `--runs`.
+    runs: Option<u64>,
+    /// Runs of all workers so far, counted in steps of 64.
+    all_execs: &'a AtomicU64,
+    workers: usize,
+}
+
+/// One worker's fuzzing: the seeds, then mutants until the budget is spent. `progress` is
+/// given to the worker on the calling thread, which shows everyone's runs.
+fn work(
+    fuzzer: &mut Fuzzer,
+    opts: &FuzzOptions,
+    shared: &Mutex<Shared>,
+    seeds: &[Vec<u8>],
+    budget: &Budget<'_>,
+    mut progress: Option<&mut Progress>,
+) {
+    let judge = Judge::new(opts);
+    for seed in seeds {
+        if fuzzer.execute(&judge, shared, seed) > 0 || fuzzer.corpus.is_empty() {
+            fuzzer.corpus.push(seed.clone());
+        }
+    }
+    let mut mutator = Mutator::new(opts.seed.wrapping_add(fuzzer.worker as u64));
+    let unit_ms = opts.runs.is_none();
+    loop {
+        let execs = fuzzer.runner.execs;
+        if budget.runs.is_some_and(|runs| execs >= runs) {
+            break;
+        }
+        // The clock is read every 64 runs: cheap, and a --runs budget stays deterministic.
+        if execs.is_multiple_of(64) {
+            if budget.start.elapsed() >= budget.time {
+                break;
+            }
+            if execs > 0 {
+                budget.all_execs.fetch_add(64, Ordering::Relaxed);
+            }
+        }
+        if budget.workers > 1 && execs.is_multiple_of(PULL_EVERY) {
+            fuzzer.pull(shared, &mut mutator);
+        }
+        let rng = mutator.rng();
+        let parent = rng.below(fuzzer.corpus.len() as u64) as usize;
+        let other = rng.below(fuzzer.corpus.len() as u64) as usize;
+        let mutant = mutator.mutate(&fuzzer.corpus[parent], &fuzzer.corpus[other]);
+        if fuzzer.execute(&judge, shared, &mutant) > 0 {
+            fuzzer.keep(mutant, &mut mutator);
+        }
+        if let Some(progress) = progress.as_deref_mut() {
+            let all = budget.all_execs.load(Ordering::Relaxed).max(execs);
+            let position = || {
+                if unit_ms {
+                    budget.start.elapsed().as_millis() as u64
+                } else {
+                    all
+                }
+            };
+            progress.tick_noting(all, position, || {
+                let shared = shared.lock().expect("no worker panics holding the lock");
+                format!(
+                    "coverage {} bits, corpus {}, findings {}",
+                    shared.total.count(),
+                    shared.corpus.len(),
+                    shared.findings.len()
+                )
+            });
+        }
+    }
+}
+
+/// Worker `worker`'s share of `--runs`.
+fn runs_of(opts: &FuzzOptions, worker: usize) -> Option<u64> {
+    let jobs = u64::from(opts.jobs);
+    opts.runs
+        .map(|runs| runs / jobs + u64::from((worker as u64) < runs % jobs))
 }
 
 /// Runs the fuzzer as the command line asked; returns the exit code (1 when it found
@@ -477,7 +646,7 @@ pub fn fuzz(opts: &FuzzOptions) -> Result<u8> {
         prepare_out_dir(out)?;
     }
     let seeds = initial_packets(opts)?;
-    let mut runner = Runner::new(opts)?;
+    let runner = Runner::new(opts)?;
     crate::replay::print_warnings(&opts.object, runner.replayer.object());
     // The default directory is made once the inputs have loaded (a refused object leaves
     // nothing behind) and named before the run, so it can be found however the run ends.
@@ -489,84 +658,78 @@ pub fn fuzz(opts: &FuzzOptions) -> Result<u8> {
             out
         }
     };
-    let total = runner.empty_coverage();
-    let mut fuzzer = Fuzzer {
-        runner,
-        total,
+    let mut first = Fuzzer::new(0, runner);
+    let shared = Mutex::new(Shared {
+        total: first.total.clone(),
         by_kind: BTreeMap::new(),
         corpus: Vec::new(),
+        replaced: 0,
         findings: Vec::new(),
         sites: Default::default(),
-    };
-    let judge = Judge::new(opts);
+    });
+    let all_execs = AtomicU64::new(0);
     let start = Instant::now();
-    for seed in &seeds {
-        if fuzzer.execute(&judge, seed) > 0 || fuzzer.corpus.is_empty() {
-            fuzzer.corpus.push(seed.clone());
-        }
-    }
-    let mut mutator = Mutator::new(opts.seed);
+    let budget = |worker: usize| Budget {
+        start,
+        time: opts.time,
+        runs: runs_of(opts, worker),
+        all_execs: &all_execs,
+        workers: opts.jobs as usize,
+    };
     // The share is of --runs when given, else of the --time budget.
-    let (whole, unit_ms) = match opts.runs {
-        Some(runs) => (runs, false),
-        None => (opts.time.as_millis().min(u128::from(u64::MAX)) as u64, true),
+    let whole = match opts.runs {
+        Some(runs) => runs,
+        None => opts.time.as_millis().min(u128::from(u64::MAX)) as u64,
     };
     let mut progress = Progress::new(!opts.json, "fuzz", "runs", Some(whole), 64);
-    loop {
-        let execs = fuzzer.runner.execs;
-        if opts.runs.is_some_and(|runs| execs >= runs) {
-            break;
+    let others_execs = std::thread::scope(|scope| -> Result<u64> {
+        let others: Vec<_> = (1..opts.jobs as usize)
+            .map(|worker| {
+                let (shared, seeds, budget) = (&shared, &seeds, budget(worker));
+                scope.spawn(move || -> Result<u64> {
+                    let mut fuzzer = Fuzzer::new(worker, Runner::new(opts)?);
+                    work(&mut fuzzer, opts, shared, seeds, &budget, None);
+                    Ok(fuzzer.runner.execs)
+                })
+            })
+            .collect();
+        work(
+            &mut first,
+            opts,
+            &shared,
+            &seeds,
+            &budget(0),
+            Some(&mut progress),
+        );
+        let mut execs = 0;
+        for worker in others {
+            execs += worker.join().expect("a fuzzing worker panicked")?;
         }
-        // The clock is read every 64 runs: cheap, and a --runs budget stays deterministic.
-        if execs.is_multiple_of(64) && start.elapsed() >= opts.time {
-            break;
-        }
-        let rng = mutator.rng();
-        let parent = rng.below(fuzzer.corpus.len() as u64) as usize;
-        let other = rng.below(fuzzer.corpus.len() as u64) as usize;
-        let mutant = mutator.mutate(&fuzzer.corpus[parent], &fuzzer.corpus[other]);
-        if fuzzer.execute(&judge, &mutant) > 0 {
-            if fuzzer.corpus.len() < MAX_CORPUS {
-                fuzzer.corpus.push(mutant);
-            } else {
-                let slot = mutator.rng().below(MAX_CORPUS as u64) as usize;
-                fuzzer.corpus[slot] = mutant;
-            }
-        }
-        let position = || {
-            if unit_ms {
-                start.elapsed().as_millis() as u64
-            } else {
-                execs
-            }
-        };
-        progress.tick_noting(execs, position, || {
-            format!(
-                "coverage {} bits, corpus {}, findings {}",
-                fuzzer.total.count(),
-                fuzzer.corpus.len(),
-                fuzzer.findings.len()
-            )
-        });
-    }
-    progress.finish(fuzzer.runner.execs);
+        Ok(execs)
+    })?;
+    let execs = first.runner.execs + others_execs;
+    progress.finish(execs);
     let elapsed = start.elapsed();
-    let execs = fuzzer.runner.execs;
-    let mut findings = std::mem::take(&mut fuzzer.findings);
+    let shared = shared
+        .into_inner()
+        .expect("no worker panics holding the lock");
+    let mut findings = shared.findings;
+    findings.sort_by_key(|f| f.exec);
     check_reproduction(opts, &mut findings)?;
-    let corpus = minimise(&mut fuzzer.runner, std::mem::take(&mut fuzzer.corpus));
+    let corpus = shared.corpus.into_iter().map(|(_, p)| p).collect();
+    let corpus = minimise(&mut first.runner, corpus);
     let summary = FuzzSummary {
         execs,
         elapsed,
         corpus: corpus.len(),
-        coverage_bits: fuzzer.total.count(),
+        coverage_bits: shared.total.count(),
         findings,
     };
     write_outputs(
         opts,
         &out,
-        &mut fuzzer.runner,
-        &fuzzer.total,
+        &mut first.runner,
+        &shared.total,
         &corpus,
         &summary,
     )?;
