@@ -100,6 +100,29 @@ def cause(msg):
     return re.sub(r"\d+", "N", general)[:80]
 
 
+KNOWN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "verifier", "probes",
+                     "KNOWN_DIFFERENCES")
+
+
+def known_differences():
+    """The `selftest/OBJECT/PROGRAM  reason` entries of verifier/probes/KNOWN_DIFFERENCES."""
+    known = {}
+    try:
+        with open(KNOWN) as f:
+            for line in f:
+                line = line.strip()
+                if line.startswith("selftest/"):
+                    name, _, reason = line.partition(" ")
+                    known[name] = reason.strip()
+    except OSError:
+        pass
+    return known
+
+
+def selftest_name(r):
+    return "selftest/%s/%s" % (r[0][:-2] if r[0].endswith(".o") else r[0], r[1])
+
+
 def report(programs_tsv, rawdir, outdir):
     expected = []  # (object, program) from the build
     with open(programs_tsv) as f:
@@ -213,6 +236,24 @@ def report(programs_tsv, rawdir, outdir):
         ("processed count equal (of acceptances both agree on)", pct(len(proc_eq), len(both_acc))),
         ("kernel verdict via bpfemu's loader differs from libbpf 1.7's", str(len(loader))),
     ]
+    # Every difference (verdict, loadability, error line, processed count) against the
+    # explained ones in KNOWN_DIFFERENCES; listed programs that now agree are stale.
+    count_differs = [r for r in both_acc if not (r[6] and r[6] == r[7])]
+    differing = {}
+    for kind, rs in (("false accept", fa), ("false reject", fr), ("undecided", und),
+                     ("not loadable", unl), ("error line", [r for r in both_rej if r[4] != r[5]]),
+                     ("processed count", count_differs)):
+        for r in rs:
+            differing.setdefault(selftest_name(r), kind)
+    known = known_differences()
+    unexplained = sorted(n for n in differing if n not in known)
+    judged_names = {selftest_name(r) for r in rows}
+    stale = sorted(n for n in known if n in judged_names and n not in differing)
+    table += [
+        ("differences explained in KNOWN_DIFFERENCES", "%d of %d" % (len(differing) - len(unexplained), len(differing))),
+        ("  unexplained (see unexplained.txt)", str(len(unexplained))),
+        ("  listed but now equal (stale)", str(len(stale))),
+    ]
     w = max(len(a) for a, _ in table)
     summary = "\n".join("%-*s  %s" % (w, a, b) for a, b in table) + "\n"
 
@@ -248,6 +289,11 @@ def report(programs_tsv, rawdir, outdir):
         "the kernel's verdict through libbpf 1.7 and through bpfemu's loader differ",
         [r[:3] + [r[8], r[4], r[9]] + r[6:] for r in loader], key=lambda r: r[0],
         labels=("kernel via libbpf 1.7", "kernel via bpfemu's loader"))
+    lists["unexplained.txt"] = "".join(
+        ["differences not explained in %s: %d\n" % (KNOWN, len(unexplained))]
+        + ["  %s  (%s)\n" % (n, differing[n]) for n in unexplained]
+        + ["listed there but now equal to the kernel: %d\n" % len(stale)]
+        + ["  %s\n" % n for n in stale])
     mism = [r for r in both_rej if r[4] != r[5]]
     lists["error_line_differs.txt"] = listing(
         "both rejected, final error line differs", mism, key=lambda r: cause(r[4]))
@@ -258,7 +304,7 @@ def report(programs_tsv, rawdir, outdir):
             f.write(text)
     sys.stdout.write(summary + "\n")
     for fname in ("false_accepts.txt", "false_rejects.txt", "undecided.txt", "not_loadable.txt",
-                  "loader_differs.txt"):
+                  "loader_differs.txt", "unexplained.txt"):
         sys.stdout.write(lists[fname] + "\n")
     print("(both rejected, error line differs: %d; see %s)"
           % (len(mism), os.path.join(outdir, "error_line_differs.txt")))

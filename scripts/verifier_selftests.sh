@@ -23,7 +23,10 @@
 #    bpfemu last line, kernel processed, bpfemu processed, then the kernel's verdict, line
 #    and count through bpfemu's loader), OUT/summary.txt and the lists OUT/false_accepts.txt,
 #    false_rejects.txt, undecided.txt, not_loadable.txt, loader_differs.txt,
-#    error_line_differs.txt; prints the summary and the lists.
+#    error_line_differs.txt, and unexplained.txt: the differences (verdict, error line,
+#    processed count) not explained by a `selftest/OBJECT/PROGRAM  reason` entry of
+#    verifier/probes/KNOWN_DIFFERENCES, and the entries that now agree; prints the summary
+#    and the lists.
 #
 # Options (environment in brackets):
 #   --cache DIR    downloads, sources and the build [BPFEMU_SELFTESTS_CACHE; default

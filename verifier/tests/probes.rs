@@ -73,12 +73,12 @@ fn probes_match_the_kernel() {
         "processed-instruction counts differ from the kernel's:\n{}",
         tally.count_differing.join("\n")
     );
-    let mut listed = known::load("", Some("corpus/"));
+    let mut listed = known::load("", known::OTHER_SECTIONS);
     if !filter.is_empty() {
         listed.retain(|name, _| name.contains(&filter));
     }
     if known::update_requested() {
-        known::rewrite("", Some("corpus/"), &tally.differing, &names);
+        known::rewrite("", known::OTHER_SECTIONS, &tally.differing, &names);
         return;
     }
     let complaints = known::check(&listed, &tally.differing, &names);

@@ -10,8 +10,14 @@ pub fn known_differences_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("probes/KNOWN_DIFFERENCES")
 }
 
-/// The listed names whose prefix is `prefix` (e.g. `corpus/`), with their reasons.
-pub fn load(prefix: &str, exclude_prefix: Option<&str>) -> BTreeMap<String, String> {
+/// The sections of the file other than the probes': a probe's name has none of these
+/// prefixes. `selftest/OBJECT/PROGRAM` entries are the kernel's verifier selftests, read by
+/// `scripts/verifier_selftests.py`.
+pub const OTHER_SECTIONS: &[&str] = &["corpus/", "random/", "selftest/"];
+
+/// The listed names whose prefix is `prefix` (e.g. `corpus/`) and none of `exclude`, with
+/// their reasons.
+pub fn load(prefix: &str, exclude: &[&str]) -> BTreeMap<String, String> {
     let path = known_differences_path();
     let text = std::fs::read_to_string(&path).unwrap_or_default();
     let mut out = BTreeMap::new();
@@ -21,7 +27,7 @@ pub fn load(prefix: &str, exclude_prefix: Option<&str>) -> BTreeMap<String, Stri
             continue;
         }
         let (name, reason) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
-        if !name.starts_with(prefix) || exclude_prefix.is_some_and(|p| name.starts_with(p)) {
+        if !name.starts_with(prefix) || exclude.iter().any(|p| name.starts_with(p)) {
             continue;
         }
         let reason = reason.trim();
@@ -84,16 +90,15 @@ pub fn update_requested() -> bool {
 /// for programs not compared this run are kept; the other sections of the file stay as they are.
 pub fn rewrite(
     prefix: &str,
-    exclude_prefix: Option<&str>,
+    exclude: &[&str],
     differing: &BTreeMap<String, String>,
     names: &[String],
 ) {
     let path = known_differences_path();
     let text = std::fs::read_to_string(&path).unwrap_or_default();
-    let listed = load(prefix, exclude_prefix);
-    let mine = |name: &str| {
-        name.starts_with(prefix) && !exclude_prefix.is_some_and(|p| name.starts_with(p))
-    };
+    let listed = load(prefix, exclude);
+    let mine =
+        |name: &str| name.starts_with(prefix) && !exclude.iter().any(|p| name.starts_with(p));
     let mut out = String::new();
     for line in text.lines() {
         let name = Some(line.trim())
