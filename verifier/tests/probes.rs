@@ -5,7 +5,7 @@
 //! the counts must be equal too.
 //!
 //! `BPFEMU_PROBE=SUBSTRING` runs only the probes whose name contains it (the list is then
-//! checked only for those). Skipped with a message when bpf() is out of reach, unless
+//! checked only for those); `BPFEMU_PROBE_SHOW=1` prints both judgements of each probe run. Skipped with a message when bpf() is out of reach, unless
 //! `BPFEMU_REQUIRE_KERNEL=1`.
 
 mod common;
@@ -44,6 +44,14 @@ fn probes_match_the_kernel() {
                 Ok(ran) => run += usize::from(ran),
                 Err(e) => faults.push(format!("{}: accepted by bpfemu, faults: {e}", p.name)),
             }
+        }
+        if std::env::var_os("BPFEMU_PROBE_SHOW").is_some() {
+            println!(
+                "{}\n  kernel: {}\n  bpfemu: {}",
+                p.name,
+                kernel.summary(),
+                ours.summary()
+            );
         }
         tally.record(&p.name, &kernel, &ours);
         names.push(p.name.clone());
