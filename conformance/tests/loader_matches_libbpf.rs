@@ -258,3 +258,19 @@ fn is_second_slot(insns: &[RawInsn], pc: usize) -> bool {
     }
     i > pc
 }
+
+/// `__arena` globals: libbpf places them in the arena map at the offset its kernel probe
+/// chooses, and every reference becomes a map value load of the arena at the variable's
+/// offset; bpfemu's streams and maps must be libbpf's.
+#[test]
+fn arena_globals_are_placed_as_libbpf_places_them() {
+    if !libbpf::kernel_or_skip("arena_globals_are_placed_as_libbpf_places_them") {
+        return;
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/verifier/arena_globals.o");
+    let mut tally = Tally::default();
+    let mut report = Vec::new();
+    compare_object(&path, &mut tally, &mut report);
+    assert!(tally.programs > 0, "libbpf prepared no program");
+    assert!(report.is_empty(), "{}", report.join("\n\n"));
+}

@@ -2,8 +2,10 @@
 // and turns each reference into an ld_imm64 of the arena's address (a scalar to the
 // verifier, made an arena pointer by addr_space_cast); the kernel refuses programs using an
 // arena until it has a user address (map_extra or mmap()). Arena pointers take any
-// arithmetic, with an arena pointer on either side. A spin lock in a private data section
-// (its map's value is the section's BTF, a DATASEC) is a valid bpf_spin_lock.
+// arithmetic, with an arena pointer on either side. A spin lock in a private .bss section
+// (its map's value is the section's BTF, a DATASEC) is a valid bpf_spin_lock; hidden, its
+// variables are static to libbpf, which then does not make the map mmap()able (the kernel
+// refuses to mmap a map with a spin lock).
 // Rebuild (in this directory): clang-19 -O2 -g -target bpf -mcpu=v3
 //   -I/usr/include/x86_64-linux-gnu -fdebug-prefix-map=$PWD=. -c arena_globals.c
 #include <linux/bpf.h>
@@ -22,8 +24,10 @@ struct {
 int __arena counter = 7;
 char __arena buf[64];
 
-struct bpf_spin_lock lock SEC(".data.locked");
-int guarded SEC(".data.locked");
+#define private(name) SEC(".bss." #name) __attribute__((visibility("hidden"), aligned(8)))
+
+private(locked) struct bpf_spin_lock lock;
+private(locked) int guarded;
 
 SEC("xdp")
 int arena_global_counter(struct xdp_md *ctx)
