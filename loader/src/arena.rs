@@ -49,12 +49,11 @@ pub fn find(
         return Ok(());
     };
     let Some(map) = map else {
-        return Err(LoadError::Elf {
+        return Err(LoadError::Arena {
             file: elf.file.clone(),
-            message: format!(
-                "section '{ARENA_SECTION}': to use global __arena variables the ARENA map \
-                 should be explicitly declared in SEC(\".maps\")"
-            ),
+            message: "to use global __arena variables the ARENA map should be explicitly \
+                      declared in SEC(\".maps\")"
+                .into(),
         });
     };
     let size = if section.sh_type == SHT_NOBITS {
@@ -64,11 +63,11 @@ pub fn find(
     };
     let arena_size = PAGE_SIZE * table.specs[map].max_entries as u64;
     if round_up_to_page(size) > arena_size {
-        return Err(LoadError::Elf {
+        return Err(LoadError::Arena {
             file: elf.file.clone(),
             message: format!(
-                "section '{ARENA_SECTION}': declared ARENA map size ({arena_size}) is too small \
-                 to hold global __arena variables of size {size}"
+                "declared ARENA map size ({arena_size}) is too small to hold global __arena \
+                 variables of size {size}"
             ),
         });
     }
