@@ -209,16 +209,29 @@ fn origin(o: &MapOrigin) -> String {
     }
 }
 
+/// Each global data section: its name, size and the map holding it (the `__arena` globals'
+/// map is the arena, with the offset libbpf places them at).
 fn data_sections(obj: &Object) -> Vec<(String, u32, String)> {
-    obj.maps
-        .iter()
-        .filter_map(|m| match &m.origin {
-            MapOrigin::GlobalData { section } => {
-                Some((section.clone(), m.value_size, m.name.clone()))
-            }
-            _ => None,
-        })
-        .collect()
+    let data = obj.maps.iter().filter_map(|m| match &m.origin {
+        MapOrigin::GlobalData { section } => Some((section.clone(), m.value_size, m.name.clone())),
+        _ => None,
+    });
+    let arena = obj.arena.as_ref().map(|a| {
+        let map = obj.maps.get(a.map).map_or("?", |m| m.name.as_str());
+        (
+            bpfemu_loader::arena::ARENA_SECTION.to_owned(),
+            a.data.len() as u32,
+            format!("{map} (arena) at offset {}", a.offset),
+        )
+    });
+    data.chain(arena).collect()
+}
+
+/// Whether map `imm` holds the object's `__arena` globals.
+fn arena_map(obj: &Object, imm: i32) -> bool {
+    obj.arena
+        .as_ref()
+        .is_some_and(|a| usize::try_from(imm) == Ok(a.map))
 }
 
 /// Map, data, subprogram and kernel references in the final stream.
@@ -243,6 +256,10 @@ fn references(obj: &Object, p: &ProgramSpec) -> Vec<Reference> {
         let next_imm = p.insns.get(pc + 1).map_or(0, |n| n.imm);
         let what = match (insn.code, insn.src) {
             (0x18, 1) => Some(format!("map {}", map_name(insn.imm))),
+            (0x18, 2) if arena_map(obj, insn.imm) => Some(format!(
+                "__arena global: arena {}+{next_imm}",
+                map_name(insn.imm)
+            )),
             (0x18, 2) => Some(format!("map value {}+{next_imm}", map_name(insn.imm))),
             (0x18, 3) => Some(format!("kernel variable, BTF id {}", insn.imm)),
             (0x18, 4) => Some(format!("address of subprogram {}", func_at(target))),

@@ -130,12 +130,10 @@ pub struct ObjectJudge<'a> {
 
 impl<'a> ObjectJudge<'a> {
     pub fn new(obj: &'a Object) -> ObjectJudge<'a> {
-        let maps = match map_creation_refusal(obj) {
+        let created = bpfemu_verifier::maps_created::maps_as_created(&obj.maps, obj.btf.as_ref());
+        let maps = match map_creation_refusal(obj, &created) {
             Some(rejection) => Err(rejection),
-            None => Ok(bpfemu_verifier::maps_created::maps_as_created(
-                &obj.maps,
-                obj.btf.as_ref(),
-            )),
+            None => Ok(created),
         };
         ObjectJudge { obj, maps }
     }
@@ -203,15 +201,25 @@ fn libbpf_fixup(obj: &Object, program: &ProgramSpec, mut verdict: Verdict) -> Ve
 }
 
 /// The first map (in the object's order, as libbpf creates them; an inner map's template
-/// before its outer map) that `BPF_MAP_CREATE` refuses, as libbpf reports it.
-fn map_creation_refusal(obj: &Object) -> Option<Rejection> {
+/// before its outer map) that `BPF_MAP_CREATE` refuses, or that libbpf fails after creating
+/// it (`created`: the maps as created), as libbpf reports it.
+fn map_creation_refusal(obj: &Object, created: &[bpfemu_loader::MapSpec]) -> Option<Rejection> {
     let env = bpfemu_vm::maps::MapEnv::default();
-    obj.maps.iter().find_map(|map| {
+    obj.maps.iter().zip(created).find_map(|(map, as_created)| {
         let spec = crate::vm_runtime::vm_spec(obj, map);
         let inner = spec.inner.as_deref();
+        let mmap_refused = || {
+            bpfemu_verifier::maps_created::mmap_refused(as_created, obj.btf.as_ref()).then_some((
+                bpfemu_isa::uapi::Errno(524),
+                "created, but libbpf maps a global data map with a non-static variable into \
+                 memory, and the kernel refuses to mmap() one holding a bpf_spin_lock, \
+                 bpf_timer or another special field: make those variables static or __hidden",
+            ))
+        };
         let (errno, why) = inner
             .and_then(|inner| bpfemu_vm::maps::kernel_refusal(inner, &env))
-            .or_else(|| bpfemu_vm::maps::kernel_refusal(&spec, &env))?;
+            .or_else(|| bpfemu_vm::maps::kernel_refusal(&spec, &env))
+            .or_else(mmap_refused)?;
         let errno_name = errno
             .name()
             .map_or_else(|| errno.0.to_string(), str::to_owned);
@@ -222,7 +230,11 @@ fn map_creation_refusal(obj: &Object) -> Option<Rejection> {
             source: None,
             errno: bpfemu_verifier::Errno::from_load_code(errno.0),
             logged: true,
-            note: Some(format!("BPF_MAP_CREATE refuses map '{}': {why}", map.name)),
+            note: Some(if why.starts_with("created, but") {
+                format!("map '{}' is {why}", map.name)
+            } else {
+                format!("BPF_MAP_CREATE refuses map '{}': {why}", map.name)
+            }),
         })
     })
 }

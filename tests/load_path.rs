@@ -108,3 +108,65 @@ fn a_map_whose_btf_the_kernel_refuses_loses_its_special_fields() {
         kernel_agrees(&obj, &["lock_in_lru", "timer_in_percpu_array"]);
     }
 }
+
+/// The running kernel's verdict on `program` of `obj` as libbpf 1.7 loads it (the other
+/// programs not loaded): accepted, or the final error line of the log, or libbpf's last
+/// warning when the kernel logged nothing (a map libbpf failed).
+fn libbpf_verdict(obj: &str, program: &str) -> (bool, String) {
+    use bpfemu_conformance::libbpf::{Level, LibbpfObject, LogOptions};
+    let mut lib = LibbpfObject::open_file(std::path::Path::new(obj)).expect("libbpf opens it");
+    for p in lib.programs() {
+        lib.set_autoload(&p.name, p.name == program)
+            .expect("autoload");
+    }
+    let out = lib.load(&LogOptions::default());
+    let log = out.programs.iter().find(|p| p.name == program);
+    if log.is_some_and(|p| p.loaded) {
+        return (true, String::new());
+    }
+    let log = log.map(|p| p.log.clone()).unwrap_or_default();
+    if !log.trim().is_empty() {
+        return (false, bpfemu_kernel::verifier_error_line(&log));
+    }
+    let warning = out.messages.iter().rev().find(|m| m.level == Level::Warn);
+    let text = warning.map_or("", |m| m.text.trim());
+    (false, text.trim_start_matches("libbpf: ").to_owned())
+}
+
+/// A `bpf_spin_lock` among non-static global variables: libbpf maps the section's map into
+/// memory, the kernel refuses to mmap() a map with a spin lock, and libbpf fails the object.
+/// Hidden, the same lock is valid. bpfemu's verdicts and messages are libbpf's.
+#[test]
+fn a_global_spin_lock_libbpf_must_mmap_fails_the_object() {
+    let exposed = object("global_lock.o");
+    let out = bpfemu(&["verify", &exposed]);
+    assert_exit(&out, 1);
+    let text = stdout(&out);
+    assert!(
+        text.contains("map '.data.locked': failed to create: -ENOTSUPP"),
+        "{text}"
+    );
+    let hidden = object("global_lock_hidden.o");
+    let out = bpfemu(&["verify", &hidden]);
+    assert_eq!(
+        verdict_row(&stdout(&out), "count_under_lock"),
+        Some("accepted"),
+        "{}",
+        stdout(&out)
+    );
+    if !kernel_or_skip("a_global_spin_lock_libbpf_must_mmap_fails_the_object") {
+        return;
+    }
+    for obj in [&exposed, &hidden] {
+        let out = bpfemu(&["verify", obj, "--json"]);
+        let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+        for p in doc["programs"].as_array().expect("programs") {
+            let name = p["name"].as_str().expect("name");
+            let ours = (
+                p["accepted"] == true,
+                p["message"].as_str().unwrap_or_default().to_owned(),
+            );
+            assert_eq!(ours, libbpf_verdict(obj, name), "{obj} {name}");
+        }
+    }
+}

@@ -214,3 +214,28 @@ fn ring_buffer_records_are_shown() {
     );
     assert!(text.contains(&record), "{text}");
 }
+
+/// bpfemu's runtime has no arena memory: a program of an object with an arena is refused in
+/// one line that says so, rather than run with arena accesses it cannot honour.
+#[test]
+fn an_object_with_an_arena_is_refused_in_one_line() {
+    let object = root()
+        .join("tests/data/verifier/arena_globals.o")
+        .display()
+        .to_string();
+    let out = bpfemu(&[
+        "run",
+        &object,
+        "--prog",
+        "arena_global_counter",
+        "--data",
+        "02000000000b02000000000a0800",
+    ]);
+    assert_exit(&out, 2);
+    let err = stderr(&out);
+    assert!(
+        err.contains("arena maps are not implemented by bpfemu's runtime")
+            && err.lines().count() == 1,
+        "{err}"
+    );
+}

@@ -11,16 +11,20 @@
 //! loads through bpfemu's own loader. Needs root.
 //!
 //!     cargo build -p bpfemu-conformance --example libbpf_verdicts
-//!     target/debug/examples/libbpf_verdicts OBJ
+//!     target/debug/examples/libbpf_verdicts OBJ [--log2]
+//!
+//! `--log2` also prints each program's level-2 log (every state) to standard error, to read
+//! the kernel's register states beside bpfemu's `verify --log-level 2`.
 
 use bpfemu_conformance::libbpf::{Level, LibbpfObject, LogOptions};
 use std::path::Path;
 
 fn main() {
     let Some(path) = std::env::args().nth(1) else {
-        eprintln!("usage: libbpf_verdicts OBJ");
+        eprintln!("usage: libbpf_verdicts OBJ [--log2]");
         std::process::exit(2);
     };
+    let log2 = std::env::args().nth(2).as_deref() == Some("--log2");
     let path = Path::new(&path);
     let names: Vec<String> = match LibbpfObject::open_file(path) {
         Ok(obj) => obj.programs().into_iter().map(|p| p.name).collect(),
@@ -33,7 +37,7 @@ fn main() {
         }
     };
     for name in &names {
-        let line = match judge(path, name, &names) {
+        let line = match judge(path, name, &names, log2) {
             Ok(v) => v,
             Err(e) => serde_json::json!({"program": name, "accepted": false, "error": e}),
         };
@@ -41,19 +45,26 @@ fn main() {
     }
 }
 
-fn judge(path: &Path, name: &str, all: &[String]) -> Result<serde_json::Value, String> {
+fn judge(path: &Path, name: &str, all: &[String], log2: bool) -> Result<serde_json::Value, String> {
     let mut obj = LibbpfObject::open_file(path).map_err(|e| format!("libbpf: {e}"))?;
     for other in all.iter().filter(|n| *n != name) {
         obj.set_autoload(other, false)
             .map_err(|e| format!("libbpf: {e}"))?;
     }
-    let out = obj.load(&LogOptions::default());
+    let mut options = LogOptions::default();
+    if log2 {
+        options.level |= bpfemu_kernel::BPF_LOG_LEVEL2;
+    }
+    let out = obj.load(&options);
     let log = out
         .programs
         .iter()
         .find(|p| p.name == name)
         .map(|p| (p.loaded, p.log.clone()));
     let (loaded, log) = log.unwrap_or((false, String::new()));
+    if log2 {
+        eprintln!("=== {name}\n{log}");
+    }
     // libbpf 1.7 warns "prog 'NAME': BPF program load failed: ..." when the kernel refuses the
     // program, and "prog 'NAME': failed to load: ..." when it or libbpf refused it.
     let refused = out.messages.iter().any(|m| {

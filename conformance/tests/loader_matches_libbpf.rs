@@ -258,3 +258,48 @@ fn is_second_slot(insns: &[RawInsn], pc: usize) -> bool {
     }
     i > pc
 }
+
+/// `__arena` globals: libbpf places them in the arena map at the offset its kernel probe
+/// chooses, and every reference becomes a map value load of the arena at the variable's
+/// offset; bpfemu's streams and maps must be libbpf's.
+#[test]
+fn arena_globals_are_placed_as_libbpf_places_them() {
+    if !libbpf::kernel_or_skip("arena_globals_are_placed_as_libbpf_places_them") {
+        return;
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/verifier/arena_globals.o");
+    let mut tally = Tally::default();
+    let mut report = Vec::new();
+    compare_object(&path, &mut tally, &mut report);
+    assert!(tally.programs > 0, "libbpf prepared no program");
+    assert!(report.is_empty(), "{}", report.join("\n\n"));
+}
+
+/// `__arena` globals libbpf refuses to open (two arena maps; none): bpfemu's loader refuses
+/// the same objects, with libbpf's words.
+#[test]
+fn arena_globals_libbpf_refuses_are_refused() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/load");
+    for (name, words) in [
+        (
+            "arena_two_arenas.o",
+            "only single ARENA map is supported (map 'first' is also ARENA)",
+        ),
+        (
+            "arena_without_map.o",
+            "to use global __arena variables the ARENA map should be explicitly declared",
+        ),
+    ] {
+        let path = dir.join(name);
+        let theirs = match LibbpfObject::open_file(&path) {
+            Ok(_) => panic!("libbpf opened {name}"),
+            Err(e) => e.to_string(),
+        };
+        assert!(theirs.contains(words), "libbpf on {name}: {theirs}");
+        let ours = bpfemu_loader::load_file(&path, &LoadOptions::default())
+            .map(|_| ())
+            .expect_err("bpfemu's loader refuses it")
+            .to_string();
+        assert!(ours.contains(words), "bpfemu on {name}: {ours}");
+    }
+}

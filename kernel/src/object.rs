@@ -48,6 +48,8 @@ pub enum KernelObjectError {
     },
     #[error("map {map}: the kernel refuses its initial contents ({errno})")]
     MapInit { map: String, errno: String },
+    #[error("map {map}: failed to mmap arena ({})", bpfemu_isa::uapi::Errno(*errno))]
+    ArenaMap { map: String, errno: i32 },
     #[error(
         "program {program}: instruction {pc} refers to map #{index}, which the object does not have"
     )]
@@ -95,6 +97,8 @@ pub struct KernelObject {
     /// The selected program's verifier log.
     log: String,
     warnings: Vec<String>,
+    /// The arenas, mapped as libbpf maps them (see [`MappedArena`]).
+    _arenas: Vec<MappedArena>,
     _btf: Option<OwnedFd>,
 }
 
@@ -126,6 +130,7 @@ impl KernelObject {
         let btf_fd = btf.as_ref().map(|b| b.as_raw_fd());
         let mut maps: Vec<Option<OwnedFd>> = (0..obj.maps.len()).map(|_| None).collect();
         let mut mmapable = vec![false; obj.maps.len()];
+        let mut arenas = Vec::new();
         for &i in &needed_maps {
             let (fd, can_map) = create_map(&obj.maps[i], btf_fd)?;
             mmapable[i] = can_map;
@@ -134,6 +139,10 @@ impl KernelObject {
                 fd.as_fd(),
                 opts.initial.get(&obj.maps[i].name),
             )?;
+            if obj.maps[i].map_type == kernel::BPF_MAP_TYPE_ARENA {
+                let globals = obj.arena.as_ref().filter(|a| a.map == i);
+                arenas.push(MappedArena::new(&obj.maps[i], fd.as_fd(), globals)?);
+            }
             maps[i] = Some(fd);
         }
         let mut programs: Vec<Option<OwnedFd>> = (0..obj.programs.len()).map(|_| None).collect();
@@ -192,6 +201,7 @@ impl KernelObject {
             program_names: obj.programs.iter().map(|p| p.name.clone()).collect(),
             log,
             warnings,
+            _arenas: arenas,
             _btf: btf,
         };
         out.fill_slots(obj)?;
@@ -482,6 +492,76 @@ fn load_program(
     opts.license = &license;
     opts.kern_version = obj.kern_version.unwrap_or(0);
     kernel::prog_load(&opts)
+}
+
+/// An arena mapped into this process as libbpf maps it after creating it: the kernel takes
+/// the mapping's address as the arena's user address (without one, or a `map_extra`, it
+/// refuses every program using the arena), and the `__arena` globals' initial bytes are
+/// written through it. Where `map_extra` names the address, the mapping is made there, but
+/// never over a mapping this process already has (`MAP_FIXED_NOREPLACE` where libbpf says
+/// `MAP_FIXED`): the load then fails instead of clobbering memory.
+struct MappedArena {
+    ptr: std::ptr::NonNull<u8>,
+    len: usize,
+}
+
+/// The page size of the kernel profile (x86-64).
+const PAGE_SIZE: usize = 4096;
+
+impl MappedArena {
+    fn new(
+        spec: &MapSpec,
+        fd: BorrowedFd<'_>,
+        globals: Option<&bpfemu_loader::arena::ArenaGlobals>,
+    ) -> Result<MappedArena, KernelObjectError> {
+        let failed = |errno: i32| KernelObjectError::ArenaMap {
+            map: spec.name.clone(),
+            errno,
+        };
+        let len = PAGE_SIZE * spec.max_entries as usize;
+        let flags = if spec.map_extra != 0 {
+            libc::MAP_SHARED | libc::MAP_FIXED_NOREPLACE
+        } else {
+            libc::MAP_SHARED
+        };
+        // SAFETY: a fresh shared mapping of the arena map `fd` (the kernel checks the length
+        // against the arena); MAP_FIXED_NOREPLACE never replaces an existing mapping, and no
+        // Rust object aliases the new one.
+        let ptr = unsafe {
+            libc::mmap(
+                spec.map_extra as usize as *mut libc::c_void,
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(failed(
+                std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
+            ));
+        }
+        let ptr = std::ptr::NonNull::new(ptr.cast()).ok_or_else(|| failed(libc::EFAULT))?;
+        let arena = MappedArena { ptr, len };
+        if let Some(g) = globals {
+            let start = usize::try_from(g.offset).unwrap_or(usize::MAX);
+            let end = start.checked_add(g.data.len()).filter(|&end| end <= len);
+            let end = end.ok_or_else(|| failed(libc::E2BIG))?;
+            // SAFETY: `start..end` lies within the `len` writable bytes mapped above; the
+            // kernel allocates the arena's pages as they are first written.
+            let bytes = unsafe { std::slice::from_raw_parts_mut(arena.ptr.as_ptr(), len) };
+            bytes[start..end].copy_from_slice(&g.data);
+        }
+        Ok(arena)
+    }
+}
+
+impl Drop for MappedArena {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping `new` made; nothing borrows it.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
 }
 
 /// A read-only mapping of an mmap()able array map (see [`KernelObject::map_array`]).

@@ -67,6 +67,10 @@ pub enum LoadError {
         message: String,
     },
 
+    /// `__arena` globals libbpf would refuse (no arena map for them, or one too small).
+    #[error("{file}: section '.addr_space.1': {message}")]
+    Arena { file: String, message: String },
+
     /// A map definition libbpf would refuse.
     #[error("{file}: map '{map}': {message}")]
     Map {

@@ -22,6 +22,7 @@
 //! }
 //! ```
 
+pub mod arena;
 pub mod btf;
 mod btf_fixup;
 pub mod core_relo;

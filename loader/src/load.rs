@@ -86,6 +86,7 @@ pub fn load(file: &str, data: &[u8], opts: &LoadOptions) -> Result<Object, LoadE
         name: file.into(),
         programs,
         maps: table.specs,
+        arena: table.arena,
         btf,
         btf_ext,
         license: layout.license,
@@ -252,6 +253,7 @@ fn build_maps(
     if let Some(idx) = layout.btf_maps {
         maps::btf_maps(elf, &elf.sections[idx], btf, &mut table)?;
     }
+    crate::arena::find(elf, layout.btf_maps.is_some(), &mut table)?;
     maps::data_maps(elf, &obj_name, btf, &mut table)?;
     externs::kconfig_map(&obj_name, externs, btf, &mut table, elf.symtab_index);
     Ok(table)

@@ -36,6 +36,10 @@ pub enum PlaceKind {
 pub struct MapTable {
     pub specs: Vec<MapSpec>,
     pub places: Vec<MapPlace>,
+    /// The `.addr_space.1` section, whose variables live in the arena map.
+    pub arena_section: Option<usize>,
+    /// The arena globals and their map, when the object declares both.
+    pub arena: Option<crate::arena::ArenaGlobals>,
 }
 
 impl MapTable {

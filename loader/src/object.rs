@@ -17,6 +17,8 @@ pub struct Object {
     pub name: String,
     pub programs: Vec<ProgramSpec>,
     pub maps: Vec<MapSpec>,
+    /// The `__arena` globals: where in which arena map, and their initial bytes.
+    pub arena: Option<crate::arena::ArenaGlobals>,
     pub btf: Option<Btf>,
     pub btf_ext: Option<BtfExt>,
     /// The `license` section's string.

@@ -337,6 +337,15 @@ fn is_subprog_symbol(sym: &Symbol, text_idx: Option<usize>) -> bool {
 fn record_data(ctx: &RelocContext<'_, '_>, sym: &Symbol, name: &str) -> Result<RelocKind, String> {
     let sec_idx = sym.shndx as usize;
     let sec_name = &ctx.elf.sections[sec_idx].name;
+    if ctx.maps.arena_section == Some(sec_idx) {
+        let arena = ctx.maps.arena.as_ref().ok_or_else(|| {
+            format!("'{name}' is an __arena variable, and the object declares no arena map")
+        })?;
+        return Ok(RelocKind::Data {
+            map: arena.map,
+            sym_off: sym.value,
+        });
+    }
     if ctx.map_sections.contains(&sec_idx) {
         let map = ctx.maps.declared_at(sec_idx, sym.value).ok_or_else(|| {
             format!(
@@ -727,7 +736,11 @@ impl Linker<'_, '_> {
                 insns[at].imm = map as i32;
             }
             RelocKind::Data { map, sym_off } => {
-                insns[at + 1].imm = insns[at].imm.wrapping_add(sym_off as i32);
+                // Arena globals start where libbpf places them in the arena.
+                let arena = self.ctx.maps.arena.as_ref().filter(|a| a.map == map);
+                let base = arena.map_or(0, |a| a.offset);
+                let off = sym_off.wrapping_add(base) as i32;
+                insns[at + 1].imm = insns[at].imm.wrapping_add(off);
                 insns[at].src = PSEUDO_MAP_VALUE;
                 insns[at].imm = map as i32;
             }

@@ -100,13 +100,19 @@ pub fn check_alu(env: &mut Env<'_>, state: &mut VerifierState, insn: &Insn) -> R
             Ok(())
         }
         Insn::AddrSpaceCast { dst, src, imm } => {
+            if !env.has_arena {
+                return Err(env.reject(
+                    Errno::Einval,
+                    "addr_space_cast insn can only be used in a program that has an associated arena",
+                ));
+            }
             check_reg_read(env, state, src)?;
             check_reg_write(env, dst)?;
-            let mut r = RegState::unknown_scalar();
-            if imm == 1 {
-                r.ty = RegType::Arena;
-            }
-            *state.reg_mut(dst) = r;
+            *state.reg_mut(dst) = if imm == 1 {
+                arena_pointer()
+            } else {
+                RegState::unknown_scalar()
+            };
             Ok(())
         }
         _ => Ok(()),
@@ -241,6 +247,14 @@ fn check_binary(
     adjust_reg_min_max_vals(env, state, width, op, dst, src)
 }
 
+/// An arena pointer: a 32-bit offset into the arena, whose value the verifier does not track
+/// (every access through it is checked at run time).
+fn arena_pointer() -> RegState {
+    let mut r = RegState::unknown_scalar();
+    r.ty = RegType::Arena;
+    r
+}
+
 /// `adjust_reg_min_max_vals`: dispatches pointer and scalar arithmetic.
 fn adjust_reg_min_max_vals(
     env: &mut Env<'_>,
@@ -255,6 +269,16 @@ fn adjust_reg_min_max_vals(
         Source::Reg(s) => *state.reg(s),
         Source::Imm(imm) => RegState::known(imm as i64 as u64),
     };
+    // Any operation, of either width, with an arena pointer on either side gives an arena
+    // pointer (what the running 6.18 does: `12 ^ arena`, `ctx + arena`, `fp - arena` are
+    // all arena pointers, see `probes/arena.probes`).
+    if dst_reg.ty == RegType::Arena {
+        return Ok(());
+    }
+    if src_reg.ty == RegType::Arena {
+        *state.reg_mut(dst) = arena_pointer();
+        return Ok(());
+    }
     if let Source::Reg(s) = src {
         if src_reg.ty != RegType::Scalar {
             if dst_reg.ty != RegType::Scalar {

@@ -26,6 +26,7 @@ use crate::log::Log;
 use crate::state::VerifierState;
 use crate::{Errno, ProgramInput, Reject};
 use bpfemu_isa::opcode::*;
+use bpfemu_isa::uapi::BPF_MAP_TYPE_ARENA;
 use bpfemu_isa::{AtomicOp, CallTarget, Insn, LdImm64Kind, RawInsn, Reg};
 use bpfemu_loader::Kernel;
 
@@ -55,6 +56,10 @@ const EBADF: i32 = 9;
 const E2BIG: i32 = 7;
 const EACCES: i32 = 13;
 const EFAULT: i32 = 14;
+const EBUSY: i32 = 16;
+const ERANGE: i32 = 34;
+/// The page size of the kernel profile (x86-64): an arena spans `max_entries` pages.
+const PAGE_SIZE: u64 = 4096;
 
 /// What the kernel needs to know of a map that an `ld_imm64` names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -338,6 +343,7 @@ fn resolve_pseudo_ldimm64(
                             format!("The program uses more than {MAX_USED_MAPS} maps"),
                         ));
                     }
+                    check_one_arena(maps, &used, map, i)?;
                     used.push(map);
                 }
                 refs.push((i, r));
@@ -354,6 +360,24 @@ fn resolve_pseudo_ldimm64(
         i += 1;
     }
     Ok((refs, used))
+}
+
+/// `check_map_prog_compatibility`: a program may use one arena (`prog->aux->arena`).
+fn check_one_arena(
+    maps: &[MapShape],
+    used: &[usize],
+    map: usize,
+    i: usize,
+) -> Result<(), CheckError> {
+    let is_arena = |m: usize| maps[m].map_type == BPF_MAP_TYPE_ARENA;
+    if is_arena(map) && used.iter().any(|&m| is_arena(m)) {
+        return Err(CheckError::new(
+            EBUSY,
+            Some(i),
+            "Only one arena per program".to_owned(),
+        ));
+    }
+    Ok(())
 }
 
 fn resolve_one_ldimm64(
@@ -421,6 +445,9 @@ fn resolve_one_ldimm64(
         ));
     }
     let shape = maps[map];
+    if shape.map_type == BPF_MAP_TYPE_ARENA {
+        return arena_direct_value(shape, map, off, i);
+    }
     if !has_direct_value_access(shape.map_type) {
         return Err(CheckError::new(
             EINVAL,
@@ -431,6 +458,28 @@ fn resolve_one_ldimm64(
     if shape.max_entries != 1 || off >= shape.value_size {
         return Err(CheckError::new(
             EINVAL,
+            Some(i),
+            format!(
+                "invalid access to map value pointer, value_size={} off={off}",
+                shape.value_size
+            ),
+        ));
+    }
+    Ok(Some(LdImm64Ref::MapValue { map, off }))
+}
+
+/// `arena_map_direct_value_addr`: the arena's user address plus `off`, which may reach the
+/// arena's end but not pass it. The register gets a scalar (`check_ld_imm`).
+fn arena_direct_value(
+    shape: MapShape,
+    map: usize,
+    off: u32,
+    i: usize,
+) -> Result<Option<LdImm64Ref>, CheckError> {
+    let arena_size = shape.max_entries as u64 * PAGE_SIZE;
+    if off as u64 > arena_size {
+        return Err(CheckError::new(
+            ERANGE,
             Some(i),
             format!(
                 "invalid access to map value pointer, value_size={} off={off}",
@@ -735,7 +784,8 @@ fn errno_of(code: i32) -> Errno {
         EACCES => Errno::Eacces,
         E2BIG => Errno::E2big,
         EFAULT => Errno::Efault,
-        // EBADF has no variant of its own: a map fd that names nothing.
+        // EBADF (a map fd that names nothing), EBUSY (a second arena) and ERANGE (an offset
+        // past an arena's end) have no variant of their own.
         _ => Errno::Einval,
     }
 }
@@ -1022,6 +1072,12 @@ pub fn check_program(env: &mut Env<'_>, pre: &Prechecked) -> Result<(), Reject> 
     for &pc in &pre.deferred {
         env.aux[pc].bad_insn = true;
     }
+    env.has_arena = pre.checked.used_maps.iter().any(|&m| {
+        env.input
+            .maps
+            .get(m)
+            .is_some_and(|spec| spec.map_type == BPF_MAP_TYPE_ARENA)
+    });
     mark_changes_pkt_data(env);
     mark_prune_points(env);
     Ok(())

@@ -140,6 +140,9 @@ pub struct Env<'a> {
     pub num_backedges: u64,
     /// A `bpf_throw` was reached (`seen_exception`).
     pub seen_exception: bool,
+    /// The program uses an arena map (`prog->aux->arena`): only then may it cast pointers
+    /// into the arena's address space.
+    pub has_arena: bool,
     /// The record of the current path, kept only when an explanation is asked for.
     pub trace: Option<Box<crate::trace::Trace>>,
 }
@@ -201,6 +204,7 @@ impl<'a> Env<'a> {
             scc_visits: Vec::new(),
             num_backedges: 0,
             seen_exception: false,
+            has_arena: false,
             trace: None,
         }
     }
@@ -359,6 +363,17 @@ fn collect_special_fields(
     if t.kind.is_composite() {
         for m in t.kind.members() {
             collect_special_fields(btf, m.ty, base + m.bit_offset / 8, out, depth + 1);
+        }
+    }
+    // A global data map's value is its section (`btf_find_datasec_var`): each variable's
+    // type at the variable's offset, as `private(X) struct bpf_spin_lock lock;` declares one.
+    if let bpfemu_loader::btf::BtfKind::DataSec { vars, .. } = &t.kind {
+        for v in vars {
+            if let Some(bpfemu_loader::btf::BtfKind::Var { ty, .. }) =
+                btf.get(v.ty).map(|t| &t.kind)
+            {
+                collect_special_fields(btf, *ty, base + v.offset, out, depth + 1);
+            }
         }
     }
 }

@@ -66,6 +66,21 @@ fn libbpf_sends_btf(map_type: u32) -> bool {
     )
 }
 
+/// Whether libbpf fails `map` (as created) after creating it: a global data map it made
+/// mmap()able (one with a non-static variable) is mapped into memory at once, and the kernel
+/// refuses to mmap() a map whose value holds special fields (`bpf_map_mmap`: the map has a
+/// BTF record), so libbpf fails the map, and the object, with ENOTSUPP. A `bpf_spin_lock`
+/// among the global variables must be hidden (`__hidden`) or static.
+pub fn mmap_refused(map: &MapSpec, btf: Option<&Btf>) -> bool {
+    let global_data = matches!(map.origin, bpfemu_loader::MapOrigin::GlobalData { .. });
+    global_data
+        && map.map_flags & BPF_F_MMAPABLE != 0
+        && map
+            .value_type
+            .zip(btf)
+            .is_some_and(|(value, btf)| !special_fields_of(btf, value).is_empty())
+}
+
 /// `map_check_btf`: each special field of the value only in the map types that hold it.
 fn fields_allowed(map: &MapSpec, btf: &Btf) -> bool {
     let Some(value) = map.value_type else {

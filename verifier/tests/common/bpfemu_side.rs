@@ -18,7 +18,7 @@ pub fn map_spec(m: &ProbeMap) -> MapSpec {
         map_flags: m.map_flags,
         numa_node: 0,
         pinning: 0,
-        map_extra: 0,
+        map_extra: m.map_extra,
         key_type: None,
         value_type: None,
         inner: None,

@@ -57,6 +57,7 @@ pub fn create_maps_with_btf(
                 value_size: m.value_size,
                 max_entries: m.max_entries,
                 map_flags: m.map_flags,
+                map_extra: m.map_extra,
                 ..Default::default()
             })
             .map_err(|errno| format!("map {}: BPF_MAP_CREATE fails with errno {errno}", m.name))

@@ -6,7 +6,7 @@
 //! comment lines (the assembler skips them):
 //!
 //! ```text
-//! ; map NAME: TYPE key K value V entries N [flags F] [lock OFF] [timer OFF] [btf 1]
+//! ; map NAME: TYPE key K value V entries N [flags F] [extra X] [lock OFF] [timer OFF] [btf 1]
 //! ```
 //!
 //! A frozen read-only data map (what libbpf makes of `.rodata`: an array of one element with
@@ -20,7 +20,8 @@
 //! `lock OFF` / `timer OFF` give the map BTF whose value type holds a `struct bpf_spin_lock` /
 //! `struct bpf_timer` at byte OFF (`btf 1`: BTF with no such field); a probe using such a map
 //! gets program BTF too, as clang objects have. TYPE is one of `hash`, `array`, `percpu_hash`, `percpu_array`, `lru_hash`, `prog_array`,
-//! `devmap`, `cpumap`, `xskmap`, `ringbuf`, `lpm_trie`, `devmap_hash`.
+//! `devmap`, `cpumap`, `xskmap`, `ringbuf`, `lpm_trie`, `devmap_hash`, `arena` (`extra` is its `map_extra`, the user address
+//! the kernel wants before it loads a program using the arena, as libbpf's mmap() gives one).
 //!
 //! The body is what [`bpfemu_isa::asm::assemble_kernel`] reads (labels allowed), plus the three
 //! `ld_imm64` forms the kernel's own text cannot carry, spelt as the kernel's log prints them
@@ -64,6 +65,7 @@ const MAP_TYPES: &[(&str, u32)] = &[
     ("devmap_hash", 25),
     ("ringbuf", 27),
     ("user_ringbuf", 31),
+    ("arena", 33),
 ];
 
 /// One map a probe uses.
@@ -75,6 +77,8 @@ pub struct ProbeMap {
     pub value_size: u32,
     pub max_entries: u32,
     pub map_flags: u32,
+    /// `map_extra` (an arena's user address).
+    pub map_extra: u64,
     /// Whether the map is created with BTF for its key and value.
     pub btf: bool,
     /// Special fields of the value type: (`bpf_spin_lock` or `bpf_timer`, byte offset).
@@ -203,6 +207,7 @@ fn map_declaration(line: &str) -> Result<Option<ProbeMap>, String> {
         value_size: 0,
         max_entries: 0,
         map_flags: 0,
+        map_extra: 0,
         btf: false,
         special: Vec::new(),
         frozen: None,
@@ -217,6 +222,7 @@ fn map_declaration(line: &str) -> Result<Option<ProbeMap>, String> {
             "value" => map.value_size = n,
             "entries" => map.max_entries = n,
             "flags" => map.map_flags = n,
+            "extra" => map.map_extra = n as u64,
             "lock" => map.special.push(("bpf_spin_lock", n)),
             "timer" => map.special.push(("bpf_timer", n)),
             "btf" => map.btf = n != 0,
@@ -241,6 +247,7 @@ fn rodata_declaration(rest: &str) -> Result<ProbeMap, String> {
         value_size: data.len() as u32,
         max_entries: 1,
         map_flags: BPF_F_RDONLY_PROG,
+        map_extra: 0,
         btf: false,
         special: Vec::new(),
         frozen: Some(data),

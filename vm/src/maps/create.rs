@@ -80,6 +80,13 @@ fn generic_checks(spec: &MapSpec) -> Result<MapType, Refusal> {
     match raw {
         RawMapType::Supported(t) => Ok(t),
         RawMapType::Unknown(_) => refuse(Errno::EINVAL, "unknown map type"),
+        RawMapType::Unsupported(_) if spec.map_type == bpfemu_isa::uapi::BPF_MAP_TYPE_ARENA => {
+            refuse(
+                Errno::EOPNOTSUPP,
+                "arena maps are not implemented by bpfemu's runtime, which cannot run programs \
+                 of an object with an arena (bpfemu verify judges them)",
+            )
+        }
         RawMapType::Unsupported(_) => {
             refuse(Errno::EOPNOTSUPP, "map type not implemented by bpfemu")
         }
