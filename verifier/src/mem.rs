@@ -1126,6 +1126,12 @@ fn write_var(
             zero_used = true;
             continue;
         }
+        // The spill is gone as a whole: the bytes this write may not reach are plain data
+        // now, as a fixed-offset write over part of a spill leaves them (the running kernel
+        // scrubs the slot; a fill would otherwise see spill bytes with no register).
+        if slot.is_spilled_reg() {
+            slot.mark_written_misc();
+        }
         slot.spilled_ptr.ty = RegType::NotInit;
         let mut new = SlotType::Misc;
         if writing_zero && t == SlotType::Zero {
