@@ -242,6 +242,11 @@ fn reg_text(env: &Env<'_>, reg: &RegState, frameno: Option<u32>) -> String {
         let _ = write!(out, "{sep}sz={}", unum(reg.mem_size as u64));
         sep = ",";
     }
+    if t == RegType::ConstPtrToDynptr {
+        let kind = crate::call::dynptr::slot_kind_name(reg.flags);
+        let _ = write!(out, "{sep}type={kind}");
+        sep = ",";
+    }
     if reg.var_off.is_const() {
         if reg.var_off.value != 0 {
             let _ = write!(out, "{sep}imm={}", snum(reg.var_off.value as i64));

@@ -7,7 +7,9 @@
 //! A dynptr slot's `spilled_ptr` keeps the kernel's `dynptr.type` and `dynptr.first_slot` in
 //! flag bits above [`reg::FLAG_FIRST_UNUSED`], its `id` and `ref_obj_id` as the kernel does.
 
-use super::proto::{ArgType, DYNPTR_TYPE_LOCAL, DYNPTR_TYPE_RINGBUF, DYNPTR_TYPE_XDP, MEM_UNINIT};
+use super::proto::{
+    ArgType, DYNPTR_TYPE_LOCAL, DYNPTR_TYPE_RINGBUF, DYNPTR_TYPE_XDP, MEM_RDONLY, MEM_UNINIT,
+};
 use crate::env::Env;
 use crate::state::reg::{self, RegState, RegType};
 use crate::state::stack::{SLOT_SIZE, SlotType};
@@ -91,6 +93,9 @@ pub fn process_dynptr_func(
 ) -> Result<(), Reject> {
     let r = Reg::new(regno).expect("argument register");
     let reg = *state.reg(r);
+    if reg.ty == RegType::ConstPtrToDynptr {
+        return process_const_dynptr(env, &reg, regno, arg);
+    }
     if reg.ty != RegType::Stack {
         return Err(env.reject(
             Errno::Einval,
@@ -133,6 +138,65 @@ pub fn process_dynptr_func(
         ));
     }
     Ok(())
+}
+
+/// `process_dynptr_func` for a `CONST_PTR_TO_DYNPTR`: always an initialised dynptr, which
+/// only a read-only argument may take.
+fn process_const_dynptr(
+    env: &mut Env<'_>,
+    reg: &RegState,
+    regno: u8,
+    arg: ArgType,
+) -> Result<(), Reject> {
+    if arg.flags & MEM_UNINIT != 0 {
+        return Err(env.reject(Errno::Einval, "Dynptr has to be an uninitialized dynptr"));
+    }
+    if arg.flags & MEM_RDONLY == 0 {
+        return Err(env.reject(
+            Errno::Einval,
+            "cannot pass pointer to const bpf_dynptr, the helper mutates it",
+        ));
+    }
+    let expected = kind_of_arg(arg);
+    if expected != 0 && reg.flags & SLOT_KINDS != expected {
+        return Err(env.reject(
+            Errno::Einval,
+            format!(
+                "Expected a dynptr of type {} as arg #{}",
+                kind_name(expected),
+                regno - 1
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The register a global function receives for a `struct bpf_dynptr *` argument (the
+/// kernel's `__mark_dynptr_reg` of a local dynptr): the caller's dynptr, which it may read
+/// through but not change.
+pub fn const_dynptr_reg(id: u32) -> RegState {
+    let mut r = RegState::pointer(RegType::ConstPtrToDynptr);
+    r.flags = SLOT_LOCAL | SLOT_FIRST;
+    r.id = id;
+    r
+}
+
+/// The register describing the dynptr `reg` points at: the saved register of its first stack
+/// slot, or `reg` itself for a `CONST_PTR_TO_DYNPTR`.
+fn described_by(state: &VerifierState, reg: &RegState) -> Option<RegState> {
+    if reg.ty == RegType::ConstPtrToDynptr {
+        return Some(*reg);
+    }
+    let off = reg.off as i64 + reg.var_off.value as i64;
+    let spi = usize::try_from((-off - 1) / SLOT_SIZE as i64).ok()?;
+    Some(
+        state
+            .frames
+            .get(reg.frameno as usize)?
+            .stack
+            .get(spi)?
+            .spilled_ptr,
+    )
 }
 
 /// `is_dynptr_reg_valid_init` for a stack pointer whose slot is `spi`.
@@ -221,6 +285,9 @@ fn invalidate(stack: &mut [crate::state::StackSlot], first: usize) {
 /// The reference a released dynptr argument carries (for `arg N is an unacquired reference`),
 /// 0 when it carries none.
 pub fn dynptr_ref_obj_id(env: &mut Env<'_>, state: &VerifierState, reg: &RegState) -> u32 {
+    if reg.ty == RegType::ConstPtrToDynptr {
+        return reg.ref_obj_id;
+    }
     match dynptr_spi(env, state, reg) {
         Ok(Ok(spi)) if reg.ty == RegType::Stack => {
             state.frames[reg.frameno as usize].stack[spi]
@@ -265,27 +332,13 @@ pub fn unmark_stack_slots_dynptr(
 /// The `ref_obj_id` of the dynptr an argument points at, for the slices `bpf_dynptr_data`
 /// returns (`dynptr_ref_obj_id`).
 pub fn slice_ref_obj_id(state: &VerifierState, reg: &RegState) -> u32 {
-    let off = reg.off as i64 + reg.var_off.value as i64;
-    let spi = ((-off - 1) / SLOT_SIZE as i64) as usize;
-    state.frames[reg.frameno as usize]
-        .stack
-        .get(spi)
-        .map_or(0, |s| s.spilled_ptr.ref_obj_id)
+    described_by(state, reg).map_or(0, |d| d.ref_obj_id)
 }
 
 /// The `DYNPTR_TYPE_*` argument flag of the dynptr `reg` points at, for a clone of it; `None`
 /// for a ring buffer dynptr (a clone shares its reference, which bpfemu does not model).
 pub fn arg_kind_of(state: &VerifierState, reg: &RegState) -> Option<u32> {
-    let off = reg.off as i64 + reg.var_off.value as i64;
-    let spi = usize::try_from((-off - 1) / SLOT_SIZE as i64).ok()?;
-    let flags = state
-        .frames
-        .get(reg.frameno as usize)?
-        .stack
-        .get(spi)?
-        .spilled_ptr
-        .flags;
-    match flags & SLOT_KINDS {
+    match described_by(state, reg)?.flags & SLOT_KINDS {
         SLOT_LOCAL => Some(DYNPTR_TYPE_LOCAL),
         SLOT_XDP => Some(DYNPTR_TYPE_XDP),
         _ => None,
@@ -294,10 +347,5 @@ pub fn arg_kind_of(state: &VerifierState, reg: &RegState) -> Option<u32> {
 
 /// Whether the dynptr an argument points at is an XDP one (its slices point into the packet).
 pub fn is_xdp_dynptr(state: &VerifierState, reg: &RegState) -> bool {
-    let off = reg.off as i64 + reg.var_off.value as i64;
-    let spi = ((-off - 1) / SLOT_SIZE as i64) as usize;
-    let stack = &state.frames[reg.frameno as usize].stack;
-    stack
-        .get(spi)
-        .is_some_and(|s| s.spilled_ptr.flags & SLOT_XDP != 0)
+    described_by(state, reg).is_some_and(|d| d.flags & SLOT_XDP != 0)
 }

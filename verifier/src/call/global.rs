@@ -13,6 +13,7 @@ use crate::env::Env;
 use crate::mem::{AccessType, check_helper_mem_access};
 use crate::state::VerifierState;
 use crate::btf_access::struct_ids_match_at;
+use crate::call::dynptr::{const_dynptr_reg, process_dynptr_func};
 use crate::call::helper::{check_func_arg_reg_off, check_reg_type};
 use crate::call::proto::{ArgBase, ArgType};
 use crate::state::reg::{MEM_RDONLY, PTR_MAYBE_NULL, PTR_TRUSTED, PTR_UNTRUSTED, RegState, RegType};
@@ -45,6 +46,9 @@ pub enum GlobalArg {
     BtfId { btf_id: TypeId, flags: u32 },
     /// `ARG_PTR_TO_ARENA` (`arg:arena`): an arena pointer or a scalar.
     Arena,
+    /// `ARG_PTR_TO_DYNPTR | MEM_RDONLY` (a `struct bpf_dynptr *`): an initialised dynptr,
+    /// which the function receives read-only.
+    Dynptr,
 }
 
 /// The FUNC type func_info gives subprogram `start`, and whether its linkage is global.
@@ -208,6 +212,12 @@ fn prepare_arg(
         }
         return Ok(GlobalArg::Ctx);
     }
+    if is_dynptr_ptr(btf, pointee) {
+        if tags != 0 {
+            return Err(Some(format!("arg#{i} has invalid combination of tags\n")));
+        }
+        return Ok(GlobalArg::Dynptr);
+    }
     if tags & tag::TRUSTED != 0 {
         if tags & tag::NONNULL != 0 {
             return Err(Some(format!("arg#{i} has invalid combination of tags\n")));
@@ -253,6 +263,15 @@ fn prepare_arg(
     Ok(GlobalArg::Mem {
         size,
         nullable: tags & tag::NONNULL == 0,
+    })
+}
+
+/// `btf_is_dynptr_ptr`: the pointee is `struct bpf_dynptr`, defined or only declared.
+fn is_dynptr_ptr(btf: &Btf, pointee: TypeId) -> bool {
+    let target = skip_modifiers(btf, pointee);
+    btf.get(target).is_some_and(|t| {
+        matches!(t.kind, BtfKind::Struct { .. } | BtfKind::Fwd { union: false })
+            && t.name == "bpf_dynptr"
     })
 }
 
@@ -516,6 +535,12 @@ fn match_call_args(
                     return Err(ArgsMismatch);
                 }
             }
+            GlobalArg::Dynptr => {
+                let dynptr = ArgType::with(ArgBase::PtrToDynptr, MEM_RDONLY);
+                check_func_arg_reg_off(env, &reg, i + 1, ArgType::new(ArgBase::PtrToDynptr))
+                    .and_then(|()| process_dynptr_func(env, state, i as u8 + 1, dynptr, 0))
+                    .map_err(|_| ArgsMismatch)?;
+            }
             GlobalArg::Mem { size, nullable } => {
                 let dont_care = ArgType::new(ArgBase::DontCare);
                 check_func_arg_reg_off(env, &reg, i + 1, dont_care).map_err(|_| ArgsMismatch)?;
@@ -618,6 +643,11 @@ pub fn entry_regs(env: &mut Env<'_>, state: &mut VerifierState, args: &[GlobalAr
             }
             // The caller may pass an arena pointer or a scalar.
             GlobalArg::Arena => RegState::unknown_scalar(),
+            // Whatever the caller's dynptr, the function takes it as a local one.
+            GlobalArg::Dynptr => {
+                env.id_gen += 1;
+                const_dynptr_reg(env.id_gen)
+            }
         };
         *state.reg_mut(regno) = reg;
     }

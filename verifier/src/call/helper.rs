@@ -410,8 +410,10 @@ fn compatible_types(base: ArgBase) -> &'static [(&'static str, Option<(RegType, 
     const STACK: &[(&str, Option<(RegType, u32)>)] = &[("fp", Some((RegType::Stack, 0)))];
     const MAP_VALUE: &[(&str, Option<(RegType, u32)>)] =
         &[("map_value", Some((RegType::MapValue, 0)))];
-    const DYNPTR: &[(&str, Option<(RegType, u32)>)] =
-        &[("fp", Some((RegType::Stack, 0))), ("dynptr_ptr", None)];
+    const DYNPTR: &[(&str, Option<(RegType, u32)>)] = &[
+        ("fp", Some((RegType::Stack, 0))),
+        ("dynptr_ptr", Some((RegType::ConstPtrToDynptr, 0))),
+    ];
     match base {
         ArgBase::PtrToMapKey | ArgBase::PtrToMapValue | ArgBase::PtrToMem => MEM,
         ArgBase::ConstSize | ArgBase::ConstSizeOrZero | ArgBase::ConstAllocSizeOrZero => SCALAR,

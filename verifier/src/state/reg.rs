@@ -42,6 +42,10 @@ pub enum RegType {
     TcpSock,
     /// `PTR_TO_XDP_SOCK`: an XSKMAP lookup's value once null-checked.
     XdpSock,
+    /// `CONST_PTR_TO_DYNPTR`: a dynptr a global function receives (`struct bpf_dynptr *`),
+    /// which it may read through but not change; its kind is in the flags, as in a dynptr
+    /// slot's saved register (`call::dynptr`).
+    ConstPtrToDynptr,
 }
 
 /// `PTR_MAYBE_NULL`: the pointer may be NULL until a null check.
@@ -296,6 +300,7 @@ pub fn reg_type_str(ty: RegType, flags: u32) -> String {
         RegType::SockCommon => "sock_common",
         RegType::TcpSock => "tcp_sock",
         RegType::XdpSock => "xdp_sock",
+        RegType::ConstPtrToDynptr => "dynptr_ptr",
     };
     let mut prefix = String::new();
     for (flag, text) in [
