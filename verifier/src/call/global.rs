@@ -4,19 +4,25 @@
 //!
 //! A global function is verified once, after the main program, for any arguments its BTF
 //! prototype allows: an integer or enum is an unknown scalar, a pointer to the program's
-//! context type is the context, any other pointer is memory of the pointee's size that may be
-//! NULL (`arg:nonnull` drops the NULL). Each call site only checks that its registers fit
-//! that prototype, clobbers the caller-saved registers and gets an unknown scalar back.
+//! context type (or tagged `arg:ctx`) is the context, a `struct bpf_dynptr *` a read-only
+//! dynptr, a pointer tagged `arg:trusted` a trusted kernel object of the pointee's name (NULL
+//! too with `arg:nullable`), one tagged `arg:untrusted` an untrusted kernel object (or
+//! read-only memory of size 0 for `void *` and integers), `arg:arena` an arena pointer or
+//! scalar, and any other pointer memory of the pointee's size that may be NULL (`arg:nonnull`
+//! drops the NULL). Each call site only checks that its registers fit that prototype,
+//! clobbers the caller-saved registers and gets an unknown scalar back.
 
 use crate::Errno;
-use crate::env::Env;
-use crate::mem::{AccessType, check_helper_mem_access};
-use crate::state::VerifierState;
 use crate::btf_access::struct_ids_match_at;
 use crate::call::dynptr::{const_dynptr_reg, process_dynptr_func};
 use crate::call::helper::{check_func_arg_reg_off, check_reg_type};
 use crate::call::proto::{ArgBase, ArgType};
-use crate::state::reg::{MEM_RDONLY, PTR_MAYBE_NULL, PTR_TRUSTED, PTR_UNTRUSTED, RegState, RegType};
+use crate::env::Env;
+use crate::mem::{AccessType, check_helper_mem_access};
+use crate::state::VerifierState;
+use crate::state::reg::{
+    MEM_RDONLY, PTR_MAYBE_NULL, PTR_TRUSTED, PTR_UNTRUSTED, RegState, RegType,
+};
 use bpfemu_isa::Reg;
 use bpfemu_loader::btf::{Btf, BtfKind, Linkage, TypeId};
 
@@ -223,7 +229,11 @@ fn prepare_arg(
             return Err(Some(format!("arg#{i} has invalid combination of tags\n")));
         }
         let btf_id = kernel_type_of(env, btf, pointee, i)?;
-        let nullable = if tags & tag::NULLABLE != 0 { PTR_MAYBE_NULL } else { 0 };
+        let nullable = if tags & tag::NULLABLE != 0 {
+            PTR_MAYBE_NULL
+        } else {
+            0
+        };
         return Ok(GlobalArg::BtfId {
             btf_id,
             flags: PTR_TRUSTED | nullable,
@@ -270,8 +280,10 @@ fn prepare_arg(
 fn is_dynptr_ptr(btf: &Btf, pointee: TypeId) -> bool {
     let target = skip_modifiers(btf, pointee);
     btf.get(target).is_some_and(|t| {
-        matches!(t.kind, BtfKind::Struct { .. } | BtfKind::Fwd { union: false })
-            && t.name == "bpf_dynptr"
+        matches!(
+            t.kind,
+            BtfKind::Struct { .. } | BtfKind::Fwd { union: false }
+        ) && t.name == "bpf_dynptr"
     })
 }
 
@@ -343,9 +355,9 @@ fn kernel_type_of(
     let essential = essential_name(name);
     let number = kind.kind_number();
     let mut cands = (1..vmlinux.type_count() as TypeId).filter(|&id| {
-        vmlinux.get(id).is_some_and(|t| {
-            t.kind.kind_number() == number && essential_name(&t.name) == essential
-        })
+        vmlinux
+            .get(id)
+            .is_some_and(|t| t.kind.kind_number() == number && essential_name(&t.name) == essential)
     });
     match (cands.next(), cands.next()) {
         (Some(id), None) => Ok(id),

@@ -590,7 +590,10 @@ fn check_ptr_off(
     if reg.off < 0 {
         return Err(env.reject(
             Errno::Eacces,
-            format!("negative offset {ty} ptr R{regno} off={} disallowed", reg.off),
+            format!(
+                "negative offset {ty} ptr R{regno} off={} disallowed",
+                reg.off
+            ),
         ));
     }
     if !fixed_off_ok && reg.off != 0 {

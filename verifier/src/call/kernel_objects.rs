@@ -293,7 +293,12 @@ fn rdonly_cast(
         }
         btf.get(id)
             // `btf_type_is_struct`: a union is one too.
-            .map(|t| (id, matches!(t.kind, BtfKind::Struct { .. } | BtfKind::Union { .. })))
+            .map(|t| {
+                (
+                    id,
+                    matches!(t.kind, BtfKind::Struct { .. } | BtfKind::Union { .. }),
+                )
+            })
     });
     let mut r0 = match target {
         None => {
