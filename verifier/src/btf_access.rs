@@ -225,6 +225,26 @@ fn struct_access(
     }
 }
 
+/// `btf_struct_ids_match`, not strict: an object of type `id` seen at offset `off` is a
+/// `want` when it is one (at offset 0), or when the nested struct at `off`, or the first
+/// struct nested at offset 0 of that, at any depth, is one.
+pub(crate) fn struct_ids_match_at(btf: &Btf, mut id: TypeId, mut off: u32, want: TypeId) -> bool {
+    if off == 0 && id == want {
+        return true;
+    }
+    let mut flags = 0;
+    for _ in 0..64 {
+        let Ok(Walk::Struct(nested)) = struct_walk(btf, id, off, 1, &mut flags) else {
+            return false;
+        };
+        if nested == want {
+            return true;
+        }
+        (id, off) = (nested, 0);
+    }
+    false
+}
+
 type WalkError = (Errno, String);
 
 /// `btf_struct_walk`, one level: which member of struct `id` the access falls in.

@@ -1083,10 +1083,11 @@ pub fn check_program(env: &mut Env<'_>, pre: &Prechecked) -> Result<(), Reject> 
     Ok(())
 }
 
-/// `mark_subprog_changes_pkt_data` and `merge_callee_effects` of `check_cfg`: a subprogram
-/// changes packet data when it calls a helper or kfunc that does, or calls (or takes the
-/// address of) a subprogram that does. A call to a global function, which is not walked
-/// into, then forgets the caller's packet pointers.
+/// `mark_subprog_changes_pkt_data`, `mark_subprog_might_sleep` and `merge_callee_effects` of
+/// `check_cfg`: a subprogram changes packet data (or may sleep) when it calls a helper or
+/// kfunc that does, or calls (or takes the address of) a subprogram that does. A call to a
+/// global function, which is not walked into, then forgets the caller's packet pointers (or
+/// is refused to a program that may not sleep).
 fn mark_changes_pkt_data(env: &mut Env<'_>) {
     let insns = env.input.insns;
     let starts: Vec<usize> = env.subprogs.iter().map(|s| s.start).collect();
@@ -1106,6 +1107,9 @@ fn mark_changes_pkt_data(env: &mut Env<'_>) {
         if changes {
             env.subprogs[owner(pc)].changes_pkt_data = true;
         }
+        if might_sleep(env.input, raw) {
+            env.subprogs[owner(pc)].might_sleep = true;
+        }
         if is_pseudo_call(raw) || is_pseudo_func(raw) {
             let target = (pc as i64 + raw.imm as i64 + 1) as usize;
             if let Some(callee) = starts.iter().position(|&s| s == target) {
@@ -1122,7 +1126,26 @@ fn mark_changes_pkt_data(env: &mut Env<'_>) {
                 env.subprogs[caller].changes_pkt_data = true;
                 changed = true;
             }
+            if env.subprogs[callee].might_sleep && !env.subprogs[caller].might_sleep {
+                env.subprogs[caller].might_sleep = true;
+                changed = true;
+            }
         }
+    }
+}
+
+/// `mark_subprog_might_sleep`'s test: a call of a helper or kfunc that may sleep.
+fn might_sleep(input: &ProgramInput<'_>, raw: &RawInsn) -> bool {
+    if raw.code != BPF_JMP | BPF_CALL {
+        return false;
+    }
+    match raw.src {
+        0 => crate::call::proto::xdp_proto(raw.imm).is_some_and(|p| p.might_sleep),
+        PSEUDO_KFUNC_CALL if raw.off == 0 => input
+            .vmlinux_btf()
+            .and_then(|btf| btf.get(raw.imm as bpfemu_loader::btf::TypeId))
+            .is_some_and(|f| crate::call::kfunc_sets::is_sleepable(&f.name)),
+        _ => false,
     }
 }
 

@@ -869,9 +869,11 @@ fn do_check_insn(
         Insn::Call(target) => {
             env.counters.jmps_processed += 1;
             // Static subprograms may run under the lock (their own calls are checked there);
-            // helpers may not, except the unlock.
-            // None of the kfuncs allowed under a lock (graph and preemption ones) is modelled.
-            let helper_not_unlock = matches!(target, CallTarget::Kfunc { .. })
+            // helpers may not, except the unlock; kfuncs neither, except the numbers
+            // iterator's (`kfunc_spin_allowed`; its graph and resilient-lock kfuncs are not
+            // modelled, so stay refused).
+            let helper_not_unlock = matches!(target, CallTarget::Kfunc { btf_id, off }
+                    if off != 0 || !is_iter_num_kfunc(env, btf_id))
                 || matches!(target, CallTarget::Helper(id) if id != call::proto::SPIN_UNLOCK);
             if state.active_locks > 0 && helper_not_unlock {
                 return Err(env.reject(
@@ -1194,4 +1196,17 @@ fn add_bpf_loop_inline_stack(env: &mut Env<'_>) {
             s.loop_stack_added = true;
         }
     }
+}
+
+/// `is_bpf_iter_num_api_kfunc`: the vmlinux kfunc `btf_id` is one of the numbers iterator's.
+fn is_iter_num_kfunc(env: &Env<'_>, btf_id: i32) -> bool {
+    env.input
+        .vmlinux_btf()
+        .and_then(|btf| btf.name_of(btf_id as bpfemu_loader::btf::TypeId))
+        .is_some_and(|name| {
+            matches!(
+                name,
+                "bpf_iter_num_new" | "bpf_iter_num_next" | "bpf_iter_num_destroy"
+            )
+        })
 }

@@ -216,11 +216,6 @@ fn reg_text(env: &Env<'_>, reg: &RegState, frameno: Option<u32>) -> String {
         let _ = write!(out, "{sep}ref_obj_id={}", reg.ref_obj_id);
         sep = ",";
     }
-    if t == RegType::ConstPtrToDynptr {
-        let kind = crate::call::dynptr::slot_kind_name(reg.flags);
-        let _ = write!(out, "{sep}type={kind}");
-        sep = ",";
-    }
     if matches!(
         t,
         RegType::ConstPtrToMap | RegType::MapValue | RegType::MapKey
@@ -245,6 +240,11 @@ fn reg_text(env: &Env<'_>, reg: &RegState, frameno: Option<u32>) -> String {
     }
     if t == RegType::Mem {
         let _ = write!(out, "{sep}sz={}", unum(reg.mem_size as u64));
+        sep = ",";
+    }
+    if t == RegType::ConstPtrToDynptr {
+        let kind = crate::call::dynptr::slot_kind_name(reg.flags);
+        let _ = write!(out, "{sep}type={kind}");
         sep = ",";
     }
     if reg.var_off.is_const() {

@@ -1061,15 +1061,8 @@ fn write_fixed(
         mark_chain_precision(env, state, v)?;
     }
     let slot = &mut state.frames[f].stack[spi];
+    scrub_special_slot(slot);
     slot.spilled_ptr = RegState::not_init();
-    // A partial write over a spilled register (or a dynptr, iterator, irq flag) leaves the
-    // rest of the slot as plain data.
-    if matches!(
-        slot.slot_type[SLOT_SIZE - 1],
-        SlotType::Spill | SlotType::Dynptr | SlotType::Iter | SlotType::IrqFlag
-    ) {
-        slot.mark_written_misc();
-    }
     let ty = if zero { SlotType::Zero } else { SlotType::Misc };
     for (_, _, idx) in stack_bytes(off, off + size as i64) {
         slot.slot_type[idx] = ty;
@@ -1096,6 +1089,18 @@ fn save_register_state(frame: &mut FuncState, spi: usize, reg: &RegState, size: 
         if !matches!(*t, SlotType::Zero | SlotType::Invalid) {
             *t = SlotType::Misc;
         }
+    }
+}
+
+/// `scrub_special_slot`: a write into a slot ends the spilled register (or dynptr, iterator,
+/// irq flag) there, and the rest of the slot becomes plain data.
+fn scrub_special_slot(slot: &mut crate::state::StackSlot) {
+    slot.spilled_ptr.ty = RegType::NotInit;
+    if matches!(
+        slot.slot_type[SLOT_SIZE - 1],
+        SlotType::Spill | SlotType::Dynptr | SlotType::Iter | SlotType::IrqFlag
+    ) {
+        slot.mark_written_misc();
     }
 }
 
@@ -1126,7 +1131,9 @@ fn write_var(
             zero_used = true;
             continue;
         }
-        slot.spilled_ptr.ty = RegType::NotInit;
+        // The spill is gone as a whole, also the bytes this write may not reach (a fill
+        // would otherwise see spill bytes with no register: the running kernel has the fix).
+        scrub_special_slot(slot);
         let mut new = SlotType::Misc;
         if writing_zero && t == SlotType::Zero {
             new = SlotType::Zero;

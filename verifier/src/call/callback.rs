@@ -81,18 +81,13 @@ pub fn push_callback_call(
                 RegState::not_init(),
             ]
         }
-        CallbackKind::UserRingbufDrain => {
-            let mut dynptr = RegState::pointer(RegType::ConstPtrToDynptr);
-            dynptr.flags = crate::call::dynptr::SLOT_LOCAL;
-            dynptr.id = env.new_id();
-            [
-                dynptr,
-                state.cur().regs[3],
-                RegState::not_init(),
-                RegState::not_init(),
-                RegState::not_init(),
-            ]
-        }
+        CallbackKind::UserRingbufDrain => [
+            crate::call::dynptr::const_dynptr_reg(env.new_id()),
+            state.cur().regs[3],
+            RegState::not_init(),
+            RegState::not_init(),
+            RegState::not_init(),
+        ],
     };
     let mut cb = state.clone();
     setup_func_entry(env, &mut cb, subprog, pc)?;

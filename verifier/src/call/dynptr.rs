@@ -140,8 +140,8 @@ pub fn process_dynptr_func(
     Ok(())
 }
 
-/// `process_dynptr_func` for a callback's const dynptr: always initialised, never to be
-/// initialised again or changed.
+/// `process_dynptr_func` for a `CONST_PTR_TO_DYNPTR`: always an initialised dynptr, which
+/// only a read-only argument may take.
 fn process_const_dynptr(
     env: &mut Env<'_>,
     reg: &RegState,
@@ -169,6 +169,34 @@ fn process_const_dynptr(
         ));
     }
     Ok(())
+}
+
+/// The register a global function receives for a `struct bpf_dynptr *` argument (the
+/// kernel's `__mark_dynptr_reg` of a local dynptr): the caller's dynptr, which it may read
+/// through but not change.
+pub fn const_dynptr_reg(id: u32) -> RegState {
+    let mut r = RegState::pointer(RegType::ConstPtrToDynptr);
+    r.flags = SLOT_LOCAL | SLOT_FIRST;
+    r.id = id;
+    r
+}
+
+/// The register describing the dynptr `reg` points at: the saved register of its first stack
+/// slot, or `reg` itself for a `CONST_PTR_TO_DYNPTR`.
+fn described_by(state: &VerifierState, reg: &RegState) -> Option<RegState> {
+    if reg.ty == RegType::ConstPtrToDynptr {
+        return Some(*reg);
+    }
+    let off = reg.off as i64 + reg.var_off.value as i64;
+    let spi = usize::try_from((-off - 1) / SLOT_SIZE as i64).ok()?;
+    Some(
+        state
+            .frames
+            .get(reg.frameno as usize)?
+            .stack
+            .get(spi)?
+            .spilled_ptr,
+    )
 }
 
 /// `is_dynptr_reg_valid_init` for a stack pointer whose slot is `spi`.
@@ -257,6 +285,9 @@ fn invalidate(stack: &mut [crate::state::StackSlot], first: usize) {
 /// The reference a released dynptr argument carries (for `arg N is an unacquired reference`),
 /// 0 when it carries none.
 pub fn dynptr_ref_obj_id(env: &mut Env<'_>, state: &VerifierState, reg: &RegState) -> u32 {
+    if reg.ty == RegType::ConstPtrToDynptr {
+        return reg.ref_obj_id;
+    }
     match dynptr_spi(env, state, reg) {
         Ok(Ok(spi)) if reg.ty == RegType::Stack => {
             state.frames[reg.frameno as usize].stack[spi]
@@ -301,55 +332,20 @@ pub fn unmark_stack_slots_dynptr(
 /// The `ref_obj_id` of the dynptr an argument points at, for the slices `bpf_dynptr_data`
 /// returns (`dynptr_ref_obj_id`).
 pub fn slice_ref_obj_id(state: &VerifierState, reg: &RegState) -> u32 {
-    if reg.ty == RegType::ConstPtrToDynptr {
-        return reg.ref_obj_id;
-    }
-    let off = reg.off as i64 + reg.var_off.value as i64;
-    let spi = ((-off - 1) / SLOT_SIZE as i64) as usize;
-    state.frames[reg.frameno as usize]
-        .stack
-        .get(spi)
-        .map_or(0, |s| s.spilled_ptr.ref_obj_id)
+    described_by(state, reg).map_or(0, |d| d.ref_obj_id)
 }
 
 /// The `DYNPTR_TYPE_*` argument flag of the dynptr `reg` points at, for a clone of it; `None`
 /// for a ring buffer dynptr (a clone shares its reference, which bpfemu does not model).
 pub fn arg_kind_of(state: &VerifierState, reg: &RegState) -> Option<u32> {
-    let flags = if reg.ty == RegType::ConstPtrToDynptr {
-        reg.flags
-    } else {
-        slot_flags(state, reg)?
-    };
-    match flags & SLOT_KINDS {
+    match described_by(state, reg)?.flags & SLOT_KINDS {
         SLOT_LOCAL => Some(DYNPTR_TYPE_LOCAL),
         SLOT_XDP => Some(DYNPTR_TYPE_XDP),
         _ => None,
     }
 }
 
-/// The flags of the dynptr slot a stack pointer argument points at.
-fn slot_flags(state: &VerifierState, reg: &RegState) -> Option<u32> {
-    let off = reg.off as i64 + reg.var_off.value as i64;
-    let spi = usize::try_from((-off - 1) / SLOT_SIZE as i64).ok()?;
-    let flags = state
-        .frames
-        .get(reg.frameno as usize)?
-        .stack
-        .get(spi)?
-        .spilled_ptr
-        .flags;
-    Some(flags)
-}
-
 /// Whether the dynptr an argument points at is an XDP one (its slices point into the packet).
 pub fn is_xdp_dynptr(state: &VerifierState, reg: &RegState) -> bool {
-    if reg.ty == RegType::ConstPtrToDynptr {
-        return reg.flags & SLOT_XDP != 0;
-    }
-    let off = reg.off as i64 + reg.var_off.value as i64;
-    let spi = ((-off - 1) / SLOT_SIZE as i64) as usize;
-    let stack = &state.frames[reg.frameno as usize].stack;
-    stack
-        .get(spi)
-        .is_some_and(|s| s.spilled_ptr.flags & SLOT_XDP != 0)
+    described_by(state, reg).is_some_and(|d| d.flags & SLOT_XDP != 0)
 }

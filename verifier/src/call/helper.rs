@@ -446,7 +446,7 @@ const TYPE_FLAGS: u32 = reg::PTR_MAYBE_NULL
 
 /// `check_reg_type`: the register's type, with the flags the argument tolerates folded away,
 /// must be one of the argument's compatible types.
-fn check_reg_type(
+pub(crate) fn check_reg_type(
     env: &mut Env<'_>,
     reg: &RegState,
     regno: usize,
@@ -533,7 +533,7 @@ fn update_loop_inline_state(
 }
 
 /// `check_func_arg_reg_off`: which pointers may carry an offset into a helper.
-fn check_func_arg_reg_off(
+pub(crate) fn check_func_arg_reg_off(
     env: &mut Env<'_>,
     reg: &RegState,
     regno: usize,
@@ -561,15 +561,42 @@ fn check_func_arg_reg_off(
         | RegType::Mem
         | RegType::Arena
         | RegType::Scalar => Ok(()),
-        RegType::BtfId => Ok(()),
+        // A kernel object may be passed at a fixed offset into it (a member), unless it may be
+        // NULL or is untrusted; never at a variable one.
+        RegType::BtfId => {
+            let fixed_off_ok = [0, reg::PTR_TRUSTED, reg::MEM_RCU].contains(&reg.flags)
+                || reg.flags & reg::MEM_ALLOC != 0
+                    && reg.flags & !(reg::MEM_ALLOC | reg::MEM_RCU) == 0;
+            check_ptr_off(env, reg, regno, fixed_off_ok)
+        }
         _ => check_ptr_off_reg(env, reg, regno),
     }
 }
 
 /// `__check_ptr_off_reg` with no fixed offset allowed.
 fn check_ptr_off_reg(env: &mut Env<'_>, reg: &RegState, regno: usize) -> Result<(), Reject> {
+    check_ptr_off(env, reg, regno, false)
+}
+
+/// `__check_ptr_off_reg`: no negative offset, a fixed one only when `fixed_off_ok`, no
+/// variable one.
+fn check_ptr_off(
+    env: &mut Env<'_>,
+    reg: &RegState,
+    regno: usize,
+    fixed_off_ok: bool,
+) -> Result<(), Reject> {
     let ty = kernel_type_str(reg);
-    if reg.off != 0 {
+    if reg.off < 0 {
+        return Err(env.reject(
+            Errno::Eacces,
+            format!(
+                "negative offset {ty} ptr R{regno} off={} disallowed",
+                reg.off
+            ),
+        ));
+    }
+    if !fixed_off_ok && reg.off != 0 {
         return Err(env.reject(
             Errno::Eacces,
             format!(

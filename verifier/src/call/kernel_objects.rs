@@ -292,7 +292,13 @@ fn rdonly_cast(
             return Some((0, true));
         }
         btf.get(id)
-            .map(|t| (id, matches!(t.kind, BtfKind::Struct { .. })))
+            // `btf_type_is_struct`: a union is one too.
+            .map(|t| {
+                (
+                    id,
+                    matches!(t.kind, BtfKind::Struct { .. } | BtfKind::Union { .. }),
+                )
+            })
     });
     let mut r0 = match target {
         None => {

@@ -16,7 +16,7 @@
 
 use super::dynptr::process_dynptr_func;
 use super::kfunc_sets;
-use super::proto::{ArgBase, ArgType, DYNPTR_TYPE_XDP, MEM_UNINIT};
+use super::proto::{ArgBase, ArgType, DYNPTR_TYPE_XDP, MEM_RDONLY, MEM_UNINIT};
 use crate::env::Env;
 use crate::mem::{AccessType, check_helper_mem_access, check_mem_size_reg};
 use crate::state::VerifierState;
@@ -349,6 +349,10 @@ fn check_dynptr_arg(
     param: &Param,
 ) -> Result<(), Reject> {
     let mut flags = 0;
+    // A dynptr a global function received is read-only.
+    if state.reg(Reg::new(regno).expect("argument register")).ty == RegType::ConstPtrToDynptr {
+        flags |= MEM_RDONLY;
+    }
     if param.name.ends_with("__uninit") {
         flags |= MEM_UNINIT;
     }

@@ -37,6 +37,14 @@ pub fn check_func_call(
             env.verbose("global function calls are not allowed while holding a lock,\n");
             return Err(env.reject(Errno::Einval, "use static function instead"));
         }
+        // An XDP program never sleeps.
+        if env.subprogs[subprog].might_sleep {
+            env.verbose(
+                "global functions that may sleep are not allowed in non-sleepable context,\n\
+                 i.e., in a RCU/IRQ/preempt-disabled section, or in\n",
+            );
+            return Err(env.reject(Errno::Einval, "a non-sleepable BPF program context"));
+        }
         if args_fit.is_err() {
             return Err(env.reject(
                 Errno::Einval,

@@ -42,9 +42,10 @@ pub enum RegType {
     TcpSock,
     /// `PTR_TO_XDP_SOCK`: an XSKMAP lookup's value once null-checked.
     XdpSock,
-    /// `CONST_PTR_TO_DYNPTR`: the dynptr a callback is handed (`bpf_user_ringbuf_drain`'s),
-    /// which helpers may read but not change, release or reinitialise; no memory to load or
-    /// store through. Its kind is in the flags, as a dynptr slot's (`call::dynptr::SLOT_*`).
+    /// `CONST_PTR_TO_DYNPTR`: a dynptr a global function receives (`struct bpf_dynptr *`) or
+    /// a callback is handed (`bpf_user_ringbuf_drain`'s): helpers may read it but not change,
+    /// release or reinitialise it, and it is no memory to load or store through. Its kind is
+    /// in the flags, as in a dynptr slot's saved register (`call::dynptr`).
     ConstPtrToDynptr,
 }
 

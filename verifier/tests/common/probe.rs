@@ -35,6 +35,8 @@
 //! - `call kfunc[NAME]`: the kernel function NAME, by its id in the running kernel's BTF;
 //! - `r1 = ksym[NAME]`: the address of the kernel variable or function NAME (`src_reg` 3,
 //!   BPF_PSEUDO_BTF_ID, by its id in the running kernel's BTF);
+//! - `r2 = type_id[union NAME]` (or `struct`, `int`): the id of that type in the running
+//!   kernel's BTF, as a constant (what `bpf_core_type_id_kernel` gives);
 //!
 //! and, for encodings no text names (bad opcodes, reserved fields), one raw slot:
 //! `.raw CODE DST SRC OFF IMM` (numbers, `0x` for hex, OFF and IMM signed).
@@ -354,6 +356,11 @@ fn assemble_probe(
                 RAW_MARKER + raws.len() as i32 - 2,
                 RAW_MARKER + raws.len() as i32 - 1
             )
+        } else if let Some((dst, name)) = code
+            .split_once("= type_id[")
+            .and_then(|(d, n)| Some((d.trim(), n.trim().strip_suffix(']')?)))
+        {
+            format!("{dst} = {}", vmlinux_type_id(name).map_err(at)?)
         } else if let Some(name) = code.trim().strip_prefix("call kfunc[") {
             let name = name
                 .strip_suffix(']')
@@ -453,6 +460,20 @@ fn kfunc_call(name: &str) -> Result<RawInsn, String> {
         matches!(k, bpfemu_loader::btf::BtfKind::Func { .. })
     })?;
     Ok(RawInsn::new(0x85, 0, 2, 0, id as i32))
+}
+
+/// `KIND NAME` (`struct`, `union` or `int`): the id of that type in the running kernel's BTF.
+fn vmlinux_type_id(spec: &str) -> Result<u32, String> {
+    use bpfemu_loader::btf::BtfKind;
+    let (kind, name) = spec
+        .split_once(' ')
+        .ok_or("a type id is `type_id[KIND NAME]`")?;
+    match kind {
+        "struct" => vmlinux_id(name, |k| matches!(k, BtfKind::Struct { .. })),
+        "union" => vmlinux_id(name, |k| matches!(k, BtfKind::Union { .. })),
+        "int" => vmlinux_id(name, |k| matches!(k, BtfKind::Int { .. })),
+        _ => Err(format!("`{kind}`: a type id names a struct, union or int")),
+    }
 }
 
 /// The id of the type NAME of the kind `pred` accepts in the running kernel's BTF.
