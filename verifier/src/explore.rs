@@ -679,6 +679,9 @@ fn is_state_visited(
             if closes_loop {
                 crate::loops::add_backedge(env, idx, state);
             }
+            // The kernel takes a state out of the list the moment it misses too often, so a
+            // hit further down the list does not bring it back.
+            evict_states(env, bucket, &evict);
             return Ok(true);
         }
         let e = &mut env.explored[idx];
@@ -694,16 +697,7 @@ fn is_state_visited(
             evict.push(idx);
         }
     }
-    if !evict.is_empty() {
-        env.buckets[bucket].retain(|i| !evict.contains(i));
-        for idx in evict {
-            let e = &mut env.explored[idx];
-            e.evicted = true;
-            if e.branches == 0 {
-                env.states_alive -= 1;
-            }
-        }
-    }
+    evict_states(env, bucket, &evict);
     env.counters.max_states_per_insn = env.counters.max_states_per_insn.max(states_cnt);
     if !add_new_state {
         return Ok(false);
@@ -731,6 +725,22 @@ fn is_state_visited(
     state.first_insn_idx = pc;
     state.jmp_history.clear();
     Ok(false)
+}
+
+/// Takes the states that missed too often out of their bucket (the kernel's move to its free
+/// list); one still on a path's parent chain stays alive until that path ends.
+fn evict_states(env: &mut Env<'_>, bucket: usize, evict: &[usize]) {
+    if evict.is_empty() {
+        return;
+    }
+    env.buckets[bucket].retain(|i| !evict.contains(i));
+    for &idx in evict {
+        let e = &mut env.explored[idx];
+        e.evicted = true;
+        if e.branches == 0 {
+            env.states_alive -= 1;
+        }
+    }
 }
 
 impl Reject {

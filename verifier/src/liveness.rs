@@ -332,7 +332,10 @@ fn spill_transfer(insn: &Insn, f: &mut Frame) -> bool {
             let value = f.r[src.index()];
             match (f.slot(dst, off), size.bytes()) {
                 (Some(i), 8) => f.s[i] = value,
-                _ if value.is_stack() || value == Fp::Arg => return false,
+                // Only a full 8-byte spill keeps a pointer a pointer: a narrower store of one
+                // is refused on the stack ("invalid size of register spill") and leaves bytes
+                // elsewhere, so nothing loads it back as a stack pointer.
+                (_, 8) if value.is_stack() || value == Fp::Arg => return false,
                 _ => clobber(f, dst, off, size.bytes()),
             }
         }
