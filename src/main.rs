@@ -164,7 +164,7 @@ struct DiffArgs {
     #[arg(long)]
     json: bool,
     /// Load every program in the kernel and report its verifier verdict, beside bpfemu's.
-    #[arg(long, conflicts_with_all = ["pcap", "maps", "program", "fib"])]
+    #[arg(long, conflicts_with_all = ["pcap", "maps", "program", "fib", "sockets"])]
     verifier: bool,
     #[command(flatten)]
     load: LoadArgs,

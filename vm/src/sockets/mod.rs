@@ -62,7 +62,10 @@
 //!   connected). For IPv6 it decides the IPv4 view of the addresses the kernel keeps
 //!   (`LOOPBACK4_IPV6`, 127.0.0.6, for both ends of an accepted socket).
 //! - `v6only` (`IPV6_V6ONLY`; false), `dev` (`SO_BINDTODEVICE`, an ifindex; 0), `mark`
-//!   (`SO_MARK`; 0), `priority` (`SO_PRIORITY`; 0), `rx_queue_mapping` (-1: none recorded).
+//!   (`SO_MARK`; 0), `priority` (`SO_PRIORITY`; 0), `rx_queue_mapping` (the receive queue
+//!   the socket recorded from the packets it received, -1 for none: the default, which is
+//!   right for a socket that has received nothing; a connected socket's depends on the
+//!   device its packets came through, and the kernel's loopback leaves varied values).
 //!
 //! Unknown fields are errors, and every error names the file, the entry and the field, e.g.
 //! `sockets.json: sockets[2].local: expected ADDR:PORT, found "127.0.0.1"`.
@@ -184,17 +187,26 @@ impl Socket {
         }
     }
 
-    /// `sk_v6_rcv_saddr` (zero for an IPv4 socket).
+    /// An IPv4 TCP socket that connected or was accepted: its addresses were set through
+    /// `sk_rcv_saddr_set`/`sk_daddr_set`, which write their IPv4-mapped IPv6 forms too (a
+    /// bound IPv4 socket's and a UDP one's IPv6 fields stay zero).
+    fn v4_connection(&self) -> bool {
+        self.family() == AF_INET && self.protocol == Protocol::Tcp && !self.listening
+    }
+
+    /// `sk_v6_rcv_saddr`.
     pub fn rcv_saddr6(&self) -> Ipv6Addr {
         match self.local.ip() {
+            IpAddr::V4(ip) if self.v4_connection() => ip.to_ipv6_mapped(),
             IpAddr::V4(_) => Ipv6Addr::UNSPECIFIED,
             IpAddr::V6(ip) => ip,
         }
     }
 
-    /// `sk_v6_daddr` (zero for an IPv4 socket).
+    /// `sk_v6_daddr`.
     pub fn daddr6(&self) -> Ipv6Addr {
         match self.remote.map(|r| r.ip()) {
+            Some(IpAddr::V4(ip)) if self.v4_connection() => ip.to_ipv6_mapped(),
             Some(IpAddr::V6(ip)) => ip,
             _ => Ipv6Addr::UNSPECIFIED,
         }
