@@ -28,7 +28,10 @@ fn err(index: usize, what: impl std::fmt::Display) -> NetnsError {
 
 /// The last system call's error, named.
 fn os_err(index: usize, call: &str) -> NetnsError {
-    err(index, format!("{call}: {}", std::io::Error::last_os_error()))
+    err(
+        index,
+        format!("{call}: {}", std::io::Error::last_os_error()),
+    )
 }
 
 impl OpenSockets {
@@ -37,7 +40,10 @@ impl OpenSockets {
         let mut fds: Vec<Option<OwnedFd>> = (0..table.sockets.len()).map(|_| None).collect();
         for (index, sk) in table.sockets.iter().enumerate() {
             if sk.rx_queue_mapping != -1 {
-                return Err(err(index, "rx_queue_mapping cannot be set on a real socket"));
+                return Err(err(
+                    index,
+                    "rx_queue_mapping cannot be set on a real socket",
+                ));
             }
             if fds[index].is_some() {
                 continue; // made with its peer
@@ -102,7 +108,9 @@ fn connection(
     accepted: usize,
 ) -> Result<(OwnedFd, OwnedFd), NetnsError> {
     // The accepted end's address as the connecting end's family spells it.
-    let target = table.sockets[connecting].remote.expect("an established socket's peer");
+    let target = table.sockets[connecting]
+        .remote
+        .expect("an established socket's peer");
     let listed = table.sockets.iter().enumerate().rev().find(|(i, l)| {
         fds[*i].is_some()
             && l.protocol == Protocol::Tcp
@@ -181,10 +189,24 @@ fn bound(index: usize, sk: &Socket, kind: libc::c_int) -> Result<OwnedFd, NetnsE
     }
     // SAFETY: socket returned a new descriptor that nothing else owns.
     let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-    setsockopt(index, &fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1, "SO_REUSEADDR")?;
+    setsockopt(
+        index,
+        &fd,
+        libc::SOL_SOCKET,
+        libc::SO_REUSEADDR,
+        1,
+        "SO_REUSEADDR",
+    )?;
     if family == libc::AF_INET6 {
         let v6only = i32::from(sk.v6only);
-        setsockopt(index, &fd, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, v6only, "IPV6_V6ONLY")?;
+        setsockopt(
+            index,
+            &fd,
+            libc::IPPROTO_IPV6,
+            libc::IPV6_V6ONLY,
+            v6only,
+            "IPV6_V6ONLY",
+        )?;
     }
     options(index, &fd, sk, true)?;
     let (addr, len) = sockaddr(sk.local);
@@ -200,14 +222,35 @@ fn options(index: usize, fd: &OwnedFd, sk: &Socket, new: bool) -> Result<(), Net
     let all = !new;
     if sk.bound_dev_if != 0 || all {
         let dev = sk.bound_dev_if as i32;
-        setsockopt(index, fd, libc::SOL_SOCKET, libc::SO_BINDTOIFINDEX, dev, "SO_BINDTOIFINDEX")?;
+        setsockopt(
+            index,
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_BINDTOIFINDEX,
+            dev,
+            "SO_BINDTOIFINDEX",
+        )?;
     }
     if sk.mark != 0 || all {
-        setsockopt(index, fd, libc::SOL_SOCKET, libc::SO_MARK, sk.mark as i32, "SO_MARK")?;
+        setsockopt(
+            index,
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_MARK,
+            sk.mark as i32,
+            "SO_MARK",
+        )?;
     }
     if sk.priority != 0 || all {
         let priority = sk.priority as i32;
-        setsockopt(index, fd, libc::SOL_SOCKET, libc::SO_PRIORITY, priority, "SO_PRIORITY")?;
+        setsockopt(
+            index,
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_PRIORITY,
+            priority,
+            "SO_PRIORITY",
+        )?;
     }
     Ok(())
 }

@@ -144,12 +144,12 @@ impl Session {
                 None => None,
             };
         let sockets = match &opts.sockets {
-            Some(file) => Some(SocketTable::from_json_file(file).map_err(|e| {
-                DiffError::Load {
+            Some(file) => Some(
+                SocketTable::from_json_file(file).map_err(|e| DiffError::Load {
                     path: file.display().to_string(),
                     message: e.to_string(),
-                }
-            })?),
+                })?,
+            ),
             None => None,
         };
         // Without --fib the kernel side runs in a fresh namespace, as bpfemu models one, so

@@ -122,17 +122,16 @@ fn state(e: &Entry<'_>, protocol: Protocol, connected: bool) -> Result<bool, Soc
         (Protocol::Tcp, Some("listen")) if !connected => Ok(true),
         (Protocol::Tcp, Some("listen")) => Err(e.loc.err("remote", "a listener has no peer")),
         (Protocol::Tcp, Some("established")) if connected => Ok(false),
-        (Protocol::Tcp, Some("established")) => {
-            Err(e.loc.err("remote", "missing (an established socket has a peer)"))
-        }
+        (Protocol::Tcp, Some("established")) => Err(e
+            .loc
+            .err("remote", "missing (an established socket has a peer)")),
         (Protocol::Tcp, None) => Err(e.loc.err("state", "missing (listen or established)")),
         (Protocol::Udp, None) => Ok(false),
         (Protocol::Udp, Some("connected")) if connected => Ok(false),
         (Protocol::Udp, Some("unconnected")) if !connected => Ok(false),
-        (Protocol::Udp, Some(s @ ("connected" | "unconnected"))) => Err(e.loc.err(
-            "state",
-            format!("{s:?} does not agree with `remote`"),
-        )),
+        (Protocol::Udp, Some(s @ ("connected" | "unconnected"))) => Err(e
+            .loc
+            .err("state", format!("{s:?} does not agree with `remote`"))),
         (_, Some(other)) => Err(e.loc.err(
             "state",
             format!(

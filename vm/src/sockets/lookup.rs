@@ -79,9 +79,11 @@ impl SocketTable {
         };
         match protocol {
             Protocol::Tcp => best(sockets(), |sk| established(sk, tuple, dif).then_some(0))
-                .or_else(|| bound_then_wildcard(tuple, |daddr| {
-                    best(sockets(), |sk| listener_score(sk, tuple, daddr, dif))
-                })),
+                .or_else(|| {
+                    bound_then_wildcard(tuple, |daddr| {
+                        best(sockets(), |sk| listener_score(sk, tuple, daddr, dif))
+                    })
+                }),
             Protocol::Udp => bound_then_wildcard(tuple, |daddr| {
                 best(sockets(), |sk| udp_score(sk, tuple, daddr, dif))
             }),
@@ -136,9 +138,7 @@ fn listener_score(sk: &Socket, tuple: &Tuple, daddr: IpAddr, dif: u32) -> Option
     match daddr {
         IpAddr::V4(daddr) => (!sk.ipv6_only() && sk.rcv_saddr4() == daddr)
             .then_some(device + u32::from(sk.family() == AF_INET)),
-        IpAddr::V6(daddr) => {
-            (sk.family() != AF_INET && sk.rcv_saddr6() == daddr).then_some(device)
-        }
+        IpAddr::V6(daddr) => (sk.family() != AF_INET && sk.rcv_saddr6() == daddr).then_some(device),
     }
 }
 

@@ -3,6 +3,7 @@
 
 use super::determinism::{Clock, Prandom};
 use super::frame::{Refusal, XdpFrame};
+use super::helpers::socket::SocketRegions;
 use super::helpers::{RunState, XdpEnv, maps::FOR_EACH_KEY_REGION};
 use super::kfuncs::{KfuncNames, KfuncResolver, ResolvedKfunc};
 use super::prepare::{PrepareError, prepare};
@@ -10,11 +11,10 @@ use crate::coverage::Coverage;
 use crate::engine::{Engine, Executable};
 use crate::error::VmError;
 use crate::fib::Fib;
-use crate::sockets::SocketTable;
-use super::helpers::socket::SocketRegions;
 use crate::interp::{DEFAULT_INSN_BUDGET, Interpreter, Options, PreparedProgram};
 use crate::maps::{Errno, MapEnv, MapError, MapName, MapSpec, Maps};
 use crate::memory::{Memory, RegionKind};
+use crate::sockets::SocketTable;
 use crate::taint::{TaintSource, TaintState};
 use bpfemu_isa::{Program, RawInsn};
 use std::collections::BTreeMap;
