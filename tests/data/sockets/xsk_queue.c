@@ -34,7 +34,7 @@ int xsk_queue(struct xdp_md *ctx)
 		ret += *(volatile __u16 *)&sk->type;
 		bpf_sk_release(sk);
 	}
-	return ret & 3;
+	return ret;
 }
 
 char _license[] SEC("license") = "GPL";

@@ -30,9 +30,12 @@
 //! `bpf_skc_lookup_tcp` returns), `SO_REUSEPORT` groups (the kernel picks a member by a
 //! hash with a per-boot secret), sockets of other namespaces (a `netns_id` other than
 //! `BPF_F_CURRENT_NETNS` finds nothing, as in a namespace that has given no other namespace an
-//! id), and the kernel's own quirk of a narrow load whose size is at least the kernel field's
-//! at an offset inside the `bpf_sock` field (e.g. a 2-byte load at `family + 2` gives the
-//! family in the kernel, 0 here).
+//! id).
+//!
+//! The image [`Socket::bpf_sock`] answers every load the verifier lets through as the
+//! kernel's rewritten load of `struct sock` does: the narrow-readable fields are read at their
+//! first byte only (an address at any byte), and a kernel field narrower than its `bpf_sock`
+//! field reads as zero-extended.
 //!
 //! # File format (`--sockets FILE`)
 //! A JSON object with the list `sockets`:
