@@ -1,7 +1,7 @@
 //! The socket lookups against the kernel: `tests/data/sockets/sk_lookup.o` looks up the
 //! tuple of each packet (`bpf_sk_lookup_tcp`, `bpf_sk_lookup_udp`, `bpf_skc_lookup_tcp`, with
-//! good and bad sizes, flags and namespace ids) and writes every field of the socket found
-//! into a map and the packet. `bpfemu::diff::Session` runs it with a `--sockets` table: bpfemu
+//! good and bad sizes, flags and namespace ids), writes every field of the socket found
+//! into a map and the packet, and asks `bpf_tcp_check_syncookie` about the segment. `bpfemu::diff::Session` runs it with a `--sockets` table: bpfemu
 //! searches the table, the kernel the same sockets opened for real (listeners, accepted and
 //! connecting ends of TCP connections, bound and connected UDP sockets, IPv4, IPv6,
 //! dual-stack and IPv4-mapped) in the private namespace whose loopback is the test device.
@@ -59,9 +59,9 @@ const TABLE: &str = r#"{"sockets": [
 const TCP: u8 = 6;
 const UDP: u8 = 17;
 
-/// An Ethernet frame from `src` to `dst` (TCP or UDP), whose source MAC's last byte is the
-/// program's mode.
-fn frame(proto: u8, src: &str, dst: &str, mode: u8) -> Vec<u8> {
+/// An Ethernet frame from `src` to `dst` (TCP with `tcp_flags`, or UDP), whose source MAC's
+/// last byte is the program's mode.
+fn frame(proto: u8, src: &str, dst: &str, mode: u8, tcp_flags: u8) -> Vec<u8> {
     let (src, dst): (SocketAddr, SocketAddr) = (src.parse().unwrap(), dst.parse().unwrap());
     let mut out = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, mode];
     let l4_len = if proto == TCP { 20 } else { 8 };
@@ -82,8 +82,10 @@ fn frame(proto: u8, src: &str, dst: &str, mode: u8) -> Vec<u8> {
     out.extend_from_slice(&src.port().to_be_bytes());
     out.extend_from_slice(&dst.port().to_be_bytes());
     if proto == TCP {
-        // seq, ack, data offset 5, flags ACK, window, checksum, urgent
-        out.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x10, 0xff, 0xff, 0, 0, 0, 0]);
+        // seq, ack, data offset 5, flags, window, checksum, urgent
+        out.extend_from_slice(&[
+            0, 0, 0, 1, 0, 0, 0, 2, 0x50, tcp_flags, 0xff, 0xff, 0, 0, 0, 0,
+        ]);
     } else {
         out.extend_from_slice(&[0, 8, 0, 0]);
     }
@@ -139,6 +141,16 @@ const TUPLES: &[(u8, &str, &str)] = &[
     (UDP, "127.0.0.9:1234", "127.0.0.1:80"),
 ];
 
+/// The program's modes (the lookups with good and bad arguments; then
+/// `bpf_tcp_check_syncookie` with good, short IP and short TCP headers), each with the TCP
+/// flags of the segments: ACK for the lookups; for the cookie check a bare ACK, SYN, SYN-ACK,
+/// RST-ACK and no flag.
+fn runs() -> Vec<(u8, u8)> {
+    let lookups = (0..=5).map(|mode| (mode, 0x10));
+    let cookies = (6..=8).flat_map(|mode| [0x10, 0x02, 0x12, 0x14, 0x00].map(|f| (mode, f)));
+    lookups.chain(cookies).collect()
+}
+
 #[test]
 fn socket_lookups_match_kernel_with_the_same_sockets() {
     if !kernel_or_skip("socket_lookups_match_kernel_with_the_same_sockets") {
@@ -157,9 +169,9 @@ fn socket_lookups_match_kernel_with_the_same_sockets() {
     let mut failures = Vec::new();
     let mut found = 0;
     let mut index = 0;
-    for mode in 0..=5u8 {
+    for (mode, tcp_flags) in runs() {
         for &(proto, src, dst) in TUPLES {
-            let packet = frame(proto, src, dst, mode);
+            let packet = frame(proto, src, dst, mode, tcp_flags);
             let cmp = session.run_packet(index, &packet);
             index += 1;
             if let Outcome::Ran { retval: 2, .. } = cmp.kernel {
@@ -167,7 +179,7 @@ fn socket_lookups_match_kernel_with_the_same_sockets() {
             }
             if cmp.is_notable() {
                 failures.push(format!(
-                    "mode {mode} {proto} {src} -> {dst}: {}",
+                    "mode {mode}, TCP flags {tcp_flags:#x}, {proto} {src} -> {dst}: {}",
                     format_packet(&cmp)
                 ));
             }
@@ -175,7 +187,10 @@ fn socket_lookups_match_kernel_with_the_same_sockets() {
         // `seen` holds 64 slots: compare before they are written again.
         for report in session.compare_maps().unwrap() {
             if !report.mismatches.is_empty() || !report.not_compared_fields.is_empty() {
-                failures.push(format!("mode {mode}: {}", format_map(&report)));
+                failures.push(format!(
+                    "mode {mode}, TCP flags {tcp_flags:#x}: {}",
+                    format_map(&report)
+                ));
             }
         }
     }

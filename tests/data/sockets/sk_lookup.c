@@ -3,7 +3,8 @@
 // chosen by the last byte of the Ethernet source address (`MODE_*`), and every field of the
 // socket found (or zeros and `found = 0`) is written into the next slot of `seen`; the action
 // says whether a socket was found (PASS) or not (DROP), and the packet's first 4 bytes get
-// the socket's state and family when one was.
+// the socket's state and family when one was. The MODE_SYNCOOKIE* modes also ask
+// bpf_tcp_check_syncookie about the packet's headers and the TCP socket found.
 // Rebuild (in this directory): clang-19 -O2 -g -target bpf -mcpu=v3
 //   -I/usr/include/x86_64-linux-gnu -fdebug-prefix-map=$PWD=. -c sk_lookup.c
 #include <linux/bpf.h>
@@ -23,6 +24,11 @@ enum {
 	MODE_FLAGS = 3,    /* flags 1 */
 	MODE_NETNS0 = 4,   /* netns_id 0: a namespace by id */
 	MODE_NETNS_U32 = 5, /* netns_id 0xffffffff: the current one, as a u32 */
+	/* bpf_tcp_check_syncookie on the socket MODE_SK found: with the packet's IP and TCP
+	 * headers, a short IP header (8 bytes) or a short TCP header (12 bytes). */
+	MODE_SYNCOOKIE = 6,
+	MODE_SYNCOOKIE_SHORT_IP = 7,
+	MODE_SYNCOOKIE_SHORT_TCP = 8,
 };
 
 struct seen {
@@ -35,6 +41,7 @@ struct seen {
 	__s32 rx_queue_mapping;
 	/* narrow loads */
 	__u32 family8, src_port16, dst_ip4_byte2, src_ip6_half1, dst_port_byte1;
+	__s64 syncookie;
 };
 
 struct {
@@ -75,6 +82,35 @@ static __always_inline void common_fields(struct seen *s, struct bpf_sock *sk)
 	s->dst_port_byte1 = *((volatile __u8 *)&sk->dst_port + 1);
 }
 
+/* bpf_tcp_check_syncookie as `mode` asks, on the headers after `eth`. */
+static __always_inline long check_syncookie(struct bpf_sock *sk, struct ethhdr *eth,
+					    void *data_end, __u32 tuple_size, __u32 mode)
+{
+	void *iph = eth + 1;
+
+	if (tuple_size == sizeof(((struct bpf_sock_tuple *)0)->ipv4)) {
+		struct tcphdr *th = iph + sizeof(struct iphdr);
+
+		if ((void *)(th + 1) > data_end)
+			return 1;
+		if (mode == MODE_SYNCOOKIE_SHORT_IP)
+			return bpf_tcp_check_syncookie(sk, iph, 8, th, sizeof(*th));
+		if (mode == MODE_SYNCOOKIE_SHORT_TCP)
+			return bpf_tcp_check_syncookie(sk, iph, sizeof(struct iphdr), th, 12);
+		return bpf_tcp_check_syncookie(sk, iph, sizeof(struct iphdr), th, sizeof(*th));
+	} else {
+		struct tcphdr *th = iph + sizeof(struct ipv6hdr);
+
+		if ((void *)(th + 1) > data_end)
+			return 1;
+		if (mode == MODE_SYNCOOKIE_SHORT_IP)
+			return bpf_tcp_check_syncookie(sk, iph, 8, th, sizeof(*th));
+		if (mode == MODE_SYNCOOKIE_SHORT_TCP)
+			return bpf_tcp_check_syncookie(sk, iph, sizeof(struct ipv6hdr), th, 12);
+		return bpf_tcp_check_syncookie(sk, iph, sizeof(struct ipv6hdr), th, sizeof(*th));
+	}
+}
+
 static __always_inline void full_fields(struct seen *s, struct bpf_sock *sk)
 {
 	s->bound_dev_if = sk->bound_dev_if;
@@ -95,7 +131,7 @@ int sk_lookup(struct xdp_md *ctx)
 	void *data_end = (void *)(long)ctx->data_end;
 	struct ethhdr *eth = data;
 	struct bpf_sock_tuple tuple = {};
-	__u32 size, zero = 0, *slot, mode;
+	__u32 size, tuple_size, zero = 0, *slot, mode;
 	__u8 proto;
 	void *l4;
 	struct bpf_sock *sk = 0;
@@ -138,6 +174,7 @@ int sk_lookup(struct xdp_md *ctx)
 		tuple.ipv6.sport = ((struct udphdr *)l4)->source;
 		tuple.ipv6.dport = ((struct udphdr *)l4)->dest;
 	}
+	tuple_size = size;
 	if (mode == MODE_BAD_SIZE)
 		size += 1;
 	if (mode == MODE_FLAGS)
@@ -177,6 +214,8 @@ int sk_lookup(struct xdp_md *ctx)
 	s->found = 1;
 	common_fields(s, sk);
 	full_fields(s, sk);
+	if (proto == IPPROTO_TCP && mode >= MODE_SYNCOOKIE)
+		s->syncookie = check_syncookie(sk, eth, data_end, tuple_size, mode);
 	bpf_sk_release(sk);
 found:
 	if (data + 4 > data_end)

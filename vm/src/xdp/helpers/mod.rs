@@ -86,6 +86,7 @@ helpers! {
     SPIN_LOCK => misc::spin_lock,
     SPIN_UNLOCK => misc::spin_unlock,
     SKC_LOOKUP_TCP => socket::skc_lookup_tcp,
+    TCP_CHECK_SYNCOOKIE => socket::tcp_check_syncookie,
     JIFFIES64 => misc::jiffies64,
     KTIME_GET_BOOT_NS => misc::ktime_get_ns,
     RINGBUF_OUTPUT => events::ringbuf_output,
