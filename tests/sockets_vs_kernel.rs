@@ -11,7 +11,7 @@
 //! Skipped with a message when bpf() is out of reach, unless `BPFEMU_REQUIRE_KERNEL=1`.
 
 use bpfemu::diff::{DiffOptions, Outcome, Session, format_map, format_packet};
-use bpfemu_conformance::libbpf::kernel_or_skip;
+use bpfemu_conformance::libbpf::{XdpMd, kernel_or_skip};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
@@ -21,7 +21,8 @@ fn root() -> PathBuf {
 
 /// The namespace: its loopback up, with its usual addresses (connections need it).
 const LOOPBACK_UP: &str = r#"{"interfaces": [
-    {"ifindex": 1, "name": "lo", "mtu": 65536, "addrs": ["127.0.0.1/8", "::1/128"]}
+    {"ifindex": 1, "name": "lo", "mtu": 65536, "addrs": ["127.0.0.1/8", "::1/128"]},
+    {"ifindex": 2, "name": "eth0", "mac": "02:00:00:00:00:01", "addrs": ["192.0.2.10/24"]}
 ]}"#;
 
 /// The sockets both sides search.
@@ -53,7 +54,10 @@ const TABLE: &str = r#"{"sockets": [
     {"protocol": "udp", "local": "[::1]:53"},
     {"protocol": "udp", "local": "[::]:54"},
     {"protocol": "udp", "local": "[::1]:5353", "remote": "[::1]:9999", "dev": 1},
-    {"protocol": "udp", "local": "[::ffff:127.0.0.1]:5355"}
+    {"protocol": "udp", "local": "[::ffff:127.0.0.1]:5355"},
+    {"protocol": "udp", "local": "127.0.0.1:7777", "mark": 1},
+    {"protocol": "udp", "local": "127.0.0.1:7777", "mark": 2},
+    {"protocol": "udp", "local": "127.0.0.1:7778", "dev": 2}
 ]}"#;
 
 const TCP: u8 = 6;
@@ -139,6 +143,9 @@ const TUPLES: &[(u8, &str, &str)] = &[
     (UDP, "127.0.0.9:1234", "127.0.0.1:5355"),
     (UDP, "[::1]:1234", "[::ffff:127.0.0.1]:5355"),
     (UDP, "127.0.0.9:1234", "127.0.0.1:80"),
+    // equal scores: the socket bound last; a socket bound to another device
+    (UDP, "127.0.0.9:1234", "127.0.0.1:7777"),
+    (UDP, "127.0.0.9:1234", "127.0.0.1:7778"),
 ];
 
 /// The program's modes (the lookups with good and bad arguments; then
@@ -150,6 +157,11 @@ fn runs() -> Vec<(u8, u8)> {
     let cookies = (6..=8).flat_map(|mode| [0x10, 0x02, 0x12, 0x14, 0x00].map(|f| (mode, f)));
     lookups.chain(cookies).collect()
 }
+
+/// The devices packets arrive on: test_run's default (the loopback), then `eth0` (through
+/// an `xdp_md`), where the sockets bound to the loopback are not found and the one bound to
+/// `eth0` is.
+const INGRESS: [Option<u32>; 2] = [None, Some(2)];
 
 #[test]
 fn socket_lookups_match_kernel_with_the_same_sockets() {
@@ -169,17 +181,26 @@ fn socket_lookups_match_kernel_with_the_same_sockets() {
     let mut failures = Vec::new();
     let mut found = 0;
     let mut index = 0;
-    for (mode, tcp_flags) in runs() {
+    let all = INGRESS
+        .iter()
+        .flat_map(|&ingress| runs().into_iter().map(move |r| (ingress, r)));
+    for (ingress, (mode, tcp_flags)) in all {
         for &(proto, src, dst) in TUPLES {
             let packet = frame(proto, src, dst, mode, tcp_flags);
-            let cmp = session.run_packet(index, &packet);
+            let cmp = match ingress {
+                None => session.run_packet(index, &packet),
+                Some(dev) => {
+                    let md = XdpMd::new(packet.len(), 0, dev, 0);
+                    session.run_packet_ctx(index, &packet, Some(&md))
+                }
+            };
             index += 1;
             if let Outcome::Ran { retval: 2, .. } = cmp.kernel {
                 found += 1;
             }
             if cmp.is_notable() {
                 failures.push(format!(
-                    "mode {mode}, TCP flags {tcp_flags:#x}, {proto} {src} -> {dst}: {}",
+                    "ingress {ingress:?}, mode {mode}, TCP flags {tcp_flags:#x}, {proto} {src} -> {dst}: {}",
                     format_packet(&cmp)
                 ));
             }
@@ -188,7 +209,7 @@ fn socket_lookups_match_kernel_with_the_same_sockets() {
         for report in session.compare_maps().unwrap() {
             if !report.mismatches.is_empty() || !report.not_compared_fields.is_empty() {
                 failures.push(format!(
-                    "mode {mode}, TCP flags {tcp_flags:#x}: {}",
+                    "ingress {ingress:?}, mode {mode}, TCP flags {tcp_flags:#x}: {}",
                     format_map(&report)
                 ));
             }
