@@ -2,7 +2,8 @@
 //! that the kernel's socket lookups in `BPF_PROG_TEST_RUN` (which searches that namespace:
 //! the test device is its loopback) find what bpfemu's table describes.
 //!
-//! Sockets are created in the table's order (the kernel's hash chains put the newest first,
+//! Every socket is given `SO_REUSEADDR` before it binds (so a table may hold two UDP sockets
+//! on one address, as daemons that set it can). Sockets are created in the table's order (the kernel's hash chains put the newest first,
 //! which decides ties). A listener is bound and listens; a UDP socket is bound, and connected
 //! when it has a peer. An established TCP socket is made with its peer, which the table must
 //! list too: the connecting end binds its `local` address and connects to the accepted end's
