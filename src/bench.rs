@@ -61,6 +61,9 @@ pub struct BenchOptions {
     /// Routing tables for bpf_fib_lookup (as for replay and diff).
     #[arg(long, value_name = "FILE")]
     pub fib: Option<PathBuf>,
+    /// The sockets bpf_sk_lookup_tcp/udp find (as for replay and diff).
+    #[arg(long, value_name = "FILE")]
+    pub sockets: Option<PathBuf>,
     /// How many packets to run: the capture's, cycled (or cut) to this many.
     #[arg(long, default_value_t = 1_000_000)]
     pub packets: usize,
@@ -245,6 +248,7 @@ fn kernel_session(prepared: &Arc<Prepared>, opts: &BenchOptions) -> Result<Sessi
         program: opts.program.clone(),
         load: opts.load.clone(),
         fib: opts.fib.clone(),
+        sockets: opts.sockets.clone(),
         no_verify: opts.no_verify,
         ..DiffOptions::new(&opts.object)
     };
@@ -280,6 +284,7 @@ fn bpfemu_replayer(
         program: opts.program.clone(),
         maps: opts.maps.clone(),
         fib: opts.fib.clone(),
+        sockets: opts.sockets.clone(),
         load: opts.load.clone(),
         cpus,
         ifindex: 1,

@@ -31,6 +31,9 @@
 //!   are its ifindexes, and the loopback is its own. The namespace is deleted when the
 //!   session drops. Without a FIB the kernel side runs in a fresh namespace (the loopback alone,
 //!   `Fib::fresh_netns`), which is what bpfemu answers from then.
+//! - **Sockets**: with [`DiffOptions::sockets`] the same socket table is bpfemu's and, opened
+//!   as real sockets in that namespace ([`bpfemu_kernel::sockets`]), the kernel's: the socket
+//!   lookups of both sides search the same sockets. Without it neither side has any.
 //! - **Per-CPU state**: bpfemu runs with as many virtual CPUs as the kernel has possible CPUs
 //!   (so per-CPU values have the same number of copies, each padded to 8 bytes) and runs every
 //!   packet on CPU 0; the [`Session`] pins the calling thread to CPU 0 while it lives, so the
@@ -91,14 +94,16 @@ use bpfemu_isa::RawInsn;
 use bpfemu_isa::uapi::*;
 use bpfemu_jit::Engine;
 use bpfemu_kernel::events::KernelEvents;
-use bpfemu_kernel::netns::{Entered, HeldNetns, Netns};
+use bpfemu_kernel::netns::{Entered, HeldNetns, Netns, NetnsError};
 use bpfemu_kernel::object::{InitialEntries, KernelLoadOptions, KernelObject, KernelObjectError};
+use bpfemu_kernel::sockets::OpenSockets;
 use bpfemu_kernel::verifier_error_line;
 use bpfemu_kernel::{self as kernel, BPF_PROG_TYPE_XDP};
 use bpfemu_kernel::{self as kbpf, CpuPin, TestRunOutput, XdpMd};
 use bpfemu_loader::btf::json::{self as mapjson, MapContents, MapValue};
 use bpfemu_loader::btf::{Btf, BtfKind, TypeId};
 use bpfemu_loader::{LoadOptions, Object};
+use bpfemu_vm::sockets::SocketTable;
 use bpfemu_vm::taint::TaintSource;
 use bpfemu_vm::xdp::{PacketError, PacketMeta, PacketTaint, XdpAction, XdpOutcome, XdpRuntime};
 use serde::Serialize;

@@ -49,6 +49,11 @@ pub struct RunIdentity {
     /// The `--fib` file's name and digest.
     pub fib: Option<String>,
     pub fib_sha256: Option<String>,
+    /// The `--sockets` file's name and digest (absent from recordings made without one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sockets: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sockets_sha256: Option<String>,
     /// `--map-size NAME=N`.
     pub map_sizes: BTreeMap<String, u32>,
 }
@@ -90,6 +95,11 @@ impl RunIdentity {
                 "--fib",
                 (&self.fib, &self.fib_sha256),
                 (&now.fib, &now.fib_sha256),
+            ),
+            (
+                "--sockets",
+                (&self.sockets, &self.sockets_sha256),
+                (&now.sockets, &now.sockets_sha256),
             ),
         ] {
             if digest != now_digest {
@@ -408,6 +418,8 @@ impl Checker {
                 maps_sha256: None,
                 fib: None,
                 fib_sha256: None,
+                sockets: None,
+                sockets_sha256: None,
                 map_sizes: BTreeMap::new(),
             },
             trailer: None,
@@ -728,6 +740,8 @@ mod tests {
             maps_sha256: None,
             fib: None,
             fib_sha256: None,
+            sockets: None,
+            sockets_sha256: None,
             map_sizes: BTreeMap::new(),
         };
         assert!(run.changes(&run).is_empty());

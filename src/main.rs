@@ -90,7 +90,7 @@ enum Command {
     /// exit 1 when a test fails, 2 on bad input.
     Test(Box<TestArgs>),
     /// Measure bpfemu's speed over a capture against the kernel's on the same packets.
-    Bench(BenchArgs),
+    Bench(Box<BenchArgs>),
     /// Compare bpfemu with the running kernel: every packet of a capture through both
     /// (BPF_PROG_TEST_RUN), then every map; or, with --verifier, the kernel's verdicts.
     Diff(Box<DiffArgs>),
@@ -164,7 +164,7 @@ struct DiffArgs {
     #[arg(long)]
     json: bool,
     /// Load every program in the kernel and report its verifier verdict, beside bpfemu's.
-    #[arg(long, conflicts_with_all = ["pcap", "maps", "program", "fib"])]
+    #[arg(long, conflicts_with_all = ["pcap", "maps", "program", "fib", "sockets"])]
     verifier: bool,
     #[command(flatten)]
     load: LoadArgs,
@@ -288,11 +288,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             opts.load = load.options();
             Ok(ExitCode::from(bpfemu::packet_fuzz::fuzz(&opts)?))
         }
-        Command::Bench(BenchArgs {
-            mut opts,
-            json,
-            load,
-        }) => {
+        Command::Bench(args) => {
+            let BenchArgs {
+                mut opts,
+                json,
+                load,
+            } = *args;
             opts.load = load.options();
             opts.progress = stderr_is_terminal();
             let report = bpfemu::bench::bench(&opts)?;

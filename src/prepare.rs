@@ -24,6 +24,7 @@ use bpfemu_jit::Engine;
 use bpfemu_loader::{Kernel, LoadOptions, Object, ProgramSpec};
 use bpfemu_verifier::{Options, Verdict};
 use bpfemu_vm::fib::Fib;
+use bpfemu_vm::sockets::SocketTable;
 use bpfemu_vm::xdp::{XdpConfig, XdpRuntime};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -95,6 +96,8 @@ pub struct RunSetup<'a> {
     pub seed: u64,
     /// The routing state `bpf_fib_lookup` sees.
     pub fib: Option<Fib>,
+    /// The sockets `bpf_sk_lookup_tcp` and its kin find (`--sockets`).
+    pub sockets: Option<SocketTable>,
     /// `--maps`: the maps' contents before the first packet.
     pub maps: Option<&'a Path>,
     /// `--no-verify`: run a program bpfemu's verifier rejects (checked engines only).
@@ -199,6 +202,7 @@ impl Prepared {
             cpus: setup.cpus.max(1),
             seed: setup.seed,
             fib: setup.fib.clone(),
+            sockets: setup.sockets.clone(),
             ..XdpConfig::default()
         };
         let mut runtime = crate::vm_runtime::build_runtime(&self.object, config)

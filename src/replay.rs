@@ -60,6 +60,9 @@ pub struct ReplayOptions {
     /// Routing and neighbour tables for bpf_fib_lookup (JSON).
     #[arg(long, value_name = "FILE")]
     pub fib: Option<PathBuf>,
+    /// The sockets bpf_sk_lookup_tcp/udp find (JSON).
+    #[arg(long, value_name = "FILE")]
+    pub sockets: Option<PathBuf>,
     /// Initial map contents (JSON: typed by BTF as bpftool shows them, or raw hex pairs).
     #[arg(long, value_name = "FILE")]
     pub maps: Option<PathBuf>,
@@ -457,11 +460,16 @@ impl Replayer {
             Some(file) => Some(bpfemu_vm::fib::Fib::from_json_file(file)?),
             None => None,
         };
+        let sockets = match &opts.sockets {
+            Some(file) => Some(bpfemu_vm::sockets::SocketTable::from_json_file(file)?),
+            None => None,
+        };
         let setup = RunSetup {
             engine: opts.engine,
             cpus: opts.cpus,
             seed: opts.seed,
             fib,
+            sockets,
             maps: opts.maps.as_deref(),
             no_verify: opts.no_verify,
         };
@@ -827,6 +835,7 @@ fn run_identity(opts: &ReplayOptions, program: &str) -> Result<RunIdentity> {
     };
     let (maps, maps_sha256) = optional(&opts.maps)?;
     let (fib, fib_sha256) = optional(&opts.fib)?;
+    let (sockets, sockets_sha256) = optional(&opts.sockets)?;
     Ok(RunIdentity {
         object: file_name(&opts.object),
         object_sha256: digest(&opts.object)?,
@@ -840,6 +849,8 @@ fn run_identity(opts: &ReplayOptions, program: &str) -> Result<RunIdentity> {
         maps_sha256,
         fib,
         fib_sha256,
+        sockets,
+        sockets_sha256,
         map_sizes: opts.load.map_sizes.clone(),
     })
 }

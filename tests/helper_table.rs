@@ -28,7 +28,6 @@ const VERIFIED_NOT_RUN: &[i32] = &[
     id::CURRENT_TASK_UNDER_CGROUP,
     id::PERF_EVENT_READ_VALUE,
     id::GET_CURRENT_CGROUP_ID,
-    id::TCP_CHECK_SYNCOOKIE,
     id::STRTOL,
     id::STRTOUL,
     id::SEND_SIGNAL,

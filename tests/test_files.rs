@@ -470,3 +470,39 @@ fn filter_runs_the_tests_it_names_and_none_is_no_pass() {
     let out = bpfemu(&["test", "--filter", "no test has this name", &file]);
     assert_exit(&out, 2);
 }
+
+/// A test file's `sockets` table: the socket lookups of `tests/data/sockets/sk_lookup.o`
+/// find its sockets in bpfemu (each engine) and, with `--kernel`, the same sockets opened for real in the
+/// kernel side's namespace, with the expectations of the file either way.
+#[test]
+fn a_socket_table_in_a_test_file_holds_in_bpfemu_and_the_kernel() {
+    let file = root().join("tests/data/sockets/sk_lookup.toml");
+    let file = file.to_str().unwrap();
+    // Every engine reads the sockets' `struct bpf_sock` (the trusted ones from host memory).
+    for engine in [
+        "interp",
+        "jit",
+        "jit-trusted",
+        "jit-baseline",
+        "jit-baseline-checked",
+    ] {
+        let out = bpfemu(&["test", "--engine", engine, file]);
+        assert_exit(&out, 0);
+        let text = stdout(&out);
+        assert!(
+            text.contains("test result: ok. 4 passed; 0 failed"),
+            "{engine}: {text}"
+        );
+    }
+    if !kernel_or_skip("a_socket_table_in_a_test_file_holds_in_bpfemu_and_the_kernel") {
+        return;
+    }
+    let out = bpfemu(&["test", "--kernel", file]);
+    assert_exit(&out, 0);
+    let text = stdout(&out);
+    assert!(
+        text.contains("test result: ok. 4 passed; 0 failed"),
+        "{text}"
+    );
+    assert!(!text.contains("kernel skipped"), "{text}");
+}

@@ -17,7 +17,7 @@
 use crate::helpers::id::{GET_SMP_PROCESSOR_ID, MAP_LOOKUP_ELEM};
 use crate::uapi::{
     BPF_MAP_TYPE_ARRAY, BPF_MAP_TYPE_HASH, BPF_MAP_TYPE_LRU_HASH, BPF_MAP_TYPE_PERCPU_ARRAY,
-    BPF_MAP_TYPE_PERCPU_HASH,
+    BPF_MAP_TYPE_PERCPU_HASH, BPF_MAP_TYPE_XSKMAP,
 };
 
 /// A helper call the kernel rewrites.
@@ -52,6 +52,8 @@ pub enum InlinedLookup {
     PerCpuHash,
     /// `BPF_MAP_TYPE_LRU_HASH`: a hit also sets the element's reference bit.
     LruHash,
+    /// `BPF_MAP_TYPE_XSKMAP`: the socket pointer of the slot (`xsk_map_gen_lookup`).
+    XskMap,
 }
 
 impl InlinedLookup {
@@ -63,6 +65,7 @@ impl InlinedLookup {
             BPF_MAP_TYPE_PERCPU_HASH => Some(InlinedLookup::PerCpuHash),
             BPF_MAP_TYPE_PERCPU_ARRAY => Some(InlinedLookup::PerCpuArray),
             BPF_MAP_TYPE_LRU_HASH => Some(InlinedLookup::LruHash),
+            BPF_MAP_TYPE_XSKMAP => Some(InlinedLookup::XskMap),
             _ => None,
         }
     }

@@ -16,8 +16,11 @@
 //!   arrays), as user-space consumers read them.
 //! - [`netns`] builds private network namespaces (one from a FIB file) for the comparisons
 //!   that depend on routes, neighbours and devices.
+//! - [`sockets`] opens the sockets of a socket table in a namespace, for the comparisons of
+//!   the socket lookups.
 //!
-//! `unsafe` is confined to this crate's FFI (the syscall, `mmap` of the event rings, `setns`);
+//! `unsafe` is confined to this crate's FFI (the syscall, `mmap` of the event rings, `setns`,
+//! the socket calls);
 //! each block says why it holds.
 //!
 //! ```no_run
@@ -38,3 +41,4 @@ pub use syscall::*;
 pub mod events;
 pub mod netns;
 pub mod object;
+pub mod sockets;

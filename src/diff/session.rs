@@ -34,6 +34,10 @@ pub struct DiffOptions {
     /// same ifindexes, addresses, routes, neighbours), where the kernel side runs.
     #[arg(long, value_name = "FILE")]
     pub fib: Option<PathBuf>,
+    /// The sockets bpf_sk_lookup_tcp/udp find (JSON): bpfemu's table, and for the kernel the
+    /// same sockets opened in the namespace where the kernel side runs.
+    #[arg(long, value_name = "FILE")]
+    pub sockets: Option<PathBuf>,
     /// Compare the program even if bpfemu's verifier rejects it (bpfemu's side in checked mode).
     #[arg(long)]
     pub no_verify: bool,
@@ -82,6 +86,8 @@ pub struct Session {
 /// by any signal leaves nothing in /run/netns, and this thread inside it (fields drop in this
 /// order).
 pub(super) struct FibNamespace {
+    /// `--sockets`' sockets, opened inside.
+    _sockets: Option<OpenSockets>,
     _inside: Entered,
     _netns: HeldNetns,
 }
@@ -137,6 +143,15 @@ impl Session {
                 })?),
                 None => None,
             };
+        let sockets = match &opts.sockets {
+            Some(file) => Some(
+                SocketTable::from_json_file(file).map_err(|e| DiffError::Load {
+                    path: file.display().to_string(),
+                    message: e.to_string(),
+                })?,
+            ),
+            None => None,
+        };
         // Without --fib the kernel side runs in a fresh namespace, as bpfemu models one, so
         // that neither side depends on the host's devices and routes.
         let namespace = {
@@ -152,7 +167,27 @@ impl Session {
                 .and_then(Netns::into_held)
                 .map_err(ns_err)?;
             let inside = netns.enter().map_err(ns_err)?;
+            let opened = sockets
+                .as_ref()
+                .map(OpenSockets::open)
+                .transpose()
+                .map_err(|e| match &fib {
+                    Some(_) => e,
+                    None => NetnsError(format!(
+                        "{} (without --fib the namespace's loopback is down: give a FIB \
+                         whose lo is up, with its addresses)",
+                        e.0
+                    )),
+                })
+                .map_err(|source| DiffError::Namespace {
+                    path: opts
+                        .sockets
+                        .as_ref()
+                        .map_or_else(String::new, |f| f.display().to_string()),
+                    source,
+                })?;
             Some(FibNamespace {
+                _sockets: opened,
                 _inside: inside,
                 _netns: netns,
             })
@@ -198,6 +233,7 @@ impl Session {
                 cpus,
                 seed,
                 fib: fib.clone(),
+                sockets: sockets.clone(),
                 maps: None,
                 no_verify: opts.no_verify,
             };

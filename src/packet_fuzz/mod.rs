@@ -57,6 +57,9 @@ pub struct FuzzOptions {
     /// Routing and neighbour tables for bpf_fib_lookup (JSON, as for replay).
     #[arg(long, value_name = "FILE")]
     pub fib: Option<PathBuf>,
+    /// The sockets bpf_sk_lookup_tcp/udp find (JSON, as for replay).
+    #[arg(long, value_name = "FILE")]
+    pub sockets: Option<PathBuf>,
     /// Packets to start from (pcap or pcapng); default: generated traffic.
     #[arg(long, value_name = "PCAP")]
     pub seeds: Option<PathBuf>,
@@ -107,6 +110,7 @@ impl FuzzOptions {
             cpus: 1,
             seed: self.seed,
             fib: self.fib.clone(),
+            sockets: self.sockets.clone(),
             maps: self.maps.clone(),
             load: self.load.clone(),
             no_verify: self.no_verify,

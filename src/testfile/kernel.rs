@@ -18,6 +18,7 @@ pub fn observe(case: &Case, run: &CaseRun, opts: &TestOptions) -> Result<Observe
         program: case.program.clone(),
         engine: opts.engine,
         fib: case.fib.clone(),
+        sockets: case.sockets.clone(),
         load: opts.load.clone(),
         ..DiffOptions::default()
     };

@@ -349,6 +349,7 @@ fn run_bpfemu(
         pinned_cpu: Some(0),
         rxq: Some(0),
         fib: case.fib.clone(),
+        sockets: case.sockets.clone(),
         load: opts.load.clone(),
         ..ReplayOptions::default()
     };

@@ -18,6 +18,8 @@ pub struct Case {
     pub program: Option<String>,
     /// Routing and neighbour tables for bpf_fib_lookup (a `--fib` JSON file).
     pub fib: Option<PathBuf>,
+    /// The sockets bpf_sk_lookup_tcp/udp find (a `--sockets` JSON file).
+    pub sockets: Option<PathBuf>,
     /// Virtual CPUs of bpfemu's run (a cpumap needs its CPUs); packets run on CPU 0.
     pub cpus: u32,
     /// Why the kernel cannot run this test (`--kernel` skips it and says so).
@@ -136,6 +138,7 @@ const TEST_KEYS: &[&str] = &[
     "object",
     "program",
     "fib",
+    "sockets",
     "cpus",
     "maps",
     "packet",
@@ -173,6 +176,15 @@ fn read_case(table: &Table, dir: &Path, index: usize) -> Result<Case, String> {
         None => None,
         Some(Value::String(s)) => Some(dir.join(s)),
         Some(_) => return Err(within("fib: a FIB file's path (a string)".into())),
+    };
+    let sockets = match obj.get("sockets") {
+        None => None,
+        Some(Value::String(s)) => Some(dir.join(s)),
+        Some(_) => {
+            return Err(within(
+                "sockets: a socket table file's path (a string)".into(),
+            ));
+        }
     };
     let cpus = match obj.get("cpus") {
         None => 1,
@@ -219,6 +231,7 @@ fn read_case(table: &Table, dir: &Path, index: usize) -> Result<Case, String> {
         object,
         program,
         fib,
+        sockets,
         cpus,
         kernel_skip,
         maps,

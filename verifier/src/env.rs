@@ -27,6 +27,9 @@ pub struct InsnAux {
     pub calls_callback: bool,
     /// The instruction's ctx access, for the ctx conversion in the fixups.
     pub ctx_access: Option<crate::prog_type::CtxAccess>,
+    /// The `ctx_field_size` a load through a socket pointer recorded (0: the field is read
+    /// whole only), for the conversion of its narrow loads in the fixups.
+    pub sock_field_size: u32,
     /// A slot the strict decoder refused, replaced by a placeholder: refused with the
     /// kernel's message when the walk reaches it ([`crate::check::check_reached`]).
     pub bad_insn: bool,

@@ -6,7 +6,10 @@
 //! 2. `opt_remove_dead_code`: instructions no path reached are dropped.
 //! 3. `opt_remove_nops`: `goto +0` is dropped.
 //! 4. `convert_ctx_accesses`: `xdp_md` loads become loads from the kernel's `xdp_buff` and
-//!    the structures it points to.
+//!    the structures it points to; loads through socket pointers (`struct bpf_sock`,
+//!    `struct bpf_xdp_sock`) become loads from `struct sock` and `struct xdp_sock`
+//!    (`bpf_sock_convert_ctx_access`, `bpf_xdp_sock_convert_ctx_access`), a narrow load
+//!    widened to its field and shifted and masked as the kernel does.
 //! 5. `do_misc_fixups`: division and modulo by a register guarded against zero (and signed
 //!    ones against -1), `bpf_map_lookup_elem` inlined for arrays, per-CPU arrays, hash, per-CPU
 //!    hash and LRU hash maps, `bpf_get_smp_processor_id` inlined (the calls
@@ -25,6 +28,7 @@ use crate::prog_type::xdp::{
     XDP_MD_DATA, XDP_MD_DATA_END, XDP_MD_DATA_META, XDP_MD_EGRESS_IFINDEX, XDP_MD_INGRESS_IFINDEX,
     XDP_MD_RX_QUEUE_INDEX,
 };
+use crate::state::RegType;
 use bpfemu_isa::RawInsn;
 use bpfemu_isa::inline_policy::{self, InlinedHelper, InlinedLookup};
 
@@ -52,6 +56,36 @@ mod layout {
     pub const HTAB_ELEM_KEY: i32 = 48;
     /// `struct htab_elem`: `lru_node.ref`.
     pub const HTAB_ELEM_LRU_REF: i16 = 35;
+    /// `struct sock` (its `struct sock_common` first): the fields `struct bpf_sock` shows
+    /// (measured from the dump of tests/data/sockets/sk_lookup.o).
+    pub const SK_DADDR: i16 = 0;
+    pub const SK_RCV_SADDR: i16 = 4;
+    pub const SK_DPORT: i16 = 12;
+    pub const SK_NUM: i16 = 14;
+    pub const SK_FAMILY: i16 = 16;
+    pub const SK_STATE: i16 = 18;
+    pub const SK_BOUND_DEV_IF: i16 = 20;
+    pub const SK_V6_DADDR: i16 = 56;
+    pub const SK_V6_RCV_SADDR: i16 = 72;
+    pub const SK_RX_QUEUE_MAPPING: i16 = 122;
+    pub const SK_PRIORITY: i16 = 520;
+    pub const SK_MARK: i16 = 524;
+    pub const SK_PROTOCOL: i16 = 532;
+    pub const SK_TYPE: i16 = 534;
+    /// `struct xsk_map`: where the socket pointers start.
+    pub const XSK_MAP_SLOTS: i32 = 304;
+    /// `struct xdp_sock`: `queue_id` (measured from the dump of tests/data/sockets/xsk_queue.o).
+    pub const XDP_SOCK_QUEUE_ID: i16 = 880;
+}
+
+/// A load through a socket pointer, as the fixups convert it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SockLoad {
+    /// `struct bpf_sock` (a full socket or its `sock_common`), with the `ctx_field_size`
+    /// the verifier recorded.
+    Sock { field_size: u32 },
+    /// `struct bpf_xdp_sock`.
+    XdpSock,
 }
 
 /// Per-slot facts the passes carry along as slots move.
@@ -59,6 +93,7 @@ mod layout {
 struct SlotAux {
     seen: bool,
     ctx_field: Option<i32>,
+    sock: Option<SockLoad>,
     map: Option<u32>,
 }
 
@@ -78,6 +113,13 @@ pub fn xlate(env: &Env<'_>) -> Xlated {
         .map(|a| SlotAux {
             seen: a.seen,
             ctx_field: a.ctx_access.map(|c| c.field_off),
+            sock: match a.ptr_type {
+                Some(RegType::Socket | RegType::SockCommon) => Some(SockLoad::Sock {
+                    field_size: a.sock_field_size,
+                }),
+                Some(RegType::XdpSock) => Some(SockLoad::XdpSock),
+                _ => None,
+            },
             map: if a.map_poisoned { None } else { a.map_index },
         })
         .collect();
@@ -101,6 +143,116 @@ pub fn xlate(env: &Env<'_>) -> Xlated {
     Xlated {
         insns: x.insns,
         kernel_reads,
+    }
+}
+
+/// `BPF_LDX | BPF_MEM | size`.
+fn ldx(size: u8, dst: u8, src: u8, off: i16) -> RawInsn {
+    RawInsn::new(0x61 | size, dst, src, off, 0)
+}
+
+/// The size bits of a load of `bytes` bytes.
+fn size_code(bytes: u32) -> u8 {
+    match bytes {
+        1 => 0x10,
+        2 => 0x08,
+        8 => 0x18,
+        _ => 0x00,
+    }
+}
+
+/// The bytes a load of these size bits reads.
+fn size_bytes(code: u8) -> u32 {
+    match code & 0x18 {
+        0x10 => 1,
+        0x08 => 2,
+        0x18 => 8,
+        _ => 4,
+    }
+}
+
+/// A load through a socket pointer as `convert_ctx_accesses` rewrites it: a narrow load
+/// (narrower than the field the verifier recorded) becomes a load of the whole field,
+/// converted, then shifted to the bytes read and masked when the kernel's field is wider
+/// than them; a sign-extending load gets its sign extension after.
+fn convert_sock_load(insn: RawInsn, load: SockLoad) -> Vec<RawInsn> {
+    let size = size_bytes(insn.code);
+    let sign_extend = insn.code & 0xe0 == 0x80;
+    let field_size = match load {
+        SockLoad::Sock { field_size } => field_size,
+        SockLoad::XdpSock => 0,
+    };
+    let narrow = size < field_size;
+    let mut si = insn;
+    if narrow {
+        si.off = insn.off & !(field_size as i16 - 1);
+        si.code = 0x61 | size_code(field_size);
+    }
+    let (mut patch, target_size) = match load {
+        SockLoad::Sock { .. } => bpf_sock_convert(si),
+        // `queue_id` is a u16 in the kernel's `struct xdp_sock`.
+        SockLoad::XdpSock => (
+            vec![ldx(0x08, si.dst, si.src, layout::XDP_SOCK_QUEUE_ID)],
+            0,
+        ),
+    };
+    let d = insn.dst;
+    if narrow && size < target_size {
+        // `bpf_ctx_narrow_access_offset` on a little-endian machine.
+        let shift = (insn.off as u32 & (field_size - 1)) * 8;
+        if shift != 0 {
+            patch.push(RawInsn::new(0x74, d, 0, 0, shift as i32));
+        }
+        patch.push(RawInsn::new(
+            0x54,
+            d,
+            0,
+            0,
+            ((1u64 << (size * 8)) - 1) as i32,
+        ));
+    }
+    if sign_extend {
+        patch.push(RawInsn::new(0xbf, d, d, (size * 8) as i16, 0));
+    }
+    patch
+}
+
+/// `bpf_sock_convert_ctx_access` for a read at `si.off` of `struct bpf_sock`: the
+/// instructions and the size of the kernel field loaded (`target_size`; 0 where the kernel
+/// sets none).
+fn bpf_sock_convert(si: RawInsn) -> (Vec<RawInsn>, u32) {
+    use layout::*;
+    const W: u8 = 0x00;
+    const H: u8 = 0x08;
+    const B: u8 = 0x10;
+    let (d, s, off) = (si.dst, si.src, si.off);
+    let same_size = si.code & 0x18;
+    let load = |size: u8, at: i16, target: u32| (vec![ldx(size, d, s, at)], target);
+    match off {
+        0 => load(W, SK_BOUND_DEV_IF, 0),
+        4 => load(H, SK_FAMILY, 2),
+        8 => load(H, SK_TYPE, 2),
+        12 => load(H, SK_PROTOCOL, 2),
+        16 => load(W, SK_MARK, 0),
+        20 => load(W, SK_PRIORITY, 0),
+        24 => load(same_size, SK_RCV_SADDR, 4),
+        28..44 => load(same_size, SK_V6_RCV_SADDR + (off - 28), 4),
+        44 => load(H, SK_NUM, 2),
+        48 => load(H, SK_DPORT, 2),
+        52 => load(same_size, SK_DADDR, 4),
+        56..72 => load(same_size, SK_V6_DADDR + (off - 56), 4),
+        72 => load(B, SK_STATE, 1),
+        76 => (
+            vec![
+                ldx(H, d, s, SK_RX_QUEUE_MAPPING),
+                // NO_QUEUE_MAPPING reads as -1.
+                RawInsn::new(0x55, d, 0, 1, 0xffff),
+                RawInsn::new(0xb4, d, 0, 0, -1),
+            ],
+            4,
+        ),
+        // The verifier lets no other offset through.
+        _ => (vec![si], 0),
     }
 }
 
@@ -176,6 +328,13 @@ impl Xlator<'_> {
         let mut i = 0;
         while i < self.insns.len() {
             let insn = self.insns[i];
+            if let Some(load) = self.aux[i].sock {
+                let patch = convert_sock_load(insn, load);
+                let n = patch.len();
+                self.patch(i, patch);
+                i += n;
+                continue;
+            }
             let Some(field) = self.aux[i].ctx_field else {
                 i += 1;
                 continue;
@@ -268,6 +427,7 @@ impl Xlator<'_> {
                         RawInsn::new(0x72, 0, 0, layout::HTAB_ELEM_LRU_REF, 1),
                         RawInsn::new(0x07, 0, 0, 0, htab_key_off(map.key_size)),
                     ],
+                    InlinedLookup::XskMap => xsk_map_lookup(map.max_entries),
                 })
             }
             // r0 = &cpu_number (a per-CPU address, 0 here); r0 = per-CPU r0; r0 = *(u32 *)r0
@@ -395,6 +555,20 @@ fn array_lookup(value_size: u32, max_entries: u32) -> Vec<RawInsn> {
         RawInsn::new(0x35, 0, 0, 3, max_entries as i32),
         scale,
         RawInsn::new(0x0f, 0, 1, 0, 0),
+        ja(1),
+        RawInsn::new(0xb7, 0, 0, 0, 0),
+    ]
+}
+
+/// `xsk_map_gen_lookup`: the `struct xdp_sock` pointer in the slot, NULL past the end.
+fn xsk_map_lookup(max_entries: u32) -> Vec<RawInsn> {
+    vec![
+        RawInsn::new(0x61, 0, 2, 0, 0),
+        RawInsn::new(0x35, 0, 0, 5, max_entries as i32),
+        RawInsn::new(0x67, 0, 0, 0, 3),
+        RawInsn::new(0x07, 1, 0, 0, layout::XSK_MAP_SLOTS),
+        RawInsn::new(0x0f, 0, 1, 0, 0),
+        RawInsn::new(0x79, 0, 0, 0, 0),
         ja(1),
         RawInsn::new(0xb7, 0, 0, 0, 0),
     ]

@@ -55,6 +55,17 @@ pub fn bpf_sock_common_is_valid_access(off: i32, size: i32) -> bool {
     bpf_sock_is_valid_access(off, size)
 }
 
+/// The `ctx_field_size` `bpf_sock_is_valid_access` records for a valid read (0 where it
+/// records none: those fields are read whole only).
+pub fn bpf_sock_field_size(off: i32, size: i32) -> u32 {
+    match off {
+        DST_PORT | 49 if size == 4 => 4,
+        DST_PORT | 49 => 2,
+        _ if narrow_readable(off) => 4,
+        _ => 0,
+    }
+}
+
 /// `bpf_xdp_sock_is_valid_access`: `struct bpf_xdp_sock` is one `__u32 queue_id`.
 pub fn bpf_xdp_sock_is_valid_access(off: i32, size: i32) -> bool {
     (0..4).contains(&off) && off % size == 0 && size == 4
@@ -85,6 +96,12 @@ pub fn check_sock_access(
         _ => false,
     };
     if valid {
+        let field_size = match reg.ty {
+            RegType::XdpSock => 0,
+            _ => bpf_sock_field_size(off, size),
+        };
+        let idx = env.insn_idx;
+        env.aux[idx].sock_field_size = field_size;
         return Ok(());
     }
     let name = reg_type_name(env, reg);
@@ -118,6 +135,11 @@ mod tests {
         assert!(!bpf_sock_is_valid_access(50, 2));
         assert!(!bpf_sock_is_valid_access(48, 8));
         assert!(!bpf_sock_is_valid_access(80, 4));
+        // The field sizes recorded for the conversion of narrow loads.
+        assert_eq!(bpf_sock_field_size(4, 1), 4);
+        assert_eq!(bpf_sock_field_size(49, 1), 2);
+        assert_eq!(bpf_sock_field_size(48, 4), 4);
+        assert_eq!(bpf_sock_field_size(16, 4), 0);
         assert!(!bpf_sock_is_valid_access(-4, 4));
         assert!(!bpf_sock_common_is_valid_access(8, 4));
         assert!(bpf_sock_common_is_valid_access(4, 4));

@@ -54,23 +54,14 @@ fn first_difference(a: &[RawInsn], b: &[RawInsn]) -> String {
     )
 }
 
-#[test]
-fn corpus_xlated_matches_the_kernel() {
-    if !kernel_or_skip("corpus_xlated_matches_the_kernel") {
-        return;
-    }
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/xdp/build");
-    let mut paths: Vec<_> = std::fs::read_dir(&dir)
-        .expect("the corpus is built")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.to_string_lossy().ends_with(".v3.o"))
-        .collect();
-    paths.sort();
+/// Loads each object in `paths` with libbpf and compares the xlated form of each program
+/// bpfemu accepts with the kernel's: how many were compared, and the differences.
+fn compare_objects(paths: &[std::path::PathBuf]) -> (usize, Vec<String>) {
     let mut failures = Vec::new();
     let mut compared = 0;
     for path in paths {
         let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
-        let Ok(mut kobj) = LibbpfObject::open_file(&path) else {
+        let Ok(mut kobj) = LibbpfObject::open_file(path) else {
             continue;
         };
         let outcome = kobj.load(&LogOptions {
@@ -80,7 +71,7 @@ fn corpus_xlated_matches_the_kernel() {
         if outcome.result.is_err() {
             continue;
         }
-        let obj = bpfemu_loader::load_file(&path, &Default::default()).expect("loads");
+        let obj = bpfemu_loader::load_file(path, &Default::default()).expect("loads");
         for prog in &obj.programs {
             let name = format!("{stem}/{}", prog.name);
             let Some(fd) = kobj.program_fd(&prog.name) else {
@@ -103,7 +94,37 @@ fn corpus_xlated_matches_the_kernel() {
             }
         }
     }
+    (compared, failures)
+}
+
+#[test]
+fn corpus_xlated_matches_the_kernel() {
+    if !kernel_or_skip("corpus_xlated_matches_the_kernel") {
+        return;
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/xdp/build");
+    let mut paths: Vec<_> = std::fs::read_dir(&dir)
+        .expect("the corpus is built")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.to_string_lossy().ends_with(".v3.o"))
+        .collect();
+    paths.sort();
+    let (compared, failures) = compare_objects(&paths);
     println!("{compared} programs compared");
     assert!(compared >= 10, "only {compared} programs compared");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Loads through socket pointers (`struct bpf_sock` fields whole and narrow, an XSKMAP's
+/// `struct bpf_xdp_sock`), rewritten into the kernel's `struct sock` and `struct xdp_sock`.
+#[test]
+fn socket_loads_xlated_match_the_kernel() {
+    if !kernel_or_skip("socket_loads_xlated_match_the_kernel") {
+        return;
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/sockets");
+    let paths = ["sk_lookup.o", "xsk_queue.o"].map(|f| dir.join(f));
+    let (compared, failures) = compare_objects(&paths);
+    assert_eq!(compared, 2, "both programs are accepted and compared");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -54,6 +54,7 @@ pub mod interp;
 pub mod maps;
 pub mod memory;
 pub mod rng;
+pub mod sockets;
 pub mod taint;
 pub mod xdp;
 

@@ -128,7 +128,7 @@ mod iproute;
 mod lookup;
 mod model;
 mod neigh;
-mod parse;
+pub(crate) mod parse;
 mod saddr;
 
 pub use iproute::IprouteJson;

@@ -9,14 +9,14 @@ use super::*;
 
 /// Where an entry sits in its input, for error messages.
 #[derive(Clone, Copy)]
-pub(super) struct Loc<'a> {
-    pub(super) path: &'a str,
-    pub(super) list: &'a str,
-    pub(super) index: usize,
+pub(crate) struct Loc<'a> {
+    pub(crate) path: &'a str,
+    pub(crate) list: &'a str,
+    pub(crate) index: usize,
 }
 
 impl Loc<'_> {
-    pub(super) fn err(&self, field: &str, message: impl Into<String>) -> FibError {
+    pub(crate) fn err(&self, field: &str, message: impl Into<String>) -> FibError {
         let place = if field.is_empty() {
             format!("{}[{}]", self.list, self.index)
         } else {
@@ -30,7 +30,7 @@ impl Loc<'_> {
     }
 }
 
-pub(super) fn top_err(path: &str, place: &str, message: impl Into<String>) -> FibError {
+pub(crate) fn top_err(path: &str, place: &str, message: impl Into<String>) -> FibError {
     FibError::Field {
         path: path.to_string(),
         place: place.to_string(),
@@ -38,7 +38,7 @@ pub(super) fn top_err(path: &str, place: &str, message: impl Into<String>) -> Fi
     }
 }
 
-pub(super) fn parse_json(path: &str, text: &str) -> Result<Value, FibError> {
+pub(crate) fn parse_json(path: &str, text: &str) -> Result<Value, FibError> {
     serde_json::from_str(text).map_err(|e| FibError::Json {
         path: path.to_string(),
         message: e.to_string(),
@@ -46,20 +46,20 @@ pub(super) fn parse_json(path: &str, text: &str) -> Result<Value, FibError> {
 }
 
 /// An entry's fields, with typed accessors that report the entry and field on error.
-pub(super) struct Entry<'a> {
-    pub(super) loc: Loc<'a>,
-    pub(super) obj: &'a Map<String, Value>,
+pub(crate) struct Entry<'a> {
+    pub(crate) loc: Loc<'a>,
+    pub(crate) obj: &'a Map<String, Value>,
 }
 
 impl<'a> Entry<'a> {
-    pub(super) fn new(loc: Loc<'a>, v: &'a Value) -> Result<Entry<'a>, FibError> {
+    pub(crate) fn new(loc: Loc<'a>, v: &'a Value) -> Result<Entry<'a>, FibError> {
         match v.as_object() {
             Some(obj) => Ok(Entry { loc, obj }),
             None => Err(loc.err("", "expected an object")),
         }
     }
 
-    pub(super) fn check_known(&self, known: &[&str]) -> Result<(), FibError> {
+    pub(crate) fn check_known(&self, known: &[&str]) -> Result<(), FibError> {
         for key in self.obj.keys() {
             if !known.contains(&key.as_str()) {
                 return Err(self
@@ -70,7 +70,7 @@ impl<'a> Entry<'a> {
         Ok(())
     }
 
-    pub(super) fn reject(&self, unsupported: &[&str]) -> Result<(), FibError> {
+    pub(crate) fn reject(&self, unsupported: &[&str]) -> Result<(), FibError> {
         for key in unsupported {
             if self.obj.contains_key(*key) {
                 return Err(self.loc.err(key, "not supported by bpfemu's FIB model"));
@@ -79,15 +79,15 @@ impl<'a> Entry<'a> {
         Ok(())
     }
 
-    pub(super) fn get(&self, field: &str) -> Option<&'a Value> {
+    pub(crate) fn get(&self, field: &str) -> Option<&'a Value> {
         self.obj.get(field).filter(|v| !v.is_null())
     }
 
-    pub(super) fn has(&self, field: &str) -> bool {
+    pub(crate) fn has(&self, field: &str) -> bool {
         self.obj.contains_key(field)
     }
 
-    pub(super) fn str(&self, field: &str) -> Result<Option<&'a str>, FibError> {
+    pub(crate) fn str(&self, field: &str) -> Result<Option<&'a str>, FibError> {
         match self.get(field) {
             None => Ok(None),
             Some(Value::String(s)) => Ok(Some(s)),
@@ -95,12 +95,12 @@ impl<'a> Entry<'a> {
         }
     }
 
-    pub(super) fn req_str(&self, field: &str) -> Result<&'a str, FibError> {
+    pub(crate) fn req_str(&self, field: &str) -> Result<&'a str, FibError> {
         self.str(field)?
             .ok_or_else(|| self.loc.err(field, "missing"))
     }
 
-    pub(super) fn bool(&self, field: &str) -> Result<Option<bool>, FibError> {
+    pub(crate) fn bool(&self, field: &str) -> Result<Option<bool>, FibError> {
         match self.get(field) {
             None => Ok(None),
             Some(Value::Bool(b)) => Ok(Some(*b)),
@@ -111,7 +111,7 @@ impl<'a> Entry<'a> {
     }
 
     /// A number, or a string holding a decimal or `0x` hex number.
-    pub(super) fn u32(&self, field: &str) -> Result<Option<u32>, FibError> {
+    pub(crate) fn u32(&self, field: &str) -> Result<Option<u32>, FibError> {
         let Some(v) = self.get(field) else {
             return Ok(None);
         };
@@ -130,7 +130,7 @@ impl<'a> Entry<'a> {
     }
 
     /// A `table` field: a name (`main`, `local`, `default`) or a number; `None` when absent.
-    pub(super) fn table(&self) -> Result<Option<u32>, FibError> {
+    pub(crate) fn table(&self) -> Result<Option<u32>, FibError> {
         match self.get("table") {
             None => Ok(None),
             Some(Value::String(s)) => parse_table(s)
@@ -141,7 +141,7 @@ impl<'a> Entry<'a> {
     }
 
     /// A `scope` field: a name (`host`, `link`, `universe`, ...) or a number below 256.
-    pub(super) fn scope(&self) -> Result<Option<u8>, FibError> {
+    pub(crate) fn scope(&self) -> Result<Option<u8>, FibError> {
         match self.get("scope") {
             None => Ok(None),
             Some(Value::String(s)) => parse_scope(s)
@@ -153,12 +153,12 @@ impl<'a> Entry<'a> {
         }
     }
 
-    pub(super) fn req_u32(&self, field: &str) -> Result<u32, FibError> {
+    pub(crate) fn req_u32(&self, field: &str) -> Result<u32, FibError> {
         self.u32(field)?
             .ok_or_else(|| self.loc.err(field, "missing"))
     }
 
-    pub(super) fn ip(&self, field: &str) -> Result<Option<IpAddr>, FibError> {
+    pub(crate) fn ip(&self, field: &str) -> Result<Option<IpAddr>, FibError> {
         match self.str(field)? {
             None => Ok(None),
             Some(s) => s
@@ -168,7 +168,7 @@ impl<'a> Entry<'a> {
         }
     }
 
-    pub(super) fn mac(&self, field: &str) -> Result<Option<[u8; 6]>, FibError> {
+    pub(crate) fn mac(&self, field: &str) -> Result<Option<[u8; 6]>, FibError> {
         match self.str(field)? {
             None => Ok(None),
             Some(s) => parse_mac(s)
@@ -177,11 +177,11 @@ impl<'a> Entry<'a> {
         }
     }
 
-    pub(super) fn prefix(&self, field: &str, text: &str) -> Result<Prefix, FibError> {
+    pub(crate) fn prefix(&self, field: &str, text: &str) -> Result<Prefix, FibError> {
         parse_prefix(text).ok_or_else(|| self.loc.err(field, format!("invalid prefix {text:?}")))
     }
 
-    pub(super) fn list(&self, field: &str) -> Result<&'a [Value], FibError> {
+    pub(crate) fn list(&self, field: &str) -> Result<&'a [Value], FibError> {
         match self.get(field) {
             None => Ok(&[]),
             Some(Value::Array(a)) => Ok(a),
@@ -190,14 +190,14 @@ impl<'a> Entry<'a> {
     }
 }
 
-pub(super) fn parse_uint(s: &str) -> Option<u64> {
+pub(crate) fn parse_uint(s: &str) -> Option<u64> {
     match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
         Some(hex) => u64::from_str_radix(hex, 16).ok(),
         None => s.parse().ok(),
     }
 }
 
-pub(super) fn parse_mac(s: &str) -> Option<[u8; 6]> {
+pub(crate) fn parse_mac(s: &str) -> Option<[u8; 6]> {
     let mut mac = [0u8; 6];
     let mut parts = s.split(':');
     for b in &mut mac {
@@ -211,7 +211,7 @@ pub(super) fn parse_mac(s: &str) -> Option<[u8; 6]> {
 }
 
 /// `a.b.c.d/len`, `x::y/len`, a bare address (host prefix).
-pub(super) fn parse_prefix(s: &str) -> Option<Prefix> {
+pub(crate) fn parse_prefix(s: &str) -> Option<Prefix> {
     let (addr, len) = match s.split_once('/') {
         Some((a, l)) => (a.parse::<IpAddr>().ok()?, Some(l.parse::<u8>().ok()?)),
         None => (s.parse::<IpAddr>().ok()?, None),
@@ -221,7 +221,7 @@ pub(super) fn parse_prefix(s: &str) -> Option<Prefix> {
     (len <= max).then_some(Prefix { addr, len })
 }
 
-pub(super) fn parse_table(s: &str) -> Option<u32> {
+pub(crate) fn parse_table(s: &str) -> Option<u32> {
     match s {
         "main" => Some(RT_TABLE_MAIN),
         "local" => Some(RT_TABLE_LOCAL),
@@ -230,7 +230,7 @@ pub(super) fn parse_table(s: &str) -> Option<u32> {
     }
 }
 
-pub(super) fn parse_scope(s: &str) -> Option<u8> {
+pub(crate) fn parse_scope(s: &str) -> Option<u8> {
     match s {
         "global" | "universe" => Some(RT_SCOPE_UNIVERSE),
         "site" => Some(RT_SCOPE_SITE),
@@ -241,7 +241,7 @@ pub(super) fn parse_scope(s: &str) -> Option<u8> {
     }
 }
 
-pub(super) fn parse_port_range(v: &Value) -> Option<(u16, u16)> {
+pub(crate) fn parse_port_range(v: &Value) -> Option<(u16, u16)> {
     match v {
         Value::Number(n) => {
             let p = u16::try_from(n.as_u64()?).ok()?;
@@ -258,7 +258,7 @@ pub(super) fn parse_port_range(v: &Value) -> Option<(u16, u16)> {
     }
 }
 
-pub(super) fn parse_ipproto(v: &Value) -> Option<u8> {
+pub(crate) fn parse_ipproto(v: &Value) -> Option<u8> {
     match v {
         Value::Number(n) => u8::try_from(n.as_u64()?).ok(),
         Value::String(s) => match s.as_str() {
@@ -274,11 +274,11 @@ pub(super) fn parse_ipproto(v: &Value) -> Option<u8> {
     }
 }
 
-pub(super) fn custom_rules(rules: Vec<Rule>, defaults: Vec<Rule>) -> Option<Vec<Rule>> {
+pub(crate) fn custom_rules(rules: Vec<Rule>, defaults: Vec<Rule>) -> Option<Vec<Rule>> {
     (!rules.is_empty() && rules != defaults).then_some(rules)
 }
 
-pub(super) fn resolve_dev(e: &Entry<'_>, field: &str, fib: &Fib) -> Result<Option<u32>, FibError> {
+pub(crate) fn resolve_dev(e: &Entry<'_>, field: &str, fib: &Fib) -> Result<Option<u32>, FibError> {
     match e.get(field) {
         None => Ok(None),
         Some(Value::String(name)) => fib
@@ -297,7 +297,7 @@ pub(super) fn resolve_dev(e: &Entry<'_>, field: &str, fib: &Fib) -> Result<Optio
 
 /// Which of the two formats a route entry is in.
 #[derive(Clone, Copy)]
-pub(super) enum RouteSyntax {
+pub(crate) enum RouteSyntax {
     /// The `--fib` file: fields named for people, omitted ones filled in as `ip route add`
     /// would (the gateway's subnet names the device, local routes get host scope, ...).
     File,
@@ -321,7 +321,7 @@ const IPROUTE_UNMODELLED: &[&str] = &["nhid", "from", "tos", "dsfield"];
 /// several faults still names the same one: the file reads `dst` before `type` and the gateway
 /// before the destination (a `default` route takes its family from the gateway), `ip -j` the
 /// other way round.
-pub(super) fn parse_route(
+pub(crate) fn parse_route(
     e: &Entry<'_>,
     fib: &Fib,
     syntax: RouteSyntax,
@@ -441,7 +441,7 @@ pub(super) fn parse_route(
 }
 
 /// The `type` field (unicast when omitted); `adjective` says why another is refused.
-pub(super) fn route_type(e: &Entry<'_>, adjective: &str) -> Result<RouteType, FibError> {
+pub(crate) fn route_type(e: &Entry<'_>, adjective: &str) -> Result<RouteType, FibError> {
     match e.str("type")? {
         None => Ok(RouteType::Unicast),
         Some(s) => RouteType::parse(s)
@@ -450,7 +450,7 @@ pub(super) fn route_type(e: &Entry<'_>, adjective: &str) -> Result<RouteType, Fi
 }
 
 /// The destination: `default` is the family's zero-length prefix.
-pub(super) fn route_dst(e: &Entry<'_>, text: &str, v6: bool) -> Result<Prefix, FibError> {
+pub(crate) fn route_dst(e: &Entry<'_>, text: &str, v6: bool) -> Result<Prefix, FibError> {
     if text != "default" {
         return e.prefix("dst", text);
     }
@@ -464,7 +464,7 @@ pub(super) fn route_dst(e: &Entry<'_>, text: &str, v6: bool) -> Result<Prefix, F
 
 /// The gateway `ip -j` prints: `gateway`, or `via.host` for an IPv4 route through an IPv6
 /// gateway.
-pub(super) fn iproute_gateway(e: &Entry<'_>, nh: &Entry<'_>) -> Result<Option<IpAddr>, FibError> {
+pub(crate) fn iproute_gateway(e: &Entry<'_>, nh: &Entry<'_>) -> Result<Option<IpAddr>, FibError> {
     if let Some(g) = nh.ip("gateway")? {
         return Ok(Some(g));
     }
@@ -480,7 +480,7 @@ pub(super) fn iproute_gateway(e: &Entry<'_>, nh: &Entry<'_>) -> Result<Option<Ip
 }
 
 /// The MTU metric and whether it is locked, from `ip -j`'s `metrics` list.
-pub(super) fn iproute_mtu(e: &Entry<'_>) -> Result<(u32, bool), FibError> {
+pub(crate) fn iproute_mtu(e: &Entry<'_>) -> Result<(u32, bool), FibError> {
     let (mut mtu, mut mtu_lock) = (0, false);
     for m in e.list("metrics")? {
         if let Some(obj) = m.as_object() {
@@ -499,7 +499,7 @@ pub(super) fn iproute_mtu(e: &Entry<'_>) -> Result<(u32, bool), FibError> {
 
 /// A file route's device: `dev` as given, else the interface with an address in the
 /// gateway's subnet; only reject routes (blackhole, ...) may have none.
-pub(super) fn file_route_dev(
+pub(crate) fn file_route_dev(
     e: &Entry<'_>,
     fib: &Fib,
     kind: RouteType,
@@ -534,7 +534,7 @@ pub(super) fn file_route_dev(
 }
 
 /// A rule from either format; the family when the entry pins one.
-pub(super) fn parse_rule_common(
+pub(crate) fn parse_rule_common(
     e: &Entry<'_>,
     src_key: &str,
     dst_key: &str,

@@ -3,6 +3,7 @@
 
 use super::determinism::{Clock, Prandom};
 use super::frame::{Refusal, XdpFrame};
+use super::helpers::socket::SocketRegions;
 use super::helpers::{RunState, XdpEnv, maps::FOR_EACH_KEY_REGION};
 use super::kfuncs::{KfuncNames, KfuncResolver, ResolvedKfunc};
 use super::prepare::{PrepareError, prepare};
@@ -13,6 +14,7 @@ use crate::fib::Fib;
 use crate::interp::{DEFAULT_INSN_BUDGET, Interpreter, Options, PreparedProgram};
 use crate::maps::{Errno, MapEnv, MapError, MapName, MapSpec, Maps};
 use crate::memory::{Memory, RegionKind};
+use crate::sockets::SocketTable;
 use crate::taint::{TaintSource, TaintState};
 use bpfemu_isa::{Program, RawInsn};
 use std::collections::BTreeMap;
@@ -30,6 +32,9 @@ pub struct XdpConfig {
     pub seed: u64,
     /// The routing state `bpf_fib_lookup` consults (and `bpf_check_mtu` the MTUs of).
     pub fib: Option<Fib>,
+    /// The sockets `bpf_sk_lookup_tcp` and its kin find (none by default: a fresh network
+    /// namespace's).
+    pub sockets: Option<SocketTable>,
     /// Instructions one packet may execute (including tail calls and callbacks).
     pub insn_budget: u64,
     /// The receive devices a ctx's `ingress_ifindex` and `rx_queue_index` are checked against
@@ -57,6 +62,7 @@ impl Default for XdpConfig {
             cpus: 1,
             seed: 0,
             fib: None,
+            sockets: None,
             insn_budget: DEFAULT_INSN_BUDGET,
             rx_devices: None,
             kfunc_names: Ok(BTreeMap::new()),
@@ -410,6 +416,7 @@ pub struct XdpRuntime {
     compiled: Option<Box<dyn Executable>>,
     prandom: Prandom,
     fib: Option<Fib>,
+    sockets: SocketRegions,
     devices: Vec<NetDevice>,
     rx_devices: Option<Vec<RxDevice>>,
     cpus: u32,
@@ -445,6 +452,7 @@ impl XdpRuntime {
                 errno,
             })?;
         }
+        let sockets = SocketRegions::new(cfg.sockets.unwrap_or_default(), &mut mem);
         let mut prepared = Vec::with_capacity(programs.len());
         let mut unprepared = Vec::with_capacity(programs.len());
         let mut kfuncs = KfuncResolver::new(&cfg.kfunc_names);
@@ -495,6 +503,7 @@ impl XdpRuntime {
             // No FIB given: a fresh network namespace's (the loopback alone).
             devices: devices(Some(cfg.fib.as_ref().unwrap_or(&Fib::fresh_netns()))),
             fib: Some(cfg.fib.unwrap_or_else(Fib::fresh_netns)),
+            sockets,
             rx_devices: cfg.rx_devices,
             cpus: cfg.cpus,
         })
@@ -948,6 +957,7 @@ impl XdpRuntime {
             run,
             prandom: &mut self.prandom,
             fib: self.fib.as_ref(),
+            sockets: &self.sockets,
             devices: &self.devices,
             unprepared: &self.unprepared,
             kfuncs: &self.kfuncs,

@@ -5,8 +5,8 @@
 //! One file per family: [`maps`] (map operations and `bpf_for_each_map_elem`), [`packet`]
 //! (frame bounds, packet bytes, checksums, MTU, FIB), [`redirect`] (redirects and tail
 //! calls), [`events`] (ring buffers, perf events), [`printk`] (`bpf_trace_printk`,
-//! `bpf_snprintf`; their formatting in [`bprintf`]), [`socket`] (socket lookups, which find
-//! nothing in a test run), [`misc`] (clocks, random numbers, CPU, locks, strings, `bpf_loop`).
+//! `bpf_snprintf`; their formatting in [`bprintf`]), [`socket`] (socket lookups in the run's
+//! socket table), [`misc`] (clocks, random numbers, CPU, locks, strings, `bpf_loop`).
 
 pub mod bprintf;
 pub mod events;
@@ -86,6 +86,7 @@ helpers! {
     SPIN_LOCK => misc::spin_lock,
     SPIN_UNLOCK => misc::spin_unlock,
     SKC_LOOKUP_TCP => socket::skc_lookup_tcp,
+    TCP_CHECK_SYNCOOKIE => socket::tcp_check_syncookie,
     JIFFIES64 => misc::jiffies64,
     KTIME_GET_BOOT_NS => misc::ktime_get_ns,
     RINGBUF_OUTPUT => events::ringbuf_output,
@@ -147,6 +148,8 @@ pub struct XdpEnv<'a> {
     pub run: &'a mut RunState,
     pub prandom: &'a mut Prandom,
     pub fib: Option<&'a Fib>,
+    /// The sockets the lookups search.
+    pub sockets: &'a socket::SocketRegions,
     pub devices: &'a [NetDevice],
     /// Per program: why it could not be prepared (a tail call into it stops the run).
     pub unprepared: &'a [Option<super::prepare::PrepareError>],
