@@ -181,18 +181,18 @@ impl Tnum {
     pub fn mul(self, b: Tnum) -> Tnum {
         let mut a = self;
         let mut b = b;
-        let acc_v = a.value.wrapping_mul(b.value);
-        let mut acc_m = Tnum::constant(0);
+        let mut acc = Tnum::constant(0);
         while a.value != 0 || a.mask != 0 {
             if a.value & 1 != 0 {
-                acc_m = acc_m.add(Tnum::new(0, b.mask));
+                acc = acc.add(b);
             } else if a.mask & 1 != 0 {
-                acc_m = acc_m.add(Tnum::new(0, b.value | b.mask));
+                // The bit may be 0 (acc stays) or 1 (acc + b): what both allow.
+                acc = acc.union(acc.add(b));
             }
             a = a.rshift(1);
             b = b.lshift(1);
         }
-        Tnum::constant(acc_v).add(acc_m)
+        acc
     }
 
     /// The bits both know, where they agree (`tnum_intersect`).
