@@ -108,3 +108,13 @@ fn a_map_whose_btf_the_kernel_refuses_loses_its_special_fields() {
         kernel_agrees(&obj, &["lock_in_lru", "timer_in_percpu_array"]);
     }
 }
+
+#[test]
+fn a_large_btf_reaches_the_kernel_as_libbpf_loads_it() {
+    let obj = object("big_btf_callback.o");
+    let out = bpfemu(&["verify", &obj]);
+    assert_exit(&out, 0);
+    if kernel_or_skip("a_large_btf_reaches_the_kernel_as_libbpf_loads_it") {
+        kernel_agrees(&obj, &[]);
+    }
+}

@@ -337,20 +337,37 @@ fn prog_load_once(opts: &LoadOptions<'_>, log_size: usize) -> (LoadResult, usize
 }
 
 /// Loads a raw BTF blob; its fd, or the errno and the kernel's BTF log.
+///
+/// As libbpf does, the first load asks for no log: at level 1 the kernel logs every type, and
+/// a log that overflows its buffer fails the load with ENOSPC, so the verdict would depend on
+/// the buffer. Only a refused blob is loaded again, with a log, to say why.
 pub fn btf_load(btf: &[u8]) -> Result<OwnedFd, (i32, String)> {
-    let mut log = vec![0u8; 64 << 10];
+    let errno = match btf_load_once(btf, &mut []) {
+        Ok(fd) => return Ok(fd),
+        Err(errno) => errno,
+    };
+    let mut log = vec![0u8; 16 << 20];
+    // The first answer stands whatever this one is (an fd here is dropped at once).
+    let _ = btf_load_once(btf, &mut log);
+    let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+    Err((errno, String::from_utf8_lossy(&log[..end]).into_owned()))
+}
+
+/// One BPF_BTF_LOAD, logging at level 1 into `log` unless it is empty.
+fn btf_load_once(btf: &[u8], log: &mut [u8]) -> Result<OwnedFd, i32> {
     let mut attr = BtfLoadAttr {
         btf: btf.as_ptr() as u64,
         btf_size: btf.len() as u32,
-        btf_log_buf: log.as_mut_ptr() as u64,
+        btf_log_buf: if log.is_empty() {
+            0
+        } else {
+            log.as_mut_ptr() as u64
+        },
         btf_log_size: log.len() as u32,
-        btf_log_level: 1,
+        btf_log_level: u32::from(!log.is_empty()),
         ..Default::default()
     };
-    sys_bpf(BPF_BTF_LOAD, &mut attr).map_err(|errno| {
-        let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
-        (errno, String::from_utf8_lossy(&log[..end]).into_owned())
-    })
+    sys_bpf(BPF_BTF_LOAD, &mut attr)
 }
 
 /// A map to create.
