@@ -29,8 +29,8 @@ pub fn load(file: &str, data: &[u8], opts: &LoadOptions) -> Result<Object, LoadE
     let elf = ElfObject::parse(file, data)?;
     let layout = scan(&elf)?;
     let mut btf = parse_btf(&elf, &layout)?;
-    let btf_ext = parse_btf_ext(&elf, &layout, btf.as_ref())?;
     let mut warnings = Vec::new();
+    let btf_ext = parse_btf_ext(&elf, &layout, btf.as_ref(), &mut warnings)?;
 
     let mut funcs = reloc::collect_functions(&elf, layout.text)?;
     warnings.extend(convention_warnings(&funcs, layout.text));
@@ -188,21 +188,35 @@ fn parse_btf(elf: &ElfObject<'_>, layout: &Layout) -> Result<Option<Btf>, LoadEr
         })
 }
 
+/// The object's `.BTF.ext`, as libbpf 1.7 opens it: one it cannot parse is dropped with a
+/// warning (the programs then load without func_info and line_info) unless the object needs
+/// BTF (`libbpf_needs_btf`: BTF-defined maps or externs), which fails the open.
 fn parse_btf_ext(
     elf: &ElfObject<'_>,
     layout: &Layout,
     btf: Option<&Btf>,
+    warnings: &mut Vec<String>,
 ) -> Result<Option<BtfExt>, LoadError> {
     let (Some(idx), Some(btf)) = (layout.btf_ext, btf) else {
         return Ok(None);
     };
-    BtfExt::parse(elf.sections[idx].data, btf)
-        .map(Some)
-        .map_err(|e| LoadError::Btf {
+    let error = match BtfExt::parse(elf.sections[idx].data, btf) {
+        Ok(ext) => return Ok(Some(ext)),
+        Err(e) => e,
+    };
+    let needs_btf = layout.btf_maps.is_some() || elf.symbols.iter().any(|s| s.is_extern());
+    if needs_btf {
+        return Err(LoadError::Btf {
             file: elf.file.clone(),
             section: ".BTF.ext",
-            source: Box::new(e),
-        })
+            source: Box::new(error),
+        });
+    }
+    warnings.push(format!(
+        "section '.BTF.ext': {error}; ignored, as libbpf ignores it (programs load without \
+         func_info and line_info)"
+    ));
+    Ok(None)
 }
 
 fn section_code(elf: &ElfObject<'_>) -> Result<SectionCode, LoadError> {
