@@ -126,18 +126,24 @@ pub fn judge(obj: &Object, program: &ProgramSpec, opts: &Options) -> Verdict {
 pub struct ObjectJudge<'a> {
     obj: &'a Object,
     maps: Result<Vec<bpfemu_loader::MapSpec>, Rejection>,
+    /// The object's BTF as the kernel keeps it: `None` when `BPF_BTF_LOAD` refuses it, and
+    /// libbpf then loads the maps and programs without it.
+    btf: Option<&'a bpfemu_loader::btf::Btf>,
 }
 
 impl<'a> ObjectJudge<'a> {
     pub fn new(obj: &'a Object) -> ObjectJudge<'a> {
+        let btf = obj
+            .btf
+            .as_ref()
+            .filter(|btf| btf.kernel_refusal().is_none());
         let maps = match map_creation_refusal(obj) {
             Some(rejection) => Err(rejection),
             None => Ok(bpfemu_verifier::maps_created::maps_as_created(
-                &obj.maps,
-                obj.btf.as_ref(),
+                &obj.maps, btf,
             )),
         };
-        ObjectJudge { obj, maps }
+        ObjectJudge { obj, maps, btf }
     }
 
     /// The verdict on `program`, one of the object's programs.
@@ -170,10 +176,16 @@ impl<'a> ObjectJudge<'a> {
                 None,
             ),
             Ok(maps) => {
-                let input = ProgramInput {
+                let mut input = ProgramInput {
                     maps,
                     ..ProgramInput::new(self.obj, program)
                 };
+                if self.btf.is_none() {
+                    // No BTF in the kernel: libbpf sends no func_info or line_info either.
+                    input.btf = None;
+                    input.func_info = &[];
+                    input.line_info = &[];
+                }
                 let verdict = verify(&input, opts);
                 let explanation = (explained && !verdict.is_accepted() && !verdict.is_undecided())
                     .then(|| bpfemu_verifier::explain(&input, opts, &verdict))
