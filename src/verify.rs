@@ -129,21 +129,26 @@ pub struct ObjectJudge<'a> {
     /// The object's BTF as the kernel keeps it: `None` when `BPF_BTF_LOAD` refuses it, and
     /// libbpf then loads the maps and programs without it.
     btf: Option<&'a bpfemu_loader::btf::Btf>,
+    /// Why the kernel refuses the object's BTF, said beside a rejection.
+    btf_refusal: Option<String>,
 }
 
 impl<'a> ObjectJudge<'a> {
     pub fn new(obj: &'a Object) -> ObjectJudge<'a> {
-        let btf = obj
-            .btf
-            .as_ref()
-            .filter(|btf| btf.kernel_refusal().is_none());
+        let btf_refusal = obj.btf.as_ref().and_then(|btf| btf.kernel_refusal());
+        let btf = obj.btf.as_ref().filter(|_| btf_refusal.is_none());
         let maps = match map_creation_refusal(obj) {
             Some(rejection) => Err(rejection),
             None => Ok(bpfemu_verifier::maps_created::maps_as_created(
                 &obj.maps, btf,
             )),
         };
-        ObjectJudge { obj, maps, btf }
+        ObjectJudge {
+            obj,
+            maps,
+            btf,
+            btf_refusal,
+        }
     }
 
     /// The verdict on `program`, one of the object's programs.
@@ -186,7 +191,16 @@ impl<'a> ObjectJudge<'a> {
                     input.func_info = &[];
                     input.line_info = &[];
                 }
-                let verdict = verify(&input, opts);
+                let mut verdict = verify(&input, opts);
+                if let (Outcome::Rejected(r), Some(why)) = (&mut verdict.outcome, &self.btf_refusal)
+                {
+                    r.note.get_or_insert_with(|| {
+                        format!(
+                            "BPF_BTF_LOAD refuses the object's BTF (type {why}): libbpf loads \
+                             the maps and programs without it"
+                        )
+                    });
+                }
                 let explanation = (explained && !verdict.is_accepted() && !verdict.is_undecided())
                     .then(|| bpfemu_verifier::explain(&input, opts, &verdict))
                     .flatten();

@@ -182,6 +182,12 @@ fn a_callback_needs_the_func_info_a_refused_btf_takes_away() {
     let path = mutant(&scratch, "bad_name.o", "xdp/build/bpf_loop.v3.o", with_invalid_name);
     let ours = bpfemu_verdict(&path).expect("bpfemu judges it");
     assert_eq!(ours.as_deref(), Some("missing btf func_info"));
+    // The rejection says why the program had no func_info.
+    let text = stdout(&bpfemu(&["verify", &path]));
+    assert!(
+        text.contains("note: BPF_BTF_LOAD refuses the object's BTF (type [") && text.contains("Invalid name"),
+        "{text}"
+    );
     if kernel_or_skip("a_callback_needs_the_func_info_a_refused_btf_takes_away") {
         assert_eq!(libbpf_verdict(&path, "xdp_ipv6_exthdr").expect("libbpf"), ours);
     }
