@@ -56,7 +56,8 @@ fn line_record(elf: &[u8], n: usize) -> usize {
 fn libbpf_verdict(path: &str, program: &str) -> Result<Option<String>, String> {
     let mut obj = LibbpfObject::open_file(std::path::Path::new(path)).map_err(|e| e.to_string())?;
     for other in obj.programs().into_iter().filter(|p| p.name != program) {
-        obj.set_autoload(&other.name, false).map_err(|e| e.to_string())?;
+        obj.set_autoload(&other.name, false)
+            .map_err(|e| e.to_string())?;
     }
     let out = obj.load(&LogOptions::default());
     match out.programs.iter().find(|p| p.name == program) {
@@ -87,7 +88,12 @@ fn bpfemu_verdict(path: &str) -> Result<Option<String>, String> {
 }
 
 /// `original` (an example object) edited, written as `name` into `scratch`.
-fn mutant(scratch: &Scratch, name: &str, original: &str, edit: impl FnOnce(&mut Vec<u8>)) -> String {
+fn mutant(
+    scratch: &Scratch,
+    name: &str,
+    original: &str,
+    edit: impl FnOnce(&mut [u8]),
+) -> String {
     let mut data = std::fs::read(example(original)).expect("object");
     edit(&mut data);
     let path = scratch.path(name);
@@ -98,16 +104,22 @@ fn mutant(scratch: &Scratch, name: &str, original: &str, edit: impl FnOnce(&mut 
 #[test]
 fn a_line_info_string_outside_the_strings_is_refused_as_the_kernel_refuses_it() {
     let scratch = Scratch::new("btf_ext_line_off");
-    let path = mutant(&scratch, "bad_line_off.o", "xdp/build/adjust_meta.v3.o", |elf| {
-        let at = line_record(elf, 1) + 8;
-        elf[at..at + 4].copy_from_slice(&0x00ff_ffffu32.to_le_bytes());
-    });
+    let path = mutant(
+        &scratch,
+        "bad_line_off.o",
+        "xdp/build/adjust_meta.v3.o",
+        |elf| {
+            let at = line_record(elf, 1) + 8;
+            elf[at..at + 4].copy_from_slice(&0x00ff_ffffu32.to_le_bytes());
+        },
+    );
     let ours = bpfemu_verdict(&path).expect("bpfemu judges it");
     assert_eq!(
         ours.as_deref(),
         Some("Invalid line_info[1].line_off or .file_name_off")
     );
-    if kernel_or_skip("a_line_info_string_outside_the_strings_is_refused_as_the_kernel_refuses_it") {
+    if kernel_or_skip("a_line_info_string_outside_the_strings_is_refused_as_the_kernel_refuses_it")
+    {
         assert_eq!(libbpf_verdict(&path, "xdp_set_meta").expect("libbpf"), ours);
     }
 }
@@ -115,16 +127,22 @@ fn a_line_info_string_outside_the_strings_is_refused_as_the_kernel_refuses_it() 
 #[test]
 fn line_info_out_of_order_is_refused_as_the_kernel_refuses_it() {
     let scratch = Scratch::new("btf_ext_unsorted");
-    let path = mutant(&scratch, "unsorted_lines.o", "xdp/build/adjust_meta.v3.o", |elf| {
-        let first = line_record(elf, 0);
-        let second = line_record(elf, 1);
-        // The second record's instruction becomes the first one's: not strictly increasing.
-        let insn = elf[first..first + 4].to_vec();
-        elf[second..second + 4].copy_from_slice(&insn);
-    });
+    let path = mutant(
+        &scratch,
+        "unsorted_lines.o",
+        "xdp/build/adjust_meta.v3.o",
+        |elf| {
+            let first = line_record(elf, 0);
+            let second = line_record(elf, 1);
+            // The second record's instruction becomes the first one's: not strictly increasing.
+            let insn = elf[first..first + 4].to_vec();
+            elf[second..second + 4].copy_from_slice(&insn);
+        },
+    );
     let ours = bpfemu_verdict(&path).expect("bpfemu judges it");
     assert!(
-        ours.as_deref().is_some_and(|m| m.starts_with("Invalid line_info[1].insn_off:0 ")),
+        ours.as_deref()
+            .is_some_and(|m| m.starts_with("Invalid line_info[1].insn_off:0 ")),
         "{ours:?}"
     );
     if kernel_or_skip("line_info_out_of_order_is_refused_as_the_kernel_refuses_it") {
@@ -151,7 +169,7 @@ fn a_btf_ext_libbpf_cannot_parse_is_dropped_when_nothing_needs_btf() {
 /// `original` with one of its BTF names made an invalid identifier (`ingress_ifindex`, a
 /// member of `struct xdp_md`, becomes `ingress=ifindex`): libbpf opens it, the kernel refuses
 /// the BTF ("Invalid name"), and libbpf loads everything without BTF.
-fn with_invalid_name(elf: &mut Vec<u8>) {
+fn with_invalid_name(elf: &mut [u8]) {
     let (off, size) = section(elf, ".BTF").expect(".BTF");
     let blob = &elf[off..off + size];
     let needle = b"\0ingress_ifindex\0";
@@ -165,31 +183,48 @@ fn with_invalid_name(elf: &mut Vec<u8>) {
 #[test]
 fn a_spin_lock_map_loses_its_btf_with_the_object_btf() {
     let scratch = Scratch::new("btf_spin_lock");
-    let path = mutant(&scratch, "bad_name.o", "xdp/build/spin_lock.v3.o", with_invalid_name);
+    let path = mutant(
+        &scratch,
+        "bad_name.o",
+        "xdp/build/spin_lock.v3.o",
+        with_invalid_name,
+    );
     let ours = bpfemu_verdict(&path).expect("bpfemu judges it");
     assert_eq!(
         ours.as_deref(),
         Some("map 'buckets' has to have BTF in order to use bpf_spin_lock")
     );
     if kernel_or_skip("a_spin_lock_map_loses_its_btf_with_the_object_btf") {
-        assert_eq!(libbpf_verdict(&path, "xdp_ratelimit").expect("libbpf"), ours);
+        assert_eq!(
+            libbpf_verdict(&path, "xdp_ratelimit").expect("libbpf"),
+            ours
+        );
     }
 }
 
 #[test]
 fn a_callback_needs_the_func_info_a_refused_btf_takes_away() {
     let scratch = Scratch::new("btf_callback");
-    let path = mutant(&scratch, "bad_name.o", "xdp/build/bpf_loop.v3.o", with_invalid_name);
+    let path = mutant(
+        &scratch,
+        "bad_name.o",
+        "xdp/build/bpf_loop.v3.o",
+        with_invalid_name,
+    );
     let ours = bpfemu_verdict(&path).expect("bpfemu judges it");
     assert_eq!(ours.as_deref(), Some("missing btf func_info"));
     // The rejection says why the program had no func_info.
     let text = stdout(&bpfemu(&["verify", &path]));
     assert!(
-        text.contains("note: BPF_BTF_LOAD refuses the object's BTF (type [") && text.contains("Invalid name"),
+        text.contains("note: BPF_BTF_LOAD refuses the object's BTF (type [")
+            && text.contains("Invalid name"),
         "{text}"
     );
     if kernel_or_skip("a_callback_needs_the_func_info_a_refused_btf_takes_away") {
-        assert_eq!(libbpf_verdict(&path, "xdp_ipv6_exthdr").expect("libbpf"), ours);
+        assert_eq!(
+            libbpf_verdict(&path, "xdp_ipv6_exthdr").expect("libbpf"),
+            ours
+        );
     }
 }
 
@@ -223,7 +258,12 @@ fn maps_too_large(path: &str) -> bool {
         let value = u64::from(m.value_size) * CPUS;
         u64::from(m.max_entries) * (u64::from(m.key_size) + value + 64)
     };
-    object.maps.iter().map(bytes).fold(0u64, u64::saturating_add) > MAX_MAP_BYTES
+    object
+        .maps
+        .iter()
+        .map(bytes)
+        .fold(0u64, u64::saturating_add)
+        > MAX_MAP_BYTES
 }
 
 /// What a sweep of single-byte mutants of one section found.
@@ -282,7 +322,9 @@ fn sweep(section_name: &str, seed: u64) -> Sweep {
         let Some(program) = program else {
             // libbpf cannot open it: bpfemu must not judge it either.
             if ours.is_ok() {
-                found.differ.push(format!("{what}: libbpf cannot open it, bpfemu judges it"));
+                found
+                    .differ
+                    .push(format!("{what}: libbpf cannot open it, bpfemu judges it"));
             }
             continue;
         };
@@ -294,10 +336,16 @@ fn sweep(section_name: &str, seed: u64) -> Sweep {
             // subprogram without func_info): neither loads it.
             (Ok(Some(k)), Err(_)) if k.starts_with("prog '") => {}
             (Ok(_), Err(_)) => found.bpfemu_cannot_load += 1,
-            (k, b) => found.differ.push(format!("{what}: kernel {k:?}, bpfemu {b:?}")),
+            (k, b) => found
+                .differ
+                .push(format!("{what}: kernel {k:?}, bpfemu {b:?}")),
         }
     }
-    assert!(found.judged > wanted / 3, "too few mutants judged: {}", found.judged);
+    assert!(
+        found.judged > wanted / 3,
+        "too few mutants judged: {}",
+        found.judged
+    );
     found
 }
 
@@ -308,7 +356,10 @@ fn btf_ext_mutants_agree_with_libbpf_and_the_kernel() {
     }
     let found = sweep(".BTF.ext", 7);
     assert!(found.differ.is_empty(), "{}", found.differ.join("\n"));
-    assert_eq!(found.bpfemu_cannot_load, 0, "bpfemu refuses objects libbpf loads");
+    assert_eq!(
+        found.bpfemu_cannot_load, 0,
+        "bpfemu refuses objects libbpf loads"
+    );
 }
 
 #[test]

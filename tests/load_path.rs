@@ -133,7 +133,12 @@ fn egress_ifindex_is_read_only_by_devmap_programs() {
     if kernel_or_skip("egress_ifindex_is_read_only_by_devmap_programs") {
         kernel_agrees(
             &obj,
-            &["egress_plain", "egress_frags", "egress_cpumap", "egress_cpumap_frags"],
+            &[
+                "egress_plain",
+                "egress_frags",
+                "egress_cpumap",
+                "egress_cpumap_frags",
+            ],
         );
     }
 }

@@ -82,13 +82,19 @@ fn func_and_line_info_equal_libbpfs() {
         .unwrap_or_else(|_| "/tmp/bpfemu-selftests/build/obj".into());
     let mut compared = 0;
     let mut differ = Vec::new();
-    for path in objects_in(&corpus).iter().chain(&objects_in(Path::new(&selftests))) {
+    for path in objects_in(&corpus)
+        .iter()
+        .chain(&objects_in(Path::new(&selftests)))
+    {
         if let Some(found) = compare(path) {
             compared += 1;
             differ.extend(found);
         }
     }
     eprintln!("{compared} objects compared");
-    assert!(compared >= objects_in(&corpus).len() / 2, "too few objects compared");
+    assert!(
+        compared >= objects_in(&corpus).len() / 2,
+        "too few objects compared"
+    );
     assert!(differ.is_empty(), "{}", differ.join("\n"));
 }

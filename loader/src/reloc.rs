@@ -625,16 +625,14 @@ impl Linker<'_, '_> {
         if self.line_info_ok {
             let records = records_of(&ext.line_info, func, |r| r.insn);
             match records {
-                Some(recs) => self.out.line_info.extend(recs.iter().map(|r| {
-                    SourceLine {
-                        insn: placed_insn(r.insn, func.insn_off, start),
-                        file_name: r.file_name.clone(),
-                        line_text: r.line_text.clone(),
-                        line: r.line,
-                        column: r.column,
-                        file_name_off: r.file_name_off,
-                        line_off: r.line_off,
-                    }
+                Some(recs) => self.out.line_info.extend(recs.iter().map(|r| SourceLine {
+                    insn: placed_insn(r.insn, func.insn_off, start),
+                    file_name: r.file_name.clone(),
+                    line_text: r.line_text.clone(),
+                    line: r.line,
+                    column: r.column,
+                    file_name_off: r.file_name_off,
+                    line_off: r.line_off,
                 })),
                 None if is_main => {
                     self.line_info_ok = false;

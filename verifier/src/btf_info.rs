@@ -114,8 +114,7 @@ fn check_line_info(input: &ProgramInput<'_>, subprogs: &[Subprog]) -> Result<(),
                 "Invalid insn code at line_info[{i}].insn_off"
             )));
         }
-        if !is_string_offset(input, line.line_off) || !is_string_offset(input, line.file_name_off)
-        {
+        if !is_string_offset(input, line.line_off) || !is_string_offset(input, line.file_name_off) {
             return Err(einval(format!(
                 "Invalid line_info[{i}].line_off or .file_name_off"
             )));
@@ -124,9 +123,7 @@ fn check_line_info(input: &ProgramInput<'_>, subprogs: &[Subprog]) -> Result<(),
             if at == sub.start {
                 next_sub += 1;
             } else if sub.start < at {
-                return Err(einval(format!(
-                    "missing bpf_line_info for func#{next_sub}"
-                )));
+                return Err(einval(format!("missing bpf_line_info for func#{next_sub}")));
             }
         }
         prev = at;

@@ -1075,7 +1075,8 @@ fn check_ld_imm(
             if env.input.func_info.is_empty() {
                 return Err(env.reject(Errno::Einval, "missing btf func_info"));
             }
-            let linkage = crate::call::global::func_type(env.input.btf, env.input.func_info, target);
+            let linkage =
+                crate::call::global::func_type(env.input.btf, env.input.func_info, target);
             if linkage.is_some_and(|(_, global)| global) {
                 return Err(env.reject(Errno::Einval, "callback function not static"));
             }

@@ -223,11 +223,10 @@ fn members_of(t: &RawType<'_>, size: u32, members: &[Member], union: bool) -> Op
 /// `btf_enum_check_meta` and `btf_enum64_check_meta`.
 fn enumeration(t: &RawType<'_>, size: u32) -> Option<&'static str> {
     let bad_value = |&off: &u32| off == 0 || !is_identifier(name_at(t.strings, off));
+    let bad_name = t.name_off != 0 && !is_identifier(t.name());
     if !size.is_power_of_two() || size > 8 {
         Some("Unexpected size")
-    } else if t.name_off != 0 && !is_identifier(t.name()) {
-        Some("Invalid name")
-    } else if t.record_names.iter().any(bad_value) {
+    } else if bad_name || t.record_names.iter().any(bad_value) {
         Some("Invalid name")
     } else {
         None
@@ -276,12 +275,15 @@ fn var(t: &RawType<'_>, ty: TypeId) -> Option<&'static str> {
 /// `btf_datasec_check_meta` and `btf_datasec_resolve` over every DATASEC of `btf` (the blob
 /// as the kernel gets it).
 pub(crate) fn datasec_refusal(btf: &Btf) -> Option<String> {
-    btf.types.iter().enumerate().find_map(|(id, t)| match &t.kind {
-        BtfKind::DataSec { size, vars } => datasec(&t.name, *size, vars)
-            .or_else(|| datasec_vars(btf, vars))
-            .map(|problem| format!("[{id}] {problem}")),
-        _ => None,
-    })
+    btf.types
+        .iter()
+        .enumerate()
+        .find_map(|(id, t)| match &t.kind {
+            BtfKind::DataSec { size, vars } => datasec(&t.name, *size, vars)
+                .or_else(|| datasec_vars(btf, vars))
+                .map(|problem| format!("[{id}] {problem}")),
+            _ => None,
+        })
 }
 
 /// `btf_func_check`: a FUNC's type is a FUNC_PROTO whose arguments all have names (the
@@ -304,13 +306,14 @@ pub(crate) fn func_refusal(btf: &Btf) -> Option<String> {
 
 /// `btf_datasec_resolve`: every entry is a VAR whose type fits the entry's size.
 fn datasec_vars(btf: &Btf, vars: &[VarSecInfo]) -> Option<&'static str> {
-    vars.iter().find_map(|v| match btf.get(v.ty).map(|t| &t.kind) {
-        Some(BtfKind::Var { ty, .. }) => btf
-            .size_of(*ty)
-            .is_some_and(|needed| needed > v.size)
-            .then_some("Invalid size"),
-        _ => Some("Not a VAR kind member"),
-    })
+    vars.iter()
+        .find_map(|v| match btf.get(v.ty).map(|t| &t.kind) {
+            Some(BtfKind::Var { ty, .. }) => btf
+                .size_of(*ty)
+                .is_some_and(|needed| needed > v.size)
+                .then_some("Invalid size"),
+            _ => Some("Not a VAR kind member"),
+        })
 }
 
 fn datasec(name: &str, size: u32, vars: &[VarSecInfo]) -> Option<&'static str> {

@@ -210,7 +210,9 @@ fn parse_type(
     };
     // The INT data word is the first word after the header (read again by `parse_int`).
     let int_word = if hdr.kind == kind::INT {
-        cur.range(cur.pos(), cur.pos() + 4).u32("INT encoding").unwrap_or(0)
+        cur.range(cur.pos(), cur.pos() + 4)
+            .u32("INT encoding")
+            .unwrap_or(0)
     } else {
         0
     };
@@ -243,7 +245,7 @@ fn record_names(body: &Cursor<'_>, h: &Header) -> Vec<u32> {
         kind::ENUM | kind::FUNC_PROTO => 8,
         _ => return Vec::new(),
     };
-    let mut cur = body.clone();
+    let mut cur = *body;
     (0..h.vlen)
         .map_while(|_| {
             let name_off = cur.u32("record name_off").ok()?;
