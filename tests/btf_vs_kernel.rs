@@ -88,12 +88,7 @@ fn bpfemu_verdict(path: &str) -> Result<Option<String>, String> {
 }
 
 /// `original` (an example object) edited, written as `name` into `scratch`.
-fn mutant(
-    scratch: &Scratch,
-    name: &str,
-    original: &str,
-    edit: impl FnOnce(&mut [u8]),
-) -> String {
+fn mutant(scratch: &Scratch, name: &str, original: &str, edit: impl FnOnce(&mut [u8])) -> String {
     let mut data = std::fs::read(example(original)).expect("object");
     edit(&mut data);
     let path = scratch.path(name);
