@@ -79,6 +79,12 @@ fn libbpf_verdict(path: &str, program: &str) -> Result<Option<String>, String> {
 /// bpfemu's verdict on the only program of `path`: `None` when accepted, else its message.
 fn bpfemu_verdict(path: &str) -> Result<Option<String>, String> {
     let out = bpfemu(&["verify", path, "--json"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // Bad BTF is bad input, never a crash.
+    assert!(
+        out.status.code().is_some_and(|c| c <= 2) && !stderr.contains("panicked"),
+        "{path}: {stderr}"
+    );
     let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).map_err(|e| e.to_string())?;
     if let Some(refused) = doc["not_loaded"].as_array().and_then(|a| a.first()) {
         return Err(refused.to_string());
