@@ -230,6 +230,28 @@ fn a_callback_needs_the_func_info_a_refused_btf_takes_away() {
 }
 
 #[test]
+fn a_global_function_argument_without_a_size_drops_the_btf() {
+    // Found by the .BTF sweep: `port_class`'s prototype gets its argument typed as a FUNC
+    // (type 16, __u16, becomes 21, the FUNC port_class). The kernel refuses the BTF ("Invalid
+    // arg#1"), so libbpf loads without func_info and the global function is verified as a
+    // static one, which the caller's arguments fit.
+    let scratch = Scratch::new("btf_func_arg");
+    let path = mutant(&scratch, "func_arg.o", "xdp/build/subprogs.v3.o", |elf| {
+        let (off, _) = section(elf, ".BTF").expect(".BTF");
+        assert_eq!(
+            elf[off + 0x178],
+            16,
+            "subprogs.v3.o was rebuilt: find port's type again"
+        );
+        elf[off + 0x178] = 21;
+    });
+    assert_eq!(bpfemu_verdict(&path).expect("bpfemu judges it"), None);
+    if kernel_or_skip("a_global_function_argument_without_a_size_drops_the_btf") {
+        assert_eq!(libbpf_verdict(&path, "xdp_subprogs").expect("libbpf"), None);
+    }
+}
+
+#[test]
 fn a_btf_libbpf_cannot_parse_is_dropped_when_nothing_needs_btf() {
     // The string section no longer ends with a NUL: libbpf cannot parse .BTF, and with no
     // BTF-defined map nor extern it loads the program without it.

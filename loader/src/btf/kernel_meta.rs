@@ -203,6 +203,7 @@ fn members_of(t: &RawType<'_>, size: u32, members: &[Member], union: bool) -> Op
     if t.name_off != 0 && !is_identifier(t.name()) {
         return Some("Invalid name");
     }
+    let mut last_offset = 0;
     for (m, &name_off) in members.iter().zip(&t.record_names) {
         if name_off != 0 && !is_identifier(name_at(t.strings, name_off)) {
             return Some("Invalid name");
@@ -210,9 +211,11 @@ fn members_of(t: &RawType<'_>, size: u32, members: &[Member], union: bool) -> Op
         if m.ty == 0 || !is_type_id(m.ty) {
             return Some("Invalid type_id");
         }
-        if union && m.bit_offset != 0 {
+        // Members come in offset order (equal offsets allowed: a last `char a[0]`).
+        if (union && m.bit_offset != 0) || m.bit_offset < last_offset {
             return Some("Invalid member bits_offset");
         }
+        last_offset = m.bit_offset;
         if m.bit_offset.div_ceil(8) > size {
             return Some("Member bits_offset exceeds its struct size");
         }
@@ -302,6 +305,81 @@ pub(crate) fn func_refusal(btf: &Btf) -> Option<String> {
         };
         problem.map(|p| format!("[{id}] {p}"))
     })
+}
+
+/// `btf_struct_resolve`'s member checks for every STRUCT and UNION: a member that is not a
+/// bitfield starts on a byte and its type has a size that fits the struct from there.
+pub(crate) fn member_refusal(btf: &Btf) -> Option<String> {
+    btf.types.iter().enumerate().find_map(|(id, t)| {
+        let (BtfKind::Struct { size, members } | BtfKind::Union { size, members }) = &t.kind else {
+            return None;
+        };
+        members
+            .iter()
+            .filter(|m| m.bitfield_size == 0)
+            .find_map(|m| member_problem(btf, *size, m))
+            .map(|p| format!("[{id}] {p}"))
+    })
+}
+
+fn member_problem(btf: &Btf, struct_size: u32, m: &Member) -> Option<&'static str> {
+    if !m.bit_offset.is_multiple_of(8) {
+        return Some("Member is not byte aligned");
+    }
+    let room = struct_size.checked_sub(m.bit_offset / 8)?;
+    match btf.size_of(m.ty) {
+        None => Some("Invalid member"),
+        Some(size) if size > room => Some("Member exceeds struct_size"),
+        Some(_) => None,
+    }
+}
+
+/// `btf_func_proto_check`, for every FUNC_PROTO: the return type and each argument resolve
+/// to a type with a size (void returns nothing; a void last argument is `...`).
+pub(crate) fn proto_refusal(btf: &Btf) -> Option<String> {
+    btf.types.iter().enumerate().find_map(|(id, t)| {
+        let BtfKind::FuncProto { ret, params } = &t.kind else {
+            return None;
+        };
+        let problem = if *ret != 0 && !has_size(btf, *ret) {
+            Some("Invalid return type".to_owned())
+        } else {
+            params.iter().enumerate().find_map(|(i, p)| {
+                let variadic = p.ty == 0 && i + 1 == params.len();
+                let sized = variadic || (p.ty != 0 && has_size(btf, p.ty));
+                (!sized).then(|| format!("Invalid arg#{}", i + 1))
+            })
+        };
+        problem.map(|p| format!("[{id}] {p}"))
+    })
+}
+
+/// `btf_type_id_size` succeeds: through modifiers and typedefs to an INT, ENUM, STRUCT,
+/// UNION, PTR, ARRAY or FLOAT.
+fn has_size(btf: &Btf, mut id: TypeId) -> bool {
+    for _ in 0..32 {
+        match btf.get(id).map(|t| &t.kind) {
+            Some(
+                BtfKind::Int { .. }
+                | BtfKind::Enum { .. }
+                | BtfKind::Enum64 { .. }
+                | BtfKind::Struct { .. }
+                | BtfKind::Union { .. }
+                | BtfKind::Ptr { .. }
+                | BtfKind::Array { .. }
+                | BtfKind::Float { .. },
+            ) => return true,
+            Some(
+                BtfKind::Typedef { ty }
+                | BtfKind::Volatile { ty }
+                | BtfKind::Const { ty }
+                | BtfKind::Restrict { ty }
+                | BtfKind::TypeTag { ty },
+            ) => id = *ty,
+            _ => return false,
+        }
+    }
+    false
 }
 
 /// `btf_datasec_resolve`: every entry is a VAR whose type fits the entry's size.
