@@ -119,8 +119,7 @@ fn by_kind(t: &RawType<'_>, kind: &BtfKind) -> Option<&'static str> {
         BtfKind::Enum { size, .. } | BtfKind::Enum64 { size, .. } => enumeration(t, *size),
         BtfKind::Fwd { .. } => fwd(t),
         BtfKind::Func { .. } => func(t),
-        BtfKind::FuncProto { .. } if t.name_off != 0 => Some("Invalid name"),
-        BtfKind::FuncProto { .. } => t.kflag().then_some("Invalid btf_info kind_flag"),
+        BtfKind::FuncProto { .. } => func_proto(t),
         BtfKind::Var { ty, .. } => var(t, *ty),
         // Checked on the blob libbpf sends (`datasec_refusal`).
         BtfKind::DataSec { .. } => None,
@@ -249,6 +248,20 @@ fn fwd(t: &RawType<'_>) -> Option<&'static str> {
     }
 }
 
+/// `btf_func_proto_check_meta`, and `btf_func_proto_check`'s argument names.
+fn func_proto(t: &RawType<'_>) -> Option<&'static str> {
+    let bad_arg_name = |&off: &u32| off != 0 && !is_identifier(name_at(t.strings, off));
+    if t.name_off != 0 {
+        Some("Invalid name")
+    } else if t.kflag() {
+        Some("Invalid btf_info kind_flag")
+    } else if t.record_names.iter().any(bad_arg_name) {
+        Some("Invalid arg")
+    } else {
+        None
+    }
+}
+
 /// `btf_func_check_meta` (an unknown linkage is the parser's error).
 fn func(t: &RawType<'_>) -> Option<&'static str> {
     if !is_identifier(t.name()) {
@@ -332,6 +345,47 @@ fn member_problem(btf: &Btf, struct_size: u32, m: &Member) -> Option<&'static st
         Some(size) if size > room => Some("Member exceeds struct_size"),
         Some(_) => None,
     }
+}
+
+/// `btf_array_resolve` for every ARRAY: the index is a plain integer, and the element type
+/// has a size (no loop, no void or forward declaration) that the length does not overflow.
+pub(crate) fn array_refusal(btf: &Btf) -> Option<String> {
+    btf.types.iter().enumerate().find_map(|(id, t)| {
+        let BtfKind::Array { index, .. } = &t.kind else {
+            return None;
+        };
+        let problem = if !is_plain_int(btf, *index) {
+            Some("Invalid index")
+        } else if btf.size_of(id as TypeId).is_none() {
+            Some("Invalid elem")
+        } else {
+            None
+        };
+        problem.map(|p| format!("[{id}] {p}"))
+    })
+}
+
+/// An INT (through modifiers and typedefs) whose bits fill its size from bit 0.
+fn is_plain_int(btf: &Btf, mut id: TypeId) -> bool {
+    for _ in 0..32 {
+        match btf.get(id).map(|t| &t.kind) {
+            Some(BtfKind::Int {
+                size,
+                bit_offset,
+                bits,
+                ..
+            }) => return *bit_offset == 0 && u32::from(*bits) == size * 8,
+            Some(
+                BtfKind::Typedef { ty }
+                | BtfKind::Volatile { ty }
+                | BtfKind::Const { ty }
+                | BtfKind::Restrict { ty }
+                | BtfKind::TypeTag { ty },
+            ) => id = *ty,
+            _ => return false,
+        }
+    }
+    false
 }
 
 /// `btf_func_proto_check`, for every FUNC_PROTO: the return type and each argument resolve
