@@ -544,6 +544,18 @@ fn validate_refs(btf: &Btf, offsets: &[usize]) -> Result<(), BtfError> {
                 });
             }
         }
+        if let BtfKind::Func { proto, .. } = ty.kind
+            && !matches!(
+                btf.get(proto).map(|t| &t.kind),
+                Some(BtfKind::FuncProto { .. })
+            )
+        {
+            return Err(BtfError::FuncNotProto {
+                type_id: id as TypeId,
+                offset: offsets[id],
+                proto,
+            });
+        }
     }
     Ok(())
 }
