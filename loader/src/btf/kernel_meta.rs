@@ -321,7 +321,7 @@ pub(crate) fn func_refusal(btf: &Btf) -> Option<String> {
 }
 
 /// `btf_struct_resolve`'s member checks for every STRUCT and UNION: a member that is not a
-/// bitfield starts on a byte and its type has a size that fits the struct from there.
+/// bitfield fits the struct from its offset, and starts on a byte unless it is an INT.
 pub(crate) fn member_refusal(btf: &Btf) -> Option<String> {
     btf.types.iter().enumerate().find_map(|(id, t)| {
         let (BtfKind::Struct { size, members } | BtfKind::Union { size, members }) = &t.kind else {
@@ -336,15 +336,43 @@ pub(crate) fn member_refusal(btf: &Btf) -> Option<String> {
 }
 
 fn member_problem(btf: &Btf, struct_size: u32, m: &Member) -> Option<&'static str> {
+    let room = struct_size.checked_sub(m.bit_offset / 8)?;
+    // An INT member (`btf_int_check_member`) may start inside a byte; any other needs a
+    // whole byte.
+    if let Some((bit_offset, bits)) = int_bits(btf, m.ty) {
+        let copied = m.bit_offset % 8 + bit_offset + bits;
+        return if copied > 128 || copied.div_ceil(8) > room {
+            Some("Member exceeds struct_size")
+        } else {
+            None
+        };
+    }
     if !m.bit_offset.is_multiple_of(8) {
         return Some("Member is not byte aligned");
     }
-    let room = struct_size.checked_sub(m.bit_offset / 8)?;
     match btf.size_of(m.ty) {
         None => Some("Invalid member"),
         Some(size) if size > room => Some("Member exceeds struct_size"),
         Some(_) => None,
     }
+}
+
+/// The bit offset and width of the INT `id` is (through modifiers and typedefs), if it is one.
+fn int_bits(btf: &Btf, mut id: TypeId) -> Option<(u32, u32)> {
+    for _ in 0..32 {
+        match &btf.get(id)?.kind {
+            BtfKind::Int {
+                bit_offset, bits, ..
+            } => return Some((u32::from(*bit_offset), u32::from(*bits))),
+            BtfKind::Typedef { ty }
+            | BtfKind::Volatile { ty }
+            | BtfKind::Const { ty }
+            | BtfKind::Restrict { ty }
+            | BtfKind::TypeTag { ty } => id = *ty,
+            _ => return None,
+        }
+    }
+    None
 }
 
 /// `btf_array_resolve` for every ARRAY: the index is a plain integer, and the element type
