@@ -126,16 +126,28 @@ pub fn judge(obj: &Object, program: &ProgramSpec, opts: &Options) -> Verdict {
 pub struct ObjectJudge<'a> {
     obj: &'a Object,
     maps: Result<Vec<bpfemu_loader::MapSpec>, Rejection>,
+    /// The object's BTF as the kernel keeps it: `None` when `BPF_BTF_LOAD` refuses it, and
+    /// libbpf then loads the maps and programs without it.
+    btf: Option<&'a bpfemu_loader::btf::Btf>,
+    /// Why the kernel refuses the object's BTF, said beside a rejection.
+    btf_refusal: Option<String>,
 }
 
 impl<'a> ObjectJudge<'a> {
     pub fn new(obj: &'a Object) -> ObjectJudge<'a> {
-        let created = bpfemu_verifier::maps_created::maps_as_created(&obj.maps, obj.btf.as_ref());
+        let btf_refusal = obj.btf.as_ref().and_then(|btf| btf.kernel_refusal());
+        let btf = obj.btf.as_ref().filter(|_| btf_refusal.is_none());
+        let created = bpfemu_verifier::maps_created::maps_as_created(&obj.maps, btf);
         let maps = match map_creation_refusal(obj, &created) {
             Some(rejection) => Err(rejection),
             None => Ok(created),
         };
-        ObjectJudge { obj, maps }
+        ObjectJudge {
+            obj,
+            maps,
+            btf,
+            btf_refusal,
+        }
     }
 
     /// The verdict on `program`, one of the object's programs.
@@ -168,11 +180,26 @@ impl<'a> ObjectJudge<'a> {
                 None,
             ),
             Ok(maps) => {
-                let input = ProgramInput {
+                let mut input = ProgramInput {
                     maps,
                     ..ProgramInput::new(self.obj, program)
                 };
-                let verdict = libbpf_fixup(self.obj, program, verify(&input, opts));
+                if self.btf.is_none() {
+                    // No BTF in the kernel: libbpf sends no func_info or line_info either.
+                    input.btf = None;
+                    input.func_info = &[];
+                    input.line_info = &[];
+                }
+                let mut verdict = libbpf_fixup(self.obj, program, verify(&input, opts));
+                if let (Outcome::Rejected(r), Some(why)) = (&mut verdict.outcome, &self.btf_refusal)
+                {
+                    r.note.get_or_insert_with(|| {
+                        format!(
+                            "BPF_BTF_LOAD refuses the object's BTF (type {why}): libbpf loads \
+                             the maps and programs without it"
+                        )
+                    });
+                }
                 let explanation = (explained && !verdict.is_accepted() && !verdict.is_undecided())
                     .then(|| bpfemu_verifier::explain(&input, opts, &verdict))
                     .flatten();

@@ -170,3 +170,37 @@ fn a_global_spin_lock_libbpf_must_mmap_fails_the_object() {
         }
     }
 }
+
+#[test]
+fn a_large_btf_reaches_the_kernel_as_libbpf_loads_it() {
+    let obj = object("big_btf_callback.o");
+    let out = bpfemu(&["verify", &obj]);
+    assert_exit(&out, 0);
+    if kernel_or_skip("a_large_btf_reaches_the_kernel_as_libbpf_loads_it") {
+        kernel_agrees(&obj, &[]);
+    }
+}
+
+#[test]
+fn egress_ifindex_is_read_only_by_devmap_programs() {
+    let obj = object("attach_ctx.o");
+    let out = bpfemu(&["verify", &obj, "--json"]);
+    assert_exit(&out, 1);
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+    for p in doc["programs"].as_array().expect("programs") {
+        let name = p["name"].as_str().expect("name");
+        let devmap = name.starts_with("egress_devmap");
+        assert_eq!(p["accepted"], devmap, "{p}");
+    }
+    if kernel_or_skip("egress_ifindex_is_read_only_by_devmap_programs") {
+        kernel_agrees(
+            &obj,
+            &[
+                "egress_plain",
+                "egress_frags",
+                "egress_cpumap",
+                "egress_cpumap_frags",
+            ],
+        );
+    }
+}

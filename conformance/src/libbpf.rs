@@ -266,6 +266,10 @@ pub struct PreparedProgram {
     pub insns: Vec<RawInsn>,
     /// Exactly what libbpf passes to `BPF_PROG_LOAD`, map fds included.
     pub raw_insns: Vec<RawInsn>,
+    /// The func_info records libbpf passes: (insn_off, type_id).
+    pub func_info: Vec<(u32, u32)>,
+    /// The line_info records libbpf passes: insn_off, file_name_off, line_off, line_col.
+    pub line_info: Vec<[u32; 4]>,
 }
 
 /// Verifier log settings applied to every program by [`LibbpfObject::load`].
@@ -657,6 +661,7 @@ impl LibbpfObject {
                     fd,
                 }
             })?;
+        let (func_info, line_info) = self.ext_info(&p.name);
         Ok(PreparedProgram {
             name: p.name,
             section: p.section,
@@ -664,7 +669,46 @@ impl LibbpfObject {
             expected_attach_type: p.expected_attach_type,
             insns,
             raw_insns: p.insns,
+            func_info,
+            line_info,
         })
+    }
+
+    /// The func_info and line_info records libbpf holds for program `name` once prepared.
+    fn ext_info(&self, name: &str) -> (Vec<(u32, u32)>, Vec<[u32; 4]>) {
+        let Some(prog) = self
+            .prog_ptrs()
+            .into_iter()
+            // SAFETY: each pointer is a program of this live object.
+            .find(|&p| owned(unsafe { sys::bpf_program__name(p) }) == name)
+        else {
+            return (Vec::new(), Vec::new());
+        };
+        // SAFETY: `prog` belongs to this live, prepared object; libbpf's arrays hold `cnt`
+        // records of the uapi layout and live as long as the object.
+        unsafe {
+            let funcs = sys::bpf_program__func_info(prog);
+            let n = sys::bpf_program__func_info_cnt(prog) as usize;
+            let func_info = if funcs.is_null() {
+                Vec::new()
+            } else {
+                std::slice::from_raw_parts(funcs, n)
+                    .iter()
+                    .map(|f| (f.insn_off, f.type_id))
+                    .collect()
+            };
+            let lines = sys::bpf_program__line_info(prog);
+            let n = sys::bpf_program__line_info_cnt(prog) as usize;
+            let line_info = if lines.is_null() {
+                Vec::new()
+            } else {
+                std::slice::from_raw_parts(lines, n)
+                    .iter()
+                    .map(|l| [l.insn_off, l.file_name_off, l.line_off, l.line_col])
+                    .collect()
+            };
+            (func_info, line_info)
+        }
     }
 
     fn install_logs(&mut self, log: &LogOptions) {

@@ -470,24 +470,20 @@ fn load_program(
     log_size: usize,
 ) -> kernel::LoadResult {
     let license = std::ffi::CString::new(obj.license.clone()).unwrap_or_else(|_| c"GPL".to_owned());
-    let func_info: Vec<FuncInfo> = if btf_fd.is_some() {
-        prog.func_info
-            .iter()
-            .map(|&(insn, type_id)| FuncInfo {
-                insn_off: insn as u32,
-                type_id,
-            })
-            .collect()
+    // As libbpf: the records go with the object's BTF, or not at all when the kernel refused it.
+    let (func_info, line_info) = if btf_fd.is_some() {
+        (kernel_func_info(prog), kernel_line_info(prog))
     } else {
-        Vec::new()
+        (Vec::new(), Vec::new())
     };
     let mut opts = kernel::LoadOptions::new(prog.prog_type, insns);
     opts.expected_attach_type = prog.expected_attach_type.unwrap_or(0);
     opts.prog_flags = prog.prog_flags;
     opts.log_level = log_level;
     opts.log_size = log_size.max(1 << 16);
-    opts.prog_btf_fd = btf_fd.filter(|_| !func_info.is_empty());
+    opts.prog_btf_fd = btf_fd.filter(|_| !func_info.is_empty() || !line_info.is_empty());
     opts.func_info = &func_info;
+    opts.line_info = &line_info;
     opts.prog_name = kernel::object_name(&prog.name);
     opts.license = &license;
     opts.kern_version = obj.kern_version.unwrap_or(0);
@@ -562,6 +558,31 @@ impl Drop for MappedArena {
         // SAFETY: unmaps exactly the mapping `new` made; nothing borrows it.
         unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
     }
+}
+
+/// The program's func_info records, as `BPF_PROG_LOAD` takes them.
+fn kernel_func_info(prog: &ProgramSpec) -> Vec<FuncInfo> {
+    prog.func_info
+        .iter()
+        .map(|&(insn, type_id)| FuncInfo {
+            insn_off: insn as u32,
+            type_id,
+        })
+        .collect()
+}
+
+/// The program's line_info records, as `BPF_PROG_LOAD` takes them: the string offsets are the
+/// object's, which stay valid because the BTF sent keeps the object's strings first.
+fn kernel_line_info(prog: &ProgramSpec) -> Vec<kernel::LineInfo> {
+    prog.line_info
+        .iter()
+        .map(|l| kernel::LineInfo {
+            insn_off: l.insn as u32,
+            file_name_off: l.file_name_off,
+            line_off: l.line_off,
+            line_col: (l.line << 10) | (l.column & 0x3ff),
+        })
+        .collect()
 }
 
 /// A read-only mapping of an mmap()able array map (see [`KernelObject::map_array`]).

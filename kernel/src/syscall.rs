@@ -144,6 +144,17 @@ pub struct FuncInfo {
     pub type_id: u32,
 }
 
+/// One `bpf_line_info` record: the source line of the instruction at `insn_off`, its file and
+/// text as offsets into the program's BTF strings, the line number above a 10-bit column.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LineInfo {
+    pub insn_off: u32,
+    pub file_name_off: u32,
+    pub line_off: u32,
+    pub line_col: u32,
+}
+
 // The uapi offsets of the last fields; a layout slip would silently send garbage.
 const _: () = assert!(std::mem::offset_of!(ProgLoadAttr, expected_attach_type) == 68);
 const _: () = assert!(std::mem::offset_of!(ProgLoadAttr, fd_array) == 120);
@@ -207,6 +218,8 @@ pub struct LoadOptions<'a> {
     /// BTF describing the subprograms (needed, for example, by callbacks).
     pub prog_btf_fd: Option<RawFd>,
     pub func_info: &'a [FuncInfo],
+    /// Source lines (sent with `prog_btf_fd`).
+    pub line_info: &'a [LineInfo],
     /// The program's name as the kernel keeps it (see [`object_name`]).
     pub prog_name: [u8; 16],
     /// The license string; GPL-only helpers need a GPL-compatible one.
@@ -228,6 +241,7 @@ impl<'a> LoadOptions<'a> {
             fd_array: &[],
             prog_btf_fd: None,
             func_info: &[],
+            line_info: &[],
             prog_name: [0; 16],
             license: c"GPL",
             kern_version: 0,
@@ -244,11 +258,16 @@ pub struct LoadResult {
     pub log: String,
 }
 
-/// The last meaningful line of a verifier log: the error, not the statistics after it.
+/// The last meaningful line of a verifier log: the error, not the statistics after it. A few
+/// messages are logged without a newline (`check_btf_func_early`'s), and the statistics'
+/// first line is then glued to them: it is cut off.
 pub fn verifier_error_line(log: &str) -> String {
     log.lines()
         .rev()
-        .map(str::trim)
+        .map(|l| match l.find("verification time ") {
+            Some(glued) if glued > 0 => l[..glued].trim(),
+            _ => l.trim(),
+        })
         .find(|l| {
             !l.is_empty()
                 && !l.starts_with("processed ")
@@ -316,6 +335,13 @@ fn prog_load_once(opts: &LoadOptions<'_>, log_size: usize) -> (LoadResult, usize
         },
         func_info: opts.func_info.as_ptr() as u64,
         func_info_cnt: opts.func_info.len() as u32,
+        line_info_rec_size: if opts.line_info.is_empty() {
+            0
+        } else {
+            std::mem::size_of::<LineInfo>() as u32
+        },
+        line_info: opts.line_info.as_ptr() as u64,
+        line_info_cnt: opts.line_info.len() as u32,
         fd_array: if opts.fd_array.is_empty() {
             0
         } else {
@@ -337,20 +363,37 @@ fn prog_load_once(opts: &LoadOptions<'_>, log_size: usize) -> (LoadResult, usize
 }
 
 /// Loads a raw BTF blob; its fd, or the errno and the kernel's BTF log.
+///
+/// As libbpf does, the first load asks for no log: at level 1 the kernel logs every type, and
+/// a log that overflows its buffer fails the load with ENOSPC, so the verdict would depend on
+/// the buffer. Only a refused blob is loaded again, with a log, to say why.
 pub fn btf_load(btf: &[u8]) -> Result<OwnedFd, (i32, String)> {
-    let mut log = vec![0u8; 64 << 10];
+    let errno = match btf_load_once(btf, &mut []) {
+        Ok(fd) => return Ok(fd),
+        Err(errno) => errno,
+    };
+    let mut log = vec![0u8; 16 << 20];
+    // The first answer stands whatever this one is (an fd here is dropped at once).
+    let _ = btf_load_once(btf, &mut log);
+    let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+    Err((errno, String::from_utf8_lossy(&log[..end]).into_owned()))
+}
+
+/// One BPF_BTF_LOAD, logging at level 1 into `log` unless it is empty.
+fn btf_load_once(btf: &[u8], log: &mut [u8]) -> Result<OwnedFd, i32> {
     let mut attr = BtfLoadAttr {
         btf: btf.as_ptr() as u64,
         btf_size: btf.len() as u32,
-        btf_log_buf: log.as_mut_ptr() as u64,
+        btf_log_buf: if log.is_empty() {
+            0
+        } else {
+            log.as_mut_ptr() as u64
+        },
         btf_log_size: log.len() as u32,
-        btf_log_level: 1,
+        btf_log_level: u32::from(!log.is_empty()),
         ..Default::default()
     };
-    sys_bpf(BPF_BTF_LOAD, &mut attr).map_err(|errno| {
-        let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
-        (errno, String::from_utf8_lossy(&log[..end]).into_owned())
-    })
+    sys_bpf(BPF_BTF_LOAD, &mut attr)
 }
 
 /// A map to create.

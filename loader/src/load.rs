@@ -28,9 +28,9 @@ struct Layout {
 pub fn load(file: &str, data: &[u8], opts: &LoadOptions) -> Result<Object, LoadError> {
     let elf = ElfObject::parse(file, data)?;
     let layout = scan(&elf)?;
-    let mut btf = parse_btf(&elf, &layout)?;
-    let btf_ext = parse_btf_ext(&elf, &layout, btf.as_ref())?;
     let mut warnings = Vec::new();
+    let mut btf = parse_btf(&elf, &layout, &mut warnings)?;
+    let btf_ext = parse_btf_ext(&elf, &layout, btf.as_ref(), &mut warnings)?;
 
     let mut funcs = reloc::collect_functions(&elf, layout.text)?;
     warnings.extend(convention_warnings(&funcs, layout.text));
@@ -176,34 +176,72 @@ fn version(elf: &ElfObject<'_>, data: &[u8]) -> Result<u32, LoadError> {
     Ok(u32::from_le_bytes(bytes))
 }
 
-fn parse_btf(elf: &ElfObject<'_>, layout: &Layout) -> Result<Option<Btf>, LoadError> {
+/// The object's `.BTF`, as libbpf 1.7 opens it: one it cannot parse fails the open when the
+/// object needs BTF (`libbpf_needs_btf`: BTF-defined maps or externs; "BTF is required, but is
+/// missing or corrupted"), and is otherwise dropped with a warning, `.BTF.ext` with it.
+fn parse_btf(
+    elf: &ElfObject<'_>,
+    layout: &Layout,
+    warnings: &mut Vec<String>,
+) -> Result<Option<Btf>, LoadError> {
     let Some(idx) = layout.btf else {
         return Ok(None);
     };
-    Btf::parse(elf.sections[idx].data)
-        .map(Some)
-        .map_err(|e| LoadError::Btf {
+    let error = match Btf::parse(elf.sections[idx].data) {
+        Ok(btf) => return Ok(Some(btf)),
+        Err(e) => e,
+    };
+    // A type bpfemu's model cannot hold (an INT of 3 bytes, an unknown linkage) is one
+    // libbpf's parser lets through, to fail later: only what libbpf's parser refuses too
+    // (layout, strings, kinds, type ids) is dropped.
+    let libbpf_refuses_too = !matches!(error, crate::btf::BtfError::BadType { .. });
+    if needs_btf(elf, layout) || !libbpf_refuses_too {
+        return Err(LoadError::Btf {
             file: elf.file.clone(),
             section: ".BTF",
-            source: Box::new(e),
-        })
+            source: Box::new(error),
+        });
+    }
+    warnings.push(format!(
+        "section '.BTF': {error}; ignored, as libbpf ignores it when nothing needs BTF \
+         (programs and maps load without BTF)"
+    ));
+    Ok(None)
 }
 
+/// libbpf's `libbpf_needs_btf` for an XDP object: BTF-defined maps or externs.
+fn needs_btf(elf: &ElfObject<'_>, layout: &Layout) -> bool {
+    layout.btf_maps.is_some() || elf.symbols.iter().any(|s| s.is_extern())
+}
+
+/// The object's `.BTF.ext`, as libbpf 1.7 opens it: one it cannot parse is dropped with a
+/// warning (the programs then load without func_info and line_info) unless the object needs
+/// BTF (`libbpf_needs_btf`: BTF-defined maps or externs), which fails the open.
 fn parse_btf_ext(
     elf: &ElfObject<'_>,
     layout: &Layout,
     btf: Option<&Btf>,
+    warnings: &mut Vec<String>,
 ) -> Result<Option<BtfExt>, LoadError> {
     let (Some(idx), Some(btf)) = (layout.btf_ext, btf) else {
         return Ok(None);
     };
-    BtfExt::parse(elf.sections[idx].data, btf)
-        .map(Some)
-        .map_err(|e| LoadError::Btf {
+    let error = match BtfExt::parse(elf.sections[idx].data, btf) {
+        Ok(ext) => return Ok(Some(ext)),
+        Err(e) => e,
+    };
+    if needs_btf(elf, layout) {
+        return Err(LoadError::Btf {
             file: elf.file.clone(),
             section: ".BTF.ext",
-            source: Box::new(e),
-        })
+            source: Box::new(error),
+        });
+    }
+    warnings.push(format!(
+        "section '.BTF.ext': {error}; ignored, as libbpf ignores it (programs load without \
+         func_info and line_info)"
+    ));
+    Ok(None)
 }
 
 fn section_code(elf: &ElfObject<'_>) -> Result<SectionCode, LoadError> {

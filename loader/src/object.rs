@@ -79,7 +79,8 @@ pub struct ProgramSpec {
     pub functions: Vec<(String, usize)>,
     /// func_info for the final stream: (instruction, BTF FUNC type id).
     pub func_info: Vec<(usize, TypeId)>,
-    /// line_info for the final stream, sorted by instruction.
+    /// line_info for the final stream, in the order libbpf sends it (by instruction unless the
+    /// object's records are out of order, which the kernel refuses).
     pub line_info: Vec<SourceLine>,
     /// Which loader convention made a program of this code, and so named it.
     pub naming: Naming,
@@ -157,6 +158,10 @@ pub struct SourceLine {
     pub line_text: String,
     pub line: u32,
     pub column: u32,
+    /// The record's string offsets into the object's BTF strings, as libbpf sends them
+    /// (see [`crate::btf::LineInfo`]).
+    pub file_name_off: u32,
+    pub line_off: u32,
 }
 
 /// Where a map comes from.

@@ -418,7 +418,9 @@ pub fn link(ctx: &LinkContext<'_>, main: usize) -> Result<Linked, LoadError> {
     linker.append(main);
     linker.reloc_code(main, 0)?;
     linker.relocate_data()?;
-    linker.out.line_info.sort_by_key(|l| l.insn);
+    // line_info stays in libbpf's order (each function's records as the file holds them, in
+    // the order functions are appended): the kernel refuses records out of order, so sorting
+    // them here would hide that.
     if ctx.funcs[main].naming == Naming::SectionWithoutSymbols {
         linker.drop_unfitting_func_info();
     }
@@ -639,10 +641,10 @@ impl Linker<'_, '_> {
         if self.func_info_ok {
             let records = records_of(&ext.func_info, func, |r| r.insn);
             match records {
-                Some(recs) => self.out.func_info.extend(recs.iter().filter_map(|r| {
-                    let rel = (r.insn as usize).checked_sub(func.insn_off)?;
-                    Some((rel + start, r.type_id))
-                })),
+                Some(recs) => self.out.func_info.extend(
+                    recs.iter()
+                        .map(|r| (placed_insn(r.insn, func.insn_off, start), r.type_id)),
+                ),
                 None if is_main => {
                     self.func_info_ok = false;
                     self.out.warnings.push(format!(
@@ -661,15 +663,14 @@ impl Linker<'_, '_> {
         if self.line_info_ok {
             let records = records_of(&ext.line_info, func, |r| r.insn);
             match records {
-                Some(recs) => self.out.line_info.extend(recs.iter().filter_map(|r| {
-                    let rel = (r.insn as usize).checked_sub(func.insn_off)?;
-                    Some(SourceLine {
-                        insn: rel + start,
-                        file_name: r.file_name.clone(),
-                        line_text: r.line_text.clone(),
-                        line: r.line,
-                        column: r.column,
-                    })
+                Some(recs) => self.out.line_info.extend(recs.iter().map(|r| SourceLine {
+                    insn: placed_insn(r.insn, func.insn_off, start),
+                    file_name: r.file_name.clone(),
+                    line_text: r.line_text.clone(),
+                    line: r.line,
+                    column: r.column,
+                    file_name_off: r.file_name_off,
+                    line_off: r.line_off,
                 })),
                 None if is_main => {
                     self.line_info_ok = false;
@@ -804,6 +805,14 @@ impl Linker<'_, '_> {
     }
 }
 
+/// Where a record for section instruction `insn` of a function that starts at `func_start` in
+/// its section lands once the function is placed at `placed`: libbpf adds the difference to
+/// the record's u32, so a record before the function wraps around (and the kernel refuses it).
+fn placed_insn(insn: u32, func_start: usize, placed: usize) -> usize {
+    let adjust = (placed as u32).wrapping_sub(func_start as u32);
+    insn.wrapping_add(adjust) as usize
+}
+
 /// The records of `func`'s section that fall inside it (libbpf's `adjust_prog_btf_ext_info`);
 /// `None` when there are none.
 fn records_of<'r, T>(
@@ -811,15 +820,22 @@ fn records_of<'r, T>(
     func: &Func,
     insn_of: impl Fn(&T) -> u32,
 ) -> Option<&'r [T]> {
+    // libbpf's `adjust_prog_btf_ext_info`: from the first record inside the function to the
+    // last one before the first record past its end, as one contiguous run (records before
+    // the function that sit inside the run are kept too).
     let sec = sections.iter().find(|s| s.section == func.sec_name)?;
     let end = func.insn_off + func.insn_cnt;
-    let first = sec.records.iter().position(|r| {
-        let i = insn_of(r) as usize;
-        i >= func.insn_off && i < end
-    })?;
-    let len = sec.records[first..]
-        .iter()
-        .position(|r| insn_of(r) as usize >= end)
-        .unwrap_or(sec.records.len() - first);
-    Some(&sec.records[first..first + len])
+    let mut run: Option<(usize, usize)> = None;
+    for (i, r) in sec.records.iter().enumerate() {
+        let insn = insn_of(r) as usize;
+        if insn < func.insn_off {
+            continue;
+        }
+        if insn >= end {
+            break;
+        }
+        run = Some((run.map_or(i, |(first, _)| first), i));
+    }
+    let (first, last) = run?;
+    Some(&sec.records[first..=last])
 }

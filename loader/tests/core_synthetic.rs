@@ -43,6 +43,7 @@ fn btf(types: Vec<BtfType>) -> Btf {
     Btf {
         types: all,
         strings: vec![0],
+        raw_refusal: None,
     }
 }
 fn relo(insn: u32, type_id: TypeId, access: &str, kind: CoreReloKind) -> CoreRelo {

@@ -248,6 +248,8 @@ mod tests {
             line_text: text.into(),
             line,
             column: 1,
+            file_name_off: 0,
+            line_off: 0,
         }
     }
 

@@ -91,14 +91,18 @@ pub struct CheckError {
     pub errno: i32,
     /// The instruction the message is about, when there is one.
     pub insn: Option<usize>,
+    /// The kernel logs the message without a newline (`check_btf_func_early`'s), so the
+    /// next log line is glued to it.
+    pub unterminated: bool,
 }
 
 impl CheckError {
-    fn new(errno: i32, insn: Option<usize>, message: String) -> CheckError {
+    pub(crate) fn new(errno: i32, insn: Option<usize>, message: String) -> CheckError {
         CheckError {
             message,
             errno,
             insn,
+            unterminated: false,
         }
     }
 
@@ -728,7 +732,8 @@ pub fn precheck(input: &ProgramInput<'_>, log: &mut Log) -> Result<Prechecked, R
     let insns = input.insns;
     let maps: Vec<MapShape> = input.maps.iter().map(MapShape::from).collect();
     let fail = |log: &mut Log, e: CheckError| {
-        log.verbose(&format!("{}\n", e.message));
+        let end = if e.unterminated { "" } else { "\n" };
+        log.verbose(&format!("{}{end}", e.message));
         Reject {
             errno: errno_of(e.errno),
             msg: e.message,
@@ -743,6 +748,7 @@ pub fn precheck(input: &ProgramInput<'_>, log: &mut Log) -> Result<Prechecked, R
             logged: false,
         });
     }
+    crate::btf_info::check_func_info_early(input).map_err(|e| fail(log, e))?;
     let starts = add_subprogs(insns).map_err(|e| fail(log, e))?;
     crate::call::kfunc::add_kfunc_calls(input).map_err(|e| fail(log, e))?;
     if log.level2() {
@@ -752,9 +758,11 @@ pub fn precheck(input: &ProgramInput<'_>, log: &mut Log) -> Result<Prechecked, R
     }
     let rest = || -> Result<CheckedProgram, CheckError> {
         let subprogs = check_subprogs(insns, &starts)?;
+        // `check_btf_info`: without func_info, subprograms may not leave abnormally.
         if input.func_info.is_empty() {
             check_abnormal_return(&subprogs)?;
         }
+        crate::btf_info::check_func_and_line_info(input, &subprogs)?;
         let (ld_imm64, used_maps) = resolve_pseudo_ldimm64(
             input.kernel,
             insns,

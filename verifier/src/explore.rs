@@ -1083,6 +1083,15 @@ fn check_ld_imm(
         K::Imm => RegState::known(Insn::imm64(imm, next_imm)),
         K::Func => {
             let target = (env.insn_idx as i64 + 1 + imm as i64) as usize;
+            // A callback's address needs the subprograms' BTF linkage, from func_info.
+            if env.input.func_info.is_empty() {
+                return Err(env.reject(Errno::Einval, "missing btf func_info"));
+            }
+            let linkage =
+                crate::call::global::func_type(env.input.btf, env.input.func_info, target);
+            if linkage.is_some_and(|(_, global)| global) {
+                return Err(env.reject(Errno::Einval, "callback function not static"));
+            }
             let mut r = RegState::pointer(RegType::Func);
             r.subprogno = env.subprog_at(target).unwrap_or(0) as u32;
             r

@@ -68,6 +68,7 @@
 pub mod alu;
 pub mod branch;
 pub mod btf_access;
+pub mod btf_info;
 pub mod call;
 pub mod check;
 pub mod env;
@@ -116,7 +117,7 @@ pub struct ProgramInput<'a> {
     pub functions: &'a [(String, usize)],
     /// func_info: (instruction, BTF FUNC type id).
     pub func_info: &'a [(usize, TypeId)],
-    /// line_info, sorted by instruction.
+    /// line_info, in the order libbpf sends it.
     pub line_info: &'a [SourceLine],
     /// The object's maps; `ld_imm64` indexes into this.
     pub maps: &'a [MapSpec],

@@ -64,6 +64,15 @@ pub enum BtfError {
         bad_id: TypeId,
         last_id: TypeId,
     },
+    /// A FUNC whose type is not a FUNC_PROTO (libbpf's parser refuses it too).
+    #[error(
+        "BTF type [{type_id}] at byte {offset}: FUNC refers to type [{proto}], which is not a FUNC_PROTO"
+    )]
+    FuncNotProto {
+        type_id: TypeId,
+        offset: usize,
+        proto: TypeId,
+    },
     /// A BTF.ext record or subsection that is malformed.
     #[error(".BTF.ext {subsection} at byte {offset}: {what}")]
     BadExt {

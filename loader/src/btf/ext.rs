@@ -36,6 +36,11 @@ pub struct LineInfo {
     pub line_text: String,
     pub line: u32,
     pub column: u32,
+    /// The record's string offsets as the file holds them: libbpf passes them to the kernel
+    /// unchecked, and `BPF_PROG_LOAD` refuses one outside the string section (the names
+    /// above are then empty).
+    pub file_name_off: u32,
+    pub line_off: u32,
 }
 
 /// One CO-RE relocation: instruction, the local root type, the access string (`0:1:2`).

@@ -78,13 +78,25 @@ fn read_header(cur: &mut Cursor<'_>) -> Result<Header, BtfError> {
             version,
         });
     }
-    cur.u8("flags")?;
+    let flags = cur.u8("flags")?;
+    if flags != 0 {
+        // libbpf knows no .BTF.ext flag.
+        return bad_ext("header", 3, format!("unsupported flags {flags:#x}"));
+    }
     let hdr_len = cur.u32("hdr_len")?;
     if hdr_len < MIN_HEADER_LEN {
         return bad_ext(
             "header",
             4,
             format!("hdr_len {hdr_len} is smaller than {MIN_HEADER_LEN}"),
+        );
+    }
+    let blob_len = cur.pos() + cur.remaining();
+    if hdr_len as usize >= blob_len {
+        return bad_ext(
+            "header",
+            4,
+            format!("hdr_len {hdr_len} leaves no data in the {blob_len}-byte blob"),
         );
     }
     let mut sub = |name, min_rec_size| -> Result<Subsection, BtfError> {
@@ -151,7 +163,9 @@ fn parse_subsection<T>(
         cur.need(8, "BTF.ext section header")?;
         let name_off = cur.u32("section name offset")?;
         let count = cur.u32("record count")?;
-        let section = ext_string(btf, name_off, s.name, at)?;
+        // libbpf maps a group to its ELF section by name; a name outside the strings (or
+        // empty) maps to none, and the group is never used.
+        let section = string_at(&btf.strings, name_off).unwrap_or_default();
         if count == 0 {
             return bad_ext(s.name, at, format!("section '{section}' has zero records"));
         }
@@ -173,7 +187,9 @@ fn parse_subsection<T>(
             records.push(parse_record(&mut ctx)?);
             cur.skip(rec_size as usize, "record")?;
         }
-        groups.push(SectionRecords { section, records });
+        if !section.is_empty() {
+            groups.push(SectionRecords { section, records });
+        }
     }
     Ok(groups)
 }
@@ -211,24 +227,23 @@ fn ext_string(
 }
 
 impl RecordCtx<'_, '_> {
-    /// Reads a byte offset into the section's code and turns it into an instruction index.
+    /// Reads a byte offset into the section's code and turns it into an instruction index,
+    /// rounding down as libbpf does (it checks no alignment; the kernel judges the result).
     fn insn(&mut self) -> Result<u32, BtfError> {
-        let at = self.cur.pos();
-        let off = self.cur.u32("instruction offset")?;
-        if !off.is_multiple_of(INSN_SIZE) {
-            return bad_ext(
-                self.subsection,
-                at,
-                format!("instruction offset {off} is not a multiple of 8"),
-            );
-        }
-        Ok(off / INSN_SIZE)
+        Ok(self.cur.u32("instruction offset")? / INSN_SIZE)
     }
 
     fn string(&mut self, what: &'static str) -> Result<String, BtfError> {
         let at = self.cur.pos();
         let off = self.cur.u32(what)?;
         ext_string(self.btf, off, self.subsection, at)
+    }
+
+    /// Reads a string offset and the string there, empty when the offset is outside the
+    /// string section (libbpf passes line_info on unchecked; the kernel refuses it).
+    fn lenient_string(&mut self, what: &'static str) -> Result<(u32, String), BtfError> {
+        let off = self.cur.u32(what)?;
+        Ok((off, string_at(&self.btf.strings, off).unwrap_or_default()))
     }
 
     /// Reads a type id that must exist in the BTF.
@@ -249,17 +264,18 @@ impl RecordCtx<'_, '_> {
     }
 }
 
+/// A func_info record as libbpf passes it on: its type id is the kernel's to check.
 fn parse_func_info(ctx: &mut RecordCtx<'_, '_>) -> Result<FuncInfo, BtfError> {
     Ok(FuncInfo {
         insn: ctx.insn()?,
-        type_id: ctx.type_id()?,
+        type_id: ctx.cur.u32("type id")?,
     })
 }
 
 fn parse_line_info(ctx: &mut RecordCtx<'_, '_>) -> Result<LineInfo, BtfError> {
     let insn = ctx.insn()?;
-    let file_name = ctx.string("file name offset")?;
-    let line_text = ctx.string("line offset")?;
+    let (file_name_off, file_name) = ctx.lenient_string("file name offset")?;
+    let (line_off, line_text) = ctx.lenient_string("line offset")?;
     let line_col = ctx.cur.u32("line/column")?;
     // The kernel packs the line number above a 10-bit column.
     Ok(LineInfo {
@@ -268,6 +284,8 @@ fn parse_line_info(ctx: &mut RecordCtx<'_, '_>) -> Result<LineInfo, BtfError> {
         line_text,
         line: line_col >> 10,
         column: line_col & 0x3ff,
+        file_name_off,
+        line_off,
     })
 }
 

@@ -4,6 +4,7 @@ pub mod error;
 pub mod ext;
 mod ext_parse;
 pub mod json;
+mod kernel_meta;
 mod parse;
 pub mod query;
 mod reader;

@@ -7,6 +7,7 @@
 //! after all types are read, because BTF allows a type to refer to one defined later.
 
 use super::error::BtfError;
+use super::kernel_meta::{self, RawType};
 use super::reader::{Cursor, detect_endianness, string_at};
 use super::types::*;
 
@@ -55,6 +56,8 @@ struct Header {
 struct Sections<'a> {
     types: Cursor<'a>,
     strings: &'a [u8],
+    /// The header's flags, which the kernel refuses unless zero.
+    flags_refusal: Option<String>,
 }
 
 impl Btf {
@@ -67,6 +70,7 @@ impl Btf {
             kind: BtfKind::Void,
         }];
         let mut offsets = vec![0usize];
+        let mut raw_refusal = sections.flags_refusal.clone();
         let mut cur = sections.types;
         while !cur.is_empty() {
             let id = TypeId::try_from(types.len()).map_err(|_| BtfError::BadType {
@@ -75,11 +79,14 @@ impl Btf {
                 what: "too many types".into(),
             })?;
             offsets.push(cur.pos());
-            types.push(parse_type(&mut cur, &sections, id)?);
+            let (t, refusal) = parse_type(&mut cur, &sections, id)?;
+            raw_refusal = raw_refusal.or(refusal);
+            types.push(t);
         }
         let btf = Btf {
             types,
             strings: sections.strings.to_vec(),
+            raw_refusal,
         };
         validate_refs(&btf, &offsets)?;
         Ok(btf)
@@ -97,7 +104,7 @@ fn read_header<'a>(mut cur: Cursor<'a>, data: &'a [u8]) -> Result<Sections<'a>, 
             version,
         });
     }
-    cur.u8("flags")?;
+    let flags = cur.u8("flags")?;
     let hdr_len = cur.u32("hdr_len")?;
     let fields = [
         cur.u32("type_off")?,
@@ -124,6 +131,7 @@ fn read_header<'a>(mut cur: Cursor<'a>, data: &'a [u8]) -> Result<Sections<'a>, 
     Ok(Sections {
         types: cur.range(ts, te),
         strings: &data[ss..se],
+        flags_refusal: (flags != 0).then(|| format!("Unsupported flags {flags:#x}")),
     })
 }
 
@@ -179,7 +187,12 @@ fn check_string_section(strings: &[u8], start: usize, str_len: u32) -> Result<()
     }
 }
 
-fn parse_type(cur: &mut Cursor<'_>, sec: &Sections<'_>, id: TypeId) -> Result<BtfType, BtfError> {
+/// One type, and the first rule of `BPF_BTF_LOAD` it breaks (see [`super::kernel_meta`]).
+fn parse_type(
+    cur: &mut Cursor<'_>,
+    sec: &Sections<'_>,
+    id: TypeId,
+) -> Result<(BtfType, Option<String>), BtfError> {
     let offset = cur.pos();
     cur.need(12, "type header")?;
     let name_off = cur.u32("type name_off")?;
@@ -195,11 +208,51 @@ fn parse_type(cur: &mut Cursor<'_>, sec: &Sections<'_>, id: TypeId) -> Result<Bt
         kflag: info >> 31 == 1,
         size_or_type,
     };
+    // The INT data word is the first word after the header (read again by `parse_int`).
+    let int_word = if hdr.kind == kind::INT {
+        cur.range(cur.pos(), cur.pos() + 4)
+            .u32("INT encoding")
+            .unwrap_or(0)
+    } else {
+        0
+    };
+    let body = cur.pos();
     let kind = parse_kind(cur, sec, &hdr)?;
-    Ok(BtfType {
-        name: hdr.name,
-        kind,
-    })
+    let raw = RawType {
+        id,
+        info,
+        name_off,
+        strings: sec.strings,
+        size_or_type,
+        int_word,
+        record_names: record_names(&cur.range(body, cur.pos()), &hdr),
+    };
+    let refusal = kernel_meta::refusal(&raw, &kind);
+    Ok((
+        BtfType {
+            name: hdr.name,
+            kind,
+        },
+        refusal,
+    ))
+}
+
+/// The name offsets of a type's members, enumerators or parameters (each record starts with
+/// one), re-read from the records `body` spans.
+fn record_names(body: &Cursor<'_>, h: &Header) -> Vec<u32> {
+    let size = match h.kind {
+        kind::STRUCT | kind::UNION | kind::ENUM64 => 12,
+        kind::ENUM | kind::FUNC_PROTO => 8,
+        _ => return Vec::new(),
+    };
+    let mut cur = *body;
+    (0..h.vlen)
+        .map_while(|_| {
+            let name_off = cur.u32("record name_off").ok()?;
+            cur.skip(size - 4, "record").ok()?;
+            Some(name_off)
+        })
+        .collect()
 }
 
 /// Resolves a name offset or reports it with `context` ("type [5] name").
@@ -490,6 +543,18 @@ fn validate_refs(btf: &Btf, offsets: &[usize]) -> Result<(), BtfError> {
                     last_id,
                 });
             }
+        }
+        if let BtfKind::Func { proto, .. } = ty.kind
+            && !matches!(
+                btf.get(proto).map(|t| &t.kind),
+                Some(BtfKind::FuncProto { .. })
+            )
+        {
+            return Err(BtfError::FuncNotProto {
+                type_id: id as TypeId,
+                offset: offsets[id],
+                proto,
+            });
         }
     }
     Ok(())

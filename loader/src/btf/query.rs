@@ -131,6 +131,22 @@ impl BtfKind {
 }
 
 impl Btf {
+    /// Why `BPF_BTF_LOAD` in 6.18 refuses this BTF as libbpf 1.7 loads it (after its fix-ups,
+    /// as [`Btf::to_kernel_bytes`] writes it), as "[id] rule"; `None` when it is accepted as
+    /// far as bpfemu checks (`btf_check_all_metas`' per-type rules, DATASEC entries, FUNC
+    /// and FUNC_PROTO arguments, struct members, arrays).
+    pub fn kernel_refusal(&self) -> Option<String> {
+        if let Some(raw) = &self.raw_refusal {
+            return Some(raw.clone());
+        }
+        let sent = Btf::parse(&self.to_kernel_bytes().bytes).ok()?;
+        super::kernel_meta::datasec_refusal(&sent)
+            .or_else(|| super::kernel_meta::func_refusal(&sent))
+            .or_else(|| super::kernel_meta::proto_refusal(&sent))
+            .or_else(|| super::kernel_meta::member_refusal(&sent))
+            .or_else(|| super::kernel_meta::array_refusal(&sent))
+    }
+
     /// The type with this id (`Some(void)` for 0), `None` when it does not exist.
     pub fn get(&self, id: TypeId) -> Option<&BtfType> {
         self.types.get(id as usize)

@@ -152,4 +152,7 @@ pub struct Btf {
     /// The raw string section. BTF.ext records name things by offsets into it, so it is kept
     /// after parsing; empty for a `Btf` built by hand.
     pub strings: Vec<u8>,
+    /// The first type of the parsed blob that `BPF_BTF_LOAD` refuses (DATASECs aside: see
+    /// [`Btf::kernel_refusal`]), as "[id] rule".
+    pub raw_refusal: Option<String>,
 }

@@ -65,11 +65,7 @@ const BPF_F_XDP_DEV_BOUND_ONLY: u32 = 1 << 6;
 /// metadata kfuncs need a device-bound program.
 pub fn add_kfunc_calls(input: &crate::ProgramInput<'_>) -> Result<(), crate::check::CheckError> {
     const EINVAL: i32 = 22;
-    let error = |message: String| crate::check::CheckError {
-        message,
-        errno: EINVAL,
-        insn: None,
-    };
+    let error = |message: String| crate::check::CheckError::new(EINVAL, None, message);
     let mut pc = 0;
     while pc < input.insns.len() {
         let insn = input.insns[pc];
