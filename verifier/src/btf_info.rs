@@ -74,17 +74,47 @@ fn check_func_info(input: &ProgramInput<'_>, subprogs: &[Subprog]) -> Result<(),
             "number of funcs in func_info doesn't match number of subprogs".into(),
         ));
     }
-    let layout_differs = input
-        .func_info
-        .iter()
-        .zip(subprogs)
-        .any(|(&(insn, _), sub)| insn != sub.start);
-    if layout_differs {
-        return Err(einval(
-            "func_info BTF section doesn't match subprog layout in BPF program".into(),
-        ));
+    for (i, (&(insn, type_id), sub)) in input.func_info.iter().zip(subprogs).enumerate() {
+        if insn != sub.start {
+            return Err(einval(
+                "func_info BTF section doesn't match subprog layout in BPF program".into(),
+            ));
+        }
+        // Classic packet loads and tail calls leave the function with an int (the load's
+        // failure exits with 0): a subprogram holding one must say it returns a scalar.
+        if i > 0 && (sub.has_ld_abs || sub.has_tail_call) && !returns_scalar(input, type_id) {
+            let what = if sub.has_ld_abs {
+                "LD_ABS"
+            } else {
+                "tail_call"
+            };
+            return Err(einval(format!(
+                "{what} is only allowed in functions that return 'int'."
+            )));
+        }
     }
     Ok(())
+}
+
+/// Whether the FUNC `type_id` returns an int of at most 8 bytes or an enum, through
+/// modifiers and typedefs (`btf_type_is_small_int` or `btf_is_any_enum`).
+fn returns_scalar(input: &ProgramInput<'_>, type_id: u32) -> bool {
+    let Some(btf) = input.btf else {
+        return false;
+    };
+    let ret = match btf.get(type_id).map(|t| &t.kind) {
+        Some(BtfKind::Func { proto, .. }) => match btf.get(*proto).map(|t| &t.kind) {
+            Some(BtfKind::FuncProto { ret, .. }) => *ret,
+            _ => return false,
+        },
+        _ => return false,
+    };
+    let ret = btf.skip_mods_and_typedefs(ret).and_then(|id| btf.get(id));
+    match ret.map(|t| &t.kind) {
+        Some(BtfKind::Int { size, .. }) => *size <= 8,
+        Some(k) => k.is_any_enum(),
+        None => false,
+    }
 }
 
 /// Whether `off` names a string of the program's BTF (`btf_name_by_offset` is not NULL).
