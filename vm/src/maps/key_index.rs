@@ -5,14 +5,16 @@
 //! "the key after this one". Updates and deletes keep both; memory stays bounded by
 //! `max_entries`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Bound;
 
 #[derive(Debug, Default)]
 pub(crate) struct KeyIndex {
     by_hash: HashMap<Vec<u8>, u32, BuildHasherDefault<KeyHasher>>,
-    ordered: BTreeMap<Vec<u8>, u32>,
+    /// The keys alone: a key moved to another slot (every update of a plain hash) touches
+    /// only `by_hash`.
+    ordered: BTreeSet<Vec<u8>>,
 }
 
 impl KeyIndex {
@@ -32,13 +34,10 @@ impl KeyIndex {
     /// Points `key` at `slot` (a new key, or an existing one moved to another slot).
     pub(crate) fn insert(&mut self, key: &[u8], slot: u32) {
         match self.by_hash.get_mut(key) {
-            Some(old) => {
-                *old = slot;
-                *self.ordered.get_mut(key).expect("both hold every key") = slot;
-            }
+            Some(old) => *old = slot,
             None => {
                 self.by_hash.insert(key.to_vec(), slot);
-                self.ordered.insert(key.to_vec(), slot);
+                self.ordered.insert(key.to_vec());
             }
         }
     }
@@ -57,7 +56,7 @@ impl KeyIndex {
                 .range::<[u8], _>((Bound::Excluded(k), Bound::Unbounded)),
             None => self.ordered.range::<[u8], _>(..),
         };
-        keys.next().map(|(k, _)| k)
+        keys.next()
     }
 }
 
