@@ -394,26 +394,12 @@ pub(crate) fn array_refusal(btf: &Btf) -> Option<String> {
 }
 
 /// An INT (through modifiers and typedefs) whose bits fill its size from bit 0.
-fn is_plain_int(btf: &Btf, mut id: TypeId) -> bool {
-    for _ in 0..32 {
-        match btf.get(id).map(|t| &t.kind) {
-            Some(BtfKind::Int {
-                size,
-                bit_offset,
-                bits,
-                ..
-            }) => return *bit_offset == 0 && u32::from(*bits) == size * 8,
-            Some(
-                BtfKind::Typedef { ty }
-                | BtfKind::Volatile { ty }
-                | BtfKind::Const { ty }
-                | BtfKind::Restrict { ty }
-                | BtfKind::TypeTag { ty },
-            ) => id = *ty,
-            _ => return false,
-        }
-    }
-    false
+fn is_plain_int(btf: &Btf, id: TypeId) -> bool {
+    let base = btf.skip_mods_and_typedefs(id).and_then(|id| btf.get(id));
+    matches!(
+        base.map(|t| &t.kind),
+        Some(BtfKind::Int { size, bit_offset: 0, bits, .. }) if u32::from(*bits) == size * 8
+    )
 }
 
 /// `btf_func_proto_check`, for every FUNC_PROTO: the return type and each argument resolve
@@ -438,30 +424,21 @@ pub(crate) fn proto_refusal(btf: &Btf) -> Option<String> {
 
 /// `btf_type_id_size` succeeds: through modifiers and typedefs to an INT, ENUM, STRUCT,
 /// UNION, PTR, ARRAY or FLOAT.
-fn has_size(btf: &Btf, mut id: TypeId) -> bool {
-    for _ in 0..32 {
-        match btf.get(id).map(|t| &t.kind) {
-            Some(
-                BtfKind::Int { .. }
+fn has_size(btf: &Btf, id: TypeId) -> bool {
+    let base = btf.skip_mods_and_typedefs(id).and_then(|id| btf.get(id));
+    matches!(
+        base.map(|t| &t.kind),
+        Some(
+            BtfKind::Int { .. }
                 | BtfKind::Enum { .. }
                 | BtfKind::Enum64 { .. }
                 | BtfKind::Struct { .. }
                 | BtfKind::Union { .. }
                 | BtfKind::Ptr { .. }
                 | BtfKind::Array { .. }
-                | BtfKind::Float { .. },
-            ) => return true,
-            Some(
-                BtfKind::Typedef { ty }
-                | BtfKind::Volatile { ty }
-                | BtfKind::Const { ty }
-                | BtfKind::Restrict { ty }
-                | BtfKind::TypeTag { ty },
-            ) => id = *ty,
-            _ => return false,
-        }
-    }
-    false
+                | BtfKind::Float { .. }
+        )
+    )
 }
 
 /// `btf_datasec_resolve`: every entry is a VAR whose type fits the entry's size.

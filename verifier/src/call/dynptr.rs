@@ -125,9 +125,17 @@ pub fn process_dynptr_func(
     // Reading the dynptr marks its slots for the log (the kernel prints it after the call).
     env.log.scratch_stack(spi);
     env.log.scratch_stack(spi - 1);
+    let flags = state.frames[reg.frameno as usize].stack[spi]
+        .spilled_ptr
+        .flags;
+    check_dynptr_kind(env, flags, arg, regno)
+}
+
+/// `is_dynptr_type_expected`: the dynptr's kind (in `flags`) is the one the argument names,
+/// if it names one.
+fn check_dynptr_kind(env: &mut Env<'_>, flags: u32, arg: ArgType, regno: u8) -> Result<(), Reject> {
     let expected = kind_of_arg(arg);
-    let frame = &state.frames[reg.frameno as usize];
-    if expected != 0 && frame.stack[spi].spilled_ptr.flags & SLOT_KINDS != expected {
+    if expected != 0 && flags & SLOT_KINDS != expected {
         return Err(env.reject(
             Errno::Einval,
             format!(
@@ -157,18 +165,7 @@ fn process_const_dynptr(
             "cannot pass pointer to const bpf_dynptr, the helper mutates it",
         ));
     }
-    let expected = kind_of_arg(arg);
-    if expected != 0 && reg.flags & SLOT_KINDS != expected {
-        return Err(env.reject(
-            Errno::Einval,
-            format!(
-                "Expected a dynptr of type {} as arg #{}",
-                kind_name(expected),
-                regno - 1
-            ),
-        ));
-    }
-    Ok(())
+    check_dynptr_kind(env, reg.flags, arg, regno)
 }
 
 /// The register a global function receives for a `struct bpf_dynptr *` argument (the
