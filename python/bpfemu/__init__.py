@@ -584,6 +584,7 @@ def load(
     cpus: int = 1,
     seed: int = 0,
     fib: Optional[StrPath] = None,
+    sockets: Optional[StrPath] = None,
     ifindex: int = 1,
     rxq: Optional[int] = None,
     no_verify: bool = False,
@@ -595,7 +596,8 @@ def load(
 
     ``prog`` names the program (function or section name) when the object has several;
     ``maps`` is a map file as ``bpfemu replay --maps`` reads it (bpftool's JSON). The other
-    keywords are ``bpfemu replay``'s flags of the same names (``record_types`` is
+    keywords are ``bpfemu replay``'s flags of the same names (``sockets`` is the socket table
+    ``--sockets`` reads, what socket lookups find; ``record_types`` is
     ``--record-type``: ``{"events": "struct event"}`` types that map's records). The
     verifier judges the program here; a rejected program loads (``verify()`` tells why) but
     does not run.
@@ -611,6 +613,7 @@ def load(
         cpus=cpus,
         seed=seed,
         fib=fib,
+        sockets=sockets,
         ifindex=ifindex,
         rxq=rxq,
         no_verify=no_verify,

@@ -214,6 +214,7 @@ def load(
     cpus: int = 1,
     seed: int = 0,
     fib: Optional[StrPath] = None,
+    sockets: Optional[StrPath] = None,
     ifindex: int = 1,
     rxq: Optional[int] = None,
     no_verify: bool = False,

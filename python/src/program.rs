@@ -39,8 +39,8 @@ pub struct Program {
 /// Loads `path` and picks its program, as `bpfemu replay` does (the options are its flags).
 #[pyfunction]
 #[pyo3(signature = (
-    path, prog=None, maps=None, *, engine="jit", cpus=1, seed=0, fib=None, ifindex=1,
-    rxq=None, no_verify=false, btf=None, map_sizes=None, record_types=None
+    path, prog=None, maps=None, *, engine="jit", cpus=1, seed=0, fib=None, sockets=None,
+    ifindex=1, rxq=None, no_verify=false, btf=None, map_sizes=None, record_types=None
 ))]
 #[allow(clippy::too_many_arguments)] // Python's keyword arguments, each a command-line flag.
 pub fn load(
@@ -52,6 +52,7 @@ pub fn load(
     cpus: u32,
     seed: u64,
     fib: Option<PathBuf>,
+    sockets: Option<PathBuf>,
     ifindex: u32,
     rxq: Option<u32>,
     no_verify: bool,
@@ -77,6 +78,7 @@ pub fn load(
         cpus,
         seed,
         fib,
+        sockets,
         maps,
         no_verify,
         record_types: record_types.unwrap_or_default().into_iter().collect(),
