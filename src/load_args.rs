@@ -1,6 +1,7 @@
-//! The flags every command that loads an object shares (`--map-size`, `--btf`), and the
-//! [`LoadOptions`] they stand for.
+//! The flags every command that loads an object shares (`--map-size`, `--btf`, `--kernel`),
+//! and the [`LoadOptions`] they stand for.
 
+use bpfemu_isa::KernelVersion;
 use bpfemu_loader::{Kernel, LoadOptions};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -16,20 +17,58 @@ pub struct LoadArgs {
     /// runtime calls follow it (default: /sys/kernel/btf/vmlinux).
     #[arg(long, value_name = "FILE")]
     pub btf: Option<PathBuf>,
-    /// The kernel `btf` stands for, built on first use and shared by every load of the
-    /// command, so its BTF is read at most once.
+    /// The kernel to answer as: 5.10, 6.1, 6.12, 6.18 or 7.2 (`verify` takes several,
+    /// separated by commas). Default: the running kernel when bpfemu has its profile, else
+    /// 6.18.
+    #[arg(long, value_name = "VERSION", value_delimiter = ',')]
+    pub kernel: Vec<KernelVersion>,
+    /// The kernels the flags stand for, built on first use and shared by every load of the
+    /// command, so each one's BTF is read at most once.
     #[arg(skip)]
-    kernel: OnceLock<Kernel>,
+    kernels: OnceLock<Vec<Kernel>>,
 }
 
 impl LoadArgs {
-    /// The options a command loads its objects with.
+    /// The options a command that answers for one kernel loads its objects with: the
+    /// kernel named (the first, for a command that takes only one) or the default.
     pub fn options(&self) -> LoadOptions {
-        let kernel = self.kernel.get_or_init(|| {
-            self.btf
-                .as_ref()
-                .map_or_else(Kernel::running, Kernel::with_btf_file)
-        });
+        self.options_for(&self.kernels()[0])
+    }
+
+    /// The kernels named, without repeats, in the order given; the default kernel when none is.
+    pub fn kernels(&self) -> &[Kernel] {
+        self.kernels.get_or_init(|| {
+            if self.kernel.is_empty() {
+                return vec![
+                    self.btf
+                        .as_ref()
+                        .map_or_else(Kernel::running, Kernel::with_btf_file),
+                ];
+            }
+            let mut seen = Vec::new();
+            for v in &self.kernel {
+                if !seen.contains(v) {
+                    seen.push(*v);
+                }
+            }
+            seen.into_iter()
+                .map(|v| Kernel::named(v, self.btf.clone()))
+                .collect()
+        })
+    }
+
+    /// Refuses several kernels for a command that answers for one.
+    pub fn one_kernel(&self, command: &str) -> anyhow::Result<()> {
+        match self.kernels().len() {
+            1 => Ok(()),
+            _ => anyhow::bail!(
+                "--kernel: `bpfemu {command}` answers for one kernel; only `verify` takes several"
+            ),
+        }
+    }
+
+    /// The options to load objects with as `kernel`.
+    pub fn options_for(&self, kernel: &Kernel) -> LoadOptions {
         LoadOptions {
             kernel: kernel.clone(),
             map_sizes: self.map_sizes.iter().cloned().collect::<BTreeMap<_, _>>(),

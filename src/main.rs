@@ -8,6 +8,7 @@ use bpfemu::disasm;
 use bpfemu::errors::render_error;
 use bpfemu::load_args::LoadArgs;
 use bpfemu::prepare::{Prepared, Refusal, RefusalKind};
+use bpfemu_isa::KernelVersion;
 use bpfemu_jit::Engine;
 use bpfemu_loader::Object;
 use clap::{Parser, Subcommand};
@@ -226,7 +227,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             conformance(&dir, engine, json, mode)
         }
         Command::Inspect { obj, json, load } => {
-            let object = load_object(&obj, &load)?;
+            let object = load_object(&obj, &load, "inspect")?;
             if json {
                 let doc = serde_json::to_string_pretty(&inspect::to_json(&object))?;
                 writeln!(stdout(), "{doc}")?;
@@ -241,7 +242,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             xlated,
             load,
         } => {
-            let object = load_object(&obj, &load)?;
+            let object = load_object(&obj, &load, "disasm")?;
             let kernel_btf = disasm::calls_kfuncs(&object)
                 .then(|| object.kernel.btf().ok())
                 .flatten();
@@ -268,24 +269,24 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Replay(args) => {
             let ReplayArgs { mut opts, load } = *args;
-            opts.load = load.options();
+            opts.load = one_kernel(&load, "replay")?;
             opts.progress = !opts.json && stderr_is_terminal();
             Ok(ExitCode::from(bpfemu::replay::replay(&opts)?))
         }
         Command::Diff(args) => diff(*args),
         Command::Run(args) => {
             let RunArgs { mut opts, load } = *args;
-            opts.load = load.options();
+            opts.load = one_kernel(&load, "run")?;
             Ok(ExitCode::from(bpfemu::run::run(&opts)?))
         }
         Command::Test(args) => {
             let TestArgs { mut opts, load } = *args;
-            opts.load = load.options();
+            opts.load = one_kernel(&load, "test")?;
             Ok(ExitCode::from(bpfemu::testfile::test(&opts)?))
         }
         Command::Fuzz(args) => {
             let FuzzArgs { mut opts, load } = *args;
-            opts.load = load.options();
+            opts.load = one_kernel(&load, "fuzz")?;
             Ok(ExitCode::from(bpfemu::packet_fuzz::fuzz(&opts)?))
         }
         Command::Bench(args) => {
@@ -294,7 +295,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 json,
                 load,
             } = *args;
-            opts.load = load.options();
+            opts.load = one_kernel(&load, "bench")?;
             opts.progress = stderr_is_terminal();
             let report = bpfemu::bench::bench(&opts)?;
             if json {
@@ -319,7 +320,15 @@ fn diff(args: DiffArgs) -> anyhow::Result<ExitCode> {
         verifier,
         load,
     } = args;
-    opts.load = load.options();
+    opts.load = one_kernel(&load, "diff")?;
+    let kernel = &opts.load.kernel;
+    if KernelVersion::running() != Some(kernel.version()) {
+        anyhow::bail!(
+            "--kernel {}: `bpfemu diff` compares with the running kernel, which is not {}",
+            kernel.version(),
+            kernel.version()
+        );
+    }
     opts.progress = stderr_is_terminal();
     // A comparison of runs verifies first, before it needs the kernel, as a rejected program
     // would never reach it; `--verifier` compares verdicts, so it verifies nothing first.
@@ -466,9 +475,15 @@ fn is_broken_pipe(error: &anyhow::Error) -> bool {
     })
 }
 
+/// The load options of a command that answers for one kernel.
+fn one_kernel(load: &LoadArgs, command: &str) -> anyhow::Result<bpfemu_loader::LoadOptions> {
+    load.one_kernel(command)?;
+    Ok(load.options())
+}
+
 /// Loads an object; errors already name the file.
-fn load_object(path: &Path, load: &LoadArgs) -> anyhow::Result<Object> {
-    let object = bpfemu_loader::load_file(path, &load.options())?;
+fn load_object(path: &Path, load: &LoadArgs, command: &str) -> anyhow::Result<Object> {
+    let object = bpfemu_loader::load_file(path, &one_kernel(load, command)?)?;
     bpfemu::replay::print_warnings(path, &object);
     Ok(object)
 }

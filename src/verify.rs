@@ -16,6 +16,7 @@ pub mod ci;
 pub mod command;
 pub mod compare;
 pub mod kinds;
+pub mod matrix;
 pub mod sarif;
 pub mod table;
 

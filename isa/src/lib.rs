@@ -6,6 +6,7 @@
 //! - [`asm`]: an assembler for that kernel syntax and for the uBPF dialect of bpf_conformance.
 //! - [`helpers`]: helper function ids and names.
 //! - [`inline_policy`]: the helper calls the kernel replaces with inline code.
+//! - [`kernel_version`]: the kernels bpfemu answers as.
 //!
 //! ```
 //! use bpfemu_isa::{Insn, Program, RawInsn};
@@ -20,9 +21,11 @@ pub mod asm;
 pub mod disasm;
 pub mod inline_policy;
 pub mod insn;
+pub mod kernel_version;
 pub mod opcode;
 pub mod uapi;
 
+pub use kernel_version::KernelVersion;
 pub use uapi::helpers;
 
 pub use insn::{

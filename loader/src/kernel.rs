@@ -1,7 +1,7 @@
 //! [`Kernel`]: the kernel a program is loaded into and judged by, as one explicit value.
 
 use crate::btf::{Btf, BtfKind};
-use bpfemu_isa::RawInsn;
+use bpfemu_isa::{KernelVersion, RawInsn};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -16,10 +16,10 @@ pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
 /// built per run (the CLI's `--btf` or the running kernel) and handed to each of them, so they
 /// all agree on the same kernel.
 ///
-/// Today it is the kernel's BTF (vmlinux): a file read and parsed at most once per value, and
-/// only when something asks for it (most objects never need it; parsing costs milliseconds).
-/// It is meant to grow into the full kernel profile (version, helpers, limits) that today are
-/// constants of the crates that use them.
+/// It is a kernel version, whose profile says what that kernel accepts (the verifier reads it
+/// through [`Kernel::version`]), and that kernel's BTF (vmlinux): a file read and parsed at
+/// most once per value, and only when something asks for it (most objects never need it;
+/// parsing costs milliseconds).
 ///
 /// Clones share the value (and its parsed BTF): it is cheap to pass around and to keep in an
 /// [`Object`](crate::Object).
@@ -29,6 +29,9 @@ pub struct Kernel {
 }
 
 struct Inner {
+    /// Which kernel it is, and how that was decided.
+    version: KernelVersion,
+    choice: VersionChoice,
     /// Where its BTF is read from (and what messages call it).
     btf_path: PathBuf,
     /// The BTF once asked for, or why it cannot be had; the file is read once either way.
@@ -43,19 +46,77 @@ pub struct KernelBtfError {
     pub message: String,
 }
 
+/// How a [`Kernel`]'s version was decided: what `verify` says beside its answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum VersionChoice {
+    /// Named by the user (`--kernel`).
+    Named,
+    /// The running kernel, which has a profile.
+    Running,
+    /// The default, because the running kernel (its release given, when it could be read) has
+    /// no profile.
+    Fallback { running: Option<String> },
+}
+
 impl Kernel {
-    /// The running kernel: its BTF is [`VMLINUX_BTF`].
+    /// The running kernel: its BTF is [`VMLINUX_BTF`]; its version the running one's when
+    /// bpfemu has a profile of it, else [`KernelVersion::DEFAULT`].
     pub fn running() -> Kernel {
         Kernel::with_btf_file(VMLINUX_BTF)
     }
 
-    /// A kernel whose BTF is the file at `path` (`--btf FILE`), read when first needed.
+    /// The running kernel's version (as [`Kernel::running`]) with the BTF at `path` (`--btf
+    /// FILE`), read when first needed.
     pub fn with_btf_file(path: impl Into<PathBuf>) -> Kernel {
+        let (version, choice) = running_version();
+        Kernel::build(version, choice, path.into())
+    }
+
+    /// Kernel `version` as the user named it. Its BTF is `btf` when given; else the running
+    /// kernel's when it is that version, else the profile's file in the kernel cache
+    /// ([`profile_btf_path`]).
+    pub fn named(version: KernelVersion, btf: Option<PathBuf>) -> Kernel {
+        let btf = btf.unwrap_or_else(|| match KernelVersion::running() == Some(version) {
+            true => PathBuf::from(VMLINUX_BTF),
+            false => profile_btf_path(version),
+        });
+        Kernel::build(version, VersionChoice::Named, btf)
+    }
+
+    fn build(version: KernelVersion, choice: VersionChoice, btf_path: PathBuf) -> Kernel {
         Kernel {
             inner: Arc::new(Inner {
-                btf_path: path.into(),
+                version,
+                choice,
+                btf_path,
                 btf: OnceLock::new(),
             }),
+        }
+    }
+
+    /// The kernel it answers as.
+    pub fn version(&self) -> KernelVersion {
+        self.inner.version
+    }
+
+    /// How [`Kernel::version`] was decided.
+    pub fn version_choice(&self) -> &VersionChoice {
+        &self.inner.choice
+    }
+
+    /// The version and why it is that one, as `verify` prints it: `6.18 (the running
+    /// kernel)`, `6.1`, `6.18 (the running kernel, 6.5.0, has no profile)`.
+    pub fn describe(&self) -> String {
+        let version = self.version();
+        match &self.inner.choice {
+            VersionChoice::Named => version.to_string(),
+            VersionChoice::Running => format!("{version} (the running kernel)"),
+            VersionChoice::Fallback { running: Some(r) } => {
+                format!("{version} (the running kernel, {r}, has no profile)")
+            }
+            VersionChoice::Fallback { running: None } => {
+                format!("{version} (the running kernel is unknown)")
+            }
         }
     }
 
@@ -121,10 +182,44 @@ impl Kernel {
 impl fmt::Debug for Kernel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Kernel")
+            .field("version", &self.inner.version)
             .field("btf_path", &self.inner.btf_path)
             .field("btf_loaded", &self.btf_is_loaded())
             .finish()
     }
+}
+
+/// The running kernel's version and how it was decided.
+fn running_version() -> (KernelVersion, VersionChoice) {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .ok()
+        .map(|r| r.trim().to_owned());
+    match release.as_deref().and_then(KernelVersion::of_release) {
+        Some(v) => (v, VersionChoice::Running),
+        None => (
+            KernelVersion::DEFAULT,
+            VersionChoice::Fallback { running: release },
+        ),
+    }
+}
+
+/// Where the kernels bpfemu fetched are kept: `$BPFEMU_KERNELS`, else
+/// `$XDG_CACHE_HOME/bpfemu/kernels`, else `~/.cache/bpfemu/kernels`.
+pub fn kernel_cache_dir() -> PathBuf {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    if let Some(dir) = var("BPFEMU_KERNELS") {
+        return PathBuf::from(dir);
+    }
+    let cache = var("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| var("HOME").map(|home| PathBuf::from(home).join(".cache")))
+        .unwrap_or_else(|| PathBuf::from(".cache"));
+    cache.join("bpfemu").join("kernels")
+}
+
+/// The BTF of a profiled kernel in the kernel cache: `CACHE/VERSION/vmlinux.btf`.
+pub fn profile_btf_path(version: KernelVersion) -> PathBuf {
+    kernel_cache_dir().join(version.name()).join("vmlinux.btf")
 }
 
 fn read_btf(path: &Path) -> Result<Btf, KernelBtfError> {

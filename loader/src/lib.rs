@@ -39,7 +39,7 @@ mod reloc;
 pub mod section;
 
 pub use error::LoadError;
-pub use kernel::{Kernel, KernelBtfError};
+pub use kernel::{Kernel, KernelBtfError, VersionChoice};
 pub use maps::internal_map_name;
 pub use object::{
     ElfMapFields, MapOrigin, MapSpec, Naming, Object, PoisonCause, PoisonedCall, ProgramSpec,

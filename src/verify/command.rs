@@ -1,7 +1,7 @@
 //! `bpfemu verify`'s options and its run: objects judged, then the reports asked for.
 
 use super::batch::{self, Batch};
-use super::{ci, compare, sarif, table};
+use super::{ci, compare, matrix, sarif, table};
 use crate::load_args::LoadArgs;
 use anyhow::{Context, Result};
 use std::io::Write;
@@ -103,6 +103,9 @@ pub fn run(args: &VerifyArgs) -> Result<Ending> {
     if let Some(files) = &args.compare {
         return compare_files(&files[0], &files[1], &rules, args.format());
     }
+    if args.load.kernels().len() > 1 {
+        return run_matrix(args);
+    }
     let baseline = args
         .baseline
         .as_deref()
@@ -174,7 +177,13 @@ pub fn run(args: &VerifyArgs) -> Result<Ending> {
     }
     let written = match closed {
         Some(e) => Err(e.into()),
-        None => report(&mut out, &batch, comparison.as_ref(), format),
+        None => report(
+            &mut out,
+            &args.load.kernels()[0],
+            &batch,
+            comparison.as_ref(),
+            format,
+        ),
     };
     Ok(Ending { code, written })
 }
@@ -197,6 +206,7 @@ fn write_file(path: &Path, text: &str) -> Result<()> {
 /// The report on standard output, after the programs' own text (streamed as judged).
 fn report(
     out: &mut impl Write,
+    kernel: &bpfemu_loader::Kernel,
     batch: &Batch,
     comparison: Option<&compare::Comparison<'_>>,
     format: Format,
@@ -214,7 +224,7 @@ fn report(
             if let Some(cmp) = comparison {
                 write!(out, "{}", compare::render(cmp))?;
             }
-            writeln!(out, "{}", batch.summary())?;
+            writeln!(out, "kernel {}: {}", kernel.describe(), batch.summary())?;
             // Workflow commands go where the text goes: the step's log.
             for line in annotations.iter().flatten() {
                 writeln!(out, "{line}")?;
@@ -223,6 +233,10 @@ fn report(
         }
         Format::Json => {
             let mut doc = to_json(batch);
+            doc["kernel"] = serde_json::json!({
+                "version": kernel.version().to_string(),
+                "described": kernel.describe(),
+            });
             if let Some(cmp) = comparison {
                 doc["comparison"] = compare::to_json(cmp);
             }
@@ -273,6 +287,53 @@ pub fn to_json(batch: &Batch) -> serde_json::Value {
             "not_verified": batch.not_verified.len(),
             "not_loaded": batch.failures.len(),
         },
+    })
+}
+
+/// `--kernel A,B,...`: the objects judged once per kernel, reported as a matrix.
+fn run_matrix(args: &VerifyArgs) -> Result<Ending> {
+    let single_only = [
+        (args.baseline.is_some(), "--baseline"),
+        (args.sarif.is_some(), "--sarif"),
+        (args.junit.is_some(), "--junit"),
+        (args.html.is_some(), "--html"),
+        (args.explain, "--explain"),
+        (args.log_level > 0, "--log-level 1 or 2"),
+        (args.format() == Format::Sarif, "--format sarif"),
+    ];
+    if let Some((_, flag)) = single_only.iter().find(|(given, _)| *given) {
+        anyhow::bail!("{flag} reports on one kernel: name one with --kernel");
+    }
+    let mut columns = Vec::new();
+    for kernel in args.load.kernels() {
+        let batch = batch::verify_paths(
+            &args.objects,
+            args.prog.as_deref(),
+            0,
+            false,
+            &args.load.options_for(kernel),
+            &mut |_, _, _| Ok(()),
+            |_, _| {},
+        )?;
+        columns.push(matrix::Column {
+            kernel: kernel.clone(),
+            batch,
+        });
+    }
+    let code = matrix::exit_code(&columns);
+    let mut out = std::io::stdout().lock();
+    let written = match args.format() {
+        Format::Json => writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&matrix::to_json(&columns))?
+        ),
+        Format::Csv => write!(out, "{}", matrix::render_csv(&columns)),
+        _ => write!(out, "{}", matrix::render_text(&columns)),
+    };
+    Ok(Ending {
+        code,
+        written: written.map_err(Into::into),
     })
 }
 

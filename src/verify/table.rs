@@ -219,7 +219,7 @@ pub fn render_csv(rows: &[Row]) -> String {
 
 /// A field quoted when it must be (RFC 4180). Paths with commas are rare but possible;
 /// veristat itself never quotes, so its files never need unquoting beyond this.
-fn csv_field(value: &str) -> String {
+pub(super) fn csv_field(value: &str) -> String {
     if value.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", value.replace('"', "\"\""))
     } else {
