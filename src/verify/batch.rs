@@ -337,12 +337,14 @@ fn normalise(path: &Path) -> String {
 /// Loads and judges every object of `paths` into a batch; `visit` sees each object's report
 /// while it is loaded, `on_object` the batch after each (so text can stream). Load errors
 /// are kept as failures, not returned: the other objects are still judged, as veristat goes
-/// on past a file it cannot open.
+/// on past a file it cannot open. The loader's warnings go to standard error when `warn`.
+#[allow(clippy::too_many_arguments)]
 pub fn verify_paths(
     paths: &[PathBuf],
     only: Option<&str>,
     log_level: u32,
     explain: bool,
+    warn: bool,
     load: &LoadOptions,
     visit: &mut Visitor<'_>,
     mut on_object: impl FnMut(&Batch, usize),
@@ -368,7 +370,9 @@ pub fn verify_paths(
                 continue;
             }
         };
-        crate::replay::print_warnings(&path, &object);
+        if warn {
+            crate::replay::print_warnings(&path, &object);
+        }
         let before = batch.programs.len();
         if object.programs.is_empty() {
             batch.failures.push(ObjectFailure {

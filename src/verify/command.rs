@@ -136,6 +136,7 @@ pub fn run(args: &VerifyArgs) -> Result<Ending> {
         args.prog.as_deref(),
         args.log_level,
         args.explain,
+        true,
         &args.load.options(),
         &mut visit,
         |batch, from| {
@@ -305,12 +306,14 @@ fn run_matrix(args: &VerifyArgs) -> Result<Ending> {
         anyhow::bail!("{flag} reports on one kernel: name one with --kernel");
     }
     let mut columns = Vec::new();
-    for kernel in args.load.kernels() {
+    for (i, kernel) in args.load.kernels().iter().enumerate() {
+        // The loader warns about the object, whatever the kernel: once.
         let batch = batch::verify_paths(
             &args.objects,
             args.prog.as_deref(),
             0,
             false,
+            i == 0,
             &args.load.options_for(kernel),
             &mut |_, _, _| Ok(()),
             |_, _| {},
