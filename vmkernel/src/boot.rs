@@ -172,6 +172,7 @@ impl Vm {
         let finished = self.boot(&initramfs_path, &console_path, memory_mib)?;
         let wall = started.elapsed();
         let console = std::fs::read(&console_path).map_err(io_at(&console_path))?;
+        keep_console(&self.kernel, &work, &console);
         let console = String::from_utf8_lossy(&console);
         let report = parse_console(&self.kernel_name(), &console, &self.steps);
         match (report, finished) {
@@ -266,6 +267,20 @@ impl Vm {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+}
+
+/// With `BPFEMU_VM_CONSOLE_DIR` set, a copy of each boot's whole console in that directory,
+/// for the boot messages an error's last lines leave out (a panic's backtrace).
+fn keep_console(kernel: &Path, work: &WorkDir, console: &[u8]) {
+    let Some(dir) = std::env::var_os("BPFEMU_VM_CONSOLE_DIR") else {
+        return;
+    };
+    let kernel = kernel.file_name().unwrap_or_default().to_string_lossy();
+    let name = work.path.file_name().unwrap_or_default().to_string_lossy();
+    let path = Path::new(&dir).join(format!("{kernel}.{name}.log"));
+    if let Err(e) = std::fs::write(&path, console) {
+        eprintln!("BPFEMU_VM_CONSOLE_DIR: {}: {e}", path.display());
     }
 }
 
