@@ -176,6 +176,10 @@ fn stderr_is_terminal() -> bool {
 }
 
 fn main() -> ExitCode {
+    // Booted as a VM's /init (bpfemu_vmkernel::Vm): run the initramfs's jobs, power off.
+    if bpfemu_vmkernel::guest::is_init() {
+        bpfemu_vmkernel::guest::run_as_init();
+    }
     match run(Cli::parse()) {
         Ok(code) => code,
         // A reader that left early (`bpfemu replay ... --json | head -1`): the command stopped

@@ -75,7 +75,10 @@ pub fn decode_plan(text: &str) -> Result<Vec<Step>, String> {
 
 /// Whether this process is the initramfs's init: pid 1, started as `/init`.
 pub fn is_init() -> bool {
-    std::process::id() == 1 && std::env::args_os().next().is_some_and(|arg0| arg0 == "/init")
+    std::process::id() == 1
+        && std::env::args_os()
+            .next()
+            .is_some_and(|arg0| arg0 == "/init")
 }
 
 /// Runs the plan and powers the machine off; never returns.

@@ -82,7 +82,9 @@ pub struct Initramfs {
 }
 
 fn archive_name(path: &str) -> String {
-    path.trim_start_matches('/').trim_end_matches('/').to_owned()
+    path.trim_start_matches('/')
+        .trim_end_matches('/')
+        .to_owned()
 }
 
 impl Initramfs {
@@ -317,8 +319,7 @@ pub fn shared_libraries(binary: &Path) -> Result<Vec<PathBuf>, InitramfsError> {
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         // ldd says so, and fails, for a static binary: it needs nothing.
-        if text.contains("not a dynamic executable")
-            || stderr.contains("not a dynamic executable")
+        if text.contains("not a dynamic executable") || stderr.contains("not a dynamic executable")
         {
             return Ok(Vec::new());
         }

@@ -13,7 +13,9 @@ fn sample() -> (Initramfs, Vec<u8>) {
     archive.file("/a", 0o600, Vec::new());
     archive.file("/bb", 0o600, b"x".to_vec());
     archive.file("/ccc/dd", 0o700, b"xyz".to_vec());
-    archive.host_file("/deep/er/host", 0o644, &host_file).unwrap();
+    archive
+        .host_file("/deep/er/host", 0o644, &host_file)
+        .unwrap();
     archive.symlink("/lib64/ld.so", "/lib/x86_64-linux-gnu/ld.so");
     let mut bytes = Vec::new();
     archive.write_to(&mut bytes).unwrap();
@@ -24,7 +26,11 @@ fn sample() -> (Initramfs, Vec<u8>) {
 #[test]
 fn every_entry_reads_back_with_its_kind_permissions_and_bytes() {
     let (archive, bytes) = sample();
-    assert_eq!(bytes.len() as u64, archive.size(), "size() predicts the archive");
+    assert_eq!(
+        bytes.len() as u64,
+        archive.size(),
+        "size() predicts the archive"
+    );
     assert_eq!(bytes.len() % 4, 0);
     let entries = read_newc(&bytes).unwrap();
     let find = |name: &str| {
@@ -37,7 +43,10 @@ fn every_entry_reads_back_with_its_kind_permissions_and_bytes() {
         find("dev/console").kind,
         Kind::CharDevice { major: 5, minor: 1 }
     );
-    assert_eq!(find("dev/null").kind, Kind::CharDevice { major: 1, minor: 3 });
+    assert_eq!(
+        find("dev/null").kind,
+        Kind::CharDevice { major: 1, minor: 3 }
+    );
     assert_eq!(find("tmp").permissions, 0o1777);
     assert_eq!(find("bb").data, b"x");
     assert_eq!(find("ccc/dd").data, b"xyz");
@@ -99,5 +108,8 @@ fn gnu_cpio_lists_the_same_entries() {
     assert!(line("ccc/dd").starts_with("-rwx------"), "{listing}");
     assert!(line("deep/er").starts_with("drwxr-xr-x"), "{listing}");
     assert!(line("lib64/ld.so").starts_with("lrwxrwxrwx"), "{listing}");
-    assert!(line("bpfemu-vm/plan").starts_with("-rw-r--r--"), "{listing}");
+    assert!(
+        line("bpfemu-vm/plan").starts_with("-rw-r--r--"),
+        "{listing}"
+    );
 }

@@ -1,9 +1,9 @@
 //! Each kernel booted for real: the release it reports, and libbpf 1.7's verdicts on two small
-//! XDP objects (tests/data/vm, built here with clang-19): one every kernel accepts, and one
+//! XDP objects (tests/data/vm, committed, built by its build.sh): one every kernel accepts, and one
 //! with a cpu v4 signed division, which 6.6 introduced (5.10 and 6.1 reject it, 6.12 and 7.2
 //! accept it). One boot per kernel.
 //!
-//! Needs QEMU, clang-19, apt access to the four suites (the images are cached, see
+//! Needs QEMU, apt access to the four suites (the images are cached, see
 //! `images::cache_dir`), and the judge `target/debug/examples/libbpf_verdicts` (`cargo build
 //! -p bpfemu-conformance --example libbpf_verdicts`; `cargo test --workspace` builds it).
 //! Skipped with a message when any is missing, unless `BPFEMU_REQUIRE_KERNEL=1` (CI).
@@ -54,7 +54,7 @@ fn setup() -> Result<Setup, String> {
             judge.display()
         ));
     }
-    let objects = build_objects()?;
+    let objects = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/vm");
     Ok(Setup { judge, objects })
 }
 
@@ -65,28 +65,6 @@ fn target_dir() -> PathBuf {
         .and_then(Path::parent)
         .expect("target/debug/deps/TEST")
         .to_owned()
-}
-
-/// The two objects, built from tests/data/vm with clang-19 into a scratch directory.
-fn build_objects() -> Result<PathBuf, String> {
-    let sources = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/vm");
-    let out = std::env::temp_dir().join(format!("vmkernel-objects-{}", std::process::id()));
-    std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
-    for (name, cpu) in [("accepted_everywhere", "v3"), ("cpu_v4_sdiv", "v4")] {
-        let status = Command::new("clang-19")
-            .args(["-O2", "-g", "-target", "bpf"])
-            .arg(format!("-mcpu={cpu}"))
-            .args(["-I/usr/include/x86_64-linux-gnu", "-c"])
-            .arg(sources.join(format!("{name}.c")))
-            .arg("-o")
-            .arg(out.join(format!("{name}.o")))
-            .status()
-            .map_err(|e| format!("clang-19 is not installed ({e})"))?;
-        if !status.success() {
-            return Err(format!("clang-19 failed on {name}.c"));
-        }
-    }
-    Ok(out)
 }
 
 fn image(kernel: &KernelImage) -> PathBuf {
@@ -142,9 +120,10 @@ fn judged_by(version: &str, sdiv: Verdict) {
         .run()
         .unwrap_or_else(|e| panic!("{test}: {e}"));
     eprintln!(
-        "{test}: {} in {:.1} s ({} KiB initramfs, {} MiB RAM)",
+        "{test}: {} in {:.1} s, boot {} ({} KiB initramfs, {} MiB RAM)",
         results.release,
         results.wall.as_secs_f64(),
+        results.boots,
         results.initramfs_bytes / 1024,
         results.memory_mib
     );
@@ -155,7 +134,10 @@ fn judged_by(version: &str, sdiv: Verdict) {
     for job in [uname, pass, v4] {
         assert_eq!(job.status, JobStatus::Exited(0), "{job:?}");
     }
-    assert_eq!(String::from_utf8_lossy(&uname.stdout).trim(), kernel.release);
+    assert_eq!(
+        String::from_utf8_lossy(&uname.stdout).trim(),
+        kernel.release
+    );
     let everywhere = Verdict {
         program: "pass_ipv4".into(),
         accepted: true,
@@ -224,7 +206,9 @@ fn a_job_that_never_ends_times_out_with_a_clear_error() {
     let text = error.to_string();
     assert!(matches!(error, VmError::TimedOut { .. }), "{text}");
     assert!(
-        text.contains("no results after 45 s, QEMU killed (still running job 1 (/bin/sleep infinity))"),
+        text.contains(
+            "no results after 45 s, QEMU killed (still running job 1 (/bin/sleep infinity))"
+        ),
         "{text}"
     );
     assert!(elapsed < Duration::from_secs(60), "took {elapsed:?}");

@@ -1,7 +1,8 @@
 //! Judges BPF objects in other kernels: for each kernel named, boots it once under QEMU with
 //! a judge (default: libbpf 1.7's `libbpf_verdicts`) and every object, and writes
 //! `OUT/VERSION.jsonl`, one line per program: `object`, `program`, `accepted`, `error`,
-//! `processed_insns`; and `OUT/times.tsv`, the wall time of each kernel's VM.
+//! `processed_insns`; and `OUT/times.tsv`, the wall time of each kernel's VM (of its last
+//! boot, when the kernel died before init and was booted again: `boots`).
 //!
 //!     bpfemu-kernel-vms [--kernels 5.10,6.1,6.12,7.2] [--judge PATH] [--out DIR]
 //!                       [--timeout SECONDS] OBJECT_OR_DIR...
@@ -103,10 +104,9 @@ fn objects_at(path: &Path) -> Result<Vec<PathBuf>, String> {
 
 fn run(options: &Options) -> Result<(), String> {
     let init = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
-    std::fs::create_dir_all(&options.out)
-        .map_err(|e| format!("{}: {e}", options.out.display()))?;
+    std::fs::create_dir_all(&options.out).map_err(|e| format!("{}: {e}", options.out.display()))?;
     let cache = images::cache_dir();
-    let mut times = String::from("kernel\trelease\tobjects\tprograms\tseconds\n");
+    let mut times = String::from("kernel\trelease\tobjects\tprograms\tseconds\tboots\n");
     for kernel in &options.kernels {
         let image = images::fetch(kernel, &cache).map_err(|e| e.to_string())?;
         let mut vm = Vm::new(&image, &init)
@@ -136,10 +136,11 @@ fn run(options: &Options) -> Result<(), String> {
             path.display()
         );
         times.push_str(&format!(
-            "{}\t{}\t{}\t{programs}\t{seconds:.2}\n",
+            "{}\t{}\t{}\t{programs}\t{seconds:.2}\t{}\n",
             kernel.version,
             results.release,
-            options.objects.len()
+            options.objects.len(),
+            results.boots
         ));
     }
     let path = options.out.join("times.tsv");
