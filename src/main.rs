@@ -94,6 +94,15 @@ enum Command {
     /// Compare bpfemu with the running kernel: every packet of a capture through both
     /// (BPF_PROG_TEST_RUN), then every map; or, with --verifier, the kernel's verdicts.
     Diff(Box<DiffArgs>),
+    /// The running kernel's verdict on every program of an object, as `diff --verifier`'s
+    /// kernel side: one JSON line per program (`program`, `section`, `kernel`). A job for a VM
+    /// booted with another kernel (bpfemu_vmkernel), so hidden.
+    #[command(hide = true)]
+    KernelVerdicts {
+        obj: PathBuf,
+        #[command(flatten)]
+        load: LoadArgs,
+    },
     /// Coverage-guided packet fuzzing of an XDP program: mutated packets until the time or
     /// run budget is spent; findings (XDP_ABORTED, faults, helper errors left unexamined,
     /// --never) and a minimised corpus as captures, coverage by source line. Exit 1 when
@@ -168,6 +177,21 @@ struct DiffArgs {
     verifier: bool,
     #[command(flatten)]
     load: LoadArgs,
+}
+
+/// `bpfemu kernel-verdicts`: exit 0 when every line was written, 2 when the kernel is out of
+/// reach or the object does not load.
+fn kernel_verdicts(obj: &Path, load: &LoadArgs) -> anyhow::Result<ExitCode> {
+    if let Err(why) = bpfemu::diff::kernel_ready() {
+        eprintln!("bpfemu kernel-verdicts: {why}");
+        return Ok(ExitCode::from(2));
+    }
+    let verdicts = bpfemu::diff::kernel_verdicts(obj, &load.options())?;
+    let mut out = stdout();
+    for verdict in verdicts {
+        writeln!(out, "{}", serde_json::to_string(&verdict)?)?;
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Whether progress goes to standard error: only a terminal shows it.
@@ -277,6 +301,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::from(bpfemu::replay::replay(&opts)?))
         }
         Command::Diff(args) => diff(*args),
+        Command::KernelVerdicts { obj, load } => kernel_verdicts(&obj, &load),
         Command::Run(args) => {
             let RunArgs { mut opts, load } = *args;
             opts.load = load.options();

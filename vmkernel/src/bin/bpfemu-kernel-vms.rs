@@ -5,7 +5,9 @@
 //! boot, when the kernel died before init and was booted again: `boots`).
 //!
 //!     bpfemu-kernel-vms [--kernels 5.10,6.1,6.12,7.2] [--judge PATH] [--out DIR]
-//!                       [--timeout SECONDS] OBJECT_OR_DIR...
+//!                       [--timeout SECONDS] [--btf] OBJECT_OR_DIR...
+//!
+//! `--btf` also saves each kernel's `/sys/kernel/btf/vmlinux` as `OUT/VERSION.btf`.
 //!
 //! This binary is also the guest's `/init` (it hooks [`guest::run_as_init`]), so the
 //! initramfs needs nothing else but the judge. `scripts/kernel_vms.sh` builds and runs it.
@@ -19,6 +21,7 @@ struct Options {
     judge: PathBuf,
     out: PathBuf,
     timeout: Duration,
+    btf: bool,
     objects: Vec<PathBuf>,
 }
 
@@ -45,6 +48,7 @@ fn parse_args(args: Vec<String>) -> Result<Options, String> {
         judge: PathBuf::from("target/debug/examples/libbpf_verdicts"),
         out: PathBuf::from("kernel-vms"),
         timeout: Duration::from_secs(600),
+        btf: false,
         objects: Vec::new(),
     };
     let mut args = args.into_iter();
@@ -61,6 +65,7 @@ fn parse_args(args: Vec<String>) -> Result<Options, String> {
                     })
                     .collect::<Result<_, _>>()?;
             }
+            "--btf" => options.btf = true,
             "--judge" => options.judge = PathBuf::from(value("--judge")?),
             "--out" => options.out = PathBuf::from(value("--out")?),
             "--timeout" => {
@@ -119,7 +124,16 @@ fn run(options: &Options) -> Result<(), String> {
                 .with_file(&guest_path, bytes)
                 .job(["/bin/judge", &guest_path]);
         }
+        if options.btf {
+            vm = vm.fetch_file(BTF);
+        }
         let results = vm.run().map_err(|e| e.to_string())?;
+        if options.btf {
+            save_btf(
+                &results,
+                &options.out.join(format!("{}.btf", kernel.version)),
+            )?;
+        }
         let mut lines = String::new();
         for (object, job) in options.objects.iter().zip(&results.jobs) {
             lines.push_str(&verdict_lines(object, job)?);
@@ -147,6 +161,21 @@ fn run(options: &Options) -> Result<(), String> {
     std::fs::write(&path, times).map_err(|e| format!("{}: {e}", path.display()))
 }
 
+const BTF: &str = "/sys/kernel/btf/vmlinux";
+
+fn save_btf(results: &bpfemu_vmkernel::Results, path: &Path) -> Result<(), String> {
+    match results.files.get(BTF) {
+        Some(Ok(bytes)) => {
+            std::fs::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))
+        }
+        Some(Err(why)) => Err(format!(
+            "{}: the guest could not read it: {why}",
+            results.release
+        )),
+        None => Err(format!("{}: the guest sent no {BTF}", results.release)),
+    }
+}
+
 /// The judge's lines for one object, each with `object` added; a judge that failed on the
 /// object gives one line saying why.
 fn verdict_lines(object: &Path, job: &bpfemu_vmkernel::JobResult) -> Result<String, String> {
@@ -170,7 +199,8 @@ fn verdict_lines(object: &Path, job: &bpfemu_vmkernel::JobResult) -> Result<Stri
         );
         let line = serde_json::json!({"object": name, "program": null, "accepted": false,
             "error": why, "processed_insns": null});
-        out.push_str(&format!("{line}\n"));
+        out.push_str(&reordered(&line));
+        out.push('\n');
     }
     Ok(out)
 }
