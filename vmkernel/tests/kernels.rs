@@ -116,6 +116,9 @@ fn judged_by(version: &str, sdiv: Verdict) {
         .job(["/bin/uname", "-r"])
         .job(["/bin/judge", "/objects/pass.o"])
         .job(["/bin/judge", "/objects/sdiv.o"])
+        .job(["/bin/absent"])
+        .fetch_file("/proc/version")
+        .fetch_file("/no/such/file")
         .timeout(Duration::from_secs(300))
         .run()
         .unwrap_or_else(|e| panic!("{test}: {e}"));
@@ -128,9 +131,16 @@ fn judged_by(version: &str, sdiv: Verdict) {
         results.memory_mib
     );
     assert_eq!(results.release, kernel.release);
-    let [uname, pass, v4] = &results.jobs[..] else {
-        panic!("three jobs, got {:?}", results.jobs);
+    let [uname, pass, v4, absent] = &results.jobs[..] else {
+        panic!("four jobs, got {:?}", results.jobs);
     };
+    let JobStatus::NotStarted(why) = &absent.status else {
+        panic!("/bin/absent ran: {absent:?}");
+    };
+    assert!(
+        why.starts_with("cannot run /bin/absent: No such file"),
+        "{why}"
+    );
     for job in [uname, pass, v4] {
         assert_eq!(job.status, JobStatus::Exited(0), "{job:?}");
     }
