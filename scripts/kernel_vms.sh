@@ -6,10 +6,11 @@
 #
 #   OUT/VERSION.jsonl   one line per program: object, program, accepted, error (the log's last
 #                       meaningful line), processed_insns
-#   OUT/times.tsv       per kernel: release, objects, programs, the VM's wall seconds
+#   OUT/times.tsv       per kernel: release, objects, programs, the VM's wall seconds, boots
+#   OUT/VERSION.btf     with --btf: the kernel's /sys/kernel/btf/vmlinux (adds ~25 s a kernel)
 #
-#   scripts/kernel_vms.sh [--kernels 5.10,6.1,6.12,7.2] [--out DIR] [--timeout SEC]
-#                         OBJECT_OR_DIR...      (default: examples/xdp/build)
+#   scripts/kernel_vms.sh [--kernels 5.10,6.1,6.12,7.2] [--out DIR] [--timeout SEC] [--btf]
+#                         OBJECT_OR_DIR...      (default: examples/xdp/build, 60 objects)
 #
 # The images come from apt (scripts/kernel_apt_sources.sh adds the suites) into the cache
 # $BPFEMU_KERNELS (default ~/.cache/bpfemu/kernels), vmlinuz only, fetched once. Needs
@@ -26,6 +27,7 @@ objects=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --kernels|--out|--timeout) args+=("$1" "$2"); shift 2 ;;
+        --btf) args+=("$1"); shift ;;
         -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
         -*) echo "kernel_vms.sh: unknown option $1" >&2; exit 2 ;;
         *) objects+=("$1"); shift ;;
