@@ -10,7 +10,7 @@
 
 use bpfemu_vmkernel::images;
 use bpfemu_vmkernel::{JobStatus, Vm};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 const BPFEMU: &str = env!("CARGO_BIN_EXE_bpfemu");
@@ -40,7 +40,7 @@ fn kernel_verdicts_in(version: &str) -> Vec<serde_json::Value> {
         images::fetch(kernel, &images::cache_dir()).unwrap_or_else(|e| panic!("{version}: {e}"));
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/vm");
     let object = |name: &str| std::fs::read(data.join(name)).expect(name);
-    let results = Vm::new(&image, Path::new(BPFEMU))
+    let results = Vm::new(image, Path::new(BPFEMU))
         .with_file("/objects/pass.o", object("accepted_everywhere.o"))
         .with_file("/objects/sdiv.o", object("cpu_v4_sdiv.o"))
         .job(["/init", "kernel-verdicts", "/objects/pass.o"])
@@ -72,10 +72,10 @@ fn summary(line: &serde_json::Value) -> (String, bool, Option<String>, Option<u6
 
 #[test]
 fn bpfemu_as_init_reports_6_1s_verdicts() {
-    if !qemu_or_skip("bpfemu_as_init_reports_6_1s_verdicts") {
+    let Some(image) = image_or_skip("bpfemu_as_init_reports_6_1s_verdicts", "6.1") else {
         return;
-    }
-    let lines = kernel_verdicts_in("6.1");
+    };
+    let lines = kernel_verdicts_in("6.1", &image);
     let got: Vec<_> = lines.iter().map(summary).collect();
     assert_eq!(
         got,
@@ -94,10 +94,13 @@ fn bpfemu_as_init_reports_6_1s_verdicts() {
 
 #[test]
 fn bpfemu_as_init_reports_6_12s_verdicts() {
-    if !qemu_or_skip("bpfemu_as_init_reports_6_12s_verdicts") {
+    let Some(image) = image_or_skip("bpfemu_as_init_reports_6_12s_verdicts", "6.12") else {
         return;
-    }
-    let got: Vec<_> = kernel_verdicts_in("6.12").iter().map(summary).collect();
+    };
+    let got: Vec<_> = kernel_verdicts_in("6.12", &image)
+        .iter()
+        .map(summary)
+        .collect();
     assert_eq!(
         got,
         [

@@ -67,12 +67,17 @@ fn target_dir() -> PathBuf {
         .to_owned()
 }
 
-fn image(kernel: &KernelImage) -> PathBuf {
-    images::fetch(kernel, &images::cache_dir()).unwrap_or_else(|e| {
-        // Under CI a missing image is a failure; elsewhere too: apt reached the first three
-        // kernels' suites if it got this far, so this is a real problem worth seeing.
-        panic!("{}: {e}", kernel.version)
-    })
+/// The kernel's image from the cache (fetched on first use), or None after a skip message: a
+/// machine without the suites in apt's sources; a failure under `BPFEMU_REQUIRE_KERNEL=1`.
+fn image_or_skip(test: &str, kernel: &KernelImage) -> Option<PathBuf> {
+    match images::fetch(kernel, &images::cache_dir()) {
+        Ok(path) => Some(path),
+        Err(why) => {
+            assert!(!required(), "{test}: BPFEMU_REQUIRE_KERNEL=1 but {why}");
+            eprintln!("{test}: skipping: {why} (set BPFEMU_REQUIRE_KERNEL=1 to fail)");
+            None
+        }
+    }
 }
 
 /// One verdict line of libbpf_verdicts.
@@ -107,8 +112,11 @@ fn judged_by(version: &str, sdiv: Verdict) {
         return;
     };
     let kernel = images::kernel(version).expect("a known kernel");
+    let Some(image) = image_or_skip(&test, kernel) else {
+        return;
+    };
     let object = |name: &str| std::fs::read(setup.objects.join(name)).expect(name);
-    let results = Vm::new(&image(kernel), Path::new(INIT))
+    let results = Vm::new(&image, Path::new(INIT))
         .with_binary("/bin/uname", Path::new("/usr/bin/uname"))
         .with_binary("/bin/judge", &setup.judge)
         .with_file("/objects/pass.o", object("accepted_everywhere.o"))
@@ -205,8 +213,11 @@ fn a_job_that_never_ends_times_out_with_a_clear_error() {
         return;
     }
     let kernel = images::kernel("6.1").expect("6.1");
+    let Some(image) = image_or_skip(test, kernel) else {
+        return;
+    };
     let started = std::time::Instant::now();
-    let error = Vm::new(&image(kernel), Path::new(INIT))
+    let error = Vm::new(&image, Path::new(INIT))
         .with_binary("/bin/sleep", Path::new("/usr/bin/sleep"))
         .job(["/bin/sleep", "infinity"])
         .timeout(Duration::from_secs(45))
