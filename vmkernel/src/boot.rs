@@ -171,9 +171,10 @@ impl Vm {
     /// Boots the machine and returns what the guest reported.
     ///
     /// A kernel that dies before the guest's init starts is booted again, up to
-    /// [`BOOT_ATTEMPTS`] times in all: QEMU 7.2's TCG crashes 6.12 at boot now and then (an
-    /// oops in an interrupt, at random places), and nothing the jobs do runs before init, so a
-    /// second boot cannot change an answer. A failure after init started is never retried.
+    /// [`BOOT_ATTEMPTS`] times in all: QEMU 7.2's TCG crashed 6.12 at boot now and then (see
+    /// the `-cpu` in `boot`, which stopped it; this is the net under that fix), and nothing
+    /// the jobs do runs before init, so another boot cannot change an answer. A failure after
+    /// init started is never retried.
     pub fn run(&self) -> Result<Results, VmError> {
         let work = WorkDir::new()?;
         let initramfs = self.initramfs(&work)?;
@@ -233,25 +234,30 @@ impl Vm {
             Err(Unfinished::Error(e)) => return Err(Attempt::Failed(e)),
             Err(Unfinished::Stage(stage)) => stage,
         };
-        let init_started = !matches!(stage, Stage::NoInit);
-        let error = if finished {
-            VmError::Incomplete {
-                kernel: self.kernel_name(),
-                stage: stage.to_string(),
-                tail: tail(&console),
-            }
-        } else {
-            VmError::TimedOut {
-                kernel: self.kernel_name(),
-                seconds: self.timeout.as_secs(),
-                stage: stage.to_string(),
-                tail: tail(&console),
-            }
-        };
-        if !init_started && kernel_died(&console) {
-            return Err(Attempt::KernelDied(error));
+        let died_before_init = matches!(stage, Stage::NoInit) && kernel_died(&console);
+        let error = self.unfinished(&stage, finished, &console);
+        match died_before_init {
+            true => Err(Attempt::KernelDied(error)),
+            false => Err(Attempt::Failed(error)),
         }
-        Err(Attempt::Failed(error))
+    }
+
+    /// The error for a guest that gave no complete report: QEMU exited, or was killed.
+    fn unfinished(&self, stage: &Stage, qemu_exited: bool, console: &str) -> VmError {
+        let (kernel, stage, tail) = (self.kernel_name(), stage.to_string(), tail(console));
+        match qemu_exited {
+            true => VmError::Incomplete {
+                kernel,
+                stage,
+                tail,
+            },
+            false => VmError::TimedOut {
+                kernel,
+                seconds: self.timeout.as_secs(),
+                stage,
+                tail,
+            },
+        }
     }
 
     fn kernel_name(&self) -> String {
