@@ -83,6 +83,14 @@ enum Attempt {
     Failed(VmError),
 }
 
+/// The error of the last of several boots, saying how many there were.
+fn with_boots(mut error: VmError, boots: u32) -> VmError {
+    if let VmError::Incomplete { stage, .. } | VmError::TimedOut { stage, .. } = &mut error {
+        stage.push_str(&format!(", in each of {boots} boots"));
+    }
+    error
+}
+
 /// Whether the console shows the kernel's own death (an oops or a panic).
 fn kernel_died(console: &str) -> bool {
     console.contains("Kernel panic - not syncing") || console.contains("Oops:")
@@ -196,7 +204,8 @@ impl Vm {
                     return Ok(results);
                 }
                 Err(Attempt::KernelDied(_)) if attempt < BOOT_ATTEMPTS => attempt += 1,
-                Err(Attempt::KernelDied(e) | Attempt::Failed(e)) => return Err(e),
+                Err(Attempt::KernelDied(e)) => return Err(with_boots(e, attempt)),
+                Err(Attempt::Failed(e)) => return Err(e),
             }
         }
     }
@@ -396,13 +405,20 @@ fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> VmError + '_ {
     }
 }
 
-/// The last console lines, for an error message.
+/// The console's last words, for an error message: the kernel's panic line when it panicked
+/// (its backtrace follows it), else the last three lines.
 fn tail(console: &str) -> String {
     let lines: Vec<&str> = console
         .lines()
         .map(|l| l.trim_end_matches('\r'))
         .filter(|l| !l.trim().is_empty())
         .collect();
+    if let Some(panic) = lines
+        .iter()
+        .find(|l| l.contains("Kernel panic - not syncing"))
+    {
+        return (*panic).to_owned();
+    }
     let start = lines.len().saturating_sub(3);
     let text = lines[start..].join(" | ");
     if text.is_empty() {

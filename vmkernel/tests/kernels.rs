@@ -234,3 +234,32 @@ fn a_job_that_never_ends_times_out_with_a_clear_error() {
     );
     assert!(elapsed < Duration::from_secs(60), "took {elapsed:?}");
 }
+
+/// A kernel that dies before init (here: an init it cannot execute, a script whose
+/// interpreter the initramfs lacks) is booted again, then reported with its last words.
+#[test]
+fn a_kernel_that_dies_before_init_is_an_error_with_its_last_words() {
+    let test = "a_kernel_that_dies_before_init_is_an_error_with_its_last_words";
+    if setup_or_skip(test).is_none() {
+        return;
+    }
+    let kernel = images::kernel("6.1").expect("6.1");
+    let Some(image) = image_or_skip(test, kernel) else {
+        return;
+    };
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/vm/build.sh");
+    let error = Vm::new(&image, &script)
+        .job(["/bin/absent"])
+        .timeout(Duration::from_secs(120))
+        .run()
+        .expect_err("no init can run");
+    let text = error.to_string();
+    assert!(matches!(error, VmError::Incomplete { .. }), "{text}");
+    assert!(
+        text.contains(
+            "the guest ended without finishing (the guest's init never started, in each of 3 boots)"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("No working init found"), "{text}");
+}
