@@ -22,6 +22,11 @@ command -v chromium >/dev/null || need_apt+=(chromium)
 # read JUnit, SARIF and the Action's YAML with those formats' own readers, and the Python module.
 command -v python3 >/dev/null || need_apt+=(python3)
 python3 -c 'import ensurepip' 2>/dev/null || need_apt+=(python3-venv)
+# vmkernel's tests boot Debian's 5.10, 6.1, 6.12 and 7.2 kernels under QEMU (TCG), strip the
+# binaries they carry (binutils) and read the initramfs back with GNU cpio.
+command -v qemu-system-x86_64 >/dev/null || need_apt+=(qemu-system-x86)
+command -v strip >/dev/null || need_apt+=(binutils)
+command -v cpio >/dev/null || need_apt+=(cpio)
 # libbpf-sys builds libbpf 1.7 from source (make) and links the system libelf and zlib.
 for pkg in libelf-dev zlib1g-dev pkg-config make; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
@@ -30,6 +35,10 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     echo "installing: ${need_apt[*]}"
     apt-get update -qq && apt-get install -y -qq "${need_apt[@]}"
 fi
+# The suites that hold those kernels (bullseye, bookworm-backports, forky), pinned low so that
+# nothing installed comes from them; the tests fetch the images into ~/.cache/bpfemu/kernels
+# on first use (vmlinuz only, shared by concurrent tests through atomic renames).
+./scripts/kernel_apt_sources.sh
 if ! command -v cargo >/dev/null; then
     echo "cargo is not installed: install Rust with rustup (https://rustup.rs)" >&2
     exit 2

@@ -95,6 +95,15 @@ enum Command {
     /// Compare bpfemu with the running kernel: every packet of a capture through both
     /// (BPF_PROG_TEST_RUN), then every map; or, with --verifier, the kernel's verdicts.
     Diff(Box<DiffArgs>),
+    /// The running kernel's verdict on every program of an object, as `diff --verifier`'s
+    /// kernel side: one JSON line per program (`program`, `section`, `kernel`). A job for a VM
+    /// booted with another kernel (bpfemu_vmkernel), so hidden.
+    #[command(hide = true)]
+    KernelVerdicts {
+        obj: PathBuf,
+        #[command(flatten)]
+        load: LoadArgs,
+    },
     /// Coverage-guided packet fuzzing of an XDP program: mutated packets until the time or
     /// run budget is spent; findings (XDP_ABORTED, faults, helper errors left unexamined,
     /// --never) and a minimised corpus as captures, coverage by source line. Exit 1 when
@@ -171,12 +180,31 @@ struct DiffArgs {
     load: LoadArgs,
 }
 
+/// `bpfemu kernel-verdicts`: exit 0 when every line was written, 2 when the kernel is out of
+/// reach or the object does not load.
+fn kernel_verdicts(obj: &Path, load: &LoadArgs) -> anyhow::Result<ExitCode> {
+    if let Err(why) = bpfemu::diff::kernel_ready() {
+        eprintln!("bpfemu kernel-verdicts: {why}");
+        return Ok(ExitCode::from(2));
+    }
+    let verdicts = bpfemu::diff::kernel_verdicts(obj, &load.options())?;
+    let mut out = stdout();
+    for verdict in verdicts {
+        writeln!(out, "{}", serde_json::to_string(&verdict)?)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Whether progress goes to standard error: only a terminal shows it.
 fn stderr_is_terminal() -> bool {
     std::io::IsTerminal::is_terminal(&std::io::stderr())
 }
 
 fn main() -> ExitCode {
+    // Booted as a VM's /init (bpfemu_vmkernel::Vm): run the initramfs's jobs, power off.
+    if bpfemu_vmkernel::guest::is_init() {
+        bpfemu_vmkernel::guest::run_as_init();
+    }
     match run(Cli::parse()) {
         Ok(code) => code,
         // A reader that left early (`bpfemu replay ... --json | head -1`): the command stopped
@@ -274,6 +302,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::from(bpfemu::replay::replay(&opts)?))
         }
         Command::Diff(args) => diff(*args),
+        Command::KernelVerdicts { obj, load } => kernel_verdicts(&obj, &load),
         Command::Run(args) => {
             let RunArgs { mut opts, load } = *args;
             opts.load = one_kernel(&load, "run")?;

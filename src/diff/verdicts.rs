@@ -117,51 +117,11 @@ pub fn parse_verifier_log(log: &str, loaded: bool) -> KernelVerdict {
 /// it needs (raw bpf(), log level 1 with statistics; the log grows until it fits), and reports
 /// each verdict: one rejection does not hide the others'.
 pub fn verify_in_kernel(path: &Path, load: &LoadOptions) -> Result<Vec<ProgramVerdict>, DiffError> {
-    kernel_ready().map_err(DiffError::KernelUnavailable)?;
-    let object = bpfemu_loader::load_file(path, load).map_err(|e| DiffError::Load {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    })?;
-    let opts = KernelLoadOptions {
-        log_level: kbpf::BPF_LOG_LEVEL1 | kbpf::BPF_LOG_STATS,
-        log_size: 16 << 20,
-        initial: InitialEntries::new(),
-    };
-    let mut out = Vec::new();
+    let object = load_for_kernel(path, load)?;
     let judge = crate::verify::ObjectJudge::new(&object);
+    let mut out = Vec::new();
     for p in &object.programs {
-        let kernel = match KernelObject::load(&object, &p.name, &opts) {
-            Ok(k) => parse_verifier_log(k.log(), true),
-            Err(KernelObjectError::ProgLoad { log, errno, .. }) => {
-                // The log as libbpf hands it to its user, as bpfemu's verdict is given.
-                let log = bpfemu_loader::libbpf_log::fixup_log(&object, p, &log).unwrap_or(log);
-                let mut v = parse_verifier_log(&log, false);
-                if log.trim().is_empty() {
-                    v.error = Some(format!("the kernel refuses it ({})", Errno(errno)));
-                }
-                v
-            }
-            // As libbpf says it, and `bpfemu verify` after it: the kernel logs nothing.
-            Err(KernelObjectError::MapCreate { map, errno, .. }) => KernelVerdict {
-                accepted: false,
-                error: Some(format!(
-                    "map '{map}': failed to create: -{}",
-                    Errno(errno)
-                        .name()
-                        .map_or_else(|| errno.to_string(), str::to_owned)
-                )),
-                processed_insns: None,
-                verification_time_usec: None,
-                stats: None,
-            },
-            Err(e) => KernelVerdict {
-                accepted: false,
-                error: Some(e.to_string()),
-                processed_insns: None,
-                verification_time_usec: None,
-                stats: None,
-            },
-        };
+        let kernel = kernel_verdict(&object, p);
         let bpfemu = BpfemuVerdict::of(&judge, p);
         out.push(ProgramVerdict {
             program: p.name.clone(),
@@ -172,6 +132,79 @@ pub fn verify_in_kernel(path: &Path, load: &LoadOptions) -> Result<Vec<ProgramVe
         });
     }
     Ok(out)
+}
+
+/// The kernel's side of [`verify_in_kernel`] alone, each program's verdict as the running
+/// kernel gives it: what a VM's guest job reports for `diff --verifier` against another kernel
+/// (the hidden `bpfemu kernel-verdicts`).
+pub fn kernel_verdicts(
+    path: &Path,
+    load: &LoadOptions,
+) -> Result<Vec<KernelProgramVerdict>, DiffError> {
+    let object = load_for_kernel(path, load)?;
+    let verdicts = object.programs.iter().map(|p| KernelProgramVerdict {
+        program: p.name.clone(),
+        section: p.section.clone(),
+        kernel: kernel_verdict(&object, p),
+    });
+    Ok(verdicts.collect())
+}
+
+/// One program's verdict from the kernel alone.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct KernelProgramVerdict {
+    pub program: String,
+    pub section: String,
+    pub kernel: KernelVerdict,
+}
+
+fn load_for_kernel(path: &Path, load: &LoadOptions) -> Result<bpfemu_loader::Object, DiffError> {
+    kernel_ready().map_err(DiffError::KernelUnavailable)?;
+    bpfemu_loader::load_file(path, load).map_err(|e| DiffError::Load {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })
+}
+
+/// The kernel's verdict on one program of the object, loaded with what it needs.
+fn kernel_verdict(object: &bpfemu_loader::Object, p: &bpfemu_loader::ProgramSpec) -> KernelVerdict {
+    let opts = KernelLoadOptions {
+        log_level: kbpf::BPF_LOG_LEVEL1 | kbpf::BPF_LOG_STATS,
+        log_size: 16 << 20,
+        initial: InitialEntries::new(),
+    };
+    match KernelObject::load(object, &p.name, &opts) {
+        Ok(k) => parse_verifier_log(k.log(), true),
+        Err(KernelObjectError::ProgLoad { log, errno, .. }) => {
+            // The log as libbpf hands it to its user, as bpfemu's verdict is given.
+            let log = bpfemu_loader::libbpf_log::fixup_log(object, p, &log).unwrap_or(log);
+            let mut v = parse_verifier_log(&log, false);
+            if log.trim().is_empty() {
+                v.error = Some(format!("the kernel refuses it ({})", Errno(errno)));
+            }
+            v
+        }
+        // As libbpf says it, and `bpfemu verify` after it: the kernel logs nothing.
+        Err(KernelObjectError::MapCreate { map, errno, .. }) => KernelVerdict {
+            accepted: false,
+            error: Some(format!(
+                "map '{map}': failed to create: -{}",
+                Errno(errno)
+                    .name()
+                    .map_or_else(|| errno.to_string(), str::to_owned)
+            )),
+            processed_insns: None,
+            verification_time_usec: None,
+            stats: None,
+        },
+        Err(e) => KernelVerdict {
+            accepted: false,
+            error: Some(e.to_string()),
+            processed_insns: None,
+            verification_time_usec: None,
+            stats: None,
+        },
+    }
 }
 
 /// The `--verifier` table.
