@@ -33,6 +33,7 @@ pub mod expect;
 pub mod explain;
 pub mod html_report;
 pub mod junit;
+pub mod kernels;
 pub mod layers;
 pub mod load_args;
 pub mod mapio;

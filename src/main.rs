@@ -104,11 +104,33 @@ enum Command {
         #[command(flatten)]
         load: LoadArgs,
     },
+    /// The kernels bpfemu answers as (`--kernel`) and whether each one's BTF is at hand;
+    /// `fetch` gets the BTF of those named (default: all) by booting Debian's image of each
+    /// under QEMU once (needs apt with the suites of scripts/kernel_apt_sources.sh, and
+    /// qemu-system-x86).
+    Kernels {
+        #[command(subcommand)]
+        action: Option<KernelsAction>,
+    },
     /// Coverage-guided packet fuzzing of an XDP program: mutated packets until the time or
     /// run budget is spent; findings (XDP_ABORTED, faults, helper errors left unexamined,
     /// --never) and a minimised corpus as captures, coverage by source line. Exit 1 when
     /// something was found.
     Fuzz(Box<FuzzArgs>),
+}
+
+#[derive(Subcommand)]
+enum KernelsAction {
+    /// Fetch each kernel's BTF into the kernel cache ($BPFEMU_KERNELS, else
+    /// ~/.cache/bpfemu/kernels).
+    Fetch {
+        /// The kernels (default: every profile).
+        #[arg(value_delimiter = ',')]
+        versions: Vec<KernelVersion>,
+        /// Seconds one boot may take.
+        #[arg(long, default_value_t = 300)]
+        timeout: u64,
+    },
 }
 
 /// `bpfemu replay`: the library's options and how the object is loaded.
@@ -303,6 +325,21 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Diff(args) => diff(*args),
         Command::KernelVerdicts { obj, load } => kernel_verdicts(&obj, &load),
+        Command::Kernels { action: None } => {
+            write!(stdout(), "{}", bpfemu::kernels::list())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Kernels {
+            action: Some(KernelsAction::Fetch { versions, timeout }),
+        } => {
+            let versions = match versions.is_empty() {
+                true => KernelVersion::ALL.to_vec(),
+                false => versions,
+            };
+            let done = bpfemu::kernels::fetch(&versions, std::time::Duration::from_secs(timeout))?;
+            write!(stdout(), "{done}")?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Run(args) => {
             let RunArgs { mut opts, load } = *args;
             opts.load = one_kernel(&load, "run")?;

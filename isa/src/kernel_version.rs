@@ -71,6 +71,21 @@ impl fmt::Display for KernelVersion {
     }
 }
 
+/// Where the kernels bpfemu fetches are kept (each one's image and BTF): `$BPFEMU_KERNELS`,
+/// else `$XDG_CACHE_HOME/bpfemu/kernels`, else `~/.cache/bpfemu/kernels`.
+pub fn kernel_cache_dir() -> std::path::PathBuf {
+    use std::path::PathBuf;
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    if let Some(dir) = var("BPFEMU_KERNELS") {
+        return PathBuf::from(dir);
+    }
+    let cache = var("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| var("HOME").map(|home| PathBuf::from(home).join(".cache")))
+        .unwrap_or_else(|| std::env::temp_dir().join("cache"));
+    cache.join("bpfemu").join("kernels")
+}
+
 /// Why a `--kernel` value names no profile.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UnknownKernel(pub String);

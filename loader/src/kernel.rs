@@ -203,23 +203,11 @@ fn running_version() -> (KernelVersion, VersionChoice) {
     }
 }
 
-/// Where the kernels bpfemu fetched are kept: `$BPFEMU_KERNELS`, else
-/// `$XDG_CACHE_HOME/bpfemu/kernels`, else `~/.cache/bpfemu/kernels`.
-pub fn kernel_cache_dir() -> PathBuf {
-    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
-    if let Some(dir) = var("BPFEMU_KERNELS") {
-        return PathBuf::from(dir);
-    }
-    let cache = var("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| var("HOME").map(|home| PathBuf::from(home).join(".cache")))
-        .unwrap_or_else(|| PathBuf::from(".cache"));
-    cache.join("bpfemu").join("kernels")
-}
-
 /// The BTF of a profiled kernel in the kernel cache: `CACHE/VERSION/vmlinux.btf`.
 pub fn profile_btf_path(version: KernelVersion) -> PathBuf {
-    kernel_cache_dir().join(version.name()).join("vmlinux.btf")
+    bpfemu_isa::kernel_version::kernel_cache_dir()
+        .join(version.name())
+        .join("vmlinux.btf")
 }
 
 fn read_btf(path: &Path) -> Result<Btf, KernelBtfError> {

@@ -110,15 +110,7 @@ impl KernelImage {
 /// The cache: `$BPFEMU_KERNELS`, else `$XDG_CACHE_HOME/bpfemu/kernels`, else
 /// `~/.cache/bpfemu/kernels`.
 pub fn cache_dir() -> PathBuf {
-    let var = |name| std::env::var_os(name).filter(|v| !v.is_empty());
-    if let Some(dir) = var("BPFEMU_KERNELS") {
-        return PathBuf::from(dir);
-    }
-    let cache = var("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| var("HOME").map(|home| PathBuf::from(home).join(".cache")))
-        .unwrap_or_else(|| std::env::temp_dir().join("cache"));
-    cache.join("bpfemu").join("kernels")
+    bpfemu_isa::kernel_version::kernel_cache_dir()
 }
 
 /// The kernel's vmlinuz in `cache`, downloaded first when it is not there yet.
