@@ -223,7 +223,8 @@ fn add_subprogs(insns: &[RawInsn], version: KernelVersion) -> Result<Vec<usize>,
     let funcs_known = insns_profile::ldimm64_kind_known(version, PSEUDO_FUNC);
     let mut starts = vec![0usize];
     for (i, raw) in insns.iter().enumerate() {
-        if !is_pseudo_call(raw) && !(funcs_known && is_pseudo_func(raw)) {
+        let starts_subprog = is_pseudo_call(raw) || (funcs_known && is_pseudo_func(raw));
+        if !starts_subprog {
             continue;
         }
         let target = i as i64 + raw.imm as i64 + 1;

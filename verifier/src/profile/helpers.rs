@@ -103,4 +103,50 @@ mod tests {
             assert!(entry(NOT_FOR_XDP, version).is_some(), "{version}");
         }
     }
+
+    /// The words each kernel said when it was booted under QEMU (Debian's 5.10.223, 6.1.170,
+    /// 6.12.95 and 7.2.12) and on this machine's 6.18, for an XDP program calling the helper.
+    #[test]
+    fn refusals_in_each_kernels_words() {
+        let pid_tgid = 14;
+        assert_eq!(
+            refusal(V5_10, pid_tgid).as_deref(),
+            Some("unknown func bpf_get_current_pid_tgid#14")
+        );
+        assert_eq!(
+            refusal(V6_1, pid_tgid).as_deref(),
+            Some("unknown func bpf_get_current_pid_tgid#14")
+        );
+        assert_eq!(refusal(V6_12, pid_tgid), None);
+        let uid_gid = 15;
+        assert_eq!(
+            refusal(V6_12, uid_gid).as_deref(),
+            Some("program of this type cannot use helper bpf_get_current_uid_gid#15")
+        );
+        assert_eq!(refusal(V6_18, uid_gid), None);
+        assert_eq!(refusal(V7_2, uid_gid), None);
+        // Past the version's last id: no name.
+        assert_eq!(
+            refusal(V5_10, 160).as_deref(),
+            Some("invalid func unknown#160")
+        );
+        assert_eq!(refusal(V6_1, 160), None);
+        assert_eq!(
+            refusal(V6_1, 211).as_deref(),
+            Some("invalid func unknown#211")
+        );
+        assert_eq!(
+            refusal(V7_2, 212).as_deref(),
+            Some("invalid func unknown#212")
+        );
+        // A helper XDP never may call, in each version's words.
+        assert_eq!(
+            refusal(V6_1, 0).as_deref(),
+            Some("unknown func bpf_unspec#0")
+        );
+        assert_eq!(
+            refusal(V7_2, 0).as_deref(),
+            Some("program of this type cannot use helper bpf_unspec#0")
+        );
+    }
 }
