@@ -421,7 +421,7 @@ fn resolve_one_ldimm64(
     match raw.src {
         0 => return Ok(None),
         PSEUDO_BTF_ID => {
-            crate::call::ksym::check_pseudo_btf_id(kernel.btf().ok(), raw.imm, next.imm)
+            crate::call::ksym::check_pseudo_btf_id(kernel.btf().ok(), raw.imm, next.imm, version)
                 .map_err(|e| CheckError::new(e.errno, Some(i), e.message))?;
             return Ok(Some(LdImm64Ref::BtfId { btf_id: raw.imm }));
         }
@@ -1091,10 +1091,17 @@ fn steps(raw: RawInsn, allowed: Reserved) -> Vec<Step> {
                 }
                 BPF_JCOND => {
                     let bad = jmp32 || raw.src != 0 || raw.dst != 0 || raw.imm != 0;
-                    if bad {
+                    if allowed.may_goto_to_next {
+                        if bad {
+                            out.push(Some(Step::Refuse(format!(
+                                "invalid may_goto imm {}",
+                                raw.imm
+                            ))));
+                        }
+                    } else if bad || raw.off == 0 {
                         out.push(Some(Step::Refuse(format!(
-                            "invalid may_goto imm {}",
-                            raw.imm
+                            "invalid may_goto off {} imm {}",
+                            raw.off, raw.imm
                         ))));
                     }
                 }

@@ -313,6 +313,35 @@ const MEASURED: &[(&str, [Said; 5])] = &[
             R("R1 type=ctx expected=map_ptr", Some(1)),
         ],
     ),
+    (
+        "ksym_of_a_type_wording_since_6_4_bad",
+        [
+            R("pseudo btf_id 1 in ldimm64 isn't KIND_VAR.", Some(0)),
+            R("pseudo btf_id 1 in ldimm64 isn't KIND_VAR.", Some(0)),
+            R(
+                "pseudo btf_id 1 in ldimm64 isn't KIND_VAR or KIND_FUNC",
+                Some(0),
+            ),
+            R(
+                "pseudo btf_id 1 in ldimm64 isn't KIND_VAR or KIND_FUNC",
+                Some(0),
+            ),
+            R(
+                "pseudo btf_id 1 in ldimm64 isn't KIND_VAR or KIND_FUNC",
+                Some(0),
+            ),
+        ],
+    ),
+    (
+        "may_goto_to_next_since_6_13_ok",
+        [
+            R("unknown opcode e5", Some(0)),
+            R("unknown opcode e5", Some(0)),
+            R("invalid may_goto off 0 imm 0", Some(2)),
+            A(4),
+            A(4),
+        ],
+    ),
 ];
 
 /// bpfemu's answer as `version`: a map the version cannot create fails the load as the judge

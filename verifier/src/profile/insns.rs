@@ -26,12 +26,16 @@ pub enum Feature {
     KfuncCalls,
     /// `ld_imm64` of a subprogram (src 4) and of maps by fd_array index (src 5, 6) (5.13).
     LdImm64ByIdxAndFunc,
+    /// `ld_imm64` of a kernel function's address (src 3 naming a FUNC) (6.4).
+    KsymFunctions,
     /// `gotol`, `BPF_JMP32 | BPF_JA` (6.6; Debian's 6.1 has it through its stable updates).
     LongJump,
     /// cpu v4's other instructions: sdiv/smod, movsx, bswap, sign-extending loads (6.6).
     CpuV4,
     /// `may_goto` and `addr_space_cast` (6.9).
     MayGotoAndArena,
+    /// `may_goto +0`, a may_goto to the next instruction (6.13; 6.12 reserves `off` 0).
+    MayGotoToNext,
     /// load-acquire, store-release and byte or half-word atomics (6.15).
     LoadAcquire,
     /// `gotox`, `BPF_JMP | BPF_JA | BPF_X` (7.x).
@@ -40,15 +44,17 @@ pub enum Feature {
     UpfrontFieldChecks,
 }
 
-/// The first profiled version with each feature. 5.12 and 5.13 fall between 5.10 and 6.1, 6.6
-/// and 6.9 between 6.1 and 6.12, 6.15 between 6.12 and 6.18.
+/// The first profiled version with each feature. 5.12 and 5.13 fall between 5.10 and 6.1, 6.4,
+/// 6.6 and 6.9 between 6.1 and 6.12, 6.13 and 6.15 between 6.12 and 6.18.
 const SINCE: &[(Feature, KernelVersion)] = &[
     (Feature::AtomicOps, V6_1),
     (Feature::KfuncCalls, V6_1),
     (Feature::LdImm64ByIdxAndFunc, V6_1),
     (Feature::LongJump, V6_1),
+    (Feature::KsymFunctions, V6_12),
     (Feature::CpuV4, V6_12),
     (Feature::MayGotoAndArena, V6_12),
+    (Feature::MayGotoToNext, V6_18),
     (Feature::LoadAcquire, V6_18),
     (Feature::IndirectJump, V7_2),
     (Feature::UpfrontFieldChecks, V7_2),
@@ -133,6 +139,8 @@ pub struct Reserved {
     pub kfunc_calls: bool,
     /// `gotox`: a jump through the register in dst.
     pub indirect_jump: bool,
+    /// `may_goto` with `off` 0; without it the refusal names `off` too.
+    pub may_goto_to_next: bool,
 }
 
 impl Reserved {
@@ -145,6 +153,7 @@ impl Reserved {
             load_acquire: has(version, Feature::LoadAcquire),
             kfunc_calls: has(version, Feature::KfuncCalls),
             indirect_jump: has(version, Feature::IndirectJump),
+            may_goto_to_next: has(version, Feature::MayGotoToNext),
         }
     }
 }
@@ -170,6 +179,7 @@ pub fn refused_on_arrival(version: KernelVersion, raw: bpfemu_isa::RawInsn) -> b
             (acquire_release && !allowed.load_acquire) || (raw.imm != 0 && !allowed.atomic_ops)
         }
         BPF_JMP if op == BPF_CALL => raw.src == 2 && !allowed.kfunc_calls,
+        BPF_JMP if op == BPF_JCOND => raw.off == 0 && !allowed.may_goto_to_next,
         _ => false,
     }
 }
