@@ -339,7 +339,11 @@ fn resolve_pseudo_ldimm64(
         if upfront_fields && let Some(r) = [raw.dst, raw.src].into_iter().find(|&r| r > 10) {
             return Err(CheckError::einval(i, format!("R{r} is invalid")));
         }
-        if raw.code & 0x07 == BPF_LDX && insns_profile::ldx_reserved(version, raw.code, raw.imm) {
+        // Until 7.x the `ldx` fields are checked ahead of everything else of the slot.
+        if !upfront_fields
+            && raw.code & 0x07 == BPF_LDX
+            && insns_profile::ldx_reserved(version, raw.code, raw.imm)
+        {
             return Err(CheckError::einval(i, "BPF_LDX uses reserved fields"));
         }
         if insns_profile::stx_reserved_before_walk(version, raw.code, raw.imm) {
@@ -463,7 +467,8 @@ fn resolve_one_ldimm64(
         return Ok(Some(LdImm64Ref::Map { map }));
     }
     let off = next.imm as u32;
-    if off >= MAX_VAR_OFF {
+    let map_bounds_only = insns_profile::has(version, Feature::MapValueOffsetByMapOnly);
+    if off >= MAX_VAR_OFF && !map_bounds_only {
         return Err(CheckError::new(
             EINVAL,
             Some(i),
@@ -472,7 +477,7 @@ fn resolve_one_ldimm64(
     }
     let shape = maps[map];
     if shape.map_type == BPF_MAP_TYPE_ARENA {
-        return arena_direct_value(shape, map, off, i);
+        return arena_direct_value(shape, map, off, i, map_bounds_only);
     }
     if !has_direct_value_access(shape.map_type) {
         return Err(CheckError::new(
@@ -495,15 +500,17 @@ fn resolve_one_ldimm64(
 }
 
 /// `arena_map_direct_value_addr`: the arena's user address plus `off`, which may reach the
-/// arena's end but not pass it. The register gets a scalar (`check_ld_imm`).
+/// arena's end but not pass it (from 7.x, `below_end`: not reach it either). The register
+/// gets a scalar (`check_ld_imm`).
 fn arena_direct_value(
     shape: MapShape,
     map: usize,
     off: u32,
     i: usize,
+    below_end: bool,
 ) -> Result<Option<LdImm64Ref>, CheckError> {
     let arena_size = shape.max_entries as u64 * PAGE_SIZE;
-    if off as u64 > arena_size {
+    if off as u64 > arena_size || (below_end && off as u64 == arena_size) {
         return Err(CheckError::new(
             ERANGE,
             Some(i),
@@ -932,8 +939,20 @@ pub fn malformed_message(
     None
 }
 
-/// The field checks of `raw` that `version` fails, as 7.x's pass before the walk makes them.
+/// The field checks of `raw` that `version` fails, as 7.x's pass before the walk makes them
+/// (`check_insn_fields`): the walk's own, and those of `ldx` and of the legacy packet loads.
 fn field_refusal(raw: RawInsn, version: KernelVersion) -> Option<String> {
+    let class = raw.code & 0x07;
+    if class == BPF_LDX && insns_profile::ldx_reserved(version, raw.code, raw.imm) {
+        return Some("BPF_LDX uses reserved fields".to_owned());
+    }
+    let mode = raw.code & 0xe0;
+    if class == BPF_LD
+        && matches!(mode, BPF_ABS | BPF_IND)
+        && (raw.dst != 0 || raw.off != 0 || (mode == BPF_ABS && raw.src != 0))
+    {
+        return Some("BPF_LD_[ABS|IND] uses reserved fields".to_owned());
+    }
     steps(raw, Reserved::of(version))
         .into_iter()
         .find_map(|step| match step {

@@ -42,6 +42,11 @@ pub enum Feature {
     IndirectJump,
     /// Every instruction's fields and registers checked before the walk (7.x).
     UpfrontFieldChecks,
+    /// 7.x's `ld_imm64` of a map value: no `BPF_MAX_VAR_OFF` limit of its own (the map's
+    /// bounds decide), and an arena's offset must stay below the arena's end, not reach it.
+    MapValueOffsetByMapOnly,
+    /// 7.x's load-acquire checks the pointer's type before the load, not after.
+    AtomicLoadTypeFirst,
 }
 
 /// The first profiled version with each feature. 5.12 and 5.13 fall between 5.10 and 6.1, 6.4,
@@ -58,6 +63,8 @@ const SINCE: &[(Feature, KernelVersion)] = &[
     (Feature::LoadAcquire, V6_18),
     (Feature::IndirectJump, V7_2),
     (Feature::UpfrontFieldChecks, V7_2),
+    (Feature::MapValueOffsetByMapOnly, V7_2),
+    (Feature::AtomicLoadTypeFirst, V7_2),
 ];
 
 /// Whether `version` has `feature`.
