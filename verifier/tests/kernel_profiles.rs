@@ -342,6 +342,62 @@ const MEASURED: &[(&str, [Said; 5])] = &[
             A(4),
         ],
     ),
+    (
+        "atomic_add_into_ctx_wording_since_5_12_bad",
+        [
+            R("BPF_XADD stores into R1 ctx is not allowed", Some(2)),
+            R("BPF_ATOMIC stores into R1 ctx is not allowed", Some(2)),
+            R("BPF_ATOMIC stores into R1 ctx is not allowed", Some(2)),
+            R("BPF_ATOMIC stores into R1 ctx is not allowed", Some(2)),
+            R("BPF_ATOMIC stores into R1 ctx is not allowed", Some(2)),
+        ],
+    ),
+    (
+        "ldx_of_unknown_mode_as_unknown_opcode_since_7_2_bad",
+        [
+            R("BPF_LDX uses reserved fields", Some(0)),
+            R("BPF_LDX uses reserved fields", Some(0)),
+            R("BPF_LDX uses reserved fields", Some(0)),
+            R("BPF_LDX uses reserved fields", Some(0)),
+            R("unknown opcode e1", Some(0)),
+        ],
+    ),
+    (
+        "map_value_past_max_var_off_wording_until_7_2_bad",
+        [
+            R("direct value offset of 1073741824 is not allowed", Some(0)),
+            R("direct value offset of 1073741824 is not allowed", Some(0)),
+            R("direct value offset of 1073741824 is not allowed", Some(0)),
+            R("direct value offset of 1073741824 is not allowed", Some(0)),
+            R(
+                "invalid access to map value pointer, value_size=16 off=1073741824",
+                Some(0),
+            ),
+        ],
+    ),
+    (
+        "map_value_at_arena_end_until_7_2_ok",
+        [
+            R("map arena: BPF_MAP_CREATE fails with errno 22", None),
+            R("map arena: BPF_MAP_CREATE fails with errno 22", None),
+            A(3),
+            A(3),
+            R(
+                "invalid access to map value pointer, value_size=0 off=65536",
+                Some(0),
+            ),
+        ],
+    ),
+    (
+        "load_acquire_from_unchecked_packet_type_first_since_7_2_bad",
+        [
+            R("BPF_STX uses reserved fields", Some(0)),
+            R("unknown opcode d3", Some(0)),
+            R("unknown opcode d3", Some(0)),
+            R("R2 offset is outside of the packet", Some(2)),
+            R("BPF_ATOMIC loads from R2 pkt is not allowed", Some(2)),
+        ],
+    ),
 ];
 
 /// bpfemu's answer as `version`: a map the version cannot create fails the load as the judge

@@ -4,7 +4,7 @@
 //! A helper id past the version's `__BPF_FUNC_MAX_ID` is "invalid func unknown#%d" (the
 //! version has no name for it). An id it has but that `xdp_func_proto` and
 //! `bpf_base_func_proto` of that version do not give XDP is "unknown func %s#%d" up to 6.1 and
-//! "program of this type cannot use helper %s#%d" from 6.12 (6.10 reworded it).
+//! "program of this type cannot use helper %s#%d" from 6.12 (reworded between the two).
 //!
 //! XDP's helpers only grew from 5.10 to 6.18: later versions gave `bpf_base_func_proto` the
 //! task, cgroup, perf and tracing helpers that any program may call. Each table below lists
