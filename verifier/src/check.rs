@@ -196,7 +196,7 @@ pub fn check_raw_with(
         check_abnormal_return(&subprogs)?;
     }
     let (ld_imm64, used_maps) = resolve_pseudo_ldimm64(kernel, insns, maps, &subprogs, &[])?;
-    let reachable = check_cfg(insns)?;
+    let reachable = check_cfg(insns, kernel.version())?;
     Ok(CheckedProgram {
         subprogs,
         ld_imm64,
@@ -207,6 +207,15 @@ pub fn check_raw_with(
 
 fn is_ld_imm64(raw: &RawInsn) -> bool {
     raw.code == BPF_LD | BPF_IMM | BPF_DW
+}
+
+/// Whether slot `pc` begins an instruction (is not the second slot of an `ld_imm64`).
+fn ld_imm64_start(insns: &[RawInsn], pc: usize) -> bool {
+    let mut i = 0;
+    while i < pc {
+        i += if is_ld_imm64(&insns[i]) { 2 } else { 1 };
+    }
+    i == pc
 }
 
 fn is_pseudo_call(raw: &RawInsn) -> bool {
@@ -568,8 +577,10 @@ const DISCOVERED: u8 = 1;
 const EXPLORED: u8 = 2;
 
 /// `check_cfg`: every slot reached from instruction 0, no jump into an `ld_imm64`'s second
-/// slot. Returns which slots the walk reached.
-fn check_cfg(insns: &[RawInsn]) -> Result<Vec<bool>, CheckError> {
+/// slot (5.10 allows it: the walk refuses the slot when it gets there). Returns which slots
+/// the walk reached.
+fn check_cfg(insns: &[RawInsn], version: KernelVersion) -> Result<Vec<bool>, CheckError> {
+    let middle_check = insns_profile::has(version, Feature::LdImm64MiddleCheck);
     let n = insns.len();
     let mut state = vec![0u8; n];
     let mut stack = vec![0usize];
@@ -604,7 +615,7 @@ fn check_cfg(insns: &[RawInsn]) -> Result<Vec<bool>, CheckError> {
             return Err(CheckError::einval(i, format!("unreachable insn {i}")));
         }
         if is_ld_imm64(&insns[i]) {
-            if i + 1 < n && state[i + 1] != 0 {
+            if middle_check && i + 1 < n && state[i + 1] != 0 {
                 return Err(CheckError::einval(
                     i,
                     format!("jump into the middle of ldimm64 insn {i}"),
@@ -804,7 +815,7 @@ pub fn precheck(input: &ProgramInput<'_>, log: &mut Log) -> Result<Prechecked, R
             input.unrelocated_map_fds,
         )?;
         refuse_indirect_jumps(insns, &subprogs, version)?;
-        let reachable = check_cfg(insns)?;
+        let reachable = check_cfg(insns, version)?;
         Ok(CheckedProgram {
             subprogs,
             ld_imm64,
@@ -1196,6 +1207,14 @@ pub fn check_program(env: &mut Env<'_>, pre: &Prechecked) -> Result<(), Reject> 
         .collect();
     for &pc in &pre.deferred {
         env.aux[pc].bad_insn = true;
+    }
+    // A jump into an ld_imm64's second slot (which only 5.10's check_cfg lets through) meets
+    // that slot as an instruction: "invalid BPF_LD_IMM insn" when reached.
+    for (pc, &reached) in pre.checked.reachable.iter().enumerate().skip(1) {
+        if reached && is_ld_imm64(&env.input.insns[pc - 1]) && !ld_imm64_start(env.input.insns, pc)
+        {
+            env.aux[pc].bad_insn = true;
+        }
     }
     env.has_arena = pre.checked.used_maps.iter().any(|&m| {
         env.input

@@ -398,6 +398,26 @@ const MEASURED: &[(&str, [Said; 5])] = &[
             R("BPF_ATOMIC loads from R2 pkt is not allowed", Some(2)),
         ],
     ),
+    (
+        "jump_into_ld_imm64_not_taken_refused_since_5_13_bad",
+        [
+            A(5),
+            R("jump into the middle of ldimm64 insn 2", Some(0)),
+            R("jump into the middle of ldimm64 insn 2", Some(0)),
+            R("jump into the middle of ldimm64 insn 2", Some(0)),
+            R("jump into the middle of ldimm64 insn 2", Some(0)),
+        ],
+    ),
+    (
+        "jump_into_ld_imm64_taken_refused_since_5_13_bad",
+        [
+            R("invalid BPF_LD_IMM insn", Some(3)),
+            R("jump into the middle of ldimm64 insn 2", Some(0)),
+            R("jump into the middle of ldimm64 insn 2", Some(0)),
+            R("jump into the middle of ldimm64 insn 2", Some(0)),
+            R("jump into the middle of ldimm64 insn 2", Some(0)),
+        ],
+    ),
 ];
 
 /// bpfemu's answer as `version`: a map the version cannot create fails the load as the judge

@@ -26,6 +26,9 @@ pub enum Feature {
     KfuncCalls,
     /// `ld_imm64` of a subprogram (src 4) and of maps by fd_array index (src 5, 6) (5.13).
     LdImm64ByIdxAndFunc,
+    /// `check_cfg` refuses a jump into an `ld_imm64`'s second slot (5.13); 5.10 walks that
+    /// slot as an instruction of its own, refused when the walk reaches it.
+    LdImm64MiddleCheck,
     /// `ld_imm64` of a kernel function's address (src 3 naming a FUNC) (6.4).
     KsymFunctions,
     /// `gotol`, `BPF_JMP32 | BPF_JA` (6.6; Debian's 6.1 has it through its stable updates).
@@ -55,6 +58,7 @@ const SINCE: &[(Feature, KernelVersion)] = &[
     (Feature::AtomicOps, V6_1),
     (Feature::KfuncCalls, V6_1),
     (Feature::LdImm64ByIdxAndFunc, V6_1),
+    (Feature::LdImm64MiddleCheck, V6_1),
     (Feature::LongJump, V6_1),
     (Feature::KsymFunctions, V6_12),
     (Feature::CpuV4, V6_12),
