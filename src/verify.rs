@@ -244,10 +244,22 @@ fn map_creation_refusal(obj: &Object, created: &[bpfemu_loader::MapSpec]) -> Opt
                  bpf_timer or another special field: make those variables static or __hidden",
             ))
         };
+        // A type the kernel version lacks is refused before anything else of the map.
+        let version = obj.kernel.version();
+        let type_refusal = |m: &bpfemu_vm::maps::MapSpec| {
+            bpfemu_verifier::profile::maps::creation_refusal(version, m.map_type)
+        };
         let (errno, why) = inner
-            .and_then(|inner| bpfemu_vm::maps::kernel_refusal(inner, &env))
-            .or_else(|| bpfemu_vm::maps::kernel_refusal(&spec, &env))
-            .or_else(mmap_refused)?;
+            .and_then(type_refusal)
+            .or_else(|| type_refusal(&spec))
+            .map(|(errno, why)| (errno, std::borrow::Cow::Owned(why)))
+            .or_else(|| {
+                inner
+                    .and_then(|inner| bpfemu_vm::maps::kernel_refusal(inner, &env))
+                    .or_else(|| bpfemu_vm::maps::kernel_refusal(&spec, &env))
+                    .or_else(mmap_refused)
+                    .map(|(errno, why)| (errno, std::borrow::Cow::Borrowed(why)))
+            })?;
         let errno_name = errno
             .name()
             .map_or_else(|| errno.0.to_string(), str::to_owned);

@@ -456,3 +456,22 @@ fn the_verifier_judges_kfunc_calls_by_the_btf_given() {
     rt.runnable(index)
         .expect("the runtime names the kfuncs from the other BTF");
 }
+
+/// A map type the kernel lacks fails every program of the object, as libbpf reports a map the
+/// kernel refuses: Debian's 6.1.170, booted under QEMU, refused an arena with EINVAL (the
+/// probe `kernels/map_arena_since_6_9_ok`), and 6.12.95 created it.
+#[test]
+fn a_map_type_the_kernel_lacks_fails_the_object() {
+    let obj = root().join("tests/data/verifier/arena_globals.o");
+    let obj = obj.to_str().expect("utf-8 path");
+    let old = bpfemu(&["verify", obj, "--kernel", "6.1"]);
+    let said = text(&old.stdout) + &text(&old.stderr);
+    assert_eq!(old.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("arena_global_counter: map 'arena': failed to create: -EINVAL"),
+        "{said}"
+    );
+    let new = bpfemu(&["verify", obj, "--kernel", "6.12"]);
+    let said = text(&new.stdout) + &text(&new.stderr);
+    assert!(!said.contains("failed to create"), "{said}");
+}

@@ -23,11 +23,12 @@
 
 use crate::env::{Env, SubprogInfo};
 use crate::log::Log;
+use crate::profile::insns::{self as insns_profile, Feature, Reserved};
 use crate::state::VerifierState;
 use crate::{Errno, ProgramInput, Reject};
 use bpfemu_isa::opcode::*;
 use bpfemu_isa::uapi::BPF_MAP_TYPE_ARENA;
-use bpfemu_isa::{AtomicOp, CallTarget, Insn, LdImm64Kind, RawInsn, Reg};
+use bpfemu_isa::{AtomicOp, CallTarget, Insn, KernelVersion, LdImm64Kind, RawInsn, Reg};
 use bpfemu_loader::Kernel;
 
 /// `BPF_PSEUDO_CALL` in the `src` of a call; `BPF_PSEUDO_FUNC` in the `src` of an `ld_imm64`.
@@ -189,13 +190,13 @@ pub fn check_raw_with(
     if insns.is_empty() {
         return Err(CheckError::new(E2BIG, None, String::new()));
     }
-    let starts = add_subprogs(insns)?;
+    let starts = add_subprogs(insns, kernel.version())?;
     let subprogs = check_subprogs(insns, &starts)?;
     if !has_func_info {
         check_abnormal_return(&subprogs)?;
     }
     let (ld_imm64, used_maps) = resolve_pseudo_ldimm64(kernel, insns, maps, &subprogs, &[])?;
-    let reachable = check_cfg(insns)?;
+    let reachable = check_cfg(insns, kernel.version())?;
     Ok(CheckedProgram {
         subprogs,
         ld_imm64,
@@ -208,6 +209,15 @@ fn is_ld_imm64(raw: &RawInsn) -> bool {
     raw.code == BPF_LD | BPF_IMM | BPF_DW
 }
 
+/// Whether slot `pc` begins an instruction (is not the second slot of an `ld_imm64`).
+fn ld_imm64_start(insns: &[RawInsn], pc: usize) -> bool {
+    let mut i = 0;
+    while i < pc {
+        i += if is_ld_imm64(&insns[i]) { 2 } else { 1 };
+    }
+    i == pc
+}
+
 fn is_pseudo_call(raw: &RawInsn) -> bool {
     raw.code == BPF_JMP | BPF_CALL && raw.src == PSEUDO_CALL
 }
@@ -216,11 +226,14 @@ fn is_pseudo_func(raw: &RawInsn) -> bool {
     is_ld_imm64(raw) && raw.src == PSEUDO_FUNC
 }
 
-/// `add_subprog_and_kfunc`: the sorted subprogram starts, 0 first.
-fn add_subprogs(insns: &[RawInsn]) -> Result<Vec<usize>, CheckError> {
+/// `add_subprog_and_kfunc`: the sorted subprogram starts, 0 first. A version without
+/// `ld_imm64` of functions (5.10) starts subprograms at calls only.
+fn add_subprogs(insns: &[RawInsn], version: KernelVersion) -> Result<Vec<usize>, CheckError> {
+    let funcs_known = insns_profile::ldimm64_kind_known(version, PSEUDO_FUNC);
     let mut starts = vec![0usize];
     for (i, raw) in insns.iter().enumerate() {
-        if !is_pseudo_call(raw) && !is_pseudo_func(raw) {
+        let starts_subprog = is_pseudo_call(raw) || (funcs_known && is_pseudo_func(raw));
+        if !starts_subprog {
             continue;
         }
         let target = i as i64 + raw.imm as i64 + 1;
@@ -325,15 +338,25 @@ fn resolve_pseudo_ldimm64(
     subprogs: &[Subprog],
     fd_written: &[usize],
 ) -> Result<Resolved, CheckError> {
+    let version = kernel.version();
+    let upfront_fields = insns_profile::has(version, Feature::UpfrontFieldChecks);
     let mut refs = Vec::new();
     let mut used: Vec<usize> = Vec::new();
     let mut i = 0;
     while i < insns.len() {
         let raw = insns[i];
-        if raw.code & 0x07 == BPF_LDX
-            && ((raw.code & 0xe0 != BPF_MEM && raw.code & 0xe0 != BPF_MEMSX) || raw.imm != 0)
+        if upfront_fields && let Some(r) = [raw.dst, raw.src].into_iter().find(|&r| r > 10) {
+            return Err(CheckError::einval(i, format!("R{r} is invalid")));
+        }
+        // Until 7.x the `ldx` fields are checked ahead of everything else of the slot.
+        if !upfront_fields
+            && raw.code & 0x07 == BPF_LDX
+            && insns_profile::ldx_reserved(version, raw.code, raw.imm)
         {
             return Err(CheckError::einval(i, "BPF_LDX uses reserved fields"));
+        }
+        if insns_profile::stx_reserved_before_walk(version, raw.code, raw.imm) {
+            return Err(CheckError::einval(i, "BPF_STX uses reserved fields"));
         }
         if is_ld_imm64(&raw) {
             if let Some(r) = resolve_one_ldimm64(kernel, insns, i, maps, subprogs, fd_written)? {
@@ -355,11 +378,15 @@ fn resolve_pseudo_ldimm64(
             i += 2;
             continue;
         }
-        if !opcode_in_insntable(raw.code) {
+        if !insns_profile::opcode_known(version, raw.code, opcode_in_insntable(raw.code)) {
             return Err(CheckError::einval(
                 i,
                 format!("unknown opcode {:02x}", raw.code),
             ));
+        }
+        // 7.x checks every instruction's fields here, reached or not.
+        if upfront_fields && let Some(message) = field_refusal(raw, version) {
+            return Err(CheckError::einval(i, message));
         }
         i += 1;
     }
@@ -393,14 +420,21 @@ fn resolve_one_ldimm64(
     fd_written: &[usize],
 ) -> Result<Option<LdImm64Ref>, CheckError> {
     let raw = insns[i];
+    let version = kernel.version();
     let next = match insns.get(i + 1) {
         Some(n) if n.code == 0 && n.dst == 0 && n.src == 0 && n.off == 0 => *n,
         _ => return Err(CheckError::einval(i, "invalid bpf_ld_imm64 insn")),
     };
+    if insns_profile::has(version, Feature::UpfrontFieldChecks) && raw.off != 0 {
+        return Err(CheckError::einval(i, "BPF_LD_IMM64 uses reserved fields"));
+    }
+    if !insns_profile::ldimm64_kind_known(version, raw.src) {
+        return Err(CheckError::einval(i, "unrecognized bpf_ld_imm64 insn"));
+    }
     match raw.src {
         0 => return Ok(None),
         PSEUDO_BTF_ID => {
-            crate::call::ksym::check_pseudo_btf_id(kernel.btf().ok(), raw.imm, next.imm)
+            crate::call::ksym::check_pseudo_btf_id(kernel.btf().ok(), raw.imm, next.imm, version)
                 .map_err(|e| CheckError::new(e.errno, Some(i), e.message))?;
             return Ok(Some(LdImm64Ref::BtfId { btf_id: raw.imm }));
         }
@@ -427,7 +461,8 @@ fn resolve_one_ldimm64(
                 CheckError::new(
                     EINVAL,
                     Some(i),
-                    format!("fd_idx without fd_array is invalid (idx {})", raw.imm),
+                    // Every profiled kernel, 6.18 included, says it without the index.
+                    "fd_idx without fd_array is invalid".to_owned(),
                 )
             } else {
                 CheckError::new(
@@ -441,7 +476,8 @@ fn resolve_one_ldimm64(
         return Ok(Some(LdImm64Ref::Map { map }));
     }
     let off = next.imm as u32;
-    if off >= MAX_VAR_OFF {
+    let map_bounds_only = insns_profile::has(version, Feature::MapValueOffsetByMapOnly);
+    if off >= MAX_VAR_OFF && !map_bounds_only {
         return Err(CheckError::new(
             EINVAL,
             Some(i),
@@ -450,7 +486,7 @@ fn resolve_one_ldimm64(
     }
     let shape = maps[map];
     if shape.map_type == BPF_MAP_TYPE_ARENA {
-        return arena_direct_value(shape, map, off, i);
+        return arena_direct_value(shape, map, off, i, map_bounds_only);
     }
     if !has_direct_value_access(shape.map_type) {
         return Err(CheckError::new(
@@ -473,15 +509,17 @@ fn resolve_one_ldimm64(
 }
 
 /// `arena_map_direct_value_addr`: the arena's user address plus `off`, which may reach the
-/// arena's end but not pass it. The register gets a scalar (`check_ld_imm`).
+/// arena's end but not pass it (from 7.x, `below_end`: not reach it either). The register
+/// gets a scalar (`check_ld_imm`).
 fn arena_direct_value(
     shape: MapShape,
     map: usize,
     off: u32,
     i: usize,
+    below_end: bool,
 ) -> Result<Option<LdImm64Ref>, CheckError> {
     let arena_size = shape.max_entries as u64 * PAGE_SIZE;
-    if off as u64 > arena_size {
+    if off as u64 > arena_size || (below_end && off as u64 == arena_size) {
         return Err(CheckError::new(
             ERANGE,
             Some(i),
@@ -539,8 +577,10 @@ const DISCOVERED: u8 = 1;
 const EXPLORED: u8 = 2;
 
 /// `check_cfg`: every slot reached from instruction 0, no jump into an `ld_imm64`'s second
-/// slot. Returns which slots the walk reached.
-fn check_cfg(insns: &[RawInsn]) -> Result<Vec<bool>, CheckError> {
+/// slot (5.10 allows it: the walk refuses the slot when it gets there). Returns which slots
+/// the walk reached.
+fn check_cfg(insns: &[RawInsn], version: KernelVersion) -> Result<Vec<bool>, CheckError> {
+    let middle_check = insns_profile::has(version, Feature::LdImm64MiddleCheck);
     let n = insns.len();
     let mut state = vec![0u8; n];
     let mut stack = vec![0usize];
@@ -575,7 +615,7 @@ fn check_cfg(insns: &[RawInsn]) -> Result<Vec<bool>, CheckError> {
             return Err(CheckError::einval(i, format!("unreachable insn {i}")));
         }
         if is_ld_imm64(&insns[i]) {
-            if i + 1 < n && state[i + 1] != 0 {
+            if middle_check && i + 1 < n && state[i + 1] != 0 {
                 return Err(CheckError::einval(
                     i,
                     format!("jump into the middle of ldimm64 insn {i}"),
@@ -749,8 +789,12 @@ pub fn precheck(input: &ProgramInput<'_>, log: &mut Log) -> Result<Prechecked, R
         });
     }
     crate::btf_info::check_func_info_early(input).map_err(|e| fail(log, e))?;
-    let starts = add_subprogs(insns).map_err(|e| fail(log, e))?;
-    crate::call::kfunc::add_kfunc_calls(input).map_err(|e| fail(log, e))?;
+    let version = input.kernel.version();
+    let starts = add_subprogs(insns, version).map_err(|e| fail(log, e))?;
+    // Before kfuncs (5.13) a call with src 2 is only refused when the walk reaches it.
+    if insns_profile::has(version, Feature::KfuncCalls) {
+        crate::call::kfunc::add_kfunc_calls(input).map_err(|e| fail(log, e))?;
+    }
     if log.level2() {
         for (i, s) in starts.iter().enumerate() {
             log.verbose(&format!("func#{i} @{s}\n"));
@@ -770,7 +814,8 @@ pub fn precheck(input: &ProgramInput<'_>, log: &mut Log) -> Result<Prechecked, R
             &subprogs,
             input.unrelocated_map_fds,
         )?;
-        let reachable = check_cfg(insns)?;
+        refuse_indirect_jumps(insns, &subprogs, version)?;
+        let reachable = check_cfg(insns, version)?;
         Ok(CheckedProgram {
             subprogs,
             ld_imm64,
@@ -779,12 +824,41 @@ pub fn precheck(input: &ProgramInput<'_>, log: &mut Log) -> Result<Prechecked, R
         })
     };
     let checked = rest().map_err(|e| fail(log, e))?;
-    let (sanitized, deferred) = sanitize(insns);
+    let (sanitized, deferred) = sanitize(insns, version);
     Ok(Prechecked {
         checked,
         sanitized,
         deferred,
     })
+}
+
+/// 7.x's `gotox` jumps through a jump table (an instruction-array map) of its subprogram;
+/// bpfemu models no such maps, so `check_cfg` finds no table for the first `gotox`.
+fn refuse_indirect_jumps(
+    insns: &[RawInsn],
+    subprogs: &[Subprog],
+    version: KernelVersion,
+) -> Result<(), CheckError> {
+    if !insns_profile::has(version, Feature::IndirectJump) {
+        return Ok(());
+    }
+    let gotox = insns
+        .iter()
+        .position(|raw| raw.code == BPF_JMP | BPF_JA | BPF_X);
+    match gotox {
+        Some(pc) => {
+            let start = subprogs
+                .iter()
+                .rev()
+                .find(|s| s.start <= pc)
+                .map_or(0, |s| s.start);
+            Err(CheckError::einval(
+                pc,
+                format!("no jump tables found for subprog starting at {start}"),
+            ))
+        }
+        None => Ok(()),
+    }
 }
 
 fn errno_of(code: i32) -> Errno {
@@ -798,16 +872,19 @@ fn errno_of(code: i32) -> Errno {
     }
 }
 
-/// Replaces every slot the strict decoder refuses by a placeholder with the same control
-/// flow; returns the program and the replaced slots.
-fn sanitize(insns: &[RawInsn]) -> (Vec<RawInsn>, Vec<usize>) {
+/// Replaces every slot the strict decoder refuses, or the kernel version refuses on arrival,
+/// by a placeholder with the same control flow; returns the program and the replaced slots.
+fn sanitize(insns: &[RawInsn], version: KernelVersion) -> (Vec<RawInsn>, Vec<usize>) {
     let mut out = insns.to_vec();
     let mut deferred = Vec::new();
     let mut pc = 0;
     while pc < insns.len() {
-        match Insn::decode(insns, pc) {
-            Ok((_, slots)) => pc += slots,
-            Err(_) => {
+        let decoded = Insn::decode(insns, pc)
+            .ok()
+            .filter(|_| !insns_profile::refused_on_arrival(version, insns[pc]));
+        match decoded {
+            Some((_, slots)) => pc += slots,
+            None => {
                 deferred.push(pc);
                 if is_ld_imm64(&insns[pc]) {
                     out[pc] = RawInsn::new(0x18, 0, 0, 0, 0);
@@ -842,7 +919,11 @@ fn placeholder(raw: RawInsn) -> RawInsn {
 /// One step of `do_check` on an instruction, in the kernel's order: a field check that fails
 /// with its message, or a register operand (`check_reg_arg`).
 enum Step {
+    /// A field check (`check_insn_fields` from 7.x, which runs it before the walk).
     Refuse(String),
+    /// A check of the operation itself, which stays in the walk (div by zero, a shift too
+    /// wide, a packet load XDP may not make).
+    Deny(String),
     /// Read (`SRC_OP`): past R10 "is invalid", never written "!read_ok".
     Read(u8),
     /// Written (`DST_OP`): past R10 "is invalid", R10 "frame pointer is read only".
@@ -852,10 +933,14 @@ enum Step {
 /// The kernel's message when exploration reaches `raw`, an instruction the strict decoder
 /// refuses, given which registers are initialised on the path (`is_init`): `do_check`'s field
 /// checks and register checks in the order the kernel makes them for each class.
-pub fn malformed_message(raw: RawInsn, is_init: &dyn Fn(u8) -> bool) -> Option<String> {
-    for step in steps(raw) {
+pub fn malformed_message(
+    raw: RawInsn,
+    is_init: &dyn Fn(u8) -> bool,
+    version: KernelVersion,
+) -> Option<String> {
+    for step in steps(raw, Reserved::of(version)) {
         match step {
-            Step::Refuse(msg) => return Some(msg),
+            Step::Refuse(msg) | Step::Deny(msg) => return Some(msg),
             Step::Read(r) | Step::Write(r) if r > 10 => return Some(format!("R{r} is invalid")),
             Step::Read(r) if !is_init(r) => return Some(format!("R{r} !read_ok")),
             Step::Write(10) => return Some("frame pointer is read only".to_owned()),
@@ -865,7 +950,31 @@ pub fn malformed_message(raw: RawInsn, is_init: &dyn Fn(u8) -> bool) -> Option<S
     None
 }
 
-fn steps(raw: RawInsn) -> Vec<Step> {
+/// The field checks of `raw` that `version` fails, as 7.x's pass before the walk makes them
+/// (`check_insn_fields`): the walk's own, and those of `ldx` and of the legacy packet loads.
+fn field_refusal(raw: RawInsn, version: KernelVersion) -> Option<String> {
+    let class = raw.code & 0x07;
+    if class == BPF_LDX && insns_profile::ldx_reserved(version, raw.code, raw.imm) {
+        return Some("BPF_LDX uses reserved fields".to_owned());
+    }
+    let mode = raw.code & 0xe0;
+    if class == BPF_LD
+        && matches!(mode, BPF_ABS | BPF_IND)
+        && (raw.dst != 0 || raw.off != 0 || (mode == BPF_ABS && raw.src != 0))
+    {
+        return Some("BPF_LD_[ABS|IND] uses reserved fields".to_owned());
+    }
+    steps(raw, Reserved::of(version))
+        .into_iter()
+        .find_map(|step| match step {
+            Step::Refuse(msg) => Some(msg),
+            _ => None,
+        })
+}
+
+/// `allowed`: the fields the kernel version gives a meaning (cpu v4's offsets, atomics, kfunc
+/// calls); older versions reserve them.
+fn steps(raw: RawInsn, allowed: Reserved) -> Vec<Step> {
     let class = raw.code & 0x07;
     let k = raw.code & BPF_X == 0;
     let refuse = |cond: bool, msg: &str| cond.then(|| Step::Refuse(msg.to_owned()));
@@ -890,13 +999,17 @@ fn steps(raw: RawInsn) -> Vec<Step> {
                 }
                 BPF_MOV => {
                     if !k {
-                        if alu64 && raw.off == BPF_ADDR_SPACE_CAST {
+                        if alu64 && raw.off == BPF_ADDR_SPACE_CAST && allowed.addr_space_cast {
                             out.push(refuse(
                                 !matches!(raw.imm, 1 | 0x10000),
                                 "addr_space_cast insn can only convert between address space 1 and 0",
                             ));
                         } else {
-                            let offs: &[i16] = if alu64 { &[0, 8, 16, 32] } else { &[0, 8, 16] };
+                            let offs: &[i16] = match (allowed.sign_extending_mov, alu64) {
+                                (false, _) => &[0],
+                                (true, true) => &[0, 8, 16, 32],
+                                (true, false) => &[0, 8, 16],
+                            };
                             out.push(refuse(
                                 !offs.contains(&raw.off) || raw.imm != 0,
                                 "BPF_MOV uses reserved fields",
@@ -912,11 +1025,12 @@ fn steps(raw: RawInsn) -> Vec<Step> {
                     out.push(Some(Step::Write(raw.dst)));
                 }
                 0xe0 | 0xf0 => {
-                    out.push(Some(Step::Refuse(format!("invalid BPF_ALU opcode {op:x}"))))
+                    out.push(Some(Step::Refuse(format!("invalid BPF_ALU opcode {op:x}"))));
                 }
                 _ => {
+                    let signed = op == BPF_MOD || op == BPF_DIV;
                     let bad_off = (raw.off != 0 && raw.off != 1)
-                        || (raw.off == 1 && op != BPF_MOD && op != BPF_DIV);
+                        || (raw.off == 1 && !(signed && allowed.signed_div));
                     if !k {
                         out.push(refuse(
                             raw.imm != 0 || bad_off,
@@ -930,23 +1044,24 @@ fn steps(raw: RawInsn) -> Vec<Step> {
                         ));
                     }
                     out.push(Some(Step::Read(raw.dst)));
-                    out.push(refuse(
-                        matches!(op, BPF_MOD | BPF_DIV) && k && raw.imm == 0,
-                        "div by zero",
-                    ));
+                    if matches!(op, BPF_MOD | BPF_DIV) && k && raw.imm == 0 {
+                        out.push(Some(Step::Deny("div by zero".to_owned())));
+                    }
                     let bits = if alu64 { 64 } else { 32 };
                     if matches!(op, BPF_LSH | BPF_RSH | BPF_ARSH)
                         && k
                         && !(0..bits).contains(&raw.imm)
                     {
-                        out.push(Some(Step::Refuse(format!("invalid shift {}", raw.imm))));
+                        out.push(Some(Step::Deny(format!("invalid shift {}", raw.imm))));
                     }
                     out.push(Some(Step::Write(raw.dst)));
                 }
             }
         }
         BPF_LDX => out.extend([Some(Step::Read(raw.src)), Some(Step::Write(raw.dst))]),
-        BPF_STX if raw.code & 0xe0 == BPF_ATOMIC => match AtomicOp::from_imm(raw.imm) {
+        BPF_STX if raw.code & 0xe0 == BPF_ATOMIC => match AtomicOp::from_imm(raw.imm).filter(|op| {
+            allowed.load_acquire || !matches!(op, AtomicOp::LoadAcquire | AtomicOp::StoreRelease)
+        }) {
             None => out.push(Some(Step::Refuse(format!(
                 "BPF_ATOMIC uses invalid atomic opcode {:02x}",
                 raw.imm
@@ -980,12 +1095,17 @@ fn steps(raw: RawInsn) -> Vec<Step> {
             let jmp32 = class == BPF_JMP32;
             match raw.code & 0xf0 {
                 BPF_CALL => {
+                    let kfunc = raw.src == PSEUDO_KFUNC_CALL && allowed.kfunc_calls;
                     let bad = !k
-                        || (raw.src != PSEUDO_KFUNC_CALL && raw.off != 0)
-                        || !matches!(raw.src, 0 | PSEUDO_CALL | PSEUDO_KFUNC_CALL)
+                        || (!kfunc && raw.off != 0)
+                        || !(matches!(raw.src, 0 | PSEUDO_CALL) || kfunc)
                         || raw.dst != 0
                         || jmp32;
                     out.push(refuse(bad, "BPF_CALL uses reserved fields"));
+                }
+                BPF_JA if !k && !jmp32 && allowed.indirect_jump => {
+                    let bad = raw.src != 0 || raw.imm != 0 || raw.off != 0;
+                    out.push(refuse(bad, "BPF_JA|BPF_X uses reserved fields"));
                 }
                 BPF_JA => {
                     let bad = !k
@@ -1001,10 +1121,17 @@ fn steps(raw: RawInsn) -> Vec<Step> {
                 }
                 BPF_JCOND => {
                     let bad = jmp32 || raw.src != 0 || raw.dst != 0 || raw.imm != 0;
-                    if bad {
+                    if allowed.may_goto_to_next {
+                        if bad {
+                            out.push(Some(Step::Refuse(format!(
+                                "invalid may_goto imm {}",
+                                raw.imm
+                            ))));
+                        }
+                    } else if bad || raw.off == 0 {
                         out.push(Some(Step::Refuse(format!(
-                            "invalid may_goto imm {}",
-                            raw.imm
+                            "invalid may_goto off {} imm {}",
+                            raw.off, raw.imm
                         ))));
                     }
                 }
@@ -1024,7 +1151,7 @@ fn steps(raw: RawInsn) -> Vec<Step> {
         }
         _ => match raw.code & 0xe0 {
             // XDP cannot use the legacy packet loads at all (`may_access_skb`).
-            BPF_ABS | BPF_IND => out.push(Some(Step::Refuse(
+            BPF_ABS | BPF_IND => out.push(Some(Step::Deny(
                 "BPF_LD_[ABS|IND] instructions not allowed for this program type".to_owned(),
             ))),
             BPF_IMM => {
@@ -1047,7 +1174,8 @@ pub fn check_reached(env: &mut Env<'_>, state: &VerifierState, pc: usize) -> Res
     let raw = env.input.insns[pc];
     let is_init =
         |r: u8| Reg::new(r).is_some_and(|reg| state.reg(reg).ty != crate::state::RegType::NotInit);
-    let msg = malformed_message(raw, &is_init).unwrap_or_else(|| {
+    let version = env.input.kernel.version();
+    let msg = malformed_message(raw, &is_init, version).unwrap_or_else(|| {
         match Insn::decode(env.input.insns, pc) {
             Err(e) => e.kind.to_string(),
             Ok(_) => "malformed instruction".to_owned(),
@@ -1079,6 +1207,14 @@ pub fn check_program(env: &mut Env<'_>, pre: &Prechecked) -> Result<(), Reject> 
         .collect();
     for &pc in &pre.deferred {
         env.aux[pc].bad_insn = true;
+    }
+    // A jump into an ld_imm64's second slot (which only 5.10's check_cfg lets through) meets
+    // that slot as an instruction: "invalid BPF_LD_IMM insn" when reached.
+    for (pc, &reached) in pre.checked.reachable.iter().enumerate().skip(1) {
+        if reached && is_ld_imm64(&env.input.insns[pc - 1]) && !ld_imm64_start(env.input.insns, pc)
+        {
+            env.aux[pc].bad_insn = true;
+        }
     }
     env.has_arena = pre.checked.used_maps.iter().any(|&m| {
         env.input

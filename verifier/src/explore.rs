@@ -1123,7 +1123,12 @@ fn check_ld_imm(
                 r
             }
         }
-        K::BtfId => match call::ksym::check_pseudo_btf_id(env.input.vmlinux_btf(), imm, next_imm) {
+        K::BtfId => match call::ksym::check_pseudo_btf_id(
+            env.input.vmlinux_btf(),
+            imm,
+            next_imm,
+            env.input.kernel.version(),
+        ) {
             Ok(ksym) => call::ksym::ksym_reg(ksym),
             Err(e) => return Err(env.reject(Errno::Einval, e.message)),
         },

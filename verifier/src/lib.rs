@@ -81,6 +81,7 @@ pub mod loops;
 pub mod maps_created;
 pub mod mem;
 pub mod precision;
+pub mod profile;
 pub mod prog_type;
 pub mod prune;
 pub mod ptr_alu;

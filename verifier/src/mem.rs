@@ -156,9 +156,17 @@ fn refuse_atomic_through(
         return Ok(());
     }
     let name = reg_type_name(env, &ptr);
+    // Before 5.12's atomics the one atomic instruction was BPF_XADD, and its check says so.
+    let insn = match crate::profile::insns::has(
+        env.input.kernel.version(),
+        crate::profile::insns::Feature::AtomicOps,
+    ) {
+        true => "BPF_ATOMIC",
+        false => "BPF_XADD",
+    };
     Err(env.reject(
         Errno::Eacces,
-        format!("BPF_ATOMIC {what} R{} {name} is not allowed", reg.number()),
+        format!("{insn} {what} R{} {name} is not allowed", reg.number()),
     ))
 }
 
@@ -176,6 +184,13 @@ fn check_atomic(
         // `check_atomic_load`/`check_atomic_store`: the access as a plain load or store,
         // then the pointer's type (as it stands after the access).
         AtomicOp::LoadAcquire => {
+            let type_first = crate::profile::insns::has(
+                env.input.kernel.version(),
+                crate::profile::insns::Feature::AtomicLoadTypeFirst,
+            );
+            if type_first {
+                refuse_atomic_through(env, state, src, "loads from")?;
+            }
             check_mem_insn(
                 env,
                 state,

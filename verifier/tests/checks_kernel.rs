@@ -453,7 +453,11 @@ fn malformed_fields_when_reached() {
         }
         compared += 1;
         // At the first instruction only R1 (ctx) and R10 are written.
-        let ours = bpfemu_verifier::check::malformed_message(insn, &|r| r == 1 || r == 10);
+        let ours = bpfemu_verifier::check::malformed_message(
+            insn,
+            &|r| r == 1 || r == 10,
+            running.version(),
+        );
         let kernel = kernel_last_line(&prog);
         if ours.as_deref() != Some(kernel.as_str()) {
             failures.push(format!(

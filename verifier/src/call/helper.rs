@@ -72,15 +72,12 @@ pub fn check_helper_call(
     pc: usize,
     func_id: i32,
 ) -> Result<(), Reject> {
-    let name = helper_display_name(func_id);
-    if bpfemu_isa::helpers::helper_name(func_id).is_none() {
-        return Err(env.reject(Errno::Einval, format!("invalid func {name}#{func_id}")));
+    // The helpers there are and those XDP may call are the kernel version's.
+    if let Some(refusal) = crate::profile::helpers::refusal(env.input.kernel.version(), func_id) {
+        return Err(env.reject(Errno::Einval, refusal));
     }
     let Some(proto) = xdp_proto(func_id) else {
-        return Err(env.reject(
-            Errno::Einval,
-            format!("program of this type cannot use helper {name}#{func_id}"),
-        ));
+        return Err(env.reject(Errno::Efault, "verifier bug: a helper without prototype"));
     };
     if proto.gpl_only && !env.input.gpl_compatible {
         return Err(env.reject(

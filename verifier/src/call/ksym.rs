@@ -44,11 +44,13 @@ fn kallsyms() -> &'static HashSet<String> {
     })
 }
 
-/// `check_pseudo_btf_id` for `btf_id` with the module BTF fd `btf_fd` (0: vmlinux).
+/// `check_pseudo_btf_id` for `btf_id` with the module BTF fd `btf_fd` (0: vmlinux), in kernel
+/// `version` (before 6.4 a symbol must be a variable).
 pub fn check_pseudo_btf_id(
     vmlinux: Option<&Btf>,
     btf_id: i32,
     btf_fd: i32,
+    version: bpfemu_isa::KernelVersion,
 ) -> Result<Ksym, KsymError> {
     if btf_fd != 0 {
         return Err(error(
@@ -70,13 +72,20 @@ pub fn check_pseudo_btf_id(
             format!("ldimm64 insn specifies invalid btf_id {id}."),
         ));
     };
+    let funcs = crate::profile::insns::has(version, crate::profile::insns::Feature::KsymFunctions);
     let var_type = match t.kind {
         BtfKind::Var { ty, .. } => Some(ty),
-        BtfKind::Func { .. } => None,
-        _ => {
+        BtfKind::Func { .. } if funcs => None,
+        _ if funcs => {
             return Err(error(
                 EINVAL,
                 format!("pseudo btf_id {id} in ldimm64 isn't KIND_VAR or KIND_FUNC"),
+            ));
+        }
+        _ => {
+            return Err(error(
+                EINVAL,
+                format!("pseudo btf_id {id} in ldimm64 isn't KIND_VAR."),
             ));
         }
     };

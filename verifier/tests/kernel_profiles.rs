@@ -1,0 +1,480 @@
+//! bpfemu answering as each kernel on `verifier/probes/kernels.probes`: the verdict, the final
+//! error line and the processed count of every probe, for each of the five kernels, equal to
+//! what that kernel said. The expected values were measured by `examples/probe_verdicts` in
+//! Debian's kernels booted under QEMU (5.10.223 `5.10.0-32-cloud-amd64`, 6.1.170
+//! `6.1.0-47-cloud-amd64`, 6.12.95 `6.12.95+deb12-cloud-amd64`, 7.2.12
+//! `7.2.12+deb14-cloud-amd64`) and on this machine's 6.18, and copied here as they printed
+//! them. A map the kernel cannot create is the judge's line for it (`map NAME:
+//! BPF_MAP_CREATE fails with errno 22`), with no processed count.
+
+mod common;
+
+use bpfemu_isa::KernelVersion;
+use bpfemu_loader::Kernel;
+use bpfemu_verifier::Options;
+use common::{bpfemu_side, kernel_side::Judgement, probe};
+
+/// What a kernel said of a probe.
+#[derive(Clone, Copy, Debug)]
+enum Said {
+    /// Accepted after processing this many instructions.
+    A(u64),
+    /// Rejected with this final error line, after processing this many instructions.
+    R(&'static str, Option<u64>),
+}
+use Said::{A, R};
+
+impl Said {
+    fn judgement(self) -> Judgement {
+        match self {
+            A(n) => Judgement {
+                accepted: true,
+                message: None,
+                processed: Some(n),
+            },
+            R(message, processed) => Judgement {
+                accepted: false,
+                message: Some(message.to_owned()),
+                processed,
+            },
+        }
+    }
+}
+
+/// Per probe, what 5.10, 6.1, 6.12, 6.18 and 7.2 said (in [`KernelVersion::ALL`]'s order).
+const MEASURED: &[(&str, [Said; 5])] = &[
+    (
+        "plain_atomic_add_all_kernels_ok",
+        [A(5), A(5), A(5), A(5), A(5)],
+    ),
+    (
+        "atomic_fetch_add_since_5_12_ok",
+        [
+            R("BPF_STX uses reserved fields", Some(0)),
+            A(5),
+            A(5),
+            A(5),
+            A(5),
+        ],
+    ),
+    (
+        "atomic_or_since_5_12_ok",
+        [
+            R("BPF_STX uses reserved fields", Some(0)),
+            A(5),
+            A(5),
+            A(5),
+            A(5),
+        ],
+    ),
+    (
+        "atomic_xchg_since_5_12_ok",
+        [
+            R("BPF_STX uses reserved fields", Some(0)),
+            A(5),
+            A(5),
+            A(5),
+            A(5),
+        ],
+    ),
+    (
+        "atomic_cmpxchg_since_5_12_ok",
+        [
+            R("BPF_STX uses reserved fields", Some(0)),
+            A(6),
+            A(6),
+            A(6),
+            A(6),
+        ],
+    ),
+    (
+        "kfunc_call_since_5_13_bad",
+        [
+            R("BPF_CALL uses reserved fields", Some(1)),
+            R("kernel btf_id 1 is not a function", Some(0)),
+            R("kernel btf_id 1 is not a function", Some(0)),
+            R("kernel btf_id 1 is not a function", Some(0)),
+            R("kernel btf_id 1 is not a function", Some(0)),
+        ],
+    ),
+    (
+        "sdiv_since_6_6_ok",
+        [
+            R("BPF_ALU uses reserved fields", Some(3)),
+            R("BPF_ALU uses reserved fields", Some(3)),
+            A(5),
+            A(5),
+            A(5),
+        ],
+    ),
+    (
+        "smod_since_6_6_ok",
+        [
+            R("BPF_ALU uses reserved fields", Some(2)),
+            R("BPF_ALU uses reserved fields", Some(2)),
+            A(4),
+            A(4),
+            A(4),
+        ],
+    ),
+    (
+        "movsx_since_6_6_ok",
+        [
+            R("BPF_MOV uses reserved fields", Some(2)),
+            R("BPF_MOV uses reserved fields", Some(2)),
+            A(4),
+            A(4),
+            A(4),
+        ],
+    ),
+    (
+        "bswap_since_6_6_ok",
+        [
+            R("unknown opcode d7", Some(0)),
+            R("unknown opcode d7", Some(0)),
+            A(4),
+            A(4),
+            A(4),
+        ],
+    ),
+    (
+        "ldsx_since_6_6_ok",
+        [
+            R("BPF_LDX uses reserved fields", Some(0)),
+            R("BPF_LDX uses reserved fields", Some(0)),
+            A(4),
+            A(4),
+            A(4),
+        ],
+    ),
+    (
+        "gotol_since_6_1_ok",
+        [R("unknown opcode 06", Some(0)), A(3), A(3), A(3), A(3)],
+    ),
+    (
+        "may_goto_since_6_9_ok",
+        [
+            R("unknown opcode e5", Some(0)),
+            R("unknown opcode e5", Some(0)),
+            A(5),
+            A(5),
+            A(5),
+        ],
+    ),
+    (
+        "addr_space_cast_since_6_9_bad",
+        [
+            R("BPF_MOV uses reserved fields", Some(2)),
+            R("BPF_MOV uses reserved fields", Some(2)),
+            R(
+                "addr_space_cast insn can only be used in a program that has an associated arena",
+                Some(2),
+            ),
+            R(
+                "addr_space_cast insn can only be used in a program that has an associated arena",
+                Some(2),
+            ),
+            R(
+                "addr_space_cast insn can only be used in a program that has an associated arena",
+                Some(2),
+            ),
+        ],
+    ),
+    (
+        "load_acquire_since_6_15_ok",
+        [
+            R("BPF_STX uses reserved fields", Some(0)),
+            R("BPF_ATOMIC uses invalid atomic opcode 100", Some(2)),
+            R("BPF_ATOMIC uses invalid atomic opcode 100", Some(2)),
+            A(4),
+            A(4),
+        ],
+    ),
+    (
+        "store_release_since_6_15_ok",
+        [
+            R("BPF_STX uses reserved fields", Some(0)),
+            R("BPF_ATOMIC uses invalid atomic opcode 110", Some(2)),
+            R("BPF_ATOMIC uses invalid atomic opcode 110", Some(2)),
+            A(4),
+            A(4),
+        ],
+    ),
+    (
+        "load_acquire_byte_since_6_15_ok",
+        [
+            R("BPF_STX uses reserved fields", Some(0)),
+            R("unknown opcode d3", Some(0)),
+            R("unknown opcode d3", Some(0)),
+            A(4),
+            A(4),
+        ],
+    ),
+    (
+        "gotox_since_7_2_bad",
+        [
+            R("unknown opcode 0d", Some(0)),
+            R("unknown opcode 0d", Some(0)),
+            R("unknown opcode 0d", Some(0)),
+            R("unknown opcode 0d", Some(0)),
+            R("no jump tables found for subprog starting at 0", Some(0)),
+        ],
+    ),
+    (
+        "map_idx_ldimm64_since_5_13_bad",
+        [
+            R("unrecognized bpf_ld_imm64 insn", Some(0)),
+            R("fd_idx without fd_array is invalid", Some(0)),
+            R("fd_idx without fd_array is invalid", Some(0)),
+            R("fd_idx without fd_array is invalid", Some(0)),
+            R("fd_idx without fd_array is invalid", Some(0)),
+        ],
+    ),
+    (
+        "unreachable_reserved_field_walked_until_7_2_bad",
+        [
+            R("unreachable insn 2", Some(0)),
+            R("unreachable insn 2", Some(0)),
+            R("unreachable insn 2", Some(0)),
+            R("unreachable insn 2", Some(0)),
+            R("BPF_ALU uses reserved fields", Some(0)),
+        ],
+    ),
+    (
+        "unreachable_register_11_walked_until_7_2_bad",
+        [
+            R("unreachable insn 2", Some(0)),
+            R("unreachable insn 2", Some(0)),
+            R("unreachable insn 2", Some(0)),
+            R("unreachable insn 2", Some(0)),
+            R("R11 is invalid", Some(0)),
+        ],
+    ),
+    (
+        "map_user_ringbuf_since_6_1_ok",
+        [
+            R("map urb: BPF_MAP_CREATE fails with errno 22", None),
+            A(3),
+            A(3),
+            A(3),
+            A(3),
+        ],
+    ),
+    (
+        "map_arena_since_6_9_ok",
+        [
+            R("map arena: BPF_MAP_CREATE fails with errno 22", None),
+            R("map arena: BPF_MAP_CREATE fails with errno 22", None),
+            A(3),
+            A(3),
+            A(3),
+        ],
+    ),
+    (
+        "helper_get_current_pid_tgid_since_6_12_ok",
+        [
+            R("unknown func bpf_get_current_pid_tgid#14", Some(1)),
+            R("unknown func bpf_get_current_pid_tgid#14", Some(1)),
+            A(3),
+            A(3),
+            A(3),
+        ],
+    ),
+    (
+        "helper_get_current_uid_gid_since_6_18_ok",
+        [
+            R("unknown func bpf_get_current_uid_gid#15", Some(1)),
+            R("unknown func bpf_get_current_uid_gid#15", Some(1)),
+            R(
+                "program of this type cannot use helper bpf_get_current_uid_gid#15",
+                Some(1),
+            ),
+            A(3),
+            A(3),
+        ],
+    ),
+    (
+        "helper_ktime_get_coarse_ns_since_5_11_ok",
+        [
+            R("invalid func unknown#160", Some(1)),
+            A(3),
+            A(3),
+            A(3),
+            A(3),
+        ],
+    ),
+    (
+        "helper_cgrp_storage_delete_since_6_2_bad",
+        [
+            R("invalid func unknown#211", Some(1)),
+            R("invalid func unknown#211", Some(1)),
+            R("R1 type=ctx expected=map_ptr", Some(1)),
+            R("R1 type=ctx expected=map_ptr", Some(1)),
+            R("R1 type=ctx expected=map_ptr", Some(1)),
+        ],
+    ),
+    (
+        "ksym_of_a_type_wording_since_6_4_bad",
+        [
+            R("pseudo btf_id 1 in ldimm64 isn't KIND_VAR.", Some(0)),
+            R("pseudo btf_id 1 in ldimm64 isn't KIND_VAR.", Some(0)),
+            R(
+                "pseudo btf_id 1 in ldimm64 isn't KIND_VAR or KIND_FUNC",
+                Some(0),
+            ),
+            R(
+                "pseudo btf_id 1 in ldimm64 isn't KIND_VAR or KIND_FUNC",
+                Some(0),
+            ),
+            R(
+                "pseudo btf_id 1 in ldimm64 isn't KIND_VAR or KIND_FUNC",
+                Some(0),
+            ),
+        ],
+    ),
+    (
+        "may_goto_to_next_since_6_13_ok",
+        [
+            R("unknown opcode e5", Some(0)),
+            R("unknown opcode e5", Some(0)),
+            R("invalid may_goto off 0 imm 0", Some(2)),
+            A(4),
+            A(4),
+        ],
+    ),
+    (
+        "atomic_add_into_ctx_wording_since_5_12_bad",
+        [
+            R("BPF_XADD stores into R1 ctx is not allowed", Some(2)),
+            R("BPF_ATOMIC stores into R1 ctx is not allowed", Some(2)),
+            R("BPF_ATOMIC stores into R1 ctx is not allowed", Some(2)),
+            R("BPF_ATOMIC stores into R1 ctx is not allowed", Some(2)),
+            R("BPF_ATOMIC stores into R1 ctx is not allowed", Some(2)),
+        ],
+    ),
+    (
+        "ldx_of_unknown_mode_as_unknown_opcode_since_7_2_bad",
+        [
+            R("BPF_LDX uses reserved fields", Some(0)),
+            R("BPF_LDX uses reserved fields", Some(0)),
+            R("BPF_LDX uses reserved fields", Some(0)),
+            R("BPF_LDX uses reserved fields", Some(0)),
+            R("unknown opcode e1", Some(0)),
+        ],
+    ),
+    (
+        "map_value_past_max_var_off_wording_until_7_2_bad",
+        [
+            R("direct value offset of 1073741824 is not allowed", Some(0)),
+            R("direct value offset of 1073741824 is not allowed", Some(0)),
+            R("direct value offset of 1073741824 is not allowed", Some(0)),
+            R("direct value offset of 1073741824 is not allowed", Some(0)),
+            R(
+                "invalid access to map value pointer, value_size=16 off=1073741824",
+                Some(0),
+            ),
+        ],
+    ),
+    (
+        "map_value_at_arena_end_until_7_2_ok",
+        [
+            R("map arena: BPF_MAP_CREATE fails with errno 22", None),
+            R("map arena: BPF_MAP_CREATE fails with errno 22", None),
+            A(3),
+            A(3),
+            R(
+                "invalid access to map value pointer, value_size=0 off=65536",
+                Some(0),
+            ),
+        ],
+    ),
+    (
+        "load_acquire_from_unchecked_packet_type_first_since_7_2_bad",
+        [
+            R("BPF_STX uses reserved fields", Some(0)),
+            R("unknown opcode d3", Some(0)),
+            R("unknown opcode d3", Some(0)),
+            R("R2 offset is outside of the packet", Some(2)),
+            R("BPF_ATOMIC loads from R2 pkt is not allowed", Some(2)),
+        ],
+    ),
+    (
+        "jump_into_ld_imm64_not_taken_refused_since_5_13_bad",
+        [
+            A(5),
+            R("jump into the middle of ldimm64 insn 2", Some(0)),
+            R("jump into the middle of ldimm64 insn 2", Some(0)),
+            R("jump into the middle of ldimm64 insn 2", Some(0)),
+            R("jump into the middle of ldimm64 insn 2", Some(0)),
+        ],
+    ),
+    (
+        "jump_into_ld_imm64_taken_refused_since_5_13_bad",
+        [
+            R("invalid BPF_LD_IMM insn", Some(3)),
+            R("jump into the middle of ldimm64 insn 2", Some(0)),
+            R("jump into the middle of ldimm64 insn 2", Some(0)),
+            R("jump into the middle of ldimm64 insn 2", Some(0)),
+            R("jump into the middle of ldimm64 insn 2", Some(0)),
+        ],
+    ),
+];
+
+/// bpfemu's answer as `version`: a map the version cannot create fails the load as the judge
+/// reports it; else the verifier's verdict.
+fn bpfemu_as(p: &probe::Probe, version: KernelVersion) -> Judgement {
+    for m in &p.maps {
+        if let Some((errno, _)) =
+            bpfemu_verifier::profile::maps::creation_refusal(version, m.map_type)
+        {
+            return Judgement {
+                accepted: false,
+                message: Some(format!(
+                    "map {}: BPF_MAP_CREATE fails with errno {}",
+                    m.name, errno.0
+                )),
+                processed: None,
+            };
+        }
+    }
+    // kfunc probes look their BTF id up in a kernel's BTF: the running one's serves every
+    // version (id 1 is no function in any of them).
+    let kernel = Kernel::named(version, Some(bpfemu_loader::kernel::VMLINUX_BTF.into()));
+    let verdict = bpfemu_side::verify_probe(p, &Options::default(), &kernel);
+    let mut judgement = bpfemu_side::judgement(&verdict);
+    if judgement.accepted {
+        judgement.message = None;
+    }
+    judgement
+}
+
+#[test]
+fn each_kernel_answers_as_measured() {
+    let file = probe::probe_dir().join("kernels.probes");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let probes = probe::parse_file("kernels", &file.display().to_string(), &text)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        probes.len(),
+        MEASURED.len(),
+        "every probe has its measurements"
+    );
+    let mut wrong = Vec::new();
+    for p in &probes {
+        let short = p.name.trim_start_matches("kernels/");
+        let (_, said) = MEASURED
+            .iter()
+            .find(|(name, _)| *name == short)
+            .unwrap_or_else(|| panic!("{short}: not measured"));
+        for (version, said) in KernelVersion::ALL.into_iter().zip(said) {
+            let ours = bpfemu_as(p, version);
+            let theirs = said.judgement();
+            if ours != theirs {
+                wrong.push(format!(
+                    "{short} as {version}: kernel {theirs:?}, bpfemu {ours:?}"
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
