@@ -7,9 +7,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-/// How an object is loaded.
+/// How an object is loaded, whatever the kernel: `--map-size`, `--btf`. (`bpfemu test`
+/// takes these alone: its `--kernel` runs the tests in the running kernel too.)
 #[derive(clap::Args, Debug, Default)]
-pub struct LoadArgs {
+pub struct ObjectArgs {
     /// max_entries for a map declared with 0, `NAME=N` (repeatable).
     #[arg(long = "map-size", value_name = "NAME=N", value_parser = parse_map_size)]
     pub map_sizes: Vec<(String, u32)>,
@@ -17,6 +18,13 @@ pub struct LoadArgs {
     /// runtime calls follow it (default: /sys/kernel/btf/vmlinux).
     #[arg(long, value_name = "FILE")]
     pub btf: Option<PathBuf>,
+}
+
+/// How an object is loaded, and the kernels it is judged as.
+#[derive(clap::Args, Debug, Default)]
+pub struct LoadArgs {
+    #[command(flatten)]
+    pub object: ObjectArgs,
     /// The kernel to answer as: 5.10, 6.1, 6.12, 6.18 or 7.2 (`verify` takes several,
     /// separated by commas). Default: the running kernel when bpfemu has its profile, else
     /// 6.18.
@@ -26,6 +34,16 @@ pub struct LoadArgs {
     /// command, so each one's BTF is read at most once.
     #[arg(skip)]
     kernels: OnceLock<Vec<Kernel>>,
+}
+
+impl From<ObjectArgs> for LoadArgs {
+    /// The default kernel.
+    fn from(object: ObjectArgs) -> LoadArgs {
+        LoadArgs {
+            object,
+            ..LoadArgs::default()
+        }
+    }
 }
 
 impl LoadArgs {
@@ -40,7 +58,8 @@ impl LoadArgs {
         self.kernels.get_or_init(|| {
             if self.kernel.is_empty() {
                 return vec![
-                    self.btf
+                    self.object
+                        .btf
                         .as_ref()
                         .map_or_else(Kernel::running, Kernel::with_btf_file),
                 ];
@@ -52,7 +71,7 @@ impl LoadArgs {
                 }
             }
             seen.into_iter()
-                .map(|v| Kernel::named(v, self.btf.clone()))
+                .map(|v| Kernel::named(v, self.object.btf.clone()))
                 .collect()
         })
     }
@@ -71,7 +90,12 @@ impl LoadArgs {
     pub fn options_for(&self, kernel: &Kernel) -> LoadOptions {
         LoadOptions {
             kernel: kernel.clone(),
-            map_sizes: self.map_sizes.iter().cloned().collect::<BTreeMap<_, _>>(),
+            map_sizes: self
+                .object
+                .map_sizes
+                .iter()
+                .cloned()
+                .collect::<BTreeMap<_, _>>(),
             kconfig: None,
             // bpfemu's commands run XDP programs: a section that names no type (iproute2's
             // `prog`, its tail-call sections) is XDP, as under `ip link set dev DEV xdp obj`.

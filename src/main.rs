@@ -157,7 +157,7 @@ struct TestArgs {
     #[command(flatten)]
     opts: bpfemu::testfile::TestOptions,
     #[command(flatten)]
-    load: LoadArgs,
+    load: bpfemu::load_args::ObjectArgs,
 }
 
 /// `bpfemu fuzz`.
@@ -347,7 +347,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Test(args) => {
             let TestArgs { mut opts, load } = *args;
-            opts.load = one_kernel(&load, "test")?;
+            opts.load = LoadArgs::from(load).options();
             Ok(ExitCode::from(bpfemu::testfile::test(&opts)?))
         }
         Command::Fuzz(args) => {

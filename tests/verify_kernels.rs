@@ -200,3 +200,33 @@ fn reports_of_one_kernel_are_refused_with_several() {
         );
     }
 }
+
+/// Every command's flags parse together: `--kernel` (a version) joined the shared flags, and
+/// `bpfemu test` keeps its own `--kernel` (run in the running kernel too). clap refuses two
+/// flags of one name only when the command's arguments are built, so each is asked for help.
+#[test]
+fn every_command_builds_its_arguments() {
+    let out = bpfemu(&["--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    let help = text(&out.stdout);
+    let commands: Vec<&str> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    assert!(commands.len() >= 10, "{help}");
+    for command in commands {
+        let out = bpfemu(&[command, "--help"]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{command}: {}",
+            text(&out.stderr)
+        );
+    }
+    let test_help = text(&bpfemu(&["test", "--help"]).stdout);
+    assert!(test_help.contains("running kernel too"), "{test_help}");
+}

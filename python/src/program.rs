@@ -67,8 +67,8 @@ pub fn load(
         )));
     }
     let mut args = LoadArgs::default();
-    args.map_sizes = map_sizes.unwrap_or_default().into_iter().collect();
-    args.btf = btf;
+    args.object.map_sizes = map_sizes.unwrap_or_default().into_iter().collect();
+    args.object.btf = btf;
     let opts = ReplayOptions {
         object: path,
         program: prog,
