@@ -76,6 +76,8 @@ pub struct SubprogInfo {
     pub func_type: Option<bpfemu_loader::btf::TypeId>,
     /// Its arguments once `btf_prepare_func_args` read them (global functions).
     pub global_args: Option<Vec<crate::call::global::GlobalArg>>,
+    /// Why `btf_prepare_func_args` refused its prototype, as logged (global functions).
+    pub args_refusal: Option<String>,
     /// A call to it was seen (`called`): a global function is verified only then.
     pub called: bool,
     /// Verified on its own already (global functions).

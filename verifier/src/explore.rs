@@ -6,6 +6,7 @@ use crate::branch::{Branch, check_cond_jmp};
 use crate::env::{Env, Explored};
 use crate::log::{Log, print_insn_state, print_source_line, print_state};
 use crate::precision::propagate_precision;
+use crate::profile;
 use crate::prune::{Exact, states_equal, states_maybe_looping};
 use crate::state::VerifierState;
 use crate::state::frame::JmpHistoryEntry;
@@ -270,11 +271,20 @@ fn entry_state() -> VerifierState {
 }
 
 fn do_check_main(env: &mut Env<'_>, opts: &Options) -> Result<(), Reject> {
+    let eager = profile::global_funcs::verified_before_main(env.input.kernel.version());
+    if eager {
+        for subprog in 1..env.subprogs.len() {
+            env.subprogs[subprog].called |= env.subprogs[subprog].is_global;
+        }
+        do_check_subprogs(env, opts)?;
+    }
     let state = entry_state();
     env.log.scratch_all();
     do_check(env, state, 0, opts)?;
     pop_log(env);
-    do_check_subprogs(env, opts)?;
+    if !eager {
+        do_check_subprogs(env, opts)?;
+    }
     check::check_stack_depths(env)
 }
 
@@ -321,10 +331,19 @@ fn do_check_global(env: &mut Env<'_>, subprog: usize, opts: &Options) -> Result<
     }
     let args =
         call::global::prepare_func_args(env, subprog).map_err(|call::global::ArgsMismatch| {
-            env.reject(
-                Errno::Einval,
-                format!("Caller passes invalid args into func#{subprog} ('{name}')"),
-            )
+            // Verified before any call (kernels before 6.8): the reason is the last word.
+            let eager = profile::global_funcs::verified_before_main(env.input.kernel.version());
+            match env.subprogs[subprog].args_refusal.clone() {
+                Some(reason) if eager => Reject {
+                    errno: Errno::Einval,
+                    msg: reason,
+                    logged: true,
+                },
+                _ => env.reject(
+                    Errno::Einval,
+                    format!("Caller passes invalid args into func#{subprog} ('{name}')"),
+                ),
+            }
         })?;
     env.explored.clear();
     env.buckets.iter_mut().for_each(Vec::clear);

@@ -19,6 +19,7 @@ use crate::call::helper::{check_func_arg_reg_off, check_reg_type};
 use crate::call::proto::{ArgBase, ArgType};
 use crate::env::Env;
 use crate::mem::{AccessType, check_helper_mem_access};
+use crate::profile;
 use crate::state::VerifierState;
 use crate::state::reg::{
     MEM_RDONLY, PTR_MAYBE_NULL, PTR_TRUSTED, PTR_UNTRUSTED, RegState, RegType,
@@ -154,6 +155,9 @@ fn arg_tags(
     i: usize,
     is_global: bool,
 ) -> Result<u32, ArgsMismatch> {
+    if !profile::global_funcs::reads_arg_tags(env.input.kernel.version()) {
+        return Ok(0);
+    }
     let names = (0..btf.type_count() as TypeId)
         .filter_map(|id| btf.get(id))
         .filter(|t| {
@@ -217,6 +221,13 @@ fn prepare_arg(
             validate_ctx_arg(env, btf, t, i).map_err(Some)?;
         }
         return Ok(GlobalArg::Ctx);
+    }
+    if !profile::global_funcs::takes_memory_pointers(env.input.kernel.version()) {
+        return Err(Some(format!(
+            "Arg#{i} type {} in {}() is not supported yet.\n",
+            kind_str(kind),
+            fname
+        )));
     }
     if is_dynptr_ptr(btf, pointee) {
         if tags != 0 {
@@ -446,6 +457,7 @@ pub fn prepare_func_args(
     let refuse = |env: &mut Env<'_>, reason: String| {
         if is_global {
             env.verbose(&reason);
+            env.subprogs[subprog].args_refusal = Some(reason.trim_end().to_owned());
         }
         Err(ArgsMismatch)
     };

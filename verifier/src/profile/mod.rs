@@ -5,12 +5,14 @@
 //!   (the pass before the walk, or the walk on arrival);
 //! - [`helpers`]: the helper ids each version has and which of them XDP may call, with the
 //!   words of its refusal;
-//! - [`maps`]: the map types each version can create.
+//! - [`maps`]: the map types each version can create;
+//! - [`global_funcs`]: what a global function's parameters may be.
 //!
 //! Every entry was read in that version's source (Debian's packages of 5.10, 6.1, 6.12 and
 //! 7.2) and held to what that kernel said when booted; 6.18 is the verifier bpfemu models, so
 //! each table says only how the others differ from it.
 
+pub mod global_funcs;
 pub mod helpers;
 pub mod insns;
 pub mod maps;
