@@ -66,6 +66,7 @@
 //! - After acceptance [`fixup::xlate`] turns the program into the xlated one.
 
 pub mod alu;
+pub mod behaviour;
 pub mod branch;
 pub mod btf_access;
 pub mod btf_info;

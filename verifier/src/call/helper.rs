@@ -231,7 +231,9 @@ fn check_arg_by_type(
         ArgBase::PtrToMapKey => {
             let key_size = map_spec(env, meta, "key")?.key_size;
             check_helper_mem_access(env, state, r, key_size as i32, AccessType::Read, false)?;
-            if can_elide_value_nullness(map_spec(env, meta, "key")?) {
+            if crate::behaviour::elides_array_lookup_nullness(env.input.kernel.version())
+                && can_elide_value_nullness(map_spec(env, meta, "key")?)
+            {
                 meta.const_map_key = constant_map_key(env, state, &reg, key_size)?;
             }
         }
