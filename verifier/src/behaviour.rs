@@ -12,3 +12,11 @@ use bpfemu_isa::KernelVersion;
 pub fn elides_array_lookup_nullness(kernel: KernelVersion) -> bool {
     kernel > KernelVersion::V6_12
 }
+
+/// Two states holding a lock are equivalent when their lock ids correspond through the id
+/// map, as other ids do ("bpf: use check_ids() for active_lock comparison", Linux 6.7).
+/// Before, `states_equal` wanted the very same `active_spin_lock` id, so a lock taken on a
+/// second path (a new id) never matched a state saved on the first.
+pub fn maps_lock_ids_in_states_equal(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_12
+}

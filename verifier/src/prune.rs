@@ -4,7 +4,7 @@
 use crate::env::Env;
 use crate::state::reg::{BPF_ADD_CONST, RegState, RegType};
 use crate::state::stack::{SLOT_SIZE, SlotType, StackSlot};
-use crate::state::{FuncState, VerifierState};
+use crate::state::{FuncState, RefKind, VerifierState};
 
 /// How strictly to compare (`enum exact_level`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -285,8 +285,14 @@ pub fn states_equal(env: &Env<'_>, old: &VerifierState, cur: &VerifierState, exa
     if !idmap.check(old.active_irq_id, cur.active_irq_id) {
         return false;
     }
+    let map_lock_ids = crate::behaviour::maps_lock_ids_in_states_equal(env.input.kernel.version());
     for (o, c) in old.refs.iter().zip(&cur.refs) {
-        if o.kind != c.kind || !idmap.check(o.id, c.id) || o.ptr != c.ptr {
+        let same_id = if o.kind == RefKind::Lock && !map_lock_ids {
+            o.id == c.id
+        } else {
+            idmap.check(o.id, c.id)
+        };
+        if o.kind != c.kind || !same_id || o.ptr != c.ptr {
             return false;
         }
     }
