@@ -20,3 +20,23 @@ pub fn elides_array_lookup_nullness(kernel: KernelVersion) -> bool {
 pub fn maps_lock_ids_in_states_equal(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V6_12
 }
+
+/// A scalar written to an aligned stack slot is kept as a spilled register whatever its
+/// value, a `BPF_ST` of zero too, and a partial spill leaves `STACK_ZERO` bytes beside it as
+/// they were ("bpf: Track spilled unbounded scalars", "bpf: track aligned STACK_ZERO cases
+/// as imprecise spilled registers", "bpf: preserve STACK_ZERO slots on partial reg spills",
+/// Linux 6.8). Before, only bounded non-zero scalars were spilled: a zero became
+/// `STACK_ZERO` (its register made precise), an unbounded scalar `STACK_MISC`, and a partial
+/// spill turned zero bytes into `STACK_MISC`.
+pub fn spills_zero_and_unbounded_scalars(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_12
+}
+
+/// A callback called synchronously by a helper (`bpf_loop`, `bpf_for_each_map_elem`, ...) is
+/// walked as a loop: its body is queued at the call, its `exit` returns to the call, which is
+/// a checkpoint, until the states converge ("bpf: verify callbacks as if they are called
+/// unknown number of times", Linux 6.7). Before, the walk entered the callback once at the
+/// call and went on after the call from its `exit`, as for a subprogram.
+pub fn iterates_sync_callbacks(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_12
+}
