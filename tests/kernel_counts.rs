@@ -11,8 +11,13 @@ const KERNELS: [&str; 5] = ["5.10", "6.1", "6.12", "6.18", "7.2"];
 /// `verify OBJECT --kernel` every profile, as CSV: the processed count per kernel, in
 /// [`KERNELS`] order.
 fn processed_per_kernel(object: &str) -> Vec<u64> {
+    processed_on(object, &KERNELS)
+}
+
+/// The processed count `verify OBJECT --kernel` gives for each of `kernels`, in their order.
+fn processed_on(object: &str, kernels: &[&str]) -> Vec<u64> {
     let out = Command::new(env!("CARGO_BIN_EXE_bpfemu"))
-        .args(["verify", object, "--kernel", &KERNELS.join(","), "--csv"])
+        .args(["verify", object, "--kernel", &kernels.join(","), "--csv"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("bpfemu runs");
@@ -28,7 +33,7 @@ fn processed_per_kernel(object: &str) -> Vec<u64> {
     let column = |name: &str| header.iter().position(|h| *h == name).expect(name);
     let (kernel, processed) = (column("kernel"), column("total_insns"));
     let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
-    KERNELS
+    kernels
         .iter()
         .map(|k| {
             let row = rows
@@ -57,5 +62,26 @@ fn a_lock_taken_on_a_second_path_is_pruned_from_6_7() {
     assert_eq!(
         processed_per_kernel("tests/data/kernels/lock_on_two_paths.o"),
         [118, 118, 98, 98, 98]
+    );
+}
+
+/// `spills_zero_and_unbounded_scalars`: a zero and a packet byte meeting at one stack store
+/// are one state from 6.8 on (41), two for 5.10 and 6.1 (51), whose zero is `STACK_ZERO`
+/// with a precise register.
+#[test]
+fn a_zero_spilled_to_the_stack_is_precise_before_6_8() {
+    assert_eq!(
+        processed_per_kernel("tests/data/kernels/zero_spill_join.o"),
+        [51, 51, 41, 41, 41]
+    );
+}
+
+/// `iterates_sync_callbacks`: 6.1 walks a `bpf_loop` callback once (47); from 6.7 on it is a
+/// loop body walked until its states converge (250). 5.10 has no `bpf_loop` to count.
+#[test]
+fn a_bpf_loop_callback_is_walked_once_before_6_7() {
+    assert_eq!(
+        processed_on("tests/data/kernels/loop_callback.o", &KERNELS[1..]),
+        [47, 250, 250, 250]
     );
 }
