@@ -85,3 +85,33 @@ fn a_bpf_loop_callback_is_walked_once_before_6_7() {
         [47, 250, 250, 250]
     );
 }
+
+/// `compares_stack_scalars_as_registers`: a key slot spilled on one path and written as two
+/// u32 halves on the other is one state from 6.8 on (44), two for 5.10 and 6.1 (53).
+#[test]
+fn a_spilled_slot_differs_from_plain_bytes_before_6_8() {
+    assert_eq!(
+        processed_per_kernel("tests/data/kernels/misc_vs_spill.o"),
+        [53, 53, 44, 44, 44]
+    );
+}
+
+/// `bounds_bitwise_ops_of_unknown_scalars`: `(a << 2) | (b & 3)` of two packet bytes is at
+/// most 1023 from 6.10 on and a branch past 2000 is dead (23); 5.10 and 6.1 walk it (36).
+#[test]
+fn an_or_of_two_unknown_scalars_is_unbounded_before_6_10() {
+    assert_eq!(
+        processed_per_kernel("tests/data/kernels/or_of_unknowns.o"),
+        [36, 36, 23, 23, 23]
+    );
+}
+
+/// `forks_zero_or_minus_one_scalars`: `(v s>> 63) & 5` is walked as 0 and as 5 by Debian's
+/// 6.12 and later, so a test for 1 is dead (26); 5.10 and 6.1 walk it (35).
+#[test]
+fn a_sign_mask_is_one_range_before_6_12() {
+    assert_eq!(
+        processed_per_kernel("tests/data/kernels/sign_mask.o"),
+        [35, 35, 26, 26, 26]
+    );
+}

@@ -40,3 +40,25 @@ pub fn spills_zero_and_unbounded_scalars(kernel: KernelVersion) -> bool {
 pub fn iterates_sync_callbacks(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V6_12
 }
+
+/// OR, XOR and MUL of a scalar by a scalar that is not a constant keep bounds computed from
+/// both (`is_safe_to_compute_dst_reg_range`, from "bpf/verifier: improve XOR and OR range
+/// computation", Linux 6.10, and the MUL relaxation after it). Before, only ADD, SUB and AND
+/// took an unknown source; anything else made the destination an unknown scalar.
+pub fn bounds_bitwise_ops_of_unknown_scalars(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_12
+}
+
+/// A scalar that is 0 or -1, ANDed or ORed with a constant, is explored as each of the two
+/// values (`maybe_fork_scalars`, in Debian's 6.12 and later). Before, it stayed one range.
+pub fn forks_zero_or_minus_one_scalars(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_12
+}
+
+/// A stack slot holding an imprecise spilled scalar on one side and plain `STACK_MISC` or
+/// `STACK_ZERO` bytes on the other compares as two scalars (`scalar_reg_for_stack` in
+/// `stacksafe`, "bpf: handle scalar spill vs all MISC in stacksafe()", Linux 6.8). Before,
+/// the slot types had to be the same, `STACK_MISC` over `STACK_ZERO` aside.
+pub fn compares_stack_scalars_as_registers(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_12
+}
