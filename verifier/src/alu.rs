@@ -306,7 +306,18 @@ fn adjust_reg_min_max_vals(
     } else if dst_reg.ty != RegType::Scalar {
         return adjust_ptr_min_max_vals(env, state, width, op, dst, &dst_reg, &src_reg, false);
     }
-    if matches!(op, AluOp::And | AluOp::Or) && src_reg.var_off.is_const() {
+    let kernel = env.input.kernel.version();
+    if !crate::behaviour::bounds_bitwise_ops_of_unknown_scalars(kernel)
+        && matches!(op, AluOp::Or | AluOp::Xor | AluOp::Mul)
+        && !is_const_of_width(&src_reg, width)
+    {
+        *state.reg_mut(dst) = RegState::unknown_scalar();
+        return Ok(());
+    }
+    if crate::behaviour::forks_zero_or_minus_one_scalars(kernel)
+        && matches!(op, AluOp::And | AluOp::Or)
+        && src_reg.var_off.is_const()
+    {
         maybe_fork_scalars(env, state, dst);
     }
     let mut d = *state.reg(dst);
@@ -413,14 +424,19 @@ pub fn op_name(op: AluOp) -> &'static str {
     }
 }
 
+/// Whether `src` is a constant in the operation's width (`src_is_const`).
+fn is_const_of_width(src: &RegState, width: Width) -> bool {
+    if width == Width::W64 {
+        W64::is_const(src)
+    } else {
+        W32::is_const(src)
+    }
+}
+
 /// `is_safe_to_compute_dst_reg_range`.
 fn safe_to_compute(src: &RegState, op: AluOp, width: Width) -> bool {
     let bits: u64 = if width == Width::W64 { 64 } else { 32 };
-    let src_is_const = if bits == 32 {
-        W32::is_const(src)
-    } else {
-        W64::is_const(src)
-    };
+    let src_is_const = is_const_of_width(src, width);
     match op {
         AluOp::Add | AluOp::Sub | AluOp::And | AluOp::Xor | AluOp::Or | AluOp::Mul => true,
         AluOp::Lsh | AluOp::Rsh | AluOp::Arsh => src_is_const && src.umax_value < bits,

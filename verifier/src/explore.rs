@@ -123,9 +123,14 @@ fn mark_callback_calls(env: &mut Env<'_>) {
         })
         .map(|(pc, _)| pc)
         .collect();
+    // Kernels that enter the callback once at the call take no checkpoint there.
+    let iterates = crate::behaviour::iterates_sync_callbacks(env.input.kernel.version());
     for pc in calls {
         let aux = &mut env.aux[pc];
         aux.calls_callback = true;
+        if !iterates {
+            continue;
+        }
         aux.force_checkpoint = true;
         aux.prune_point = true;
         aux.jmp_point = true;

@@ -36,6 +36,7 @@
 //! | [`prune`], [`precision`], [`liveness`] | state equivalence, precision backtracking, read marks | `states_equal`, `mark_chain_precision` |
 //! | [`scc`] | loops of the control-flow graph (numbered in the level-2 listing, named in loop visits) | `compute_scc` |
 //! | [`loops`] | loops being explored: checkpoints compared strictly, back-edges and their precision | `maybe_enter_scc`, `propagate_backedges` |
+//! | [`behaviour`] | where older or newer kernels' verifier code differs (one `fn` per switch, by version) | the kernel commits each cites |
 //! | [`fixup`] | the xlated program | `convert_ctx_accesses`, `do_misc_fixups` |
 //! | [`log`] | the kernel's log text | `print_verifier_state`, `log.c` |
 //! | [`trace`], [`explain`] | the rejected path recorded on a second walk, and why it failed | (bpfemu's own; the kernel's log at level 1 is the path without the why) |
@@ -66,6 +67,7 @@
 //! - After acceptance [`fixup::xlate`] turns the program into the xlated one.
 
 pub mod alu;
+pub mod behaviour;
 pub mod branch;
 pub mod btf_access;
 pub mod btf_info;

@@ -1031,16 +1031,19 @@ fn write_fixed(
     let imm = store_imm(env);
     let aligned = off % SLOT_SIZE as i64 == 0;
     let mut vreg = value.map(|v| *state.reg(v));
+    let spills_any_scalar =
+        crate::behaviour::spills_zero_and_unbounded_scalars(env.input.kernel.version());
     if let (Some(v), Some(r)) = (value, vreg.as_mut())
         && aligned
         && r.ty == RegType::Scalar
+        && (spills_any_scalar || (!is_unbounded_scalar(r) && !r.is_const_scalar(0)))
     {
         let fits = reg_width(r) <= 8 * size as u32;
-        if fits {
+        if fits && spills_any_scalar {
             assign_scalar_id_before_mov(env, r);
             *state.reg_mut(v) = *r;
         }
-        save_register_state(&mut state.frames[f], spi, r, size);
+        save_register_state(&mut state.frames[f], spi, r, size, spills_any_scalar);
         if !fits {
             state.frames[f].stack[spi].spilled_ptr.id = 0;
         }
@@ -1050,9 +1053,10 @@ fn write_fixed(
     if vreg.is_none()
         && aligned
         && let Some(imm) = imm
+        && (spills_any_scalar || imm != 0)
     {
         let r = RegState::known(imm as i64 as u64);
-        save_register_state(&mut state.frames[f], spi, &r, size);
+        save_register_state(&mut state.frames[f], spi, &r, size, spills_any_scalar);
         push_stack_access(env, state, f, spi);
         return Ok(());
     }
@@ -1067,7 +1071,7 @@ fn write_fixed(
                 "cannot spill pointers to stack into stack frame of the caller",
             ));
         }
-        save_register_state(&mut state.frames[f], spi, &r, size);
+        save_register_state(&mut state.frames[f], spi, &r, size, spills_any_scalar);
         push_stack_access(env, state, f, spi);
         return Ok(());
     }
@@ -1092,8 +1096,15 @@ fn push_stack_access(env: &mut Env<'_>, state: &mut VerifierState, f: usize, spi
     crate::explore::push_jmp_history(env, state, flags);
 }
 
-/// `save_register_state`.
-fn save_register_state(frame: &mut FuncState, spi: usize, reg: &RegState, size: i32) {
+/// `save_register_state`: the bytes of the slot the spill leaves become plain data, keeping
+/// zeros when `keep_zero` (see [`crate::behaviour::spills_zero_and_unbounded_scalars`]).
+fn save_register_state(
+    frame: &mut FuncState,
+    spi: usize,
+    reg: &RegState,
+    size: i32,
+    keep_zero: bool,
+) {
     let slot = &mut frame.stack[spi];
     slot.spilled_ptr = *reg;
     let size = size as usize;
@@ -1101,10 +1112,35 @@ fn save_register_state(frame: &mut FuncState, spi: usize, reg: &RegState, size: 
         slot.slot_type[i] = SlotType::Spill;
     }
     for t in slot.slot_type[..SLOT_SIZE - size].iter_mut() {
-        if !matches!(*t, SlotType::Zero | SlotType::Invalid) {
+        let kept = *t == SlotType::Invalid || (keep_zero && *t == SlotType::Zero);
+        if !kept {
             *t = SlotType::Misc;
         }
     }
+}
+
+/// `__is_scalar_unbounded`: a scalar nothing is known of.
+fn is_unbounded_scalar(r: &RegState) -> bool {
+    let unknown = RegState::unknown_scalar();
+    r.var_off == unknown.var_off
+        && (r.smin_value, r.smax_value, r.umin_value, r.umax_value)
+            == (
+                unknown.smin_value,
+                unknown.smax_value,
+                unknown.umin_value,
+                unknown.umax_value,
+            )
+        && (
+            r.s32_min_value,
+            r.s32_max_value,
+            r.u32_min_value,
+            r.u32_max_value,
+        ) == (
+            unknown.s32_min_value,
+            unknown.s32_max_value,
+            unknown.u32_min_value,
+            unknown.u32_max_value,
+        )
 }
 
 /// `scrub_special_slot`: a write into a slot ends the spilled register (or dynptr, iterator,

@@ -4,7 +4,7 @@
 use crate::env::Env;
 use crate::state::reg::{BPF_ADD_CONST, RegState, RegType};
 use crate::state::stack::{SLOT_SIZE, SlotType, StackSlot};
-use crate::state::{FuncState, VerifierState};
+use crate::state::{FuncState, RefKind, VerifierState};
 
 /// How strictly to compare (`enum exact_level`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -178,7 +178,14 @@ fn scalar_for_stack(slot: &StackSlot) -> Option<RegState> {
 }
 
 /// `stacksafe`.
-fn stacksafe(old: &FuncState, cur: &FuncState, idmap: &mut IdMap, exact: Exact, live: u64) -> bool {
+fn stacksafe(
+    old: &FuncState,
+    cur: &FuncState,
+    idmap: &mut IdMap,
+    exact: Exact,
+    live: u64,
+    scalars_as_registers: bool,
+) -> bool {
     let old_len = old.allocated_stack();
     let cur_len = cur.allocated_stack();
     let mut i = 0;
@@ -202,7 +209,9 @@ fn stacksafe(old: &FuncState, cur: &FuncState, idmap: &mut IdMap, exact: Exact, 
             return false;
         }
         let (os, cs) = (&old.stack[spi], &cur.stack[spi]);
-        if let (Some(o), Some(c)) = (scalar_for_stack(os), scalar_for_stack(cs)) {
+        if scalars_as_registers
+            && let (Some(o), Some(c)) = (scalar_for_stack(os), scalar_for_stack(cs))
+        {
             if !regsafe(&o, &c, idmap, exact) {
                 return false;
             }
@@ -285,8 +294,16 @@ pub fn states_equal(env: &Env<'_>, old: &VerifierState, cur: &VerifierState, exa
     if !idmap.check(old.active_irq_id, cur.active_irq_id) {
         return false;
     }
+    let kernel = env.input.kernel.version();
+    let map_lock_ids = crate::behaviour::maps_lock_ids_in_states_equal(kernel);
+    let scalars_as_registers = crate::behaviour::compares_stack_scalars_as_registers(kernel);
     for (o, c) in old.refs.iter().zip(&cur.refs) {
-        if o.kind != c.kind || !idmap.check(o.id, c.id) || o.ptr != c.ptr {
+        let same_id = if o.kind == RefKind::Lock && !map_lock_ids {
+            o.id == c.id
+        } else {
+            idmap.check(o.id, c.id)
+        };
+        if o.kind != c.kind || !same_id || o.ptr != c.ptr {
             return false;
         }
     }
@@ -310,7 +327,7 @@ pub fn states_equal(env: &Env<'_>, old: &VerifierState, cur: &VerifierState, exa
             .get(frame_insn_idx(old, i))
             .copied()
             .unwrap_or(u64::MAX);
-        if !stacksafe(of, cf, &mut idmap, exact, live_stack) {
+        if !stacksafe(of, cf, &mut idmap, exact, live_stack, scalars_as_registers) {
             return false;
         }
     }

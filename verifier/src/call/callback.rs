@@ -41,10 +41,30 @@ pub fn push_callback_call(
     subprog: usize,
     kind: CallbackKind,
 ) -> Result<(), Reject> {
+    let args = callback_args(env, state, subprog, kind);
+    let mut cb = state.clone();
+    enter_callback(env, &mut cb, pc, subprog, args)?;
+    cb.callback_unroll_depth += 1;
+    let caller = cb.curframe() - 1;
+    cb.frames[caller].callback_depth += 1;
+    state.cur_mut().callback_depth = 0;
+    let start = env.subprogs[subprog].start;
+    env.pending.push((cb, start, pc));
+    Ok(())
+}
+
+/// The callback's R1-R5 (the `set_*_callback_state` functions), read from the caller's
+/// registers at the call, before the helper call clobbers them.
+pub fn callback_args(
+    env: &mut Env<'_>,
+    state: &VerifierState,
+    subprog: usize,
+    kind: CallbackKind,
+) -> [RegState; 5] {
     if let Some(s) = env.subprogs.get_mut(subprog) {
         s.is_cb = true;
     }
-    let args = match kind {
+    match kind {
         CallbackKind::Loop => {
             let caller = state.cur();
             [
@@ -88,24 +108,25 @@ pub fn push_callback_call(
             RegState::not_init(),
             RegState::not_init(),
         ],
-    };
-    let mut cb = state.clone();
-    setup_func_entry(env, &mut cb, subprog, pc)?;
-    {
-        let callee = cb.cur_mut();
-        for (i, r) in args.into_iter().enumerate() {
-            callee.regs[i + 1] = r;
-        }
-        callee.in_callback_fn = true;
-        callee.callback_ret_range = (0, 1);
     }
-    cb.callback_unroll_depth += 1;
-    let caller = cb.curframe() - 1;
-    cb.frames[caller].callback_depth += 1;
-    state.cur_mut().callback_depth = 0;
-    let start = env.subprogs[subprog].start;
-    env.pending.push((cb, start, pc));
-    let _ = Reg::R0;
+}
+
+/// Pushes the callback's frame on `state` with its arguments `args` (`setup_func_entry` with
+/// a `set_*_callback_state`): the walk of `state` goes on in the callback.
+pub fn enter_callback(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    pc: usize,
+    subprog: usize,
+    args: [RegState; 5],
+) -> Result<(), Reject> {
+    setup_func_entry(env, state, subprog, pc)?;
+    let callee = state.cur_mut();
+    for (i, r) in args.into_iter().enumerate() {
+        callee.regs[i + 1] = r;
+    }
+    callee.in_callback_fn = true;
+    callee.callback_ret_range = (0, 1);
     Ok(())
 }
 

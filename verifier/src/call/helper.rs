@@ -6,7 +6,7 @@
 //! R1-R5, packet pointers dropped after helpers that change packet data, and references for
 //! ring buffer records.
 
-use super::callback::{CallbackKind, push_callback_call};
+use super::callback::{CallbackKind, callback_args, enter_callback, push_callback_call};
 use super::proto::{
     self, ArgBase, ArgType, FuncProto, MEM_ALIGNED, MEM_FIXED_SIZE, MEM_RDONLY, MEM_UNINIT,
     MEM_WRITE, PTR_MAYBE_NULL, RetType, helper_display_name, xdp_proto,
@@ -110,13 +110,17 @@ pub fn check_helper_call(
         });
     }
     release_argument(env, state, proto, &meta)?;
-    special_cases(env, state, pc, proto, &meta)?;
+    let callback_now = special_cases(env, state, pc, proto, &meta)?;
     state.clobber_caller_saved();
     set_return_value(env, state, pc, proto, &meta)?;
     check_map_func_compatibility(env, meta.map, func_id)?;
     if proto.changes_pkt_data() {
         state.invalidate_packet_pointers();
         env.seen_direct_write = true;
+    }
+    // The caller's frame has the call's effects; the walk goes on in the callback.
+    if let Some((subprog, args)) = callback_now {
+        enter_callback(env, state, pc, subprog, args)?;
     }
     Ok(())
 }
@@ -228,7 +232,9 @@ fn check_arg_by_type(
         ArgBase::PtrToMapKey => {
             let key_size = map_spec(env, meta, "key")?.key_size;
             check_helper_mem_access(env, state, r, key_size as i32, AccessType::Read, false)?;
-            if can_elide_value_nullness(map_spec(env, meta, "key")?) {
+            if crate::behaviour::elides_array_lookup_nullness(env.input.kernel.version())
+                && can_elide_value_nullness(map_spec(env, meta, "key")?)
+            {
                 meta.const_map_key = constant_map_key(env, state, &reg, key_size)?;
             }
         }
@@ -796,7 +802,8 @@ fn special_cases(
     pc: usize,
     proto: &FuncProto,
     meta: &CallMeta,
-) -> Result<(), Reject> {
+) -> Result<Option<CallbackNow>, Reject> {
+    let mut callback_now = None;
     match proto.id {
         proto::TAIL_CALL => {
             if let Some(r) = state.refs.iter().find(|r| r.kind == RefKind::Ptr) {
@@ -808,6 +815,10 @@ fn special_cases(
         proto::LOOP => {
             let subprog = callback_subprog(env, meta)?;
             update_loop_inline_state(env, state, pc, subprog)?;
+            if !iterates_callbacks(env) {
+                let args = callback_args(env, state, subprog, CallbackKind::Loop);
+                return Ok(Some((subprog, args)));
+            }
             mark_chain_precision(env, state, Reg::R1)?;
             let limit = state.reg(Reg::R1).umax_value;
             if (state.cur().callback_depth as u64) < limit {
@@ -823,7 +834,7 @@ fn special_cases(
         proto::FOR_EACH_MAP_ELEM => {
             let subprog = callback_subprog(env, meta)?;
             let map = meta.map.unwrap_or(0);
-            push_callback_call(
+            callback_now = sync_callback(
                 env,
                 state,
                 pc,
@@ -854,7 +865,7 @@ fn special_cases(
         }
         proto::USER_RINGBUF_DRAIN => {
             let subprog = callback_subprog(env, meta)?;
-            push_callback_call(env, state, pc, subprog, CallbackKind::UserRingbufDrain)?;
+            callback_now = sync_callback(env, state, pc, subprog, CallbackKind::UserRingbufDrain)?;
         }
         id::FIND_VMA => {
             let subprog = callback_subprog(env, meta)?;
@@ -869,11 +880,34 @@ fn special_cases(
                     "not yet supported: bpf_find_vma without the kernel's BTF",
                 ));
             };
-            push_callback_call(env, state, pc, subprog, CallbackKind::FindVma { vma })?;
+            callback_now = sync_callback(env, state, pc, subprog, CallbackKind::FindVma { vma })?;
         }
         _ => {}
     }
-    Ok(())
+    Ok(callback_now)
+}
+
+/// A callback to enter at once, after the helper call's effects: its subprogram and R1-R5.
+type CallbackNow = (usize, [RegState; 5]);
+
+fn iterates_callbacks(env: &Env<'_>) -> bool {
+    crate::behaviour::iterates_sync_callbacks(env.input.kernel.version())
+}
+
+/// A synchronous callback: queued as a loop at the call, or entered once after the call on
+/// kernels before 6.7 ([`crate::behaviour::iterates_sync_callbacks`]).
+fn sync_callback(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    pc: usize,
+    subprog: usize,
+    kind: CallbackKind,
+) -> Result<Option<CallbackNow>, Reject> {
+    if iterates_callbacks(env) {
+        push_callback_call(env, state, pc, subprog, kind)?;
+        return Ok(None);
+    }
+    Ok(Some((subprog, callback_args(env, state, subprog, kind))))
 }
 
 fn callback_subprog(env: &mut Env<'_>, meta: &CallMeta) -> Result<usize, Reject> {

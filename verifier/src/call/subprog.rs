@@ -131,7 +131,10 @@ pub fn prepare_func_exit(env: &mut Env<'_>, state: &mut VerifierState) -> Result
     if !callee.in_callback_fn {
         state.frames[caller_idx].regs[0] = r0;
     }
-    let next = if callee.in_callback_fn {
+    // A callback walked as a loop returns to its call; one entered once goes on after it.
+    let iterates = crate::behaviour::iterates_sync_callbacks(env.input.kernel.version());
+    let back_to_call = callee.in_callback_fn && iterates;
+    let next = if back_to_call {
         callee.callsite
     } else {
         callee.callsite + 1
@@ -145,7 +148,7 @@ pub fn prepare_func_exit(env: &mut Env<'_>, state: &mut VerifierState) -> Result
         ));
     }
     state.frames.pop();
-    if callee.in_callback_fn {
+    if back_to_call {
         crate::explore::widen_after_callback(env, state, next);
     }
     Ok(next)
