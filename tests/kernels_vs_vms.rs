@@ -1,9 +1,10 @@
 //! `bpfemu verify --kernel VERSION` against that kernel booted for real: for each of 5.10,
-//! 6.1, 6.12 and 7.2, one QEMU boot judges every object of the example corpus with libbpf 1.7
+//! 6.1, 6.12 and 7.2, one QEMU boot judges every object of the example corpus and of the
+//! verify and per-kernel fixtures (tests/data/verify, tests/data/kernels) with libbpf 1.7
 //! (`libbpf_verdicts`) and hands back the kernel's BTF; bpfemu then verifies the same objects
 //! as that kernel, with that BTF. Every program's verdict, final error line and processed count
 //! must be equal, except the differences `verifier/probes/KNOWN_DIFFERENCES` lists as
-//! `kernel/VERSION/corpus/OBJECT/PROGRAM  reason`, which must still differ (so the list only
+//! `kernel/VERSION/LABEL/OBJECT/PROGRAM  reason` (LABEL: corpus, verify or kernels), which must still differ (so the list only
 //! shrinks). Prints each kernel's shares.
 //!
 //! Needs QEMU and apt access to the kernels' suites (scripts/kernel_apt_sources.sh); skipped
@@ -56,13 +57,25 @@ fn image_or_skip(version: &str) -> Option<PathBuf> {
     None
 }
 
+/// The objects judged, each with the label its names carry: the example corpus, and the
+/// fixtures of the verify and per-kernel tests.
+const OBJECT_DIRS: [(&str, &str); 3] = [
+    ("examples/xdp/build", "corpus"),
+    ("tests/data/verify", "verify"),
+    ("tests/data/kernels", "kernels"),
+];
+
 fn corpus() -> Vec<PathBuf> {
-    let mut objects: Vec<PathBuf> = std::fs::read_dir(root().join("examples/xdp/build"))
-        .expect("the corpus is built")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "o"))
-        .collect();
-    objects.sort();
+    let mut objects = Vec::new();
+    for (dir, _) in OBJECT_DIRS {
+        let mut found: Vec<PathBuf> = std::fs::read_dir(root().join(dir))
+            .expect("the objects are built")
+            .map(|e| e.expect("entry").path())
+            .filter(|p| p.extension().is_some_and(|x| x == "o"))
+            .collect();
+        found.sort();
+        objects.extend(found);
+    }
     objects
 }
 
@@ -101,9 +114,15 @@ impl Answer {
     }
 }
 
+/// `LABEL/STEM/PROGRAM`: `corpus/l4lb.v2/xdp_l4lb`.
 fn name_of(object: &Path, program: &str) -> String {
     let stem = object.file_stem().expect("a file").to_string_lossy();
-    format!("corpus/{stem}/{program}")
+    let dir = object.parent().expect("in a directory");
+    let label = OBJECT_DIRS
+        .iter()
+        .find(|(d, _)| dir.ends_with(d))
+        .map_or("other", |(_, label)| label);
+    format!("{label}/{stem}/{program}")
 }
 
 /// The kernel's answers (booted once) and its BTF.
@@ -175,6 +194,20 @@ fn bpfemu_side(version: &str, btf: &[u8], objects: &[PathBuf]) -> BTreeMap<Strin
         .unwrap_or_else(|e| panic!("{version}: {e}: {}", String::from_utf8_lossy(&out.stderr)));
     assert_eq!(doc["kernel"]["version"], version);
     let mut answers = BTreeMap::new();
+    // An object bpfemu's loader refuses for this kernel (a kfunc its BTF lacks): each of its
+    // programs rejected with that reason, as libbpf refuses the object.
+    for failure in doc["not_loaded"].as_array().expect("not_loaded") {
+        let object = Path::new(failure["object"].as_str().expect("object"));
+        let error = failure["error"].as_str().expect("error");
+        answers.insert(
+            format!("{}/*", name_of(object, "")),
+            Answer {
+                accepted: false,
+                error: error.to_owned(),
+                processed: None,
+            },
+        );
+    }
     for p in doc["programs"].as_array().expect("programs") {
         let object = Path::new(p["object"].as_str().expect("object"));
         answers.insert(
@@ -213,7 +246,10 @@ fn compare(version: &str) {
     let mut unexplained = Vec::new();
     let mut differing = BTreeSet::new();
     for (name, k) in &kernel {
-        let Some(b) = ours.get(name) else {
+        let object_refused = name
+            .rsplit_once('/')
+            .and_then(|(object, _)| ours.get(&format!("{object}//*")));
+        let Some(b) = ours.get(name).or(object_refused) else {
             unexplained.push(format!("{name}: judged by the kernel, not by bpfemu"));
             continue;
         };
@@ -261,4 +297,70 @@ fn the_corpus_as_6_12() {
 #[test]
 fn the_corpus_as_7_2() {
     compare("7.2");
+}
+
+/// `bpfemu kernels fetch 5.10` boots 5.10 once and keeps its BTF in the kernel cache, where
+/// `bpfemu kernels` then finds it and `verify --kernel 5.10` reads it for CO-RE; a second
+/// fetch boots nothing.
+#[test]
+fn kernels_fetch_keeps_a_kernels_btf() {
+    let Some(image) = image_or_skip("5.10") else {
+        return;
+    };
+    let cache = std::env::temp_dir().join(format!("bpfemu-kernels-fetch-{}", std::process::id()));
+    std::fs::create_dir_all(&cache).expect("temp dir");
+    // The image as the cache keeps it, so that nothing is downloaded again.
+    let kernel = images::kernel("5.10").expect("known");
+    std::fs::copy(&image, kernel.cached(&cache)).expect("image copied");
+    let bpfemu = |args: &[&str]| {
+        let out = Command::new(BPFEMU)
+            .args(args)
+            .env("BPFEMU_KERNELS", &cache)
+            .current_dir(root())
+            .output()
+            .expect("bpfemu runs");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stdout}{stderr}");
+        stdout
+    };
+    let btf_path = cache.join("5.10/vmlinux.btf");
+    let listed = bpfemu(&["kernels"]);
+    assert!(
+        listed.contains("5.10   linux-image-5.10.0-32-cloud-amd64"),
+        "{listed}"
+    );
+    assert!(
+        !listed.contains(&btf_path.display().to_string()),
+        "{listed}"
+    );
+
+    let fetched = bpfemu(&["kernels", "fetch", "5.10"]);
+    assert!(
+        fetched.starts_with(&format!(
+            "5.10: {} from 5.10.0-32-cloud-amd64",
+            btf_path.display()
+        )),
+        "{fetched}"
+    );
+    let btf = bpfemu_loader::btf::Btf::parse(&std::fs::read(&btf_path).expect("kept"))
+        .expect("the kernel's BTF parses");
+    assert!(
+        (0..btf.type_count() as u32).any(|id| btf.name_of(id) == Some("xdp_md")),
+        "5.10's BTF has struct xdp_md"
+    );
+    assert!(bpfemu(&["kernels"]).contains(&format!("BTF: {}", btf_path.display())));
+    assert!(bpfemu(&["kernels", "fetch", "5.10"]).contains("(already fetched)"));
+    // CO-RE against 5.10's BTF.
+    let verified = bpfemu(&[
+        "verify",
+        "--kernel",
+        "5.10",
+        "examples/xdp/build/core_ctx.v3.o",
+    ]);
+    assert!(
+        verified.contains("kernel 5.10: 1 programs: 1 accepted"),
+        "{verified}"
+    );
+    std::fs::remove_dir_all(&cache).expect("temp dir removed");
 }

@@ -271,6 +271,8 @@ pub fn verifier_error_line(log: &str) -> String {
         .find(|l| {
             !l.is_empty()
                 && !l.starts_with("processed ")
+                // 7.x closes the log with a line of its own statistics.
+                && !l.starts_with("insns processed ")
                 && !l.starts_with("verification time")
                 && !l.starts_with("stack depth")
                 && !l.starts_with("-- END PROG LOAD LOG --")

@@ -62,3 +62,12 @@ pub fn forks_zero_or_minus_one_scalars(kernel: KernelVersion) -> bool {
 pub fn compares_stack_scalars_as_registers(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V6_12
 }
+
+/// A packet access is checked as a memory region of the packet's proven range, with that
+/// check's words ("R1 min value is outside of the allowed memory range", "... max value
+/// ..."), once the range is known (`check_packet_access` calling `check_mem_region_access`
+/// in 7.x). Before, any access past the range, or from a pointer whose range is unknown, was
+/// "R1 offset is outside of the packet".
+pub fn checks_packet_access_as_region(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V7_2
+}

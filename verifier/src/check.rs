@@ -788,8 +788,19 @@ pub fn precheck(input: &ProgramInput<'_>, log: &mut Log) -> Result<Prechecked, R
             logged: false,
         });
     }
-    crate::btf_info::check_func_info_early(input).map_err(|e| fail(log, e))?;
     let version = input.kernel.version();
+    if !crate::profile::insns::takes_prog_flags(version, input.prog_flags) {
+        return Err(Reject {
+            errno: Errno::Einval,
+            msg: format!(
+                "the kernel refuses the load flags {:#x} (EINVAL)",
+                input.prog_flags
+            ),
+            // bpf() checks the flags before the verifier runs.
+            logged: false,
+        });
+    }
+    crate::btf_info::check_func_info_early(input).map_err(|e| fail(log, e))?;
     let starts = add_subprogs(insns, version).map_err(|e| fail(log, e))?;
     // Before kfuncs (5.13) a call with src 2 is only refused when the walk reaches it.
     if insns_profile::has(version, Feature::KfuncCalls) {

@@ -346,7 +346,11 @@ fn do_check_global(env: &mut Env<'_>, subprog: usize, opts: &Options) -> Result<
                 },
                 _ => env.reject(
                     Errno::Einval,
-                    format!("Caller passes invalid args into func#{subprog} ('{name}')"),
+                    crate::profile::global_funcs::caller_mismatch(
+                        env.input.kernel.version(),
+                        subprog,
+                        &name,
+                    ),
                 ),
             }
         })?;

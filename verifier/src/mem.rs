@@ -761,6 +761,15 @@ pub fn check_packet_access(
     size: i32,
     zero_ok: bool,
 ) -> Result<(), Reject> {
+    if crate::behaviour::checks_packet_access_as_region(env.input.kernel.version()) {
+        if reg.range < 0 {
+            return Err(env.reject(
+                Errno::Einval,
+                format!("R{r} offset is outside of the packet"),
+            ));
+        }
+        return check_mem_region_access(env, reg, r, off, size, reg.range as u32, zero_ok);
+    }
     if reg.smin_value < 0 {
         return Err(env.reject(
             Errno::Eacces,

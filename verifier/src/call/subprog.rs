@@ -48,7 +48,11 @@ pub fn check_func_call(
         if args_fit.is_err() {
             return Err(env.reject(
                 Errno::Einval,
-                format!("Caller passes invalid args into func#{subprog} ('{name}')"),
+                crate::profile::global_funcs::caller_mismatch(
+                    env.input.kernel.version(),
+                    subprog,
+                    &name,
+                ),
             ));
         }
         env.subprogs[subprog].called = true;

@@ -24,6 +24,15 @@ pub fn verified_before_main(version: KernelVersion) -> bool {
     version < KernelVersion::V6_12
 }
 
+/// The refusal of a call whose arguments do not fit global function `subprog`: from 6.8 it
+/// names the function too.
+pub fn caller_mismatch(version: KernelVersion, subprog: usize, name: &str) -> String {
+    match version >= KernelVersion::V6_12 {
+        true => format!("Caller passes invalid args into func#{subprog} ('{name}')"),
+        false => format!("Caller passes invalid args into func#{subprog}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -195,6 +195,12 @@ pub fn refused_on_arrival(version: KernelVersion, raw: bpfemu_isa::RawInsn) -> b
     }
 }
 
+/// Whether `bpf(BPF_PROG_LOAD)` takes these `BPF_F_*` load flags: `BPF_F_XDP_HAS_FRAGS`
+/// (libbpf's `xdp.frags` sections) arrived in 5.18, so 5.10 refuses it with EINVAL and no log.
+pub fn takes_prog_flags(version: KernelVersion, prog_flags: u32) -> bool {
+    version > KernelVersion::V5_10 || prog_flags & bpfemu_isa::uapi::BPF_F_XDP_HAS_FRAGS == 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

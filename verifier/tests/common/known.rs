@@ -12,8 +12,9 @@ pub fn known_differences_path() -> PathBuf {
 
 /// The sections of the file other than the probes': a probe's name has none of these
 /// prefixes. `selftest/OBJECT/PROGRAM` entries are the kernel's verifier selftests, read by
-/// `scripts/verifier_selftests.py`.
-pub const OTHER_SECTIONS: &[&str] = &["corpus/", "random/", "selftest/"];
+/// `scripts/verifier_selftests.py`; `kernel/VERSION/...` entries other kernels booted, read by
+/// the root crate's `tests/kernels_vs_vms.rs`.
+pub const OTHER_SECTIONS: &[&str] = &["corpus/", "random/", "selftest/", "kernel/"];
 
 /// The listed names whose prefix is `prefix` (e.g. `corpus/`) and none of `exclude`, with
 /// their reasons.
