@@ -8,7 +8,8 @@ VM.jsonl: one line per program (object, program, accepted, error, processed_insn
 `bpfemu-kernel-vms` writes it. BPFEMU.json: `bpfemu verify --kernel VERSION --json` over the
 same objects. Writes OUTDIR/VERSION.summary.txt and OUTDIR/VERSION.differences.txt (every
 verdict, error line and processed count that differs, each marked `known` when
-verifier/probes/KNOWN_DIFFERENCES has a `kernel/VERSION/OBJECT/PROGRAM  reason` entry for it);
+verifier/probes/KNOWN_DIFFERENCES has a `kernel/VERSION/LABEL/OBJECT/PROGRAM  reason` entry
+for it, LABEL naming the set: corpus, verify, kernels, selftest);
 prints the summary. Exit 0 when the comparison ran, 2 on bad input.
 """
 
@@ -21,7 +22,8 @@ KNOWN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "verifier
 
 
 def known_differences(version):
-    """The `kernel/VERSION/OBJECT/PROGRAM  reason` entries for this kernel."""
+    """The `kernel/VERSION/LABEL/OBJECT/PROGRAM  reason` entries for this kernel, by
+    OBJECT/PROGRAM."""
     prefix = "kernel/%s/" % version
     known = {}
     try:
@@ -30,7 +32,9 @@ def known_differences(version):
                 line = line.strip()
                 if line.startswith(prefix):
                     name, _, reason = line.partition(" ")
-                    known[name[len(prefix):]] = reason.strip()
+                    # kernel/VERSION/LABEL/OBJECT/PROGRAM: the label says which set.
+                    _, _, key = name[len(prefix):].partition("/")
+                    known[key] = reason.strip()
     except OSError:
         pass
     return known

@@ -63,11 +63,11 @@ pub fn compares_stack_scalars_as_registers(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V6_12
 }
 
-/// A packet access is checked as a memory region of the packet's proven range, with that
-/// check's words ("R1 min value is outside of the allowed memory range", "... max value
-/// ..."), once the range is known (`check_packet_access` calling `check_mem_region_access`
-/// in 7.x). Before, any access past the range, or from a pointer whose range is unknown, was
-/// "R1 offset is outside of the packet".
-pub fn checks_packet_access_as_region(kernel: KernelVersion) -> bool {
+/// A packet access past its proven range is refused in the words of a memory region's check,
+/// "R1 min value is outside of the allowed memory range" (`check_packet_access` calling
+/// `check_mem_region_access` in 7.x); before, "R1 offset is outside of the packet", which 7.x
+/// keeps for a pointer whose range is unknown. Only the words are modelled: the verdicts on
+/// the corpus and fixtures are the same, and 7.x's region check of a variable offset is not.
+pub fn words_packet_access_as_region(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V7_2
 }

@@ -761,15 +761,6 @@ pub fn check_packet_access(
     size: i32,
     zero_ok: bool,
 ) -> Result<(), Reject> {
-    if crate::behaviour::checks_packet_access_as_region(env.input.kernel.version()) {
-        if reg.range < 0 {
-            return Err(env.reject(
-                Errno::Einval,
-                format!("R{r} offset is outside of the packet"),
-            ));
-        }
-        return check_mem_region_access(env, reg, r, off, size, reg.range as u32, zero_ok);
-    }
     if reg.smin_value < 0 {
         return Err(env.reject(
             Errno::Eacces,
@@ -779,10 +770,13 @@ pub fn check_packet_access(
     let fits = reg.range >= 0
         && check_mem_bytes(env, reg, r, off as i64, size, reg.range as u32, zero_ok).is_ok();
     if !fits {
-        return Err(env.reject(
-            Errno::Eacces,
-            format!("R{r} offset is outside of the packet"),
-        ));
+        let words = match reg.range >= 0
+            && crate::behaviour::words_packet_access_as_region(env.input.kernel.version())
+        {
+            true => "min value is outside of the allowed memory range",
+            false => "offset is outside of the packet",
+        };
+        return Err(env.reject(Errno::Eacces, format!("R{r} {words}")));
     }
     Ok(())
 }
