@@ -5,7 +5,11 @@ use bpfemu_vmkernel::initramfs::{Initramfs, Kind, read_newc};
 use std::process::{Command, Stdio};
 
 fn sample() -> (Initramfs, Vec<u8>) {
-    let host_file = std::env::temp_dir().join(format!("vmkernel-cpio-{}", std::process::id()));
+    // One file per call: the tests of this binary build samples in parallel.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let host_file =
+        std::env::temp_dir().join(format!("vmkernel-cpio-{}-{call}", std::process::id()));
     std::fs::write(&host_file, b"from the host\n").unwrap();
     let mut archive = Initramfs::with_skeleton();
     archive.file("/bpfemu-vm/plan", 0o644, b"job L2Jpbi9qdWRnZQ==\n".to_vec());
