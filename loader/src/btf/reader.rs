@@ -31,11 +31,12 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    /// A cursor over `data[start..end]` (the caller checked the range).
+    /// A cursor over `data[start..end]`. An end past the data is cut to it, so that a header
+    /// claiming more than the blob holds reads as truncated, never out of bounds.
     pub(crate) fn range(&self, start: usize, end: usize) -> Self {
         Cursor {
             pos: start,
-            end,
+            end: end.min(self.data.len()),
             ..*self
         }
     }
@@ -79,7 +80,7 @@ impl<'a> Cursor<'a> {
         parse: impl Fn(&'a [u8]) -> IResult<&'a [u8], T>,
     ) -> Result<T, BtfError> {
         self.need(width, what)?;
-        let input = &self.data[self.pos..self.end];
+        let input = self.data.get(self.pos..self.end).unwrap_or_default();
         let (_, value) = parse(input).map_err(|_| BtfError::Truncated {
             blob: self.blob,
             what,
@@ -127,4 +128,19 @@ pub(crate) fn string_at(strings: &[u8], str_off: u32) -> Option<String> {
     let tail = strings.get(str_off as usize..)?;
     let len = tail.iter().position(|&b| b == 0)?;
     Some(String::from_utf8_lossy(&tail[..len]).into_owned())
+}
+
+#[cfg(test)]
+mod regression {
+    /// Found by the `btf` fuzz target: a header whose sections run past the blob made the
+    /// cursor slice beyond the data (a panic); it must read as an error.
+    #[test]
+    fn sections_past_the_blob_are_an_error() {
+        let blob: [u8; 38] = [
+            0x9f, 0xeb, 0x01, 0x00, 0x18, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x0c, 0x00,
+            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+            0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        ];
+        assert!(crate::btf::Btf::parse(&blob).is_err());
+    }
 }
