@@ -27,7 +27,7 @@
 //! ```
 
 mod calc;
-mod compat;
+pub(crate) mod compat;
 mod patch;
 mod spec;
 

@@ -303,6 +303,7 @@ pub fn resolve(
     externs: &mut [Extern],
     table: &mut MapTable,
     kconfig_path: Option<&Path>,
+    local: Option<&Btf>,
     target: &mut TargetBtf<'_>,
 ) -> Result<Vec<String>, LoadError> {
     let mut warnings = Vec::new();
@@ -325,7 +326,16 @@ pub fn resolve(
                 ext.is_set = true;
                 continue;
             }
-            *target_id = find_ksym(target.get()?, &ext.name, *is_func);
+            let kernel = target.get()?;
+            *target_id = find_ksym(kernel, &ext.name, *is_func);
+            if let (Some(local), Some(found)) = (local, *target_id)
+                && let Some(why) = incompatible(local, *type_id, kernel, found, *is_func)
+            {
+                if !ext.weak {
+                    return Err(extern_error(file, &ext.name, why));
+                }
+                *target_id = None;
+            }
             ext.is_set = target_id.is_some();
         }
     }
@@ -340,6 +350,45 @@ pub fn resolve(
         }
     }
     Ok(warnings)
+}
+
+/// libbpf's check that a ksym's declared type fits the kernel's (`bpf_core_types_are_compat`
+/// of the function prototypes, or of the variable types after modifiers and typedefs): `None`
+/// when it does, else libbpf's words for the refusal. A weak extern that does not fit is left
+/// unresolved, as libbpf leaves it.
+fn incompatible(
+    local: &Btf,
+    local_type: TypeId,
+    kernel: &Btf,
+    found: u32,
+    is_func: bool,
+) -> Option<String> {
+    let kernel_type = match kernel.get(found).map(|t| &t.kind) {
+        Some(BtfKind::Func { proto, .. }) if is_func => *proto,
+        Some(BtfKind::Var { ty, .. }) if !is_func => kernel.skip_mods_and_typedefs(*ty)?,
+        _ => return None,
+    };
+    let compatible =
+        crate::core_relo::compat::types_are_compat(local, local_type, kernel, kernel_type, 32)
+            .unwrap_or(false);
+    if compatible {
+        return None;
+    }
+    if is_func {
+        return Some(format!(
+            "func_proto [{local_type}] incompatible with vmlinux [{kernel_type}]"
+        ));
+    }
+    let describe = |btf: &Btf, id: TypeId| {
+        btf.get(id).map_or(String::from("? ?"), |t| {
+            format!("{} {}", t.kind.kind_name(), t.name)
+        })
+    };
+    Some(format!(
+        "incompatible types, expected [{local_type}] {}, but kernel has [{kernel_type}] {}",
+        describe(local, local_type),
+        describe(kernel, kernel_type)
+    ))
 }
 
 /// A kfunc by its essential name (`foo___v2` is `foo`), a variable by its name.

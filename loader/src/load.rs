@@ -65,6 +65,7 @@ pub fn load(file: &str, data: &[u8], opts: &LoadOptions) -> Result<Object, LoadE
         &mut externs,
         &mut table,
         opts.kconfig.as_deref(),
+        btf.as_ref(),
         &mut target,
     )?);
     if let (Some(local), Some(ext)) = (btf.as_ref(), btf_ext.as_ref()) {

@@ -313,3 +313,22 @@ fn every_example_loads() {
         }
     }
 }
+
+/// libbpf 1.7 refuses a kfunc whose declared prototype is not compatible with the kernel's
+/// (a forward declaration where vmlinux has a struct), naming both prototypes' ids; so does
+/// bpfemu, against the running kernel's BTF.
+#[test]
+fn a_kfunc_declared_with_other_kinds_of_types_is_refused_as_libbpf_does() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/ksym_types.o");
+    if !Path::new("/sys/kernel/btf/vmlinux").exists() {
+        eprintln!("skipping: no vmlinux BTF");
+        return;
+    }
+    let err = load_file(&path, &LoadOptions::default()).expect_err("refused");
+    let text = err.to_string();
+    assert!(
+        text.contains("extern 'bpf_key_put': func_proto [8] incompatible with vmlinux ["),
+        "{text}"
+    );
+    assert!(matches!(err, LoadError::Extern { .. }), "{err:?}");
+}

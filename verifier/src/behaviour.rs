@@ -71,3 +71,69 @@ pub fn compares_stack_scalars_as_registers(kernel: KernelVersion) -> bool {
 pub fn words_packet_access_as_region(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V7_2
 }
+
+/// A conditional jump is decided and refined from the ranges of both operands, whatever
+/// they are ("bpf: generalize is_branch_taken to work with two registers", "bpf: generalize
+/// reg_set_min_max() to handle two sets of two registers", "bpf: make the verifier track the
+/// 'not equal' for regs", Linux 6.8). Before, only a comparison with a constant source
+/// (an immediate, or a register whose value is known) was decided, `==`/`!=` only when the
+/// other side was a constant too; `!=` taught nothing (not even that an end of the range
+/// equal to the constant is excluded); a constant destination refined the source; and two
+/// registers that are both unknown learnt something only from a 64-bit `==`.
+pub fn compares_register_ranges(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_12
+}
+
+/// Two pointers compared equal, one of them known non-NULL, make the other non-NULL on the
+/// equal edge ("bpf: propagate nullness information for reg to reg comparisons", Linux
+/// 6.2). Before, only a comparison with zero settled a pointer's nullness.
+pub fn infers_non_null_from_pointer_equality(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_12
+}
+
+/// A helper's size register that may be zero, where zero is not allowed, is refused for its
+/// range: "R4 invalid zero-sized read: u64=[0,63]" ("bpf: Simplify checking size of helper
+/// accesses", Linux 6.8). Before, the memory argument was checked for an access of zero
+/// bytes, and the refusal was that memory's: "R3 min value is outside of the allowed memory
+/// range" for a map value or ring buffer record, "R3 offset is outside of the packet" for
+/// packet data, "invalid zero-sized read" for the stack.
+pub fn refuses_zero_size_by_its_range(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_12
+}
+
+/// An `exit` of the main program holding what must be released is refused for it by
+/// `check_resource_leak`: "BPF_EXIT instruction in main prog cannot be used inside
+/// bpf_spin_lock-ed region", "... would lead to reference leak" after the `Unreleased
+/// reference` lines (6.13 on; 6.18 and 7.2 have it). Before, in 6.12 and earlier, each
+/// resource had its own words: "bpf_spin_unlock is missing", "bpf_rcu_read_unlock is
+/// missing", "N bpf_preempt_enable is missing", and a leaked reference's `Unreleased
+/// reference id=N alloc_insn=M` was the last line.
+pub fn words_exit_leaks_by_resource(kernel: KernelVersion) -> bool {
+    kernel > KernelVersion::V6_12
+}
+
+/// A helper's access to the stack out of its bounds is worded by its direction, "invalid
+/// write to stack R1 off=-48 size=58" (6.18 and 7.2, where helper accesses carry a read or
+/// write type). In 6.12 and earlier a helper's access was "invalid indirect access to stack
+/// R1 off=-48 size=58", the kernel not knowing whether the helper reads or writes.
+pub fn words_helper_stack_access_by_direction(kernel: KernelVersion) -> bool {
+    kernel > KernelVersion::V6_12
+}
+
+/// A call of a global function that may sleep (it calls a sleepable helper or kfunc, or a
+/// function that does) is refused where sleeping is not allowed, an XDP program everywhere
+/// ("global functions that may sleep are not allowed in non-sleepable context", with the
+/// `might_sleep` summary of each subprogram: in 6.18 and 7.2, not in 6.12). Before, the call
+/// was assumed valid and the function's own verification refused the sleepable call in it.
+pub fn refuses_global_calls_that_may_sleep(kernel: KernelVersion) -> bool {
+    kernel > KernelVersion::V6_12
+}
+
+/// A call that may sleep, where sleeping is not allowed, is refused with where the walk stands
+/// (`non_sleepable_context_description`, 7.x): "sleepable helper bpf_copy_from_user#148 in
+/// non-sleepable prog", "sleepable global function f() called in non-sleepable prog". Until
+/// 6.18, "helper call might sleep in a non-sleepable prog" and "global functions that may
+/// sleep are not allowed in non-sleepable context, ... a non-sleepable BPF program context".
+pub fn words_sleeping_calls_by_context(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V7_2
+}

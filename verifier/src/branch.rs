@@ -127,6 +127,45 @@ fn is_branch_taken(r1: &RegState, r2: &RegState, cond: Cond, jmp32: bool) -> i32
     scalar_branch_taken(r1, r2, c, jmp32)
 }
 
+/// `is_branch_taken` before Linux 6.8 ([`crate::behaviour::compares_register_ranges`]): a
+/// jump is decided only against a constant source; `==` and `!=` only when the destination is
+/// a constant too; a pointer only against zero, when its type is never NULL.
+fn is_branch_taken_against_const(dst: &RegState, src: &RegState, cond: Cond, jmp32: bool) -> i32 {
+    if src.ty != RegType::Scalar || !is_reg_const(src, jmp32) {
+        if let Cond::Is(c) = cond
+            && dst.is_pkt_pointer_any()
+            && src.is_pkt_pointer_any()
+            && !jmp32
+        {
+            return pkt_ptr_branch_taken(dst, src, c);
+        }
+        return -1;
+    }
+    if dst.is_pointer() {
+        let never_null = dst.flags == 0
+            && matches!(
+                dst.ty,
+                RegType::MapValue
+                    | RegType::MapKey
+                    | RegType::Socket
+                    | RegType::SockCommon
+                    | RegType::TcpSock
+            );
+        if !never_null || const_value(src, jmp32) != 0 {
+            return -1;
+        }
+        return match cond {
+            Cond::Is(JmpCond::Eq) => 0,
+            Cond::Is(JmpCond::Ne) => 1,
+            _ => -1,
+        };
+    }
+    if matches!(cond, Cond::Is(JmpCond::Eq | JmpCond::Ne)) && !is_reg_const(dst, jmp32) {
+        return -1;
+    }
+    is_branch_taken(dst, src, cond, jmp32)
+}
+
 fn pkt_ptr_branch_taken(dst: &RegState, src: &RegState, c: JmpCond) -> i32 {
     let (pkt, c) = if src.ty == RegType::PacketEnd {
         (dst, c)
@@ -356,13 +395,29 @@ fn refine_width<W: BoundWidth>(r1: &mut RegState, r2: &mut RegState, cond: Cond)
 }
 
 /// `reg_set_min_max` on one edge: refines `dst` and `src` (a copy for immediates).
-fn set_min_max(dst: &mut RegState, src: &mut RegState, cond: Cond, jmp32: bool) {
+/// `two_ranges`: [`crate::behaviour::compares_register_ranges`].
+fn set_min_max(dst: &mut RegState, src: &mut RegState, cond: Cond, jmp32: bool, two_ranges: bool) {
     if dst.ty != RegType::Scalar || src.ty != RegType::Scalar {
+        return;
+    }
+    if !two_ranges && !refined_before_6_8(dst, src, cond, jmp32) {
         return;
     }
     refine(dst, src, cond, jmp32);
     dst.bounds_sync();
     src.bounds_sync();
+}
+
+/// Whether a kernel before 6.8 learnt anything on this edge: from a comparison with a
+/// constant (either side) except `!=`, and from two unknown registers only when a 64-bit
+/// comparison says they are equal (`reg_combine_min_max`).
+fn refined_before_6_8(dst: &RegState, src: &RegState, cond: Cond, jmp32: bool) -> bool {
+    let against_const = is_reg_const(src, jmp32) || is_reg_const(dst, jmp32);
+    match cond {
+        Cond::Is(JmpCond::Ne) => false,
+        Cond::Is(JmpCond::Eq) => against_const || !jmp32,
+        _ => against_const,
+    }
 }
 
 /// `collect_linked_regs`: the scalars sharing `id` that may still be read (registers live
@@ -632,7 +687,13 @@ pub fn check_cond_jmp(
         Source::Imm(imm) => RegState::known(imm as i64 as u64),
     };
     let dst_reg = *state.reg(dst);
-    let pred = is_branch_taken(&dst_reg, &src_reg, Cond::Is(cond), jmp32);
+    let kernel = env.input.kernel.version();
+    let two_ranges = crate::behaviour::compares_register_ranges(kernel);
+    let pred = if two_ranges {
+        is_branch_taken(&dst_reg, &src_reg, Cond::Is(cond), jmp32)
+    } else {
+        is_branch_taken_against_const(&dst_reg, &src_reg, Cond::Is(cond), jmp32)
+    };
     if pred >= 0 {
         if !dst_reg.is_pointer() {
             mark_chain_precision(env, state, dst)?;
@@ -669,12 +730,12 @@ pub fn check_cond_jmp(
         Source::Reg(s) if s != dst => {
             let mut od = *other.reg(dst);
             let mut os = *other.reg(s);
-            set_min_max(&mut od, &mut os, Cond::Is(cond), jmp32);
+            set_min_max(&mut od, &mut os, Cond::Is(cond), jmp32, two_ranges);
             *other.reg_mut(dst) = od;
             *other.reg_mut(s) = os;
             let mut td = dst_reg;
             let mut ts = src_reg;
-            set_min_max(&mut td, &mut ts, rev(cond), jmp32);
+            set_min_max(&mut td, &mut ts, rev(cond), jmp32, two_ranges);
             *state.reg_mut(dst) = td;
             *state.reg_mut(s) = ts;
         }
@@ -682,11 +743,11 @@ pub fn check_cond_jmp(
         Source::Imm(_) => {
             let mut od = *other.reg(dst);
             let mut fake = src_reg;
-            set_min_max(&mut od, &mut fake, Cond::Is(cond), jmp32);
+            set_min_max(&mut od, &mut fake, Cond::Is(cond), jmp32, two_ranges);
             *other.reg_mut(dst) = od;
             let mut td = dst_reg;
             let mut fake = src_reg;
-            set_min_max(&mut td, &mut fake, rev(cond), jmp32);
+            set_min_max(&mut td, &mut fake, rev(cond), jmp32, two_ranges);
             *state.reg_mut(dst) = td;
         }
     }
@@ -707,6 +768,7 @@ pub fn check_cond_jmp(
     }
     if let Source::Reg(s) = src
         && !jmp32
+        && crate::behaviour::infers_non_null_from_pointer_equality(kernel)
         && src_reg.is_pointer()
         && dst_reg.is_pointer()
         && src_reg.maybe_null() != dst_reg.maybe_null()

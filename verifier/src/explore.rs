@@ -15,7 +15,7 @@ use crate::{
     COMPLEXITY_LIMIT_JMP_SEQ, Errno, Options, Outcome, ProgramInput, Reject, Rejection, Stats,
     Verdict, alu, call, check, fixup, liveness, mem,
 };
-use bpfemu_isa::{CallTarget, Insn, Program, Reg};
+use bpfemu_isa::{CallTarget, Insn, KernelVersion, Program, Reg};
 use bpfemu_loader::Kernel;
 use std::time::Instant;
 
@@ -989,6 +989,11 @@ fn check_resource_leak(
     state: &VerifierState,
     exception_exit: bool,
 ) -> Result<(), Reject> {
+    if !exception_exit
+        && !crate::behaviour::words_exit_leaks_by_resource(env.input.kernel.version())
+    {
+        return check_exit_leaks_before_6_13(env, state);
+    }
     const EXIT: &str = "BPF_EXIT instruction in main prog";
     let prefix: &str = if exception_exit { "bpf_throw" } else { EXIT };
     let main = state.frames.len() == 1;
@@ -1037,6 +1042,54 @@ fn check_resource_leak(
         ));
     }
     Ok(())
+}
+
+/// An `exit` holding what must be released, in the words of the kernels before
+/// [`crate::behaviour::words_exit_leaks_by_resource`]: a lock, RCU or a non-preemptible
+/// section "is missing" its release; a reference leaked ends the log with its own
+/// `Unreleased reference` line. 5.10 and 6.1 refuse an exit holding a lock from any frame.
+fn check_exit_leaks_before_6_13(env: &mut Env<'_>, state: &VerifierState) -> Result<(), Reject> {
+    let main = state.frames.len() == 1;
+    let lock_checked_in_every_frame = env.input.kernel.version() < KernelVersion::V6_12;
+    if state.active_locks > 0 && (main || lock_checked_in_every_frame) {
+        return Err(env.reject(Errno::Einval, "bpf_spin_unlock is missing"));
+    }
+    if main && state.active_rcu_lock > 0 {
+        return Err(env.reject(Errno::Einval, "bpf_rcu_read_unlock is missing"));
+    }
+    if main && state.active_preempt_locks > 0 {
+        let n = state.active_preempt_locks;
+        let missing = if n == 1 { " is" } else { "(s) are" };
+        return Err(env.reject(
+            Errno::Einval,
+            format!("{n} bpf_preempt_enable{missing} missing"),
+        ));
+    }
+    if !main {
+        return Ok(());
+    }
+    let leaks: Vec<_> = state
+        .refs
+        .iter()
+        .filter(|r| r.kind == crate::state::RefKind::Ptr)
+        .copied()
+        .collect();
+    let Some((last, earlier)) = leaks.split_last() else {
+        return Ok(());
+    };
+    for r in earlier {
+        env.verbose(&format!(
+            "Unreleased reference id={} alloc_insn={}\n",
+            r.id, r.insn_idx
+        ));
+    }
+    Err(env.reject(
+        Errno::Einval,
+        format!(
+            "Unreleased reference id={} alloc_insn={}",
+            last.id, last.insn_idx
+        ),
+    ))
 }
 
 /// `check_return_code` for the main program.

@@ -49,9 +49,11 @@ fn use_def(kernel: &Kernel, insn: &Insn) -> (u16, u16) {
         Insn::Call(target) => {
             let params = match target {
                 CallTarget::Helper(id) => crate::call::helper::helper_param_count(id),
-                CallTarget::Kfunc { btf_id, off: 0 } => {
-                    crate::call::kfunc::kfunc_param_count(kernel.btf().ok(), btf_id as u32)
-                }
+                CallTarget::Kfunc { btf_id, off: 0 } => crate::call::kfunc::kfunc_param_count(
+                    kernel.version(),
+                    kernel.btf().ok(),
+                    btf_id as u32,
+                ),
                 _ => None,
             };
             let uses = match params {

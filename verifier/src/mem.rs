@@ -375,7 +375,8 @@ pub fn check_mem_access(
             }
         }
         RegType::Stack => {
-            check_stack_access_within_bounds(env, state, &reg, r, off, size_bytes, access)?;
+            let extra = stack_access_words(env, access, false);
+            check_stack_access_within_bounds(env, state, &reg, r, off, size_bytes, extra)?;
             check_stack_access(env, state, &reg, off, size_bytes, access, value_regno)?;
         }
         RegType::Packet | RegType::PacketMeta => {
@@ -786,8 +787,23 @@ fn stack_frame(state: &mut VerifierState, reg: &RegState) -> usize {
     (reg.frameno as usize).min(state.frames.len() - 1)
 }
 
+/// How a refusal of a stack access names it: by its direction, or, for a helper's access in
+/// the kernels before [`crate::behaviour::words_helper_stack_access_by_direction`], as an
+/// indirect access.
+fn stack_access_words(env: &Env<'_>, access: AccessType, by_helper: bool) -> &'static str {
+    let kernel = env.input.kernel.version();
+    if by_helper && !crate::behaviour::words_helper_stack_access_by_direction(kernel) {
+        " indirect access to"
+    } else if access == AccessType::Read {
+        " read from"
+    } else {
+        " write to"
+    }
+}
+
 /// `check_stack_access_within_bounds` (root may read uninitialised stack, so reads and
 /// writes share the 512-byte window), growing the frame's stack as the kernel does.
+/// `extra` is [`stack_access_words`]'s.
 fn check_stack_access_within_bounds(
     env: &mut Env<'_>,
     state: &mut VerifierState,
@@ -795,13 +811,8 @@ fn check_stack_access_within_bounds(
     r: u8,
     off: i32,
     size: i32,
-    access: AccessType,
+    extra: &str,
 ) -> Result<(), Reject> {
-    let extra = if access == AccessType::Read {
-        " read from"
-    } else {
-        " write to"
-    };
     if !reg.var_off.is_const()
         && (reg.smax_value >= BPF_MAX_VAR_OFF || reg.smin_value <= -BPF_MAX_VAR_OFF)
     {
@@ -1307,7 +1318,15 @@ pub fn check_helper_mem_access(
             if access_size == 0 && !zero_size_allowed {
                 return Err(env.reject(Errno::Eacces, "invalid zero-sized read"));
             }
-            check_stack_access_within_bounds(env, state, &reg, r, reg.off, access_size, access)?;
+            check_stack_access_within_bounds(
+                env,
+                state,
+                &reg,
+                r,
+                reg.off,
+                access_size,
+                stack_access_words(env, access, true),
+            )?;
             let (min, max) = stack_starts(&reg, reg.off);
             let clobber = access == AccessType::Write;
             check_stack_range_initialized(env, state, &reg, r, (min, max), access_size, clobber)
@@ -1360,7 +1379,12 @@ pub fn check_mem_size_reg(
             format!("R{r} min value is negative, either use unsigned or 'var &= const'"),
         ));
     }
-    if reg.umin_value == 0 && !zero_size_allowed {
+    let by_range = crate::behaviour::refuses_zero_size_by_its_range(env.input.kernel.version());
+    if reg.umin_value == 0 && !by_range {
+        // The memory's own check of an access of zero bytes decides, in its own words.
+        check_helper_mem_access(env, state, mem_regno, 0, access, zero_size_allowed)?;
+    }
+    if reg.umin_value == 0 && !zero_size_allowed && by_range {
         return Err(env.reject(
             Errno::Eacces,
             format!(

@@ -86,10 +86,17 @@ pub fn check_helper_call(
         ));
     }
     if proto.might_sleep {
-        return Err(env.reject(
-            Errno::Einval,
-            "helper call might sleep in a non-sleepable prog",
-        ));
+        let words = if crate::behaviour::words_sleeping_calls_by_context(env.input.kernel.version())
+        {
+            format!(
+                "sleepable helper {}#{func_id} in {}",
+                crate::call::proto::helper_display_name(func_id),
+                state.non_sleepable_context()
+            )
+        } else {
+            "helper call might sleep in a non-sleepable prog".to_string()
+        };
+        return Err(env.reject(Errno::Einval, words));
     }
     let mut meta = CallMeta {
         pkt_access: proto.pkt_access,

@@ -15,14 +15,14 @@
 //! treats every kfunc's pointer arguments as trusted, unless named `__nullable` or `__opt`.
 
 use super::dynptr::process_dynptr_func;
-use super::kfunc_sets;
 use super::proto::{ArgBase, ArgType, DYNPTR_TYPE_XDP, MEM_RDONLY, MEM_UNINIT};
 use crate::env::Env;
 use crate::mem::{AccessType, check_helper_mem_access, check_mem_size_reg};
+use crate::profile::kfuncs;
 use crate::state::VerifierState;
 use crate::state::reg::{self, RegState, RegType};
 use crate::{Errno, Reject};
-use bpfemu_isa::Reg;
+use bpfemu_isa::{KernelVersion, Reg};
 use bpfemu_loader::btf::{Btf, BtfKind, Param, TypeId};
 
 /// The kfuncs bpfemu checks here, all in the kfunc sets 6.18 gives XDP ([`kfunc_sets`]);
@@ -146,13 +146,14 @@ pub fn check_kfunc_call(
         ));
     };
     let name = func.name.as_str();
-    if !kfunc_sets::in_xdp_sets(name) {
+    let kernel = env.input.kernel.version();
+    if !kfuncs::xdp_may_call(kernel, name) {
         return Err(env.reject(
             Errno::Eacces,
             format!("calling kernel function {name} is not allowed"),
         ));
     }
-    if kfunc_sets::is_sleepable(name) {
+    if kfuncs::is_sleepable(kernel, name) {
         return Err(env.reject(
             Errno::Eacces,
             format!("program must be sleepable to call sleepable kfunc {name}"),
@@ -435,10 +436,14 @@ fn check_dynptr_slice(
 
 /// How many parameters the vmlinux kfunc `btf_id` takes (for the liveness of its argument
 /// registers, as `get_call_summary` counts them); `None` when vmlinux BTF does not say.
-pub fn kfunc_param_count(vmlinux: Option<&Btf>, btf_id: TypeId) -> Option<usize> {
+pub fn kfunc_param_count(
+    kernel: KernelVersion,
+    vmlinux: Option<&Btf>,
+    btf_id: TypeId,
+) -> Option<usize> {
     let btf = vmlinux?;
     // A kfunc the program type may not call is not looked up: all five argument registers.
-    if !kfunc_sets::in_xdp_sets(&btf.get(btf_id)?.name) {
+    if !kfuncs::xdp_may_call(kernel, &btf.get(btf_id)?.name) {
         return None;
     }
     func_params(btf, btf_id).map(<[Param]>::len)

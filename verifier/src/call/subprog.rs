@@ -38,7 +38,16 @@ pub fn check_func_call(
             return Err(env.reject(Errno::Einval, "use static function instead"));
         }
         // An XDP program never sleeps.
-        if env.subprogs[subprog].might_sleep {
+        if env.subprogs[subprog].might_sleep
+            && crate::behaviour::refuses_global_calls_that_may_sleep(env.input.kernel.version())
+        {
+            if crate::behaviour::words_sleeping_calls_by_context(env.input.kernel.version()) {
+                let context = state.non_sleepable_context();
+                return Err(env.reject(
+                    Errno::Einval,
+                    format!("sleepable global function {name}() called in {context}"),
+                ));
+            }
             env.verbose(
                 "global functions that may sleep are not allowed in non-sleepable context,\n\
                  i.e., in a RCU/IRQ/preempt-disabled section, or in\n",

@@ -7,6 +7,7 @@
 //!   words of its refusal;
 //! - [`maps`]: the map types each version can create;
 //! - [`global_funcs`]: what a global function's parameters may be.
+//! - [`kfuncs`]: the kfuncs each version lets XDP call.
 //!
 //! Every entry was read in that version's source (Debian's packages of 5.10, 6.1, 6.12 and
 //! 7.2) and held to what that kernel said when booted; 6.18 is the verifier bpfemu models, so
@@ -15,4 +16,5 @@
 pub mod global_funcs;
 pub mod helpers;
 pub mod insns;
+pub mod kfuncs;
 pub mod maps;

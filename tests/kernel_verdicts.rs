@@ -1,0 +1,199 @@
+//! Verdicts and messages as each kernel gives them, where the verifier's code changed between
+//! versions (`verifier/src/behaviour.rs`). The expected answers are what those kernels said,
+//! booted under QEMU with libbpf 1.7 (`bpfemu-kernel-vms`): Debian's 5.10.0-32, 6.1.0-47,
+//! 6.12.95+deb12 and 7.2.12+deb14 cloud kernels, and this machine's 6.18.44. CI judges the
+//! same fixtures in those kernels again (tests/kernels_vs_vms.rs).
+
+use std::process::Command;
+
+const KERNELS: [&str; 5] = ["5.10", "6.1", "6.12", "6.18", "7.2"];
+
+/// `verify OBJECT --kernel` every profile, as CSV: for `program`, per kernel in [`KERNELS`]
+/// order, "accepted" or the final error line.
+fn answers(object: &str, program: &str) -> Vec<String> {
+    answers_on(object, program, &KERNELS)
+}
+
+/// [`answers`] for `kernels` only.
+fn answers_on(object: &str, program: &str, kernels: &[&str]) -> Vec<String> {
+    let out = Command::new(env!("CARGO_BIN_EXE_bpfemu"))
+        .args(["verify", object, "--kernel", &kernels.join(","), "--csv"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("bpfemu runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let mut reader = csv_rows(&stdout);
+    let header = reader.remove(0);
+    let column = |name: &str| header.iter().position(|h| h == name).expect(name);
+    let (prog, kernel, verdict, error) = (
+        column("prog_name"),
+        column("kernel"),
+        column("verdict"),
+        column("error"),
+    );
+    kernels
+        .iter()
+        .map(|k| {
+            let row = reader
+                .iter()
+                .find(|r| r[prog] == program && r[kernel] == *k)
+                .unwrap_or_else(|| panic!("no row for {program} on {k}: {stdout}"));
+            if row[verdict] == "success" {
+                "accepted".to_string()
+            } else {
+                row[error].clone()
+            }
+        })
+        .collect()
+}
+
+/// The fields of each CSV line (quoted fields may hold commas; no field holds a newline).
+fn csv_rows(text: &str) -> Vec<Vec<String>> {
+    text.lines()
+        .map(|line| {
+            let (mut fields, mut field, mut quoted) = (Vec::new(), String::new(), false);
+            let mut chars = line.chars().peekable();
+            while let Some(c) = chars.next() {
+                match c {
+                    '"' if quoted && chars.peek() == Some(&'"') => {
+                        field.push('"');
+                        chars.next();
+                    }
+                    '"' => quoted = !quoted,
+                    ',' if !quoted => fields.push(std::mem::take(&mut field)),
+                    c => field.push(c),
+                }
+            }
+            fields.push(field);
+            fields
+        })
+        .collect()
+}
+
+const RANGES: &str = "tests/data/kernels/range_compares.o";
+
+/// `refuses_zero_size_by_its_range`: a size register in [0, 63] is refused by every kernel,
+/// in the words of the memory it sizes before 6.8 and for its range from 6.8 on.
+#[test]
+fn a_size_that_may_be_zero_is_refused_in_each_kernels_words() {
+    let old = "R1 min value is outside of the allowed memory range";
+    let new = "R2 invalid zero-sized read: u64=[0,63]";
+    assert_eq!(
+        answers(RANGES, "zero_size_from_range"),
+        [old, old, new, new, new]
+    );
+}
+
+/// `compares_register_ranges`: `n != 0` excludes 0 from [0, 63] from 6.8 on.
+#[test]
+fn not_equal_cuts_the_end_of_a_range_from_6_8() {
+    let old = "R1 min value is outside of the allowed memory range";
+    assert_eq!(
+        answers(RANGES, "not_equal_cuts_range_end"),
+        [old, old, "accepted", "accepted", "accepted"]
+    );
+}
+
+/// `compares_register_ranges`: `n < limit`, neither a constant, bounds `n` from 6.8 on.
+#[test]
+fn two_unknown_registers_bound_each_other_from_6_8() {
+    let old = "R2 unbounded memory access, use 'var &= const' or 'if (var < const)'";
+    assert_eq!(
+        answers(RANGES, "range_against_range"),
+        [old, old, "accepted", "accepted", "accepted"]
+    );
+}
+
+/// `infers_non_null_from_pointer_equality`: a pointer equal to a checked one is not NULL,
+/// from 6.2 on.
+#[test]
+fn a_pointer_equal_to_a_checked_one_is_not_null_from_6_2() {
+    let old = "R0 invalid mem access 'map_value_or_null'";
+    assert_eq!(
+        answers(RANGES, "pointer_equal_to_checked"),
+        [old, old, "accepted", "accepted", "accepted"]
+    );
+}
+
+/// `profile/kfuncs.rs`: the key kfuncs are refused to XDP by 6.1 and 6.12 before any argument
+/// is looked at, and callable from 6.13 on (5.10's BTF lacks them: the load fails first).
+#[test]
+fn key_kfuncs_reach_xdp_after_6_12() {
+    let refused = "calling kernel function bpf_lookup_system_key is not allowed";
+    assert_eq!(
+        answers_on(
+            "tests/data/kernels/key_kfuncs.o",
+            "system_key",
+            &KERNELS[1..]
+        ),
+        [refused, refused, "accepted", "accepted"]
+    );
+}
+
+const LEAKS: &str = "tests/data/kernels/exit_leaks.o";
+
+/// `words_exit_leaks_by_resource`: a reference leaked at `exit` ends the log with its own
+/// line up to 6.12, with `check_resource_leak`'s words after.
+#[test]
+fn a_leaked_reference_is_worded_by_each_kernel() {
+    let old = "Unreleased reference id=2 alloc_insn=4";
+    let new = "BPF_EXIT instruction in main prog would lead to reference leak";
+    assert_eq!(answers(LEAKS, "leaks_record"), [old, old, old, new, new]);
+}
+
+/// `words_exit_leaks_by_resource`: a lock held at `exit`.
+#[test]
+fn a_lock_held_at_exit_is_worded_by_each_kernel() {
+    let old = "bpf_spin_unlock is missing";
+    let new = "BPF_EXIT instruction in main prog cannot be used inside bpf_spin_lock-ed region";
+    assert_eq!(
+        answers(LEAKS, "exits_holding_lock"),
+        [old, old, old, new, new]
+    );
+}
+
+/// `words_helper_stack_access_by_direction`: a helper's access past the frame.
+#[test]
+fn a_helpers_stack_access_is_worded_by_each_kernel() {
+    let old = "invalid indirect access to stack R2 off=-2 size=4";
+    let new = "invalid read from stack R2 off=-2 size=4";
+    assert_eq!(
+        answers(LEAKS, "key_past_the_frame"),
+        [old, old, old, new, new]
+    );
+}
+
+const SLEEPY: &str = "tests/data/kernels/sleepy_global.o";
+
+/// `refuses_global_calls_that_may_sleep` and `words_sleeping_calls_by_context`: a global
+/// function calling a sleepable helper.
+#[test]
+fn a_global_function_that_may_sleep_is_refused_where_each_kernel_looks() {
+    let unknown = "unknown func bpf_copy_from_user#148";
+    assert_eq!(
+        answers(SLEEPY, "calls_sleepy_global"),
+        [
+            unknown,
+            unknown,
+            "program of this type cannot use helper bpf_copy_from_user#148",
+            "a non-sleepable BPF program context",
+            "sleepable global function copy_word() called in non-sleepable prog",
+        ]
+    );
+}
+
+/// `words_sleeping_calls_by_context`: the sleepable helper called from XDP itself.
+#[test]
+fn a_sleepable_helper_is_refused_in_each_kernels_words() {
+    let unknown = "unknown func bpf_copy_from_user#148";
+    assert_eq!(
+        answers(SLEEPY, "calls_sleepy_helper"),
+        [
+            unknown,
+            unknown,
+            "program of this type cannot use helper bpf_copy_from_user#148",
+            "helper call might sleep in a non-sleepable prog",
+            "sleepable helper bpf_copy_from_user#148 in non-sleepable prog",
+        ]
+    );
+}
