@@ -71,3 +71,32 @@ pub fn compares_stack_scalars_as_registers(kernel: KernelVersion) -> bool {
 pub fn words_packet_access_as_region(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V7_2
 }
+
+/// A scalar divided by, or taken modulo, a constant keeps a range: unsigned and signed, 32
+/// and 64 bits, `x / 0 = 0` and `x % 0 = x` included (`scalar_min_max_udiv`, `_sdiv`,
+/// `_umod`, `_smod` and their 32-bit twins in 7.2's `adjust_scalar_min_max_vals`, with
+/// `is_safe_to_compute_dst_reg_range` allowing DIV and MOD by a constant; from the series
+/// posted to bpf@vger in January 2026, tested by `verifier_div_mod_bounds.c`; not in 6.18).
+/// Before, the result of any division or modulo was an unknown scalar.
+pub fn bounds_div_mod_by_constant(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V7_2
+}
+
+/// A helper's memory argument (`ARG_PTR_TO_MEM`, map key or value) takes the context too:
+/// 7.2's `mem_types` ends with `PTR_TO_CTX`, so a context pointer reaches
+/// `check_func_arg_reg_off` (refused when moved: "dereference of modified ctx ptr R1
+/// off=4 disallowed") and `check_helper_mem_access` (only a syscall program's context may be
+/// read there; anything else is "R1 type=ctx expected=fp"). 6.18's list has no `ctx`: the
+/// words were "R1 type=ctx expected=fp, pkt, ...". For XDP the verdict is the same.
+pub fn passes_ctx_as_helper_memory(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V7_2
+}
+
+/// A pointer's offset past its base is one number in 7.x's words: 7.2's
+/// `check_generic_ptr_alignment` prints "misaligned stack access off -8+2 size 8" (the
+/// register's `var_off`, its fixed offset folded in, then the instruction's), where 6.18
+/// printed "off 0+-8+2" (`var_off`, then the register's fixed `off`, then the
+/// instruction's). Only the words are modelled; bpfemu keeps the fixed offset apart.
+pub fn words_pointer_offset_as_one(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V7_2
+}

@@ -521,9 +521,8 @@ fn check_ptr_alignment(
                 return Err(env.reject(
                     Errno::Eacces,
                     format!(
-                        "misaligned packet access off 2+{}+{}+{} size {size}",
-                        var_off_text(reg),
-                        reg.off,
+                        "misaligned packet access off 2+{}+{} size {size}",
+                        pointer_offset_text(env, reg),
                         off
                     ),
                 ));
@@ -554,9 +553,8 @@ fn check_ptr_alignment(
         return Err(env.reject(
             Errno::Eacces,
             format!(
-                "misaligned {desc}access off {}+{}+{} size {size}",
-                var_off_text(reg),
-                reg.off,
+                "misaligned {desc}access off {}+{} size {size}",
+                pointer_offset_text(env, reg),
                 off
             ),
         ));
@@ -565,8 +563,16 @@ fn check_ptr_alignment(
 }
 
 /// A variable offset in alignment messages: the value when known, else the tnum.
-fn var_off_text(reg: &RegState) -> String {
-    reg.var_off.text()
+/// Where a pointer points past its base, as an alignment error prints it: 6.18's
+/// `var_off+off`, or 7.x's one offset (see `behaviour::words_pointer_offset_as_one`).
+pub(crate) fn pointer_offset_text(env: &Env<'_>, reg: &RegState) -> String {
+    if crate::behaviour::words_pointer_offset_as_one(env.input.kernel.version()) {
+        reg.var_off
+            .add(crate::state::Tnum::constant(reg.off as i64 as u64))
+            .text()
+    } else {
+        format!("{}+{}", reg.var_off.text(), reg.off)
+    }
 }
 
 /// `__check_ptr_off_reg` for ctx: only the unmodified pointer may be dereferenced.

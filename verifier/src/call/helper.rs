@@ -18,9 +18,9 @@ use crate::state::reg::{self, RegState, RegType};
 use crate::state::stack::{SLOT_SIZE, SlotType};
 use crate::state::{RefKind, Tnum, VerifierState};
 use crate::{Errno, Reject};
-use bpfemu_isa::Reg;
 use bpfemu_isa::helpers::id;
 use bpfemu_isa::uapi::*;
+use bpfemu_isa::{KernelVersion, Reg};
 
 /// `MAX_ERRNO`: the most negative error a helper returns.
 const MAX_ERRNO: i64 = 4095;
@@ -357,7 +357,10 @@ fn resolve_map_arg_type(
 
 /// The register types an argument type accepts (`compatible_reg_types`), as the kernel prints
 /// them and, for the ones bpfemu's registers can hold, the type and flags that match.
-fn compatible_types(base: ArgBase) -> &'static [(&'static str, Option<(RegType, u32)>)] {
+fn compatible_types(
+    base: ArgBase,
+    kernel: KernelVersion,
+) -> &'static [(&'static str, Option<(RegType, u32)>)] {
     const MEM: &[(&str, Option<(RegType, u32)>)] = &[
         ("fp", Some((RegType::Stack, 0))),
         ("pkt", Some((RegType::Packet, 0))),
@@ -368,6 +371,18 @@ fn compatible_types(base: ArgBase) -> &'static [(&'static str, Option<(RegType, 
         ("ringbuf_mem", Some((RegType::Mem, reg::MEM_RINGBUF))),
         ("buf", None),
         ("trusted_ptr_", Some((RegType::BtfId, reg::PTR_TRUSTED))),
+    ];
+    const MEM_OR_CTX: &[(&str, Option<(RegType, u32)>)] = &[
+        ("fp", Some((RegType::Stack, 0))),
+        ("pkt", Some((RegType::Packet, 0))),
+        ("pkt_meta", Some((RegType::PacketMeta, 0))),
+        ("map_key", Some((RegType::MapKey, 0))),
+        ("map_value", Some((RegType::MapValue, 0))),
+        ("mem", Some((RegType::Mem, 0))),
+        ("ringbuf_mem", Some((RegType::Mem, reg::MEM_RINGBUF))),
+        ("buf", None),
+        ("trusted_ptr_", Some((RegType::BtfId, reg::PTR_TRUSTED))),
+        ("ctx", Some((RegType::Ctx, 0))),
     ];
     const SOCK_COMMON_BTF: &[(&str, Option<(RegType, u32)>)] = &[
         ("sock_common", Some((RegType::SockCommon, 0))),
@@ -418,7 +433,13 @@ fn compatible_types(base: ArgBase) -> &'static [(&'static str, Option<(RegType, 
         ("dynptr_ptr", Some((RegType::ConstPtrToDynptr, 0))),
     ];
     match base {
-        ArgBase::PtrToMapKey | ArgBase::PtrToMapValue | ArgBase::PtrToMem => MEM,
+        ArgBase::PtrToMapKey | ArgBase::PtrToMapValue | ArgBase::PtrToMem => {
+            if crate::behaviour::passes_ctx_as_helper_memory(kernel) {
+                MEM_OR_CTX
+            } else {
+                MEM
+            }
+        }
         ArgBase::ConstSize | ArgBase::ConstSizeOrZero | ArgBase::ConstAllocSizeOrZero => SCALAR,
         ArgBase::ConstMapPtr => MAP_PTR,
         ArgBase::PtrToCtx => CTX,
@@ -455,7 +476,7 @@ pub(crate) fn check_reg_type(
     regno: usize,
     arg_type: ArgType,
 ) -> Result<(), Reject> {
-    let compatible = compatible_types(arg_type.base);
+    let compatible = compatible_types(arg_type.base, env.input.kernel.version());
     let mut flags = reg.flags & TYPE_FLAGS;
     if arg_type.flags & MEM_RDONLY != 0 {
         flags &= !reg::MEM_RDONLY;
@@ -641,15 +662,13 @@ fn check_ptr_alignment(env: &mut Env<'_>, reg: &RegState, size: u32) -> Result<(
     }
     let msg = if ip_align != 0 {
         format!(
-            "misaligned packet access off {ip_align}+{}+{}+0 size {size}",
-            reg.var_off.text(),
-            reg.off
+            "misaligned packet access off {ip_align}+{}+0 size {size}",
+            crate::mem::pointer_offset_text(env, reg)
         )
     } else {
         format!(
-            "misaligned {desc}access off {}+{}+0 size {size}",
-            reg.var_off.text(),
-            reg.off
+            "misaligned {desc}access off {}+0 size {size}",
+            crate::mem::pointer_offset_text(env, reg)
         )
     };
     Err(env.reject(Errno::Eacces, msg))
@@ -1275,7 +1294,7 @@ mod tests {
     #[test]
     fn compatible_lists_print_as_the_kernel_does() {
         let names = |b| {
-            compatible_types(b)
+            compatible_types(b, KernelVersion::V6_18)
                 .iter()
                 .map(|(n, _)| *n)
                 .collect::<Vec<_>>()
@@ -1301,6 +1320,23 @@ mod tests {
         );
         assert_eq!(names(ArgBase::PtrToDynptr), "fp, dynptr_ptr");
         assert_eq!(names(ArgBase::PtrToBtfId), "ptr_, trusted_ptr_, rcu_ptr_");
+    }
+
+    #[test]
+    fn memory_arguments_take_a_ctx_from_7_2_on() {
+        let names = |k| {
+            compatible_types(ArgBase::PtrToMem, k)
+                .iter()
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        // The list 7.2 printed for a scalar passed as memory (verifier_helper_access_var_len).
+        assert_eq!(
+            names(KernelVersion::V7_2),
+            "fp, pkt, pkt_meta, map_key, map_value, mem, ringbuf_mem, buf, trusted_ptr_, ctx"
+        );
+        assert!(!names(KernelVersion::V6_18).contains("ctx"));
     }
 
     #[test]
