@@ -96,7 +96,35 @@ pub fn passes_ctx_as_helper_memory(kernel: KernelVersion) -> bool {
 /// `check_generic_ptr_alignment` prints "misaligned stack access off -8+2 size 8" (the
 /// register's `var_off`, its fixed offset folded in, then the instruction's), where 6.18
 /// printed "off 0+-8+2" (`var_off`, then the register's fixed `off`, then the
-/// instruction's). Only the words are modelled; bpfemu keeps the fixed offset apart.
+/// instruction's); and a memory region's access whose pointer, fixed offset included, may
+/// be below its base is "R0 min value is negative, ..." where 6.18, looking at the variable
+/// part only, said "R0 min value is outside of the allowed memory range". Only the words
+/// are modelled (both refuse); bpfemu keeps the fixed offset apart.
 pub fn words_pointer_offset_as_one(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V7_2
+}
+
+/// A message about a kfunc's argument names its register, "Possibly NULL pointer passed to
+/// trusted R1", "expected an initialized iter_bits as R1" (7.2's `reg_arg_name`); 6.18 named
+/// the argument, "arg0", "arg #0" or "arg#0" depending on the check.
+pub fn names_kfunc_args_by_register(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V7_2
+}
+
+/// A maybe-NULL pointer compared for equality with a register known to be zero is NULL on
+/// one side and not NULL on the other, as against the immediate 0 (7.2's
+/// `check_cond_jmp_op`: `BPF_X && bpf_register_is_null(src_reg)`, the zero made precise;
+/// `verifier_jeq_infer_not_null.c`'s `jeq_reg_reg_null_check`). 6.18 inferred nothing from a
+/// register, so the pointer stayed maybe-NULL on both sides.
+pub fn infers_null_from_a_null_register(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V7_2
+}
+
+/// A helper or global function that may sleep, called where nothing may, is refused naming
+/// the call and the reason ("sleepable helper bpf_copy_from_user#148 in non-sleepable
+/// prog", "sleepable global function f() called in rcu_read_lock region": 7.2's
+/// `non_sleepable_context_description`). 6.18 said "helper call might sleep in a
+/// non-sleepable prog" and, for a global function, "a non-sleepable BPF program context".
+pub fn words_sleeping_calls_by_context(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V7_2
 }

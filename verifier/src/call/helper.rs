@@ -86,10 +86,16 @@ pub fn check_helper_call(
         ));
     }
     if proto.might_sleep {
-        return Err(env.reject(
-            Errno::Einval,
-            "helper call might sleep in a non-sleepable prog",
-        ));
+        let msg = if crate::behaviour::words_sleeping_calls_by_context(env.input.kernel.version()) {
+            format!(
+                "sleepable helper {}#{func_id} in {}",
+                helper_display_name(func_id),
+                non_sleepable_context(state)
+            )
+        } else {
+            "helper call might sleep in a non-sleepable prog".to_owned()
+        };
+        return Err(env.reject(Errno::Einval, msg));
     }
     let mut meta = CallMeta {
         pkt_access: proto.pkt_access,
@@ -556,6 +562,22 @@ fn update_loop_inline_state(
     Ok(())
 }
 
+/// Why a call that may sleep may not sleep here (7.x's `non_sleepable_context_description`:
+/// the innermost reason first; an XDP program itself never sleeps).
+pub(crate) fn non_sleepable_context(state: &VerifierState) -> &'static str {
+    if state.active_rcu_lock > 0 {
+        "rcu_read_lock region"
+    } else if state.active_preempt_locks > 0 {
+        "non-preemptible region"
+    } else if state.active_irq_id != 0 {
+        "IRQ-disabled region"
+    } else if state.active_locks > 0 {
+        "lock region"
+    } else {
+        "non-sleepable prog"
+    }
+}
+
 /// `check_func_arg_reg_off`: which pointers may carry an offset into a helper.
 pub(crate) fn check_func_arg_reg_off(
     env: &mut Env<'_>,
@@ -611,6 +633,16 @@ fn check_ptr_off(
     fixed_off_ok: bool,
 ) -> Result<(), Reject> {
     let ty = kernel_type_str(reg);
+    // 7.x has one offset, and looks at whether it is known before its sign or size.
+    if crate::behaviour::words_pointer_offset_as_one(env.input.kernel.version())
+        && !reg.var_off.is_const()
+    {
+        let whole = reg.var_off.add(Tnum::constant(reg.off as i64 as u64));
+        return Err(env.reject(
+            Errno::Eacces,
+            format!("variable {ty} access var_off={} disallowed", whole.text()),
+        ));
+    }
     if reg.off < 0 {
         return Err(env.reject(
             Errno::Eacces,

@@ -38,6 +38,15 @@ pub fn check_func_call(
             return Err(env.reject(Errno::Einval, "use static function instead"));
         }
         // An XDP program never sleeps.
+        if env.subprogs[subprog].might_sleep
+            && crate::behaviour::words_sleeping_calls_by_context(env.input.kernel.version())
+        {
+            let context = crate::call::helper::non_sleepable_context(state);
+            return Err(env.reject(
+                Errno::Einval,
+                format!("sleepable global function {name}() called in {context}"),
+            ));
+        }
         if env.subprogs[subprog].might_sleep {
             env.verbose(
                 "global functions that may sleep are not allowed in non-sleepable context,\n\
