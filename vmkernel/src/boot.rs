@@ -27,12 +27,8 @@ pub const QEMU: &str = "qemu-system-x86_64";
 /// Boots of one [`Vm::run`] when the kernel dies before init (see there).
 pub const BOOT_ATTEMPTS: u32 = 3;
 
-/// Guest memory besides the initramfs. The cloud kernels boot and load programs in 256 MiB,
-/// but 7.x's arena maps take page tables for 4 GiB of kernel address space each
-/// (`populate_pgtable_except_pte`), freed later, so a run through the arena selftests in
-/// a 1 GiB guest failed to create them (-ENOMEM). Memory a TCG guest does not touch costs
-/// the host nothing.
-const BASE_MEMORY_MIB: u64 = 2048;
+/// Guest memory besides the initramfs: the cloud kernels boot and load programs in less.
+const BASE_MEMORY_MIB: u64 = 256;
 
 /// A machine to boot: a kernel, an init, the files and jobs of its initramfs.
 #[derive(Debug, Clone)]
