@@ -115,3 +115,14 @@ fn a_sign_mask_is_one_range_before_6_12() {
         [35, 35, 26, 26, 26]
     );
 }
+
+/// `bounds_div_mod_by_constant`: a packet byte divided by 3 plus another modulo 10 is at most
+/// 94 for 7.2 and a branch past 2000 is dead (23); up to 6.18 a division or modulo gives an
+/// unknown scalar and that branch is walked (36).
+#[test]
+fn a_division_by_a_constant_is_unbounded_before_7_2() {
+    assert_eq!(
+        processed_per_kernel("tests/data/kernels/div_mod_of_packet.o"),
+        [36, 36, 36, 36, 23]
+    );
+}

@@ -9,7 +9,7 @@ use crate::state::reg::{BPF_ADD_CONST, BPF_ADD_CONST32, BPF_ADD_CONST64, RegStat
 use crate::state::width::{BoundWidth, Bounds, Int, W32, W64};
 use crate::state::{Tnum, VerifierState};
 use crate::{Errno, Reject};
-use bpfemu_isa::{AluOp, Insn, Reg, Source, Width};
+use bpfemu_isa::{AluOp, Insn, KernelVersion, Reg, Source, Width};
 
 /// `check_reg_arg(SRC_OP)`: the register must have been written.
 pub fn check_reg_read(env: &mut Env<'_>, state: &VerifierState, reg: Reg) -> Result<(), Reject> {
@@ -322,7 +322,7 @@ fn adjust_reg_min_max_vals(
     }
     let mut d = *state.reg(dst);
     let wide_before = d.umax_value > u32::MAX as u64;
-    adjust_scalar_min_max_vals(&mut d, &src_reg, op, width);
+    adjust_scalar_min_max_vals(&mut d, &src_reg, op, width, kernel);
     link_add_const(&mut d, &src_reg, op, width, wide_before);
     *state.reg_mut(dst) = d;
     Ok(())
@@ -434,19 +434,28 @@ fn is_const_of_width(src: &RegState, width: Width) -> bool {
 }
 
 /// `is_safe_to_compute_dst_reg_range`.
-fn safe_to_compute(src: &RegState, op: AluOp, width: Width) -> bool {
+fn safe_to_compute(src: &RegState, op: AluOp, width: Width, kernel: KernelVersion) -> bool {
     let bits: u64 = if width == Width::W64 { 64 } else { 32 };
     let src_is_const = is_const_of_width(src, width);
     match op {
         AluOp::Add | AluOp::Sub | AluOp::And | AluOp::Xor | AluOp::Or | AluOp::Mul => true,
         AluOp::Lsh | AluOp::Rsh | AluOp::Arsh => src_is_const && src.umax_value < bits,
+        AluOp::Div | AluOp::SDiv | AluOp::Mod | AluOp::SMod => {
+            src_is_const && crate::behaviour::bounds_div_mod_by_constant(kernel)
+        }
         _ => false,
     }
 }
 
-/// `adjust_scalar_min_max_vals` for two scalars.
-pub fn adjust_scalar_min_max_vals(d: &mut RegState, s: &RegState, op: AluOp, width: Width) {
-    if !safe_to_compute(s, op, width) {
+/// `adjust_scalar_min_max_vals` for two scalars, as `kernel` computes them.
+pub fn adjust_scalar_min_max_vals(
+    d: &mut RegState,
+    s: &RegState,
+    op: AluOp,
+    width: Width,
+    kernel: KernelVersion,
+) {
+    if !safe_to_compute(s, op, width, kernel) {
         *d = RegState::unknown_scalar();
         return;
     }
@@ -502,6 +511,9 @@ pub fn adjust_scalar_min_max_vals(d: &mut RegState, s: &RegState, op: AluOp, wid
             } else {
                 scalar64_arsh(d, s)
             }
+        }
+        AluOp::Div | AluOp::SDiv | AluOp::Mod | AluOp::SMod => {
+            crate::div_mod::div_mod_by_constant(d, s, op, width)
         }
         _ => {}
     }
@@ -855,14 +867,20 @@ mod tests {
         a.umax_value = 10;
         a.bounds_sync();
         let b = RegState::known(5);
-        adjust_scalar_min_max_vals(&mut a, &b, AluOp::Add, Width::W64);
+        adjust_scalar_min_max_vals(&mut a, &b, AluOp::Add, Width::W64, KernelVersion::V6_18);
         assert_eq!((a.umin_value, a.umax_value), (5, 15));
     }
 
     #[test]
     fn and_with_mask_bounds_value() {
         let mut a = RegState::unknown_scalar();
-        adjust_scalar_min_max_vals(&mut a, &RegState::known(0xff), AluOp::And, Width::W64);
+        adjust_scalar_min_max_vals(
+            &mut a,
+            &RegState::known(0xff),
+            AluOp::And,
+            Width::W64,
+            KernelVersion::V6_18,
+        );
         assert_eq!((a.umin_value, a.umax_value), (0, 255));
         assert_eq!(a.var_off, Tnum::new(0, 0xff));
     }
@@ -870,7 +888,13 @@ mod tests {
     #[test]
     fn alu32_zero_extends() {
         let mut a = RegState::known(u64::MAX);
-        adjust_scalar_min_max_vals(&mut a, &RegState::known(1), AluOp::Add, Width::W32);
+        adjust_scalar_min_max_vals(
+            &mut a,
+            &RegState::known(1),
+            AluOp::Add,
+            Width::W32,
+            KernelVersion::V6_18,
+        );
         assert!(a.is_const_scalar(0));
     }
 }

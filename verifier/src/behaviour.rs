@@ -129,11 +129,59 @@ pub fn refuses_global_calls_that_may_sleep(kernel: KernelVersion) -> bool {
     kernel > KernelVersion::V6_12
 }
 
-/// A call that may sleep, where sleeping is not allowed, is refused with where the walk stands
-/// (`non_sleepable_context_description`, 7.x): "sleepable helper bpf_copy_from_user#148 in
-/// non-sleepable prog", "sleepable global function f() called in non-sleepable prog". Until
-/// 6.18, "helper call might sleep in a non-sleepable prog" and "global functions that may
-/// sleep are not allowed in non-sleepable context, ... a non-sleepable BPF program context".
+/// A scalar divided by, or taken modulo, a constant keeps a range: unsigned and signed, 32
+/// and 64 bits, `x / 0 = 0` and `x % 0 = x` included (`scalar_min_max_udiv`, `_sdiv`,
+/// `_umod`, `_smod` and their 32-bit twins in 7.2's `adjust_scalar_min_max_vals`, with
+/// `is_safe_to_compute_dst_reg_range` allowing DIV and MOD by a constant; from the series
+/// posted to bpf@vger in January 2026, tested by `verifier_div_mod_bounds.c`; not in 6.18).
+/// Before, the result of any division or modulo was an unknown scalar.
+pub fn bounds_div_mod_by_constant(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V7_2
+}
+
+/// A helper's memory argument (`ARG_PTR_TO_MEM`, map key or value) takes the context too:
+/// 7.2's `mem_types` ends with `PTR_TO_CTX`, so a context pointer reaches
+/// `check_func_arg_reg_off` (refused when moved: "dereference of modified ctx ptr R1
+/// off=4 disallowed") and `check_helper_mem_access` (only a syscall program's context may be
+/// read there; anything else is "R1 type=ctx expected=fp"). 6.18's list has no `ctx`: the
+/// words were "R1 type=ctx expected=fp, pkt, ...". For XDP the verdict is the same.
+pub fn passes_ctx_as_helper_memory(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V7_2
+}
+
+/// A pointer's offset past its base is one number in 7.x's words: 7.2's
+/// `check_generic_ptr_alignment` prints "misaligned stack access off -8+2 size 8" (the
+/// register's `var_off`, its fixed offset folded in, then the instruction's), where 6.18
+/// printed "off 0+-8+2" (`var_off`, then the register's fixed `off`, then the
+/// instruction's); and a memory region's access whose pointer, fixed offset included, may
+/// be below its base is "R0 min value is negative, ..." where 6.18, looking at the variable
+/// part only, said "R0 min value is outside of the allowed memory range". Only the words
+/// are modelled (both refuse); bpfemu keeps the fixed offset apart.
+pub fn words_pointer_offset_as_one(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V7_2
+}
+
+/// A message about a kfunc's argument names its register, "Possibly NULL pointer passed to
+/// trusted R1", "expected an initialized iter_bits as R1" (7.2's `reg_arg_name`); 6.18 named
+/// the argument, "arg0", "arg #0" or "arg#0" depending on the check.
+pub fn names_kfunc_args_by_register(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V7_2
+}
+
+/// A maybe-NULL pointer compared for equality with a register known to be zero is NULL on
+/// one side and not NULL on the other, as against the immediate 0 (7.2's
+/// `check_cond_jmp_op`: `BPF_X && bpf_register_is_null(src_reg)`, the zero made precise;
+/// `verifier_jeq_infer_not_null.c`'s `jeq_reg_reg_null_check`). 6.18 inferred nothing from a
+/// register, so the pointer stayed maybe-NULL on both sides.
+pub fn infers_null_from_a_null_register(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V7_2
+}
+
+/// A helper or global function that may sleep, called where nothing may, is refused naming
+/// the call and the reason ("sleepable helper bpf_copy_from_user#148 in non-sleepable
+/// prog", "sleepable global function f() called in rcu_read_lock region": 7.2's
+/// `non_sleepable_context_description`). 6.18 said "helper call might sleep in a
+/// non-sleepable prog" and, for a global function, "a non-sleepable BPF program context".
 pub fn words_sleeping_calls_by_context(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V7_2
 }

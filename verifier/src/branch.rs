@@ -787,11 +787,18 @@ pub fn check_cond_jmp(
             *t.reg_mut(which) = r;
         }
     }
+    let against_null_register = matches!(src, Source::Reg(_))
+        && src_reg.is_const_scalar(0)
+        && crate::behaviour::infers_null_from_a_null_register(env.input.kernel.version());
     let is_null_check = !jmp32
-        && matches!(src, Source::Imm(0))
+        && (matches!(src, Source::Imm(0)) || against_null_register)
         && matches!(cond, JmpCond::Eq | JmpCond::Ne)
         && dst_reg.maybe_null();
     if is_null_check {
+        if let Source::Reg(s) = src {
+            // The zero is this path's: it must stay zero in any state pruned against this one.
+            mark_chain_precision(env, state, s)?;
+        }
         mark_ptr_or_null_regs(env, state, dst, cond == JmpCond::Ne);
         mark_ptr_or_null_regs(env, &mut other, dst, cond == JmpCond::Eq);
     } else if let Source::Reg(s) = src

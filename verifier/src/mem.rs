@@ -522,9 +522,8 @@ fn check_ptr_alignment(
                 return Err(env.reject(
                     Errno::Eacces,
                     format!(
-                        "misaligned packet access off 2+{}+{}+{} size {size}",
-                        var_off_text(reg),
-                        reg.off,
+                        "misaligned packet access off 2+{}+{} size {size}",
+                        pointer_offset_text(env, reg),
                         off
                     ),
                 ));
@@ -555,9 +554,8 @@ fn check_ptr_alignment(
         return Err(env.reject(
             Errno::Eacces,
             format!(
-                "misaligned {desc}access off {}+{}+{} size {size}",
-                var_off_text(reg),
-                reg.off,
+                "misaligned {desc}access off {}+{} size {size}",
+                pointer_offset_text(env, reg),
                 off
             ),
         ));
@@ -566,8 +564,16 @@ fn check_ptr_alignment(
 }
 
 /// A variable offset in alignment messages: the value when known, else the tnum.
-fn var_off_text(reg: &RegState) -> String {
-    reg.var_off.text()
+/// Where a pointer points past its base, as an alignment error prints it: 6.18's
+/// `var_off+off`, or 7.x's one offset (see `behaviour::words_pointer_offset_as_one`).
+pub(crate) fn pointer_offset_text(env: &Env<'_>, reg: &RegState) -> String {
+    if crate::behaviour::words_pointer_offset_as_one(env.input.kernel.version()) {
+        reg.var_off
+            .add(crate::state::Tnum::constant(reg.off as i64 as u64))
+            .text()
+    } else {
+        format!("{}+{}", reg.var_off.text(), reg.off)
+    }
 }
 
 /// `__check_ptr_off_reg` for ctx: only the unmodified pointer may be dereferenced.
@@ -637,6 +643,21 @@ fn check_mem_bytes(
 }
 
 /// `check_mem_region_access`: the whole variable range of the pointer must fit.
+/// Whether the smallest offset is negative in the kernel's sense: 6.18 asks of the variable
+/// part alone (its fixed offset is in `off`), 7.x of the pointer's one offset, fixed part
+/// included (`behaviour::words_pointer_offset_as_one`). Either way such an access fails; the
+/// answer picks the words.
+fn min_offset_is_negative(env: &Env<'_>, reg: &RegState, off: i32) -> bool {
+    let (smin, off) = if crate::behaviour::words_pointer_offset_as_one(env.input.kernel.version()) {
+        let whole = reg.smin_value.checked_add(reg.off as i64);
+        (whole.unwrap_or(i64::MIN), off as i64 - reg.off as i64)
+    } else {
+        (reg.smin_value, off as i64)
+    };
+    let sum = smin.wrapping_add(off);
+    smin < 0 && (smin == i64::MIN || sum != sum as i32 as i64 || sum < 0)
+}
+
 fn check_mem_region_access(
     env: &mut Env<'_>,
     reg: &RegState,
@@ -647,11 +668,7 @@ fn check_mem_region_access(
     zero_ok: bool,
 ) -> Result<(), Reject> {
     let smin = reg.smin_value;
-    if smin < 0
-        && (smin == i64::MIN
-            || (off as i64 + smin) != (off as i64 + smin) as i32 as i64
-            || smin + (off as i64) < 0)
-    {
+    if min_offset_is_negative(env, reg, off) {
         return Err(env.reject(
             Errno::Eacces,
             format!("R{r} min value is negative, either use unsigned index or do a if (index >=0) check."),

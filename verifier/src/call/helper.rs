@@ -18,9 +18,9 @@ use crate::state::reg::{self, RegState, RegType};
 use crate::state::stack::{SLOT_SIZE, SlotType};
 use crate::state::{RefKind, Tnum, VerifierState};
 use crate::{Errno, Reject};
-use bpfemu_isa::Reg;
 use bpfemu_isa::helpers::id;
 use bpfemu_isa::uapi::*;
+use bpfemu_isa::{KernelVersion, Reg};
 
 /// `MAX_ERRNO`: the most negative error a helper returns.
 const MAX_ERRNO: i64 = 4095;
@@ -86,17 +86,16 @@ pub fn check_helper_call(
         ));
     }
     if proto.might_sleep {
-        let words = if crate::behaviour::words_sleeping_calls_by_context(env.input.kernel.version())
-        {
+        let msg = if crate::behaviour::words_sleeping_calls_by_context(env.input.kernel.version()) {
             format!(
                 "sleepable helper {}#{func_id} in {}",
-                crate::call::proto::helper_display_name(func_id),
-                state.non_sleepable_context()
+                helper_display_name(func_id),
+                non_sleepable_context(state)
             )
         } else {
-            "helper call might sleep in a non-sleepable prog".to_string()
+            "helper call might sleep in a non-sleepable prog".to_owned()
         };
-        return Err(env.reject(Errno::Einval, words));
+        return Err(env.reject(Errno::Einval, msg));
     }
     let mut meta = CallMeta {
         pkt_access: proto.pkt_access,
@@ -364,7 +363,10 @@ fn resolve_map_arg_type(
 
 /// The register types an argument type accepts (`compatible_reg_types`), as the kernel prints
 /// them and, for the ones bpfemu's registers can hold, the type and flags that match.
-fn compatible_types(base: ArgBase) -> &'static [(&'static str, Option<(RegType, u32)>)] {
+fn compatible_types(
+    base: ArgBase,
+    kernel: KernelVersion,
+) -> &'static [(&'static str, Option<(RegType, u32)>)] {
     const MEM: &[(&str, Option<(RegType, u32)>)] = &[
         ("fp", Some((RegType::Stack, 0))),
         ("pkt", Some((RegType::Packet, 0))),
@@ -375,6 +377,18 @@ fn compatible_types(base: ArgBase) -> &'static [(&'static str, Option<(RegType, 
         ("ringbuf_mem", Some((RegType::Mem, reg::MEM_RINGBUF))),
         ("buf", None),
         ("trusted_ptr_", Some((RegType::BtfId, reg::PTR_TRUSTED))),
+    ];
+    const MEM_OR_CTX: &[(&str, Option<(RegType, u32)>)] = &[
+        ("fp", Some((RegType::Stack, 0))),
+        ("pkt", Some((RegType::Packet, 0))),
+        ("pkt_meta", Some((RegType::PacketMeta, 0))),
+        ("map_key", Some((RegType::MapKey, 0))),
+        ("map_value", Some((RegType::MapValue, 0))),
+        ("mem", Some((RegType::Mem, 0))),
+        ("ringbuf_mem", Some((RegType::Mem, reg::MEM_RINGBUF))),
+        ("buf", None),
+        ("trusted_ptr_", Some((RegType::BtfId, reg::PTR_TRUSTED))),
+        ("ctx", Some((RegType::Ctx, 0))),
     ];
     const SOCK_COMMON_BTF: &[(&str, Option<(RegType, u32)>)] = &[
         ("sock_common", Some((RegType::SockCommon, 0))),
@@ -425,7 +439,13 @@ fn compatible_types(base: ArgBase) -> &'static [(&'static str, Option<(RegType, 
         ("dynptr_ptr", Some((RegType::ConstPtrToDynptr, 0))),
     ];
     match base {
-        ArgBase::PtrToMapKey | ArgBase::PtrToMapValue | ArgBase::PtrToMem => MEM,
+        ArgBase::PtrToMapKey | ArgBase::PtrToMapValue | ArgBase::PtrToMem => {
+            if crate::behaviour::passes_ctx_as_helper_memory(kernel) {
+                MEM_OR_CTX
+            } else {
+                MEM
+            }
+        }
         ArgBase::ConstSize | ArgBase::ConstSizeOrZero | ArgBase::ConstAllocSizeOrZero => SCALAR,
         ArgBase::ConstMapPtr => MAP_PTR,
         ArgBase::PtrToCtx => CTX,
@@ -462,7 +482,7 @@ pub(crate) fn check_reg_type(
     regno: usize,
     arg_type: ArgType,
 ) -> Result<(), Reject> {
-    let compatible = compatible_types(arg_type.base);
+    let compatible = compatible_types(arg_type.base, env.input.kernel.version());
     let mut flags = reg.flags & TYPE_FLAGS;
     if arg_type.flags & MEM_RDONLY != 0 {
         flags &= !reg::MEM_RDONLY;
@@ -542,6 +562,22 @@ fn update_loop_inline_state(
     Ok(())
 }
 
+/// Why a call that may sleep may not sleep here (7.x's `non_sleepable_context_description`:
+/// the innermost reason first; an XDP program itself never sleeps).
+pub(crate) fn non_sleepable_context(state: &VerifierState) -> &'static str {
+    if state.active_rcu_lock > 0 {
+        "rcu_read_lock region"
+    } else if state.active_preempt_locks > 0 {
+        "non-preemptible region"
+    } else if state.active_irq_id != 0 {
+        "IRQ-disabled region"
+    } else if state.active_locks > 0 {
+        "lock region"
+    } else {
+        "non-sleepable prog"
+    }
+}
+
 /// `check_func_arg_reg_off`: which pointers may carry an offset into a helper.
 pub(crate) fn check_func_arg_reg_off(
     env: &mut Env<'_>,
@@ -597,6 +633,16 @@ fn check_ptr_off(
     fixed_off_ok: bool,
 ) -> Result<(), Reject> {
     let ty = kernel_type_str(reg);
+    // 7.x has one offset, and looks at whether it is known before its sign or size.
+    if crate::behaviour::words_pointer_offset_as_one(env.input.kernel.version())
+        && !reg.var_off.is_const()
+    {
+        let whole = reg.var_off.add(Tnum::constant(reg.off as i64 as u64));
+        return Err(env.reject(
+            Errno::Eacces,
+            format!("variable {ty} access var_off={} disallowed", whole.text()),
+        ));
+    }
     if reg.off < 0 {
         return Err(env.reject(
             Errno::Eacces,
@@ -648,15 +694,13 @@ fn check_ptr_alignment(env: &mut Env<'_>, reg: &RegState, size: u32) -> Result<(
     }
     let msg = if ip_align != 0 {
         format!(
-            "misaligned packet access off {ip_align}+{}+{}+0 size {size}",
-            reg.var_off.text(),
-            reg.off
+            "misaligned packet access off {ip_align}+{}+0 size {size}",
+            crate::mem::pointer_offset_text(env, reg)
         )
     } else {
         format!(
-            "misaligned {desc}access off {}+{}+0 size {size}",
-            reg.var_off.text(),
-            reg.off
+            "misaligned {desc}access off {}+0 size {size}",
+            crate::mem::pointer_offset_text(env, reg)
         )
     };
     Err(env.reject(Errno::Eacces, msg))
@@ -1282,7 +1326,7 @@ mod tests {
     #[test]
     fn compatible_lists_print_as_the_kernel_does() {
         let names = |b| {
-            compatible_types(b)
+            compatible_types(b, KernelVersion::V6_18)
                 .iter()
                 .map(|(n, _)| *n)
                 .collect::<Vec<_>>()
@@ -1308,6 +1352,23 @@ mod tests {
         );
         assert_eq!(names(ArgBase::PtrToDynptr), "fp, dynptr_ptr");
         assert_eq!(names(ArgBase::PtrToBtfId), "ptr_, trusted_ptr_, rcu_ptr_");
+    }
+
+    #[test]
+    fn memory_arguments_take_a_ctx_from_7_2_on() {
+        let names = |k| {
+            compatible_types(ArgBase::PtrToMem, k)
+                .iter()
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        // The list 7.2 printed for a scalar passed as memory (verifier_helper_access_var_len).
+        assert_eq!(
+            names(KernelVersion::V7_2),
+            "fp, pkt, pkt_meta, map_key, map_value, mem, ringbuf_mem, buf, trusted_ptr_, ctx"
+        );
+        assert!(!names(KernelVersion::V6_18).contains("ctx"));
     }
 
     #[test]

@@ -181,7 +181,10 @@ fn process_iter_arg(
     let SlotIndex::At(spi) = spi.filter(valid) else {
         return Err(env.reject(
             Errno::Einval,
-            format!("expected an initialized iter_{kind} as arg #0"),
+            format!(
+                "expected an initialized iter_{kind} as {}",
+                super::kfunc::kfunc_arg_name(env, 0, "arg #0".into())
+            ),
         ));
     };
     let ref_obj_id = state.frames[frame].stack[spi].spilled_ptr.ref_obj_id;

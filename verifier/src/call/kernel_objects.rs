@@ -222,7 +222,11 @@ fn irq_flag(
         {
             spi
         }
-        _ => return Err(env.reject(Errno::Einval, "expected an initialized irq flag as arg#0")),
+        _ => {
+            let name = super::kfunc::kfunc_arg_name(env, 0, "arg#0".into());
+            let msg = format!("expected an initialized irq flag as {name}");
+            return Err(env.reject(Errno::Einval, msg));
+        }
     };
     let id = state.frames[frame].stack[spi].spilled_ptr.ref_obj_id;
     if id != state.active_irq_id {
@@ -570,7 +574,10 @@ fn check_object_arg(
     if trusted_or_rcu && (reg.is_const_scalar(0) || reg.flags & reg::PTR_MAYBE_NULL != 0) {
         return Err(env.reject(
             Errno::Eacces,
-            format!("Possibly NULL pointer passed to trusted arg{i}"),
+            format!(
+                "Possibly NULL pointer passed to trusted {}",
+                super::kfunc::kfunc_arg_name(env, i, format!("arg{i}"))
+            ),
         ));
     }
     let struct_name = btf.get(pointee).map_or("", |t| t.name.as_str()).to_owned();

@@ -63,6 +63,16 @@ const BPF_F_XDP_DEV_BOUND_ONLY: u32 = 1 << 6;
 /// `add_kfunc_call` for every kfunc call of the program, before the walk: the program's
 /// license must be GPL-compatible, the id must name a function of vmlinux BTF, and the
 /// metadata kfuncs need a device-bound program.
+/// How a message names a kfunc's argument `i`: 7.x by its register (`reg_arg_name`, "R1");
+/// 6.18 in the words each place had (`words_until_7`: "arg0", "arg#0", "arg #0").
+pub(crate) fn kfunc_arg_name(env: &Env<'_>, i: usize, words_until_7: String) -> String {
+    if crate::behaviour::names_kfunc_args_by_register(env.input.kernel.version()) {
+        format!("R{}", i + 1)
+    } else {
+        words_until_7
+    }
+}
+
 pub fn add_kfunc_calls(input: &crate::ProgramInput<'_>) -> Result<(), crate::check::CheckError> {
     const EINVAL: i32 = 22;
     let error = |message: String| crate::check::CheckError::new(EINVAL, None, message);
@@ -234,7 +244,10 @@ fn refuse_null_pointer_args(
         if reg.is_const_scalar(0) || reg.flags & reg::PTR_MAYBE_NULL != 0 {
             return Err(env.reject(
                 Errno::Eacces,
-                format!("Possibly NULL pointer passed to trusted arg{i}"),
+                format!(
+                    "Possibly NULL pointer passed to trusted {}",
+                    kfunc_arg_name(env, i, format!("arg{i}"))
+                ),
             ));
         }
     }

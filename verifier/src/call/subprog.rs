@@ -42,7 +42,7 @@ pub fn check_func_call(
             && crate::behaviour::refuses_global_calls_that_may_sleep(env.input.kernel.version())
         {
             if crate::behaviour::words_sleeping_calls_by_context(env.input.kernel.version()) {
-                let context = state.non_sleepable_context();
+                let context = crate::call::helper::non_sleepable_context(state);
                 return Err(env.reject(
                     Errno::Einval,
                     format!("sleepable global function {name}() called in {context}"),

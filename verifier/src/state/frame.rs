@@ -249,23 +249,6 @@ impl Default for VerifierState {
 }
 
 impl VerifierState {
-    /// Where the walk stands, in the words 7.x uses when it refuses a call that may sleep
-    /// (`non_sleepable_context_description`): the innermost kind of section first, else the
-    /// program itself, which for XDP never sleeps.
-    pub fn non_sleepable_context(&self) -> &'static str {
-        if self.active_rcu_lock > 0 {
-            "rcu_read_lock region"
-        } else if self.active_preempt_locks > 0 {
-            "non-preemptible region"
-        } else if self.active_irq_id != 0 {
-            "IRQ-disabled region"
-        } else if self.active_locks > 0 {
-            "lock region"
-        } else {
-            "non-sleepable prog"
-        }
-    }
-
     /// After a call: R1-R5 are not readable any more (`caller_saved` marked not init).
     /// Calls `f` on every register and spilled register of every frame
     /// (`bpf_for_each_reg_in_vstate`).

@@ -260,6 +260,11 @@ impl Tnum {
             if self.value <= u16::MAX as u64 {
                 return format!("{}", self.value);
             }
+            // `is_snum_decimal`: small negative constants print as such.
+            let signed = self.value as i64;
+            if (i16::MIN as i64..=i16::MAX as i64).contains(&signed) {
+                return format!("{signed}");
+            }
             return format!("{:#x}", self.value);
         }
         format!("(0x{:x}; 0x{:x})", self.value, self.mask)

@@ -16,11 +16,15 @@ pub trait Int: Copy + Ord {
     const MIN: Self;
     const MAX: Self;
     const ONE: Self;
+    const ZERO: Self;
     fn overflowing_add(self, other: Self) -> (Self, bool);
     fn overflowing_sub(self, other: Self) -> (Self, bool);
     fn checked_mul(self, other: Self) -> Option<Self>;
     fn wrapping_add(self, other: Self) -> Self;
     fn wrapping_sub(self, other: Self) -> Self;
+    /// Division rounding toward zero, as C's `/` (`MIN / -1` wraps; callers exclude it).
+    fn wrapping_div(self, other: Self) -> Self;
+    fn wrapping_neg(self) -> Self;
 }
 
 macro_rules! int {
@@ -29,6 +33,7 @@ macro_rules! int {
             const MIN: Self = <$t>::MIN;
             const MAX: Self = <$t>::MAX;
             const ONE: Self = 1;
+            const ZERO: Self = 0;
             fn overflowing_add(self, other: Self) -> (Self, bool) {
                 <$t>::overflowing_add(self, other)
             }
@@ -43,6 +48,12 @@ macro_rules! int {
             }
             fn wrapping_sub(self, other: Self) -> Self {
                 <$t>::wrapping_sub(self, other)
+            }
+            fn wrapping_div(self, other: Self) -> Self {
+                <$t>::wrapping_div(self, other)
+            }
+            fn wrapping_neg(self) -> Self {
+                <$t>::wrapping_neg(self)
             }
         }
     )*};
@@ -85,6 +96,12 @@ pub trait BoundWidth {
 
     /// `U` as `S`, bit for bit (`(s32)u32_min_value`).
     fn signed(u: Self::U) -> Self::S;
+    /// `S` as `U`, bit for bit (`(u32)s32_min_value`).
+    fn unsigned(s: Self::S) -> Self::U;
+
+    /// `reset_reg64_and_tnum` / `reset_reg32_and_tnum` (7.x): after an operation computed
+    /// this width's range only, the other width and the tnum become unknown.
+    fn reset_other_width_and_tnum(r: &mut RegState);
     /// The low bits of a 64-bit value as `U` and as `S` (a compared constant).
     fn trunc_u(v: u64) -> Self::U;
     fn trunc_s(v: u64) -> Self::S;
@@ -149,6 +166,15 @@ impl BoundWidth for W32 {
         u as i32
     }
 
+    fn unsigned(s: i32) -> u32 {
+        s as u32
+    }
+
+    fn reset_other_width_and_tnum(r: &mut RegState) {
+        r.mark_64_unbounded();
+        r.var_off = Tnum::UNKNOWN;
+    }
+
     fn trunc_u(v: u64) -> u32 {
         v as u32
     }
@@ -196,6 +222,15 @@ impl BoundWidth for W64 {
 
     fn signed(u: u64) -> i64 {
         u as i64
+    }
+
+    fn unsigned(s: i64) -> u64 {
+        s as u64
+    }
+
+    fn reset_other_width_and_tnum(r: &mut RegState) {
+        r.mark_32_unbounded();
+        r.var_off = Tnum::UNKNOWN;
     }
 
     fn trunc_u(v: u64) -> u64 {
