@@ -250,3 +250,21 @@ fn a_kernel_that_dies_before_init_is_an_error_with_its_last_words() {
     );
     assert!(text.contains("No working init found"), "{text}");
 }
+
+/// Each image names, in its boot header, the release it reports once booted: what
+/// `bpfemu diff --verifier --kernel-image` reads to choose the profile, without a boot.
+#[test]
+fn each_image_names_its_release_in_its_boot_header() {
+    for kernel in &images::KERNELS {
+        let test = format!(
+            "each_image_names_its_release_in_its_boot_header {}",
+            kernel.version
+        );
+        let Some(image) = image_or_skip(&test, kernel.version) else {
+            continue;
+        };
+        let release = bpfemu_vmkernel::bzimage::release_of(&image)
+            .unwrap_or_else(|e| panic!("{}: {e}", kernel.version));
+        assert_eq!(release, kernel.release);
+    }
+}
