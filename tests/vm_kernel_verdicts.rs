@@ -11,7 +11,7 @@
 use bpfemu_vmkernel::images;
 use bpfemu_vmkernel::test_images::image_or_skip;
 use bpfemu_vmkernel::{JobStatus, Vm};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 const BPFEMU: &str = env!("CARGO_BIN_EXE_bpfemu");
