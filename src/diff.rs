@@ -77,12 +77,14 @@
 //! reason instead of being compared.
 
 mod events;
+mod image;
 mod maps;
 mod packets;
 mod session;
 mod verdicts;
 
 pub use events::{EventComparison, EventRecord};
+pub use image::*;
 pub use maps::*;
 pub use packets::*;
 pub use session::*;

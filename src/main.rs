@@ -198,6 +198,11 @@ struct DiffArgs {
     /// Load every program in the kernel and report its verifier verdict, beside bpfemu's.
     #[arg(long, conflicts_with_all = ["pcap", "maps", "program", "fib", "sockets"])]
     verifier: bool,
+    /// With --verifier: the judge is this kernel image (a vmlinuz), booted under QEMU (TCG)
+    /// instead of the running kernel; bpfemu answers as the version its boot header names
+    /// (or the one --kernel names), with the booted kernel's BTF unless --btf gives one.
+    #[arg(long, value_name = "VMLINUZ", requires = "verifier")]
+    kernel_image: Option<PathBuf>,
     #[command(flatten)]
     load: LoadArgs,
 }
@@ -384,8 +389,12 @@ fn diff(args: DiffArgs) -> anyhow::Result<ExitCode> {
         maps,
         json,
         verifier,
+        kernel_image,
         load,
     } = args;
+    if let Some(image) = kernel_image {
+        return diff_kernel_image(&image, &opts.object, &load, json);
+    }
     opts.load = one_kernel(&load, "diff")?;
     let kernel = &opts.load.kernel;
     if KernelVersion::running() != Some(kernel.version()) {
@@ -412,14 +421,6 @@ fn diff(args: DiffArgs) -> anyhow::Result<ExitCode> {
     }
     let Some(prepared) = prepared else {
         let verdicts = diff::verify_in_kernel(&opts.object, &opts.load)?;
-        // A program the kernel rejects fails the run, as it would fail the deploy; so does a
-        // verdict or message of bpfemu's verifier that differs from the kernel's.
-        // Programs bpfemu does not verify (not XDP) are shown, not judged: the kernel may
-        // refuse them only for want of what a loader gives them (an attach target).
-        let rejected = verdicts
-            .iter()
-            .any(|v| v.bpfemu.verified && !v.kernel.accepted);
-        let disagree = verdicts.iter().any(|v| !v.agree);
         let written = (|| -> anyhow::Result<()> {
             if json {
                 let doc = serde_json::json!({
@@ -433,7 +434,7 @@ fn diff(args: DiffArgs) -> anyhow::Result<ExitCode> {
             }
             Ok(())
         })();
-        return verdict_despite_closed_pipe(written, u8::from(rejected || disagree));
+        return verdict_despite_closed_pipe(written, verdicts_exit(&verdicts));
     };
     let pcap = pcap.as_deref().context("a capture is needed")?;
     // A closed pipe stops the printing; the comparison still ends normally, so that the
@@ -457,6 +458,75 @@ fn diff(args: DiffArgs) -> anyhow::Result<ExitCode> {
         }
     };
     verdict_despite_closed_pipe(written, verdict)
+}
+
+/// `diff --verifier`'s verdict: 1 when a program the kernel judges is rejected there (it
+/// would fail the deploy) or when bpfemu's verdict or message differs; else 0. Programs
+/// bpfemu does not verify (not XDP) are shown, not judged: the kernel may refuse them only
+/// for want of what a loader gives them (an attach target).
+fn verdicts_exit(verdicts: &[bpfemu::diff::ProgramVerdict]) -> u8 {
+    let rejected = verdicts
+        .iter()
+        .any(|v| v.bpfemu.verified && !v.kernel.accepted);
+    let disagree = verdicts.iter().any(|v| !v.agree);
+    u8::from(rejected || disagree)
+}
+
+/// `diff --verifier --kernel-image VMLINUZ`: exit codes as against the running kernel; 2 when
+/// the image is not a kernel, names no profile, or does not boot.
+fn diff_kernel_image(
+    image: &Path,
+    object: &Path,
+    load: &LoadArgs,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    use bpfemu::diff;
+    let compared = (|| -> Result<diff::ImageVerdicts, diff::ImageDiffError> {
+        if load.kernel.len() > 1 {
+            return Err(diff::ImageDiffError::SeveralKernels {
+                path: image.display().to_string(),
+            });
+        }
+        let (_, version) = diff::image_kernel(image, load.kernel.first().copied())?;
+        diff::verify_in_image(
+            image,
+            version,
+            object,
+            &load.object.map_sizes,
+            load.object.btf.as_deref(),
+        )
+    })();
+    let compared = match compared {
+        Ok(compared) => compared,
+        Err(why) => {
+            eprintln!("bpfemu diff: {why}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let written = (|| -> anyhow::Result<()> {
+        if json {
+            let doc = serde_json::json!({
+                "object": object.display().to_string(),
+                "kernel_image": image.display().to_string(),
+                "release": compared.release,
+                "answered_as": compared.answered_as,
+                "programs": compared.programs,
+            });
+            writeln!(stdout(), "{}", serde_json::to_string_pretty(&doc)?)?;
+        } else {
+            writeln!(
+                stdout(),
+                "kernel: {} booted from {} (bpfemu answers as {})",
+                compared.release,
+                image.display(),
+                compared.answered_as
+            )?;
+            let text = diff::format_verdicts(&object.display().to_string(), &compared.programs);
+            write!(stdout(), "{text}")?;
+        }
+        Ok(())
+    })();
+    verdict_despite_closed_pipe(written, verdicts_exit(&compared.programs))
 }
 
 /// Progress through a conformance directory's files.

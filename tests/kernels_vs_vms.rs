@@ -10,6 +10,7 @@
 //! Needs QEMU and apt access to the kernels' suites (scripts/kernel_apt_sources.sh); skipped
 //! with a message without them, unless `BPFEMU_REQUIRE_KERNEL=1` (CI).
 
+use bpfemu_vmkernel::test_images::{self, kernel_required};
 use bpfemu_vmkernel::{JobStatus, Vm, images};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -34,27 +35,20 @@ fn judge() -> PathBuf {
 /// The image of `version` with QEMU and the judge at hand; else None after a skip message, or
 /// a failure under `BPFEMU_REQUIRE_KERNEL=1`.
 fn image_or_skip(version: &str) -> Option<PathBuf> {
-    let qemu = Command::new(bpfemu_vmkernel::boot::QEMU)
-        .arg("--version")
-        .output();
-    let why = if !qemu.is_ok_and(|o| o.status.success()) {
-        "qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)".to_owned()
-    } else if !judge().is_file() {
-        format!(
+    let test = format!("kernels_vs_vms {version}");
+    if !judge().is_file() {
+        let why = format!(
             "{} is not built (cargo build -p bpfemu-conformance --example libbpf_verdicts)",
             judge().display()
-        )
-    } else {
-        let kernel = images::kernel(version).expect("a known kernel");
-        match images::fetch(kernel, &images::cache_dir()) {
-            Ok(image) => return Some(image),
-            Err(e) => e.to_string(),
-        }
-    };
-    let required = std::env::var("BPFEMU_REQUIRE_KERNEL").is_ok_and(|v| v == "1");
-    assert!(!required, "{version}: BPFEMU_REQUIRE_KERNEL=1 but {why}");
-    eprintln!("kernels_vs_vms {version}: skipping: {why} (set BPFEMU_REQUIRE_KERNEL=1 to fail)");
-    None
+        );
+        assert!(
+            !kernel_required(),
+            "{test}: BPFEMU_REQUIRE_KERNEL=1 but {why}"
+        );
+        eprintln!("{test}: skipping: {why} (set BPFEMU_REQUIRE_KERNEL=1 to fail)");
+        return None;
+    }
+    test_images::image_or_skip(&test, version)
 }
 
 /// The objects judged, each with the label its names carry: the example corpus, and the

@@ -9,32 +9,12 @@
 //! a message without them, unless `BPFEMU_REQUIRE_KERNEL=1` (CI).
 
 use bpfemu_vmkernel::images;
+use bpfemu_vmkernel::test_images::image_or_skip;
 use bpfemu_vmkernel::{JobStatus, Vm};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 const BPFEMU: &str = env!("CARGO_BIN_EXE_bpfemu");
-
-/// The image of `version`, when QEMU is installed and the image can be had; else None after a
-/// skip message, or a failure under `BPFEMU_REQUIRE_KERNEL=1`.
-fn image_or_skip(test: &str, version: &str) -> Option<PathBuf> {
-    let qemu = std::process::Command::new(bpfemu_vmkernel::boot::QEMU)
-        .arg("--version")
-        .output();
-    let kernel = images::kernel(version).expect("a known kernel");
-    let why = if qemu.is_ok_and(|o| o.status.success()) {
-        match images::fetch(kernel, &images::cache_dir()) {
-            Ok(image) => return Some(image),
-            Err(e) => e.to_string(),
-        }
-    } else {
-        "qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)".to_owned()
-    };
-    let required = std::env::var("BPFEMU_REQUIRE_KERNEL").is_ok_and(|v| v == "1");
-    assert!(!required, "{test}: BPFEMU_REQUIRE_KERNEL=1 but {why}");
-    eprintln!("{test}: skipping: {why} (set BPFEMU_REQUIRE_KERNEL=1 to fail)");
-    None
-}
 
 /// The kernel-verdicts lines `version` gives for both test objects, booted with bpfemu as init.
 fn kernel_verdicts_in(version: &str, image: &Path) -> Vec<serde_json::Value> {

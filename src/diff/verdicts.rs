@@ -7,7 +7,7 @@ use super::*;
 // Verifier verdicts
 
 /// The kernel's verdict on one program.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct KernelVerdict {
     pub accepted: bool,
     /// The kernel's error line for a rejection (or why the load could not happen).
@@ -151,7 +151,7 @@ pub fn kernel_verdicts(
 }
 
 /// One program's verdict from the kernel alone.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct KernelProgramVerdict {
     pub program: String,
     pub section: String,

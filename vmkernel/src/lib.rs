@@ -8,11 +8,15 @@
 //! - [`guest`]: the `/init` side, which runs the jobs and reports on the console.
 //! - [`boot`]: the host side, [`Vm`]: build, boot, time out, parse.
 //! - [`frame`]: the console records both sides share.
+//! - [`bzimage`]: the release an image names in its boot header, read without booting it.
+//! - [`test_images`]: an image for a test, or a skip.
 
 pub mod boot;
+pub mod bzimage;
 pub mod frame;
 pub mod guest;
 pub mod images;
 pub mod initramfs;
+pub mod test_images;
 
 pub use boot::{JobResult, JobStatus, Results, Vm, VmError};

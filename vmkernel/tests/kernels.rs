@@ -8,7 +8,8 @@
 //! -p bpfemu-conformance --example libbpf_verdicts`; `cargo test --workspace` builds it).
 //! Skipped with a message when any is missing, unless `BPFEMU_REQUIRE_KERNEL=1` (CI).
 
-use bpfemu_vmkernel::images::{self, KernelImage};
+use bpfemu_vmkernel::images;
+use bpfemu_vmkernel::test_images::{image_or_skip, kernel_required};
 use bpfemu_vmkernel::{JobStatus, Vm, VmError};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -23,17 +24,16 @@ struct Setup {
     objects: PathBuf,
 }
 
-fn required() -> bool {
-    std::env::var("BPFEMU_REQUIRE_KERNEL").is_ok_and(|v| v == "1")
-}
-
 /// The setup, or None after a skip message; a panic under `BPFEMU_REQUIRE_KERNEL=1`.
 fn setup_or_skip(test: &str) -> Option<&'static Setup> {
     static SETUP: OnceLock<Result<Setup, String>> = OnceLock::new();
     match SETUP.get_or_init(setup) {
         Ok(setup) => Some(setup),
         Err(why) => {
-            assert!(!required(), "{test}: BPFEMU_REQUIRE_KERNEL=1 but {why}");
+            assert!(
+                !kernel_required(),
+                "{test}: BPFEMU_REQUIRE_KERNEL=1 but {why}"
+            );
             eprintln!("{test}: skipping: {why} (set BPFEMU_REQUIRE_KERNEL=1 to fail)");
             None
         }
@@ -65,19 +65,6 @@ fn target_dir() -> PathBuf {
         .and_then(Path::parent)
         .expect("target/debug/deps/TEST")
         .to_owned()
-}
-
-/// The kernel's image from the cache (fetched on first use), or None after a skip message: a
-/// machine without the suites in apt's sources; a failure under `BPFEMU_REQUIRE_KERNEL=1`.
-fn image_or_skip(test: &str, kernel: &KernelImage) -> Option<PathBuf> {
-    match images::fetch(kernel, &images::cache_dir()) {
-        Ok(path) => Some(path),
-        Err(why) => {
-            assert!(!required(), "{test}: BPFEMU_REQUIRE_KERNEL=1 but {why}");
-            eprintln!("{test}: skipping: {why} (set BPFEMU_REQUIRE_KERNEL=1 to fail)");
-            None
-        }
-    }
 }
 
 /// One verdict line of libbpf_verdicts.
@@ -112,7 +99,7 @@ fn judged_by(version: &str, sdiv: Verdict) {
         return;
     };
     let kernel = images::kernel(version).expect("a known kernel");
-    let Some(image) = image_or_skip(&test, kernel) else {
+    let Some(image) = image_or_skip(&test, kernel.version) else {
         return;
     };
     let object = |name: &str| std::fs::read(setup.objects.join(name)).expect(name);
@@ -213,7 +200,7 @@ fn a_job_that_never_ends_times_out_with_a_clear_error() {
         return;
     }
     let kernel = images::kernel("6.1").expect("6.1");
-    let Some(image) = image_or_skip(test, kernel) else {
+    let Some(image) = image_or_skip(test, kernel.version) else {
         return;
     };
     let started = std::time::Instant::now();
@@ -244,7 +231,7 @@ fn a_kernel_that_dies_before_init_is_an_error_with_its_last_words() {
         return;
     }
     let kernel = images::kernel("6.1").expect("6.1");
-    let Some(image) = image_or_skip(test, kernel) else {
+    let Some(image) = image_or_skip(test, kernel.version) else {
         return;
     };
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/vm/build.sh");
@@ -262,4 +249,22 @@ fn a_kernel_that_dies_before_init_is_an_error_with_its_last_words() {
         "{text}"
     );
     assert!(text.contains("No working init found"), "{text}");
+}
+
+/// Each image names, in its boot header, the release it reports once booted: what
+/// `bpfemu diff --verifier --kernel-image` reads to choose the profile, without a boot.
+#[test]
+fn each_image_names_its_release_in_its_boot_header() {
+    for kernel in &images::KERNELS {
+        let test = format!(
+            "each_image_names_its_release_in_its_boot_header {}",
+            kernel.version
+        );
+        let Some(image) = image_or_skip(&test, kernel.version) else {
+            continue;
+        };
+        let release = bpfemu_vmkernel::bzimage::release_of(&image)
+            .unwrap_or_else(|e| panic!("{}: {e}", kernel.version));
+        assert_eq!(release, kernel.release);
+    }
 }
