@@ -10,8 +10,6 @@
 mod common;
 
 use bpfemu_isa::KernelVersion;
-use bpfemu_loader::Kernel;
-use bpfemu_verifier::Options;
 use common::{bpfemu_side, kernel_side::Judgement, probe};
 
 /// What a kernel said of a probe.
@@ -420,34 +418,6 @@ const MEASURED: &[(&str, [Said; 5])] = &[
     ),
 ];
 
-/// bpfemu's answer as `version`: a map the version cannot create fails the load as the judge
-/// reports it; else the verifier's verdict.
-fn bpfemu_as(p: &probe::Probe, version: KernelVersion) -> Judgement {
-    for m in &p.maps {
-        if let Some((errno, _)) =
-            bpfemu_verifier::profile::maps::creation_refusal(version, m.map_type)
-        {
-            return Judgement {
-                accepted: false,
-                message: Some(format!(
-                    "map {}: BPF_MAP_CREATE fails with errno {}",
-                    m.name, errno.0
-                )),
-                processed: None,
-            };
-        }
-    }
-    // kfunc probes look their BTF id up in a kernel's BTF: the running one's serves every
-    // version (id 1 is no function in any of them).
-    let kernel = Kernel::named(version, Some(bpfemu_loader::kernel::VMLINUX_BTF.into()));
-    let verdict = bpfemu_side::verify_probe(p, &Options::default(), &kernel);
-    let mut judgement = bpfemu_side::judgement(&verdict);
-    if judgement.accepted {
-        judgement.message = None;
-    }
-    judgement
-}
-
 #[test]
 fn each_kernel_answers_as_measured() {
     let file = probe::probe_dir().join("kernels.probes");
@@ -467,7 +437,7 @@ fn each_kernel_answers_as_measured() {
             .find(|(name, _)| *name == short)
             .unwrap_or_else(|| panic!("{short}: not measured"));
         for (version, said) in KernelVersion::ALL.into_iter().zip(said) {
-            let ours = bpfemu_as(p, version);
+            let ours = bpfemu_side::judge_as(p, version);
             let theirs = said.judgement();
             if ours != theirs {
                 wrong.push(format!(
