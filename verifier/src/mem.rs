@@ -522,7 +522,7 @@ fn check_ptr_alignment(
                     Errno::Eacces,
                     format!(
                         "misaligned packet access off 2+{}+{}+{} size {size}",
-                        var_off_text(reg),
+                        var_off_text(env, reg),
                         reg.off,
                         off
                     ),
@@ -555,7 +555,7 @@ fn check_ptr_alignment(
             Errno::Eacces,
             format!(
                 "misaligned {desc}access off {}+{}+{} size {size}",
-                var_off_text(reg),
+                var_off_text(env, reg),
                 reg.off,
                 off
             ),
@@ -565,8 +565,12 @@ fn check_ptr_alignment(
 }
 
 /// A variable offset in alignment messages: the value when known, else the tnum.
-fn var_off_text(reg: &RegState) -> String {
-    reg.var_off.text()
+/// `tnum_strn` of the register's `var_off`, as the kernel answered for prints it.
+pub(crate) fn var_off_text(env: &Env<'_>, reg: &RegState) -> String {
+    match crate::behaviour::prints_constant_var_off_as_number(env.input.kernel.version()) {
+        true => reg.var_off.text(),
+        false => format!("(0x{:x}; 0x{:x})", reg.var_off.value, reg.var_off.mask),
+    }
 }
 
 /// `__check_ptr_off_reg` for ctx: only the unmodified pointer may be dereferenced.

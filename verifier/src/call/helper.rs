@@ -642,13 +642,13 @@ fn check_ptr_alignment(env: &mut Env<'_>, reg: &RegState, size: u32) -> Result<(
     let msg = if ip_align != 0 {
         format!(
             "misaligned packet access off {ip_align}+{}+{}+0 size {size}",
-            reg.var_off.text(),
+            crate::mem::var_off_text(env, reg),
             reg.off
         )
     } else {
         format!(
             "misaligned {desc}access off {}+{}+0 size {size}",
-            reg.var_off.text(),
+            crate::mem::var_off_text(env, reg),
             reg.off
         )
     };
