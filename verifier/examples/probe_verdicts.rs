@@ -89,7 +89,10 @@ fn take_bpfemu_version(args: &mut Vec<String>) -> Result<Option<KernelVersion>, 
     let Some(at) = args.iter().position(|a| a == "--bpfemu") else {
         return Ok(None);
     };
-    let name = args.get(at + 1).cloned().ok_or("--bpfemu needs a version")?;
+    let name = args
+        .get(at + 1)
+        .cloned()
+        .ok_or("--bpfemu needs a version")?;
     args.drain(at..at + 2);
     KernelVersion::ALL
         .into_iter()

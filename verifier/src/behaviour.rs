@@ -91,3 +91,9 @@ pub fn names_scalars_scalar(kernel: KernelVersion) -> bool {
 pub fn prints_constant_var_off_as_number(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V6_12
 }
+
+/// A register's fixed offset is part of its `var_off` (7.x has no `reg->off`), so a
+/// misaligned access names two offsets, `0+-4`; before, three, `0+0+-4`.
+pub fn folds_fixed_offset_into_var_off(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V7_2
+}

@@ -521,10 +521,8 @@ fn check_ptr_alignment(
                 return Err(env.reject(
                     Errno::Eacces,
                     format!(
-                        "misaligned packet access off 2+{}+{}+{} size {size}",
-                        var_off_text(env, reg),
-                        reg.off,
-                        off
+                        "misaligned packet access off 2+{} size {size}",
+                        misaligned_offsets(env, reg, off)
                     ),
                 ));
             }
@@ -554,10 +552,8 @@ fn check_ptr_alignment(
         return Err(env.reject(
             Errno::Eacces,
             format!(
-                "misaligned {desc}access off {}+{}+{} size {size}",
-                var_off_text(env, reg),
-                reg.off,
-                off
+                "misaligned {desc}access off {} size {size}",
+                misaligned_offsets(env, reg, off)
             ),
         ));
     }
@@ -565,12 +561,21 @@ fn check_ptr_alignment(
 }
 
 /// A variable offset in alignment messages: the value when known, else the tnum.
-/// `tnum_strn` of the register's `var_off`, as the kernel answered for prints it.
-pub(crate) fn var_off_text(env: &Env<'_>, reg: &RegState) -> String {
-    match crate::behaviour::prints_constant_var_off_as_number(env.input.kernel.version()) {
+/// The offsets of a misaligned access message: `VAR_OFF+REG_OFF+OFF`, the var_off as
+/// `tnum_strn` prints it; 7.x has no fixed offset apart from var_off: `VAR_OFF+OFF`.
+pub(crate) fn misaligned_offsets(env: &Env<'_>, reg: &RegState, off: i32) -> String {
+    let version = env.input.kernel.version();
+    if crate::behaviour::folds_fixed_offset_into_var_off(version) {
+        let var_off = reg
+            .var_off
+            .add(crate::state::Tnum::constant(reg.off as i64 as u64));
+        return format!("{}+{off}", var_off.text());
+    }
+    let var_off = match crate::behaviour::prints_constant_var_off_as_number(version) {
         true => reg.var_off.text(),
         false => format!("(0x{:x}; 0x{:x})", reg.var_off.value, reg.var_off.mask),
-    }
+    };
+    format!("{var_off}+{}+{off}", reg.off)
 }
 
 /// `__check_ptr_off_reg` for ctx: only the unmodified pointer may be dereferenced.

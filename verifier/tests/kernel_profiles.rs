@@ -416,6 +416,36 @@ const MEASURED: &[(&str, [Said; 5])] = &[
             R("jump into the middle of ldimm64 insn 2", Some(0)),
         ],
     ),
+    (
+        "scalar_named_inv_until_5_17_bad",
+        [
+            R("R0 invalid mem access 'inv'", Some(2)),
+            R("R0 invalid mem access 'scalar'", Some(2)),
+            R("R0 invalid mem access 'scalar'", Some(2)),
+            R("R0 invalid mem access 'scalar'", Some(2)),
+            R("R0 invalid mem access 'scalar'", Some(2)),
+        ],
+    ),
+    (
+        "misaligned_stack_var_off_as_tnum_until_6_12_bad",
+        [
+            R("misaligned stack access off (0x0; 0x0)+0+-4 size 8", Some(2)),
+            R("misaligned stack access off (0x0; 0x0)+0+-4 size 8", Some(2)),
+            R("misaligned stack access off 0+0+-4 size 8", Some(2)),
+            R("misaligned stack access off 0+0+-4 size 8", Some(2)),
+            R("misaligned stack access off 0+-4 size 8", Some(2)),
+        ],
+    ),
+    (
+        "frames_rounded_to_32_until_6_12_ok",
+        [
+            R("combined stack size of 2 calls is 544. Too large", Some(7)),
+            R("combined stack size of 2 calls is 544. Too large", Some(7)),
+            A(7),
+            A(7),
+            A(7),
+        ],
+    ),
 ];
 
 #[test]

@@ -2,10 +2,10 @@
 
 use super::kernel_side::{Judgement, probe_btf};
 use super::probe::{Probe, ProbeMap, subprog_starts};
+use bpfemu_isa::KernelVersion;
 use bpfemu_kernel::verifier_error_line;
 use bpfemu_loader::btf::Btf;
 use bpfemu_loader::{Kernel, MapOrigin, MapSpec};
-use bpfemu_isa::KernelVersion;
 use bpfemu_verifier::{Options, ProgramInput, Verdict, verify};
 
 /// The loader's description of a probe's map.

@@ -122,10 +122,9 @@ fn run(options: &Options) -> Result<(), String> {
         for (i, object) in options.objects.iter().enumerate() {
             let bytes = std::fs::read(object).map_err(|e| format!("{}: {e}", object.display()))?;
             // The file keeps its name (a probe judge names its probes after the file).
-            let name = object.file_name().map_or_else(
-                || format!("{i}.o"),
-                |n| n.to_string_lossy().into_owned(),
-            );
+            let name = object
+                .file_name()
+                .map_or_else(|| format!("{i}.o"), |n| n.to_string_lossy().into_owned());
             let guest_path = format!("/objects/{i}/{name}");
             vm = vm
                 .with_file(&guest_path, bytes)
