@@ -306,8 +306,9 @@ def main(argv):
         why = drop_reason(t)
         if why:
             dropped.append("%s\t%s\t%s" % (t["file"], t["descr"], why))
-            key = re.sub(r" \(.*\)$", "", why) if why.startswith("a map") else why
-            key = re.sub(r" %s$" % re.escape(hex(t["flags"])), "", key)
+            # The summary counts by kind; dropped.tsv has each test's own reason.
+            key = re.sub(r" \(.*\)$| %s$" % re.escape(hex(t["flags"])), "", why)
+            key = re.sub(r"^prog_type \d+ is", "prog_type is", key)
             reasons[key] = reasons.get(key, 0) + 1
             continue
         name = probe_name(t["descr"], names.setdefault(t["file"], set()))
