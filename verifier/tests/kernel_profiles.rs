@@ -429,8 +429,14 @@ const MEASURED: &[(&str, [Said; 5])] = &[
     (
         "misaligned_stack_var_off_as_tnum_until_6_12_bad",
         [
-            R("misaligned stack access off (0x0; 0x0)+0+-4 size 8", Some(2)),
-            R("misaligned stack access off (0x0; 0x0)+0+-4 size 8", Some(2)),
+            R(
+                "misaligned stack access off (0x0; 0x0)+0+-4 size 8",
+                Some(2),
+            ),
+            R(
+                "misaligned stack access off (0x0; 0x0)+0+-4 size 8",
+                Some(2),
+            ),
             R("misaligned stack access off 0+0+-4 size 8", Some(2)),
             R("misaligned stack access off 0+0+-4 size 8", Some(2)),
             R("misaligned stack access off 0+-4 size 8", Some(2)),
