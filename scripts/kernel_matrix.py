@@ -3,10 +3,14 @@
 them booted in a VM, against `bpfemu verify --kernel VERSION`.
 
   kernel_matrix.py compare VERSION VM.jsonl BPFEMU.json OUTDIR
+  kernel_matrix.py compare-probes VERSION VM.jsonl BPFEMU.jsonl OUTDIR
 
 VM.jsonl: one line per program (object, program, accepted, error, processed_insns), as
 `bpfemu-kernel-vms` writes it. BPFEMU.json: `bpfemu verify --kernel VERSION --json` over the
-same objects. Writes OUTDIR/VERSION.summary.txt and OUTDIR/VERSION.differences.txt (every
+same objects. With compare-probes, both sides are probe verdicts (name FILE/PROBE, accepted,
+error, processed_insns), as `examples/probe_verdicts` prints them: in the VM (the lines
+`bpfemu-kernel-vms --judge probe_verdicts` writes) and with `--bpfemu VERSION`; a probe's
+KNOWN_DIFFERENCES entry is `kernel/VERSION/LABEL/FILE/PROBE`. Writes OUTDIR/VERSION.summary.txt and OUTDIR/VERSION.differences.txt (every
 verdict, error line and processed count that differs, each marked `known` when
 verifier/probes/KNOWN_DIFFERENCES has a `kernel/VERSION/LABEL/OBJECT/PROGRAM  reason` entry
 for it, LABEL naming the set: corpus, verify, kernels, selftest);
@@ -68,9 +72,31 @@ def pct(a, b):
     return "%d / %d (%.1f%%)" % (a, b, 100.0 * a / b) if b else "0 / 0"
 
 
+def load_probe_lines(path):
+    """probe_verdicts lines by probe name; a line without one (the judge failed on a whole
+    file in the VM) is kept under `FILE/(judge)`."""
+    rows = {}
+    with open(path) as f:
+        for line in f:
+            if line.strip():
+                r = json.loads(line)
+                name = r.get("name") or "%s/(judge)" % key(r.get("object"), "")[:-1]
+                rows[name] = dict(r, message=r.get("error"))
+    return rows
+
+
 def compare(version, vm_path, bpfemu_path, outdir):
-    vm = load_vm(vm_path)
-    ours = load_bpfemu(bpfemu_path)
+    return compare_rows(version, load_vm(vm_path), load_bpfemu(bpfemu_path), outdir)
+
+
+def compare_probes(version, vm_path, bpfemu_path, outdir):
+    return compare_rows(version, load_probe_lines(vm_path), load_probe_lines(bpfemu_path),
+                        outdir)
+
+
+def compare_rows(version, vm, ours, outdir):
+    """vm: by key, the kernel's accepted, error, processed_insns; ours: bpfemu's verdict,
+    accepted, message, processed_insns."""
     known = known_differences(version)
     both = sorted(set(vm) & set(ours))
     verdict_equal = error_equal = count_equal = 0
@@ -129,11 +155,12 @@ def compare(version, vm_path, bpfemu_path, outdir):
 
 
 def main(argv):
-    if len(argv) != 6 or argv[1] != "compare":
+    commands = {"compare": compare, "compare-probes": compare_probes}
+    if len(argv) != 6 or argv[1] not in commands:
         print(__doc__.strip(), file=sys.stderr)
         return 2
     try:
-        return compare(*argv[2:])
+        return commands[argv[1]](*argv[2:])
     except (OSError, ValueError, KeyError) as e:
         print("kernel_matrix.py: %s" % e, file=sys.stderr)
         return 2

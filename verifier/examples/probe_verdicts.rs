@@ -9,6 +9,8 @@
 //! Each line: `{"name":…,"accepted":…,"error":…,"processed_insns":…}` (`error` the log's final
 //! line for a rejection, else null; `processed_insns` null when the verifier never said it).
 //! With `--log`, each line also has `log`: the kernel's whole level-1 log of the probe.
+//! With `--bpfemu VERSION` (5.10, 6.1, 6.12, 6.18, 7.2), bpfemu judges instead, answering as
+//! that kernel, in the same terms (`scripts/rawtable_vs_vms.sh` compares the two).
 //! A probe whose maps the kernel refuses is a rejection whose error names the map and errno,
 //! as a loader would report it. A file that cannot be read or assembled is named on stderr and
 //! skipped; the exit code is then 2.
@@ -16,12 +18,16 @@
 // The probe format and the kernel's side are the probe test's own modules, shared as they are
 // (`kernel_side` names the format `super::probe`: both sit at the crate's root here).
 #[allow(dead_code)]
+#[path = "../tests/common/bpfemu_side.rs"]
+mod bpfemu_side;
+#[allow(dead_code)]
 #[path = "../tests/common/kernel_side.rs"]
 mod kernel_side;
 #[allow(dead_code)]
 #[path = "../tests/common/probe.rs"]
 mod probe;
 
+use bpfemu_isa::KernelVersion;
 use kernel_side::Judgement;
 use probe::Probe;
 use std::io::Write;
@@ -32,8 +38,15 @@ fn main() -> ExitCode {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let with_log = args.iter().any(|a| a == "--log");
     args.retain(|a| a != "--log");
+    let bpfemu_version = match take_bpfemu_version(&mut args) {
+        Ok(v) => v,
+        Err(why) => {
+            eprintln!("probe_verdicts: {why}");
+            return ExitCode::from(2);
+        }
+    };
     if args.is_empty() {
-        eprintln!("usage: probe_verdicts [--log] PROBE_FILE_OR_DIR...");
+        eprintln!("usage: probe_verdicts [--log] [--bpfemu VERSION] PROBE_FILE_OR_DIR...");
         return ExitCode::from(2);
     }
     let mut probes = Vec::new();
@@ -51,9 +64,12 @@ fn main() -> ExitCode {
     }
     let mut out = std::io::stdout().lock();
     for p in &probes {
-        let judgement = judge(p);
+        let judgement = match bpfemu_version {
+            Some(version) => bpfemu_side::judge_as(p, version),
+            None => judge(p),
+        };
         let mut line = json_line(&p.name, &judgement);
-        if with_log {
+        if with_log && bpfemu_version.is_none() {
             let log = kernel_side::log_of(p, 1).unwrap_or_else(|refused| refused);
             line.insert_str(line.len() - 1, &format!(",\"log\":{}", json_string(&log)));
         }
@@ -66,6 +82,23 @@ fn main() -> ExitCode {
         true => ExitCode::from(2),
         false => ExitCode::SUCCESS,
     }
+}
+
+/// `--bpfemu VERSION` taken out of `args`: the kernel bpfemu answers as, if any.
+fn take_bpfemu_version(args: &mut Vec<String>) -> Result<Option<KernelVersion>, String> {
+    let Some(at) = args.iter().position(|a| a == "--bpfemu") else {
+        return Ok(None);
+    };
+    let name = args
+        .get(at + 1)
+        .cloned()
+        .ok_or("--bpfemu needs a version")?;
+    args.drain(at..at + 2);
+    KernelVersion::ALL
+        .into_iter()
+        .find(|v| v.name() == name)
+        .map(Some)
+        .ok_or_else(|| format!("--bpfemu: no kernel {name} (5.10, 6.1, 6.12, 6.18 or 7.2)"))
 }
 
 /// The kernel's verdict on `p`. Maps the kernel refuses, or probe BTF it refuses (the shared

@@ -72,6 +72,26 @@ pub fn words_packet_access_as_region(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V7_2
 }
 
+/// Each frame's stack depth is rounded as the JIT rounds it, to 16 bytes, in the total of a
+/// call chain (`round_up_stack_depth` of 6.12, with the JIT on). Before (5.10, 6.1, measured
+/// in their VMs on their own selftests), every frame counted `round_up(max(depth, 1), 32)`:
+/// three frames of 160 bytes made 672, not 608.
+pub fn rounds_stack_depth_to_16(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_12
+}
+
+/// The log names a scalar register's type `scalar` ("bpf: Small BPF verifier log
+/// improvements", Linux 5.17); before, `inv` (`R0 invalid mem access 'inv'` in 5.10).
+pub fn names_scalars_scalar(kernel: KernelVersion) -> bool {
+    kernel > KernelVersion::V5_10
+}
+
+/// A constant `var_off` in a message (`misaligned stack access off 0+-8+2`) prints as a
+/// number; before (5.10, 6.1), `tnum_strn` printed every tnum as `(0x0; 0x0)`.
+pub fn prints_constant_var_off_as_number(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_12
+}
+
 /// A conditional jump is decided and refined from the ranges of both operands, whatever
 /// they are ("bpf: generalize is_branch_taken to work with two registers", "bpf: generalize
 /// reg_set_min_max() to handle two sets of two registers", "bpf: make the verifier track the

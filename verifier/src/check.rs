@@ -683,7 +683,7 @@ pub fn check_stack_depths(env: &mut Env<'_>) -> Result<(), Reject> {
     let depths: Vec<i32> = env
         .subprogs
         .iter()
-        .map(|s| round_up_stack_depth(s.stack_depth as i32))
+        .map(|s| round_up_stack_depth(env.input.kernel.version(), s.stack_depth as i32))
         .collect();
     let tail_calls: Vec<bool> = env.subprogs.iter().map(|s| s.has_tail_call).collect();
     let roots: Vec<usize> = (0..env.subprogs.len())
@@ -695,8 +695,12 @@ pub fn check_stack_depths(env: &mut Env<'_>) -> Result<(), Reject> {
     })
 }
 
-/// `round_up_stack_depth` with the JIT on (as on x86-64 with `bpf_jit_enable`): 16 bytes.
-fn round_up_stack_depth(depth: i32) -> i32 {
+/// `round_up_stack_depth` with the JIT on (as on x86-64 with `bpf_jit_enable`): 16 bytes;
+/// older kernels count at least 32 bytes a frame, rounded to 32.
+fn round_up_stack_depth(kernel: KernelVersion, depth: i32) -> i32 {
+    if !crate::behaviour::rounds_stack_depth_to_16(kernel) {
+        return (depth.max(1) + 31) & !31;
+    }
     (depth + 15) & !15
 }
 

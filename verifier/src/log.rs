@@ -105,7 +105,11 @@ fn unum(v: u64) -> String {
 }
 
 /// The kernel's `reg_type_str` of a register.
-pub fn reg_type_name(_env: &Env<'_>, reg: &RegState) -> String {
+pub fn reg_type_name(env: &Env<'_>, reg: &RegState) -> String {
+    let version = env.input.kernel.version();
+    if reg.ty == RegType::Scalar && !crate::behaviour::names_scalars_scalar(version) {
+        return "inv".to_owned();
+    }
     reg_type_str(reg.ty, reg.flags)
 }
 

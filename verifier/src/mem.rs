@@ -522,9 +522,8 @@ fn check_ptr_alignment(
                 return Err(env.reject(
                     Errno::Eacces,
                     format!(
-                        "misaligned packet access off 2+{}+{} size {size}",
-                        pointer_offset_text(env, reg),
-                        off
+                        "misaligned packet access off 2+{} size {size}",
+                        misaligned_offsets(env, reg, off)
                     ),
                 ));
             }
@@ -554,26 +553,29 @@ fn check_ptr_alignment(
         return Err(env.reject(
             Errno::Eacces,
             format!(
-                "misaligned {desc}access off {}+{} size {size}",
-                pointer_offset_text(env, reg),
-                off
+                "misaligned {desc}access off {} size {size}",
+                misaligned_offsets(env, reg, off)
             ),
         ));
     }
     Ok(())
 }
 
-/// A variable offset in alignment messages: the value when known, else the tnum.
-/// Where a pointer points past its base, as an alignment error prints it: 6.18's
-/// `var_off+off`, or 7.x's one offset (see `behaviour::words_pointer_offset_as_one`).
-pub(crate) fn pointer_offset_text(env: &Env<'_>, reg: &RegState) -> String {
-    if crate::behaviour::words_pointer_offset_as_one(env.input.kernel.version()) {
-        reg.var_off
-            .add(crate::state::Tnum::constant(reg.off as i64 as u64))
-            .text()
-    } else {
-        format!("{}+{}", reg.var_off.text(), reg.off)
+/// The offsets of a misaligned access message: `VAR_OFF+REG_OFF+OFF`, the var_off as
+/// `tnum_strn` prints it; 7.x has no fixed offset apart from var_off: `VAR_OFF+OFF`.
+pub(crate) fn misaligned_offsets(env: &Env<'_>, reg: &RegState, off: i32) -> String {
+    let version = env.input.kernel.version();
+    if crate::behaviour::words_pointer_offset_as_one(version) {
+        let var_off = reg
+            .var_off
+            .add(crate::state::Tnum::constant(reg.off as i64 as u64));
+        return format!("{}+{off}", var_off.text());
     }
+    let var_off = match crate::behaviour::prints_constant_var_off_as_number(version) {
+        true => reg.var_off.text(),
+        false => format!("(0x{:x}; 0x{:x})", reg.var_off.value, reg.var_off.mask),
+    };
+    format!("{var_off}+{}+{off}", reg.off)
 }
 
 /// `__check_ptr_off_reg` for ctx: only the unmodified pointer may be dereferenced.

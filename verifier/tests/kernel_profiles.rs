@@ -10,8 +10,6 @@
 mod common;
 
 use bpfemu_isa::KernelVersion;
-use bpfemu_loader::Kernel;
-use bpfemu_verifier::Options;
 use common::{bpfemu_side, kernel_side::Judgement, probe};
 
 /// What a kernel said of a probe.
@@ -418,35 +416,43 @@ const MEASURED: &[(&str, [Said; 5])] = &[
             R("jump into the middle of ldimm64 insn 2", Some(0)),
         ],
     ),
+    (
+        "scalar_named_inv_until_5_17_bad",
+        [
+            R("R0 invalid mem access 'inv'", Some(2)),
+            R("R0 invalid mem access 'scalar'", Some(2)),
+            R("R0 invalid mem access 'scalar'", Some(2)),
+            R("R0 invalid mem access 'scalar'", Some(2)),
+            R("R0 invalid mem access 'scalar'", Some(2)),
+        ],
+    ),
+    (
+        "misaligned_stack_var_off_as_tnum_until_6_12_bad",
+        [
+            R(
+                "misaligned stack access off (0x0; 0x0)+0+-4 size 8",
+                Some(2),
+            ),
+            R(
+                "misaligned stack access off (0x0; 0x0)+0+-4 size 8",
+                Some(2),
+            ),
+            R("misaligned stack access off 0+0+-4 size 8", Some(2)),
+            R("misaligned stack access off 0+0+-4 size 8", Some(2)),
+            R("misaligned stack access off 0+-4 size 8", Some(2)),
+        ],
+    ),
+    (
+        "frames_rounded_to_32_until_6_12_ok",
+        [
+            R("combined stack size of 2 calls is 544. Too large", Some(7)),
+            R("combined stack size of 2 calls is 544. Too large", Some(7)),
+            A(7),
+            A(7),
+            A(7),
+        ],
+    ),
 ];
-
-/// bpfemu's answer as `version`: a map the version cannot create fails the load as the judge
-/// reports it; else the verifier's verdict.
-fn bpfemu_as(p: &probe::Probe, version: KernelVersion) -> Judgement {
-    for m in &p.maps {
-        if let Some((errno, _)) =
-            bpfemu_verifier::profile::maps::creation_refusal(version, m.map_type)
-        {
-            return Judgement {
-                accepted: false,
-                message: Some(format!(
-                    "map {}: BPF_MAP_CREATE fails with errno {}",
-                    m.name, errno.0
-                )),
-                processed: None,
-            };
-        }
-    }
-    // kfunc probes look their BTF id up in a kernel's BTF: the running one's serves every
-    // version (id 1 is no function in any of them).
-    let kernel = Kernel::named(version, Some(bpfemu_loader::kernel::VMLINUX_BTF.into()));
-    let verdict = bpfemu_side::verify_probe(p, &Options::default(), &kernel);
-    let mut judgement = bpfemu_side::judgement(&verdict);
-    if judgement.accepted {
-        judgement.message = None;
-    }
-    judgement
-}
 
 #[test]
 fn each_kernel_answers_as_measured() {
@@ -467,7 +473,7 @@ fn each_kernel_answers_as_measured() {
             .find(|(name, _)| *name == short)
             .unwrap_or_else(|| panic!("{short}: not measured"));
         for (version, said) in KernelVersion::ALL.into_iter().zip(said) {
-            let ours = bpfemu_as(p, version);
+            let ours = bpfemu_side::judge_as(p, version);
             let theirs = said.judgement();
             if ours != theirs {
                 wrong.push(format!(

@@ -692,16 +692,11 @@ fn check_ptr_alignment(env: &mut Env<'_>, reg: &RegState, size: u32) -> Result<(
     if off.is_aligned(size as u64) {
         return Ok(());
     }
+    let offsets = crate::mem::misaligned_offsets(env, reg, 0);
     let msg = if ip_align != 0 {
-        format!(
-            "misaligned packet access off {ip_align}+{}+0 size {size}",
-            crate::mem::pointer_offset_text(env, reg)
-        )
+        format!("misaligned packet access off {ip_align}+{offsets} size {size}")
     } else {
-        format!(
-            "misaligned {desc}access off {}+0 size {size}",
-            crate::mem::pointer_offset_text(env, reg)
-        )
+        format!("misaligned {desc}access off {offsets} size {size}")
     };
     Err(env.reject(Errno::Eacces, msg))
 }

@@ -2,6 +2,7 @@
 
 use super::kernel_side::{Judgement, probe_btf};
 use super::probe::{Probe, ProbeMap, subprog_starts};
+use bpfemu_isa::KernelVersion;
 use bpfemu_kernel::verifier_error_line;
 use bpfemu_loader::btf::Btf;
 use bpfemu_loader::{Kernel, MapOrigin, MapSpec};
@@ -82,4 +83,32 @@ pub fn judgement(verdict: &Verdict) -> Judgement {
         }),
         processed: Some(verdict.stats.processed_insns),
     }
+}
+
+/// bpfemu's answer as `version`, in the terms the kernel's judge uses: a map the version
+/// cannot create fails the load as the judge reports it; else the verifier's verdict.
+pub fn judge_as(p: &Probe, version: KernelVersion) -> Judgement {
+    for m in &p.maps {
+        if let Some((errno, _)) =
+            bpfemu_verifier::profile::maps::creation_refusal(version, m.map_type)
+        {
+            return Judgement {
+                accepted: false,
+                message: Some(format!(
+                    "map {}: BPF_MAP_CREATE fails with errno {}",
+                    m.name, errno.0
+                )),
+                processed: None,
+            };
+        }
+    }
+    // kfunc probes look their BTF id up in a kernel's BTF: the running one's serves every
+    // version (id 1 is no function in any of them).
+    let kernel = Kernel::named(version, Some(bpfemu_loader::kernel::VMLINUX_BTF.into()));
+    let verdict = verify_probe(p, &Options::default(), &kernel);
+    let mut judgement = judgement(&verdict);
+    if judgement.accepted {
+        judgement.message = None;
+    }
+    judgement
 }

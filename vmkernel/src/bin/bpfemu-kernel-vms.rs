@@ -7,7 +7,9 @@
 //!     bpfemu-kernel-vms [--kernels 5.10,6.1,6.12,7.2] [--judge PATH] [--out DIR]
 //!                       [--timeout SECONDS] [--btf] OBJECT_OR_DIR...
 //!
-//! `--btf` also saves each kernel's `/sys/kernel/btf/vmlinux` as `OUT/VERSION.btf`.
+//! `--btf` also saves each kernel's `/sys/kernel/btf/vmlinux` as `OUT/VERSION.btf`. A file
+//! named on the command line is given to the judge whatever it holds, under its own name
+//! (`--judge probe_verdicts` with `.probes` files); a directory gives its `.o` files.
 //!
 //! This binary is also the guest's `/init` (it hooks [`guest::run_as_init`]), so the
 //! initramfs needs nothing else but the judge. `scripts/kernel_vms.sh` builds and runs it.
@@ -119,7 +121,11 @@ fn run(options: &Options) -> Result<(), String> {
             .timeout(options.timeout);
         for (i, object) in options.objects.iter().enumerate() {
             let bytes = std::fs::read(object).map_err(|e| format!("{}: {e}", object.display()))?;
-            let guest_path = format!("/objects/{i}.o");
+            // The file keeps its name (a probe judge names its probes after the file).
+            let name = object
+                .file_name()
+                .map_or_else(|| format!("{i}.o"), |n| n.to_string_lossy().into_owned());
+            let guest_path = format!("/objects/{i}/{name}");
             vm = vm
                 .with_file(&guest_path, bytes)
                 .job(["/bin/judge", &guest_path]);
