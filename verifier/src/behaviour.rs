@@ -205,3 +205,11 @@ pub fn infers_null_from_a_null_register(kernel: KernelVersion) -> bool {
 pub fn words_sleeping_calls_by_context(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V7_2
 }
+
+/// A read of the stack grows the frame's allocated stack as a write does, so root may read
+/// any of its 512 bytes, written or not (6.12, 6.18 and 7.2, measured). In Debian's 5.10 and
+/// 6.1 builds only writes grow it: a load or a helper's read below the deepest write is
+/// refused, though root may read uninitialised bytes above it.
+pub fn reads_grow_the_stack(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_12
+}

@@ -375,6 +375,9 @@ pub fn check_mem_access(
             }
         }
         RegType::Stack => {
+            if access == AccessType::Read {
+                refuse_read_below_allocated(env, state, &reg, r, off, size_bytes, false)?;
+            }
             let extra = stack_access_words(env, access, false);
             check_stack_access_within_bounds(env, state, &reg, r, off, size_bytes, extra)?;
             check_stack_access(env, state, &reg, off, size_bytes, access, value_regno)?;
@@ -897,6 +900,45 @@ fn stack_starts(reg: &RegState, off: i32) -> (i64, i64) {
     }
 }
 
+/// A read reaching below the stack its frame has allocated, in the kernels where only writes
+/// grow it ([`crate::behaviour::reads_grow_the_stack`]): refused there, a load in the words
+/// of the bounds check ("invalid read from stack R10 off=-8 size=8"), a helper's read in
+/// those of the initialised-range check ("invalid indirect read from stack R2 off -8+0 size
+/// 8", the deepest byte being the first it looks at).
+fn refuse_read_below_allocated(
+    env: &mut Env<'_>,
+    state: &VerifierState,
+    reg: &RegState,
+    r: u8,
+    off: i32,
+    size: i32,
+    by_helper: bool,
+) -> Result<(), Reject> {
+    if crate::behaviour::reads_grow_the_stack(env.input.kernel.version()) {
+        return Ok(());
+    }
+    let frame = &state.frames[(reg.frameno as usize).min(state.frames.len() - 1)];
+    let (min_off, _) = stack_starts(reg, off);
+    if min_off >= -(frame.allocated_stack() as i64) {
+        return Ok(());
+    }
+    let msg = match (by_helper, reg.var_off.is_const()) {
+        (false, true) => format!("invalid read from stack R{r} off={off} size={size}"),
+        (false, false) => format!(
+            "invalid variable-offset read from stack R{r} var_off={} off={off} size={size}",
+            reg.var_off.text()
+        ),
+        (true, true) => {
+            format!("invalid indirect read from stack R{r} off {min_off}+0 size {size}")
+        }
+        (true, false) => format!(
+            "invalid indirect read from stack R{r} var_off {}+0 size {size}",
+            reg.var_off.text()
+        ),
+    };
+    Err(env.reject(Errno::Eacces, msg))
+}
+
 /// The stack read or write of a load or store (`check_stack_read` / `check_stack_write`),
 /// inside the frame's bounds: at a known offset it is a fill or spill of one slot; at a
 /// variable one, every byte it may touch is checked or marked.
@@ -1336,6 +1378,9 @@ pub fn check_helper_mem_access(
         RegType::Stack => {
             if access_size == 0 && !zero_size_allowed {
                 return Err(env.reject(Errno::Eacces, "invalid zero-sized read"));
+            }
+            if access == AccessType::Read {
+                refuse_read_below_allocated(env, state, &reg, r, reg.off, access_size, true)?;
             }
             check_stack_access_within_bounds(
                 env,

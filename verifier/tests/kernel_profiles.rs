@@ -452,6 +452,32 @@ const MEASURED: &[(&str, [Said; 5])] = &[
             A(7),
         ],
     ),
+    (
+        "load_below_allocated_stack_since_6_12_ok",
+        [
+            R("invalid read from stack R10 off=-8 size=8", Some(1)),
+            R("invalid read from stack R10 off=-8 size=8", Some(1)),
+            A(3),
+            A(3),
+            A(3),
+        ],
+    ),
+    (
+        "helper_read_below_allocated_stack_since_6_12_ok",
+        [
+            R(
+                "invalid indirect read from stack R2 off -8+0 size 8",
+                Some(4),
+            ),
+            R(
+                "invalid indirect read from stack R2 off -8+0 size 8",
+                Some(4),
+            ),
+            A(5),
+            A(5),
+            A(5),
+        ],
+    ),
 ];
 
 #[test]
