@@ -4,7 +4,9 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
-struct bpf_wq;
+struct bpf_wq {
+	__u64 opaque[2];	/* libbpf wants the struct the kernel has, not a forward declaration */
+};
 extern int bpf_wq_init(struct bpf_wq *wq, void *p__map, unsigned int flags) __ksym;
 
 SEC("xdp")
