@@ -1004,18 +1004,10 @@ fn check_resource_leak(
         ));
     }
     if main || exception_exit {
-        let leaks: Vec<_> = state
-            .refs
-            .iter()
-            .filter(|r| r.kind == crate::state::RefKind::Ptr)
-            .copied()
-            .collect();
+        let leaks = unreleased_references(state);
         if !leaks.is_empty() {
-            for r in leaks {
-                env.verbose(&format!(
-                    "Unreleased reference id={} alloc_insn={}\n",
-                    r.id, r.insn_idx
-                ));
+            for line in leaks {
+                env.verbose(&format!("{line}\n"));
             }
             return Err(env.reject(
                 Errno::Einval,
@@ -1068,28 +1060,24 @@ fn check_exit_leaks_before_6_13(env: &mut Env<'_>, state: &VerifierState) -> Res
     if !main {
         return Ok(());
     }
-    let leaks: Vec<_> = state
+    let mut leaks = unreleased_references(state);
+    let Some(last) = leaks.pop() else {
+        return Ok(());
+    };
+    for line in &leaks {
+        env.verbose(&format!("{line}\n"));
+    }
+    Err(env.reject(Errno::Einval, last))
+}
+
+/// `check_reference_leak`'s lines: one per pointer reference still held.
+fn unreleased_references(state: &VerifierState) -> Vec<String> {
+    state
         .refs
         .iter()
         .filter(|r| r.kind == crate::state::RefKind::Ptr)
-        .copied()
-        .collect();
-    let Some((last, earlier)) = leaks.split_last() else {
-        return Ok(());
-    };
-    for r in earlier {
-        env.verbose(&format!(
-            "Unreleased reference id={} alloc_insn={}\n",
-            r.id, r.insn_idx
-        ));
-    }
-    Err(env.reject(
-        Errno::Einval,
-        format!(
-            "Unreleased reference id={} alloc_insn={}",
-            last.id, last.insn_idx
-        ),
-    ))
+        .map(|r| format!("Unreleased reference id={} alloc_insn={}", r.id, r.insn_idx))
+        .collect()
 }
 
 /// `check_return_code` for the main program.

@@ -805,7 +805,7 @@ pub fn check_packet_access(
 }
 
 /// The frame a stack pointer points into.
-fn stack_frame(state: &mut VerifierState, reg: &RegState) -> usize {
+fn stack_frame(state: &VerifierState, reg: &RegState) -> usize {
     (reg.frameno as usize).min(state.frames.len() - 1)
 }
 
@@ -917,7 +917,7 @@ fn refuse_read_below_allocated(
     if crate::behaviour::reads_grow_the_stack(env.input.kernel.version()) {
         return Ok(());
     }
-    let frame = &state.frames[(reg.frameno as usize).min(state.frames.len() - 1)];
+    let frame = &state.frames[stack_frame(state, reg)];
     let (min_off, _) = stack_starts(reg, off);
     if min_off >= -(frame.allocated_stack() as i64) {
         return Ok(());
