@@ -576,7 +576,7 @@ pub(crate) fn misaligned_offsets(env: &Env<'_>, reg: &RegState, off: i32) -> Str
     }
     let var_off = match crate::behaviour::prints_constant_var_off_as_number(version) {
         true => reg.var_off.text(),
-        false => format!("(0x{:x}; 0x{:x})", reg.var_off.value, reg.var_off.mask),
+        false => reg.var_off.pair_text(),
     };
     format!("{var_off}+{}+{off}", reg.off)
 }
@@ -647,7 +647,6 @@ fn check_mem_bytes(
     })
 }
 
-/// `check_mem_region_access`: the whole variable range of the pointer must fit.
 /// Whether the smallest offset is negative in the kernel's sense: 6.18 asks of the variable
 /// part alone (its fixed offset is in `off`), 7.x of the pointer's one offset, fixed part
 /// included (`behaviour::words_pointer_offset_as_one`). Either way such an access fails; the
@@ -663,6 +662,7 @@ fn min_offset_is_negative(env: &Env<'_>, reg: &RegState, off: i32) -> bool {
     smin < 0 && (smin == i64::MIN || sum != sum as i32 as i64 || sum < 0)
 }
 
+/// `check_mem_region_access`: the whole variable range of the pointer must fit.
 fn check_mem_region_access(
     env: &mut Env<'_>,
     reg: &RegState,

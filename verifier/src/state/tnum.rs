@@ -267,6 +267,11 @@ impl Tnum {
             }
             return format!("{:#x}", self.value);
         }
+        self.pair_text()
+    }
+
+    /// `(0xVALUE; 0xMASK)`, as `tnum_strn` prints any tnum (5.10 and 6.1 print constants so).
+    pub fn pair_text(self) -> String {
         format!("(0x{:x}; 0x{:x})", self.value, self.mask)
     }
 
