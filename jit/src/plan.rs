@@ -12,6 +12,7 @@
 
 use bpfemu_isa::inline_policy::{self, InlinedHelper};
 use bpfemu_isa::{CallTarget, Insn, LdImm64Kind, Program, Reg};
+use bpfemu_vm::MapOp;
 use bpfemu_vm::STACK_SIZE;
 use bpfemu_vm::interp::decode_code_addr;
 use bpfemu_vm::maps::InlineArray;
@@ -212,6 +213,13 @@ pub(crate) fn inline_helper(
             .get(&known_r1?)
             .map(|array| InlineHelper::ArrayLookup(*array)),
     }
+}
+
+/// The map helpers trusted code calls directly ([`crate::runtime::map_op_entry`]) when it
+/// does not inline them: lookups, updates and deletes, the calls map-heavy programs make on
+/// every packet. Checked code makes the general call, which also words a bad argument.
+pub(crate) fn direct_map_op(id: i32, mode: Mode) -> Option<MapOp> {
+    MapOp::of_helper(id).filter(|_| mode == Mode::Trusted)
 }
 
 /// The constant r1 holds after `insn` when it held `before`: an `ld_imm64` of a constant into

@@ -19,7 +19,7 @@ use bpfemu_vm::error::kfunc_error;
 use bpfemu_vm::interp::decode_code_addr;
 use bpfemu_vm::memory::MemFault;
 use bpfemu_vm::{
-    CallbackStep, Executable, HelperError, HelperOutcome, Helpers, MAX_CALL_FRAMES, Memory,
+    CallbackStep, Executable, HelperError, HelperOutcome, Helpers, MAX_CALL_FRAMES, MapOp, Memory,
     RegionId, VmError,
 };
 
@@ -30,6 +30,11 @@ pub const STATUS_FAIL: u64 = 1;
 /// A helper asked for a tail call (the target function in `scratch`), or a legacy packet load
 /// missed the packet.
 pub const STATUS_SPECIAL: u64 = 2;
+
+/// What a direct map call ([`jit_map_lookup`] and its siblings) returns when the environment
+/// declines it, so that the code makes the general helper call: no address (it is not
+/// canonical), no map or socket handle, no -errno.
+pub const DIRECT_DECLINED: u64 = 0x8000_0000_0000_0000;
 
 /// Slots of the register array compiled functions exchange: r0-r10, `may_goto`'s count, and
 /// the top of the function's stack frame (r10 as the runtime made it, whatever the program
@@ -533,6 +538,64 @@ pub unsafe extern "C" fn jit_helper(ctx: *mut RunCtx, id: u64, regs: *const u64,
             }
             STATUS_FAIL
         }
+    }
+}
+
+/// `bpf_map_lookup_elem(map, key)` called directly by trusted code: r0, or
+/// [`DIRECT_DECLINED`]. No status, no register array, no scratch: the call trusted code
+/// makes for most packets, as the kernel calls its map's lookup.
+///
+/// # Safety
+/// `ctx` is the live context of the running program.
+pub unsafe extern "C" fn jit_map_lookup(ctx: *mut RunCtx, map: u64, key: u64) -> u64 {
+    // SAFETY: the caller passes the live context.
+    unsafe { map_op_direct(ctx, MapOp::Lookup, [map, key, 0, 0]) }
+}
+
+/// `bpf_map_update_elem(map, key, value, flags)` called directly, as [`jit_map_lookup`].
+///
+/// # Safety
+/// `ctx` is the live context of the running program.
+pub unsafe extern "C" fn jit_map_update(
+    ctx: *mut RunCtx,
+    map: u64,
+    key: u64,
+    value: u64,
+    flags: u64,
+) -> u64 {
+    // SAFETY: the caller passes the live context.
+    unsafe { map_op_direct(ctx, MapOp::Update, [map, key, value, flags]) }
+}
+
+/// `bpf_map_delete_elem(map, key)` called directly, as [`jit_map_lookup`].
+///
+/// # Safety
+/// `ctx` is the live context of the running program.
+pub unsafe extern "C" fn jit_map_delete(ctx: *mut RunCtx, map: u64, key: u64) -> u64 {
+    // SAFETY: the caller passes the live context.
+    unsafe { map_op_direct(ctx, MapOp::Delete, [map, key, 0, 0]) }
+}
+
+/// # Safety
+/// `ctx` is the live context of the running program.
+#[inline(always)]
+unsafe fn map_op_direct(ctx: *mut RunCtx, op: MapOp, args: [u64; 4]) -> u64 {
+    // SAFETY: the caller passes the live context; `helpers` and `mem` outlive the run and
+    // nothing else borrows them while compiled code calls out. (Only trusted code calls
+    // here, which keeps no region window to forget.)
+    let c = unsafe { &mut *ctx };
+    let (helpers, mem) = unsafe { (&mut *c.helpers, &mut *c.mem) };
+    helpers
+        .map_op_direct(op, args, mem)
+        .unwrap_or(DIRECT_DECLINED)
+}
+
+/// The runtime entry trusted code calls directly for map operation `op`.
+pub fn map_op_entry(op: MapOp) -> usize {
+    match op {
+        MapOp::Lookup => jit_map_lookup as *const () as usize,
+        MapOp::Update => jit_map_update as *const () as usize,
+        MapOp::Delete => jit_map_delete as *const () as usize,
     }
 }
 

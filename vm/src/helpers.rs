@@ -22,6 +22,16 @@ pub trait Helpers {
         self.call(id, args, mem).map(HelperOutcome::Return)
     }
 
+    /// A map helper as the trusted engines call it, straight from compiled code with its
+    /// arguments in registers: r0, or `None` when this environment leaves the call to
+    /// [`Helpers::call_outcome`] (which also words what goes wrong). `None` promises that
+    /// nothing happened, so that the engine can make the general call instead. The default
+    /// declines every call.
+    fn map_op_direct(&mut self, op: MapOp, args: [u64; 4], mem: &mut Memory) -> Option<u64> {
+        let _ = (op, args, mem);
+        None
+    }
+
     /// Calls the kfunc `btf_id` of module BTF `off` (0: vmlinux) with r1-r5 = `args`;
     /// returns the value for r0. The default knows no kfunc: [`HelperError::Unknown`], which
     /// the engines report as an unsupported instruction.
@@ -82,6 +92,31 @@ pub trait Helpers {
     /// program may write it (not `BPF_F_RDONLY_PROG`).
     fn writable_map_of_handle(&self, _handle: u64) -> Option<crate::taint::MapOfHandle> {
         None
+    }
+}
+
+/// The map helpers compiled code may call directly ([`Helpers::map_op_direct`]): the calls
+/// map-heavy programs make on every packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MapOp {
+    /// `bpf_map_lookup_elem(map, key)`.
+    Lookup,
+    /// `bpf_map_update_elem(map, key, value, flags)`.
+    Update,
+    /// `bpf_map_delete_elem(map, key)`.
+    Delete,
+}
+
+impl MapOp {
+    /// The direct form of helper `id`, when it has one.
+    pub fn of_helper(id: i32) -> Option<MapOp> {
+        use bpfemu_isa::helpers::id;
+        match id {
+            id::MAP_LOOKUP_ELEM => Some(MapOp::Lookup),
+            id::MAP_UPDATE_ELEM => Some(MapOp::Update),
+            id::MAP_DELETE_ELEM => Some(MapOp::Delete),
+            _ => None,
+        }
     }
 }
 

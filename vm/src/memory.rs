@@ -932,6 +932,19 @@ impl Memory {
     /// The `len` bytes at `addr`, which must lie wholly inside one region (not a converted
     /// ctx, whose bytes are not what the program sees).
     pub fn slice(&self, addr: u64, len: usize) -> Result<&[u8], MemFault> {
+        // The region of the last access, through its span: a helper's key or value is
+        // usually where the one before it was (the stack), and this is every map helper's
+        // first step.
+        if let Some(span) = self.spans.get(self.last_hit.get())
+            && span.offset(addr, len, span.read_len).is_some()
+        {
+            let at = std::ptr::with_exposed_provenance::<u8>(addr as usize);
+            // SAFETY: `[addr, addr + len)` lies inside the live window of a region that is
+            // neither a converted ctx nor a parked frame (its span's `read_len` says so; see
+            // `read_hinted`): initialised bytes of the region's own allocation, alive while
+            // the region is in `self`, which the shared borrow of `self` keeps from writers.
+            return Ok(unsafe { std::slice::from_raw_parts(at, len) });
+        }
         let (index, off) = self.locate(addr, len, Access::Read)?;
         if self.regions[index].ctx.is_some() {
             return Err(self.ctx_fault(index, off, len, addr, Access::Read));

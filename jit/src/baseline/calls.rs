@@ -9,9 +9,10 @@ use super::{
     entry,
 };
 use crate::plan::{self, ArrayBase, ArrayLookup, FrameMode, InlineHelper, Mode};
-use crate::runtime::{self, FRAME_SLOT, MAY_GOTO_SLOT, STATUS_SPECIAL, offsets};
+use crate::runtime::{self, DIRECT_DECLINED, FRAME_SLOT, MAY_GOTO_SLOT, STATUS_SPECIAL, offsets};
 use bpfemu_isa::helpers::id::MAP_LOOKUP_ELEM;
 use bpfemu_isa::{CallTarget, Reg, Size};
+use bpfemu_vm::MapOp;
 use bpfemu_vm::{MAX_CALL_FRAMES, STACK_SIZE};
 
 fn out_slot(i: usize) -> Mem {
@@ -70,8 +71,37 @@ impl FnCompiler<'_> {
                 self.a.bind(done);
             }
             Some(InlineHelper::ArrayLookup(array)) => self.inline_array_lookup(array, pc),
-            None => self.helper_through_runtime(id, pc),
+            None => match plan::direct_map_op(id, self.mode) {
+                Some(op) => self.direct_map_op(op, id, pc),
+                None => self.helper_through_runtime(id, pc),
+            },
         }
+    }
+
+    /// Map helper `op` (helper `id`) through its direct runtime entry: r1-r4 in the argument
+    /// registers after the context, r0 in rax; the general call when the environment
+    /// declines. r1-r5 come back from the out slots, as after any helper.
+    fn direct_map_op(&mut self, op: MapOp, id: i32, pc: usize) {
+        const ARGS: [R; 4] = [RSI, RDX, RCX, R8];
+        let arity = match op {
+            MapOp::Lookup | MapOp::Delete => 2,
+            MapOp::Update => 4,
+        };
+        self.store_args();
+        for (i, &to) in ARGS.iter().enumerate().take(arity) {
+            self.a.load_zx(Sz::Q, to, out_slot(i + 1));
+        }
+        self.call_rt(runtime::map_op_entry(op) as u64, &[]);
+        let (slow, done) = (self.a.label(), self.a.label());
+        self.a.mov_imm64(T1, DIRECT_DECLINED);
+        self.a.arith_rr(Sz::Q, Arith::Cmp, RAX, T1);
+        self.a.jcc(Cc::E, slow);
+        self.load_args();
+        self.a.jmp(done);
+        self.a.bind(slow);
+        self.load_args();
+        self.helper_through_runtime(id, pc);
+        self.a.bind(done);
     }
 
     /// An array lookup as the kernel inlines it: r0 = the element of the u32 key at r2, or 0

@@ -230,6 +230,17 @@ impl VmEnv<'_> {
         self.call(b, runtime::jit_helper as *const () as usize, &args, true)
     }
 
+    /// Calls map operation `op` directly ([`runtime::map_op_entry`]) with its arguments:
+    /// r0 or [`runtime::DIRECT_DECLINED`].
+    pub(crate) fn call_map_op(
+        &mut self,
+        b: &mut FunctionBuilder,
+        op: bpfemu_vm::MapOp,
+        args: &[Value],
+    ) -> Value {
+        self.call(b, runtime::map_op_entry(op), args, true)
+    }
+
     /// Calls the kfunc `btf_id` of module BTF `off` with r1-r5 in the register array at
     /// `regs` (r0 in scratch).
     pub(crate) fn call_kfunc(

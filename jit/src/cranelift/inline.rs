@@ -3,12 +3,16 @@
 //! `bpf_get_smp_processor_id`. Each fast path keeps the helper call as its slow path, for what
 //! it does not cover: a key outside the function's own stack frame in checked mode (the helper
 //! reports a bad key as the interpreter does), and helpers that model no CPU.
+//!
+//! Trusted code calls the other map helpers directly ([`crate::plan::direct_map_op`]), with
+//! the general call as the slow path of what the environment declines.
 
 use super::translate::FuncTranslator;
 use crate::plan::{self, ArrayBase, ArrayLookup, InlineHelper, Mode};
-use crate::runtime::offsets;
+use crate::runtime::{DIRECT_DECLINED, offsets};
 use bpfemu_isa::Reg;
 use bpfemu_isa::helpers::id::{GET_SMP_PROCESSOR_ID, MAP_LOOKUP_ELEM};
+use bpfemu_vm::MapOp;
 use cranelift_codegen::ir::{
     BlockArg, InstBuilder, MemFlagsData, Value,
     condcodes::IntCC,
@@ -91,6 +95,25 @@ impl FuncTranslator<'_, '_> {
                 self.with_slow_path(ok, fast, MAP_LOOKUP_ELEM, pc, emit_fast)
             }
         }
+    }
+
+    /// Map helper `op` (helper `id`) through its direct runtime entry: r1-r4 in, r0 out; the
+    /// general call when the environment declines.
+    pub(crate) fn direct_map_op(&mut self, op: MapOp, id: i32, pc: usize) -> Value {
+        let arity = match op {
+            MapOp::Lookup | MapOp::Delete => 2,
+            MapOp::Update => 4,
+        };
+        let args: Vec<Value> = (1..=arity)
+            .map(|r| self.get(Reg::new(r).expect("r1-r4")))
+            .collect();
+        let r0 = self.env.call_map_op(&mut self.b, op, &args);
+        let answered = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::NotEqual, r0, DIRECT_DECLINED as i64);
+        let fast = self.b.create_block();
+        self.with_slow_path(answered, fast, id, pc, |_| r0)
     }
 
     /// `if cond { fast(self) } else { the helper call }`, joined: r0 of whichever ran.

@@ -7,7 +7,7 @@
 //! helpers through [`super::inline`] (both add methods to [`FuncTranslator`]).
 
 use super::environ::VmEnv;
-use crate::plan::{ArrayLookup, Mode, r1_after};
+use crate::plan::{self, ArrayLookup, Mode, r1_after};
 use crate::runtime::{self, FRAME_SLOT, MAY_GOTO_SLOT, STATUS_OK, STATUS_SPECIAL, offsets};
 use bpfemu_isa::{
     AluOp, AtomicOp, ByteOrder, CallTarget, Insn, JmpCond, LdImm64Kind, Program, Reg, Size, Source,
@@ -89,7 +89,7 @@ pub(crate) enum Flow {
 }
 
 impl FuncTranslator<'_, '_> {
-    fn get(&mut self, r: Reg) -> Value {
+    pub(crate) fn get(&mut self, r: Reg) -> Value {
         self.b.use_var(self.regs[r.index()])
     }
 
@@ -697,7 +697,10 @@ impl FuncTranslator<'_, '_> {
     fn call_helper(&mut self, id: i32, pc: usize) -> Flow {
         let r0 = match self.inline_helper(id, pc) {
             Some(r0) => r0,
-            None => self.emit_helper_call(id, pc),
+            None => match plan::direct_map_op(id, self.mode) {
+                Some(op) => self.direct_map_op(op, id, pc),
+                None => self.emit_helper_call(id, pc),
+            },
         };
         self.set(Reg::R0, r0);
         Flow::Next

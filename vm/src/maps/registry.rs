@@ -103,10 +103,14 @@ impl Maps {
     }
 
     fn map_of(&mut self, handle: u64) -> Result<&mut Map, HelperError> {
-        let index = self
-            .index_of_handle(handle)
-            .ok_or_else(|| HelperError::Failed(format!("{handle:#x} is not a map")))?;
+        let index = self.helper_map_index(handle)?;
         Ok(&mut self.maps[index])
+    }
+
+    /// The index of the map a helper's handle names.
+    fn helper_map_index(&self, handle: u64) -> Result<usize, HelperError> {
+        self.index_of_handle(handle)
+            .ok_or_else(|| HelperError::Failed(format!("{handle:#x} is not a map")))
     }
 
     /// The key a helper points at, borrowed from the memory (no copy: the map's operation
@@ -131,8 +135,11 @@ impl Maps {
         key: u64,
         cpu: u32,
     ) -> Result<u64, HelperError> {
-        let key = self.key_in(mem, map, key)?;
-        let found = self.map_of(map)?.lookup(mem, key, cpu);
+        // The map found once: this is the call map-heavy programs make on every packet.
+        let index = self.helper_map_index(map)?;
+        let m = &mut self.maps[index];
+        let key = mem.slice(key, m.key_size())?;
+        let found = m.lookup(mem, key, cpu);
         Ok(match found {
             None => 0,
             Some(ValueRef::Addr(addr)) => addr,

@@ -21,7 +21,7 @@ use super::determinism::{Clock, Prandom};
 use super::frame::XdpFrame;
 use super::runtime::{NetDevice, PerfEvent, RedirectTarget};
 use crate::fib::Fib;
-use crate::helpers::{HelperError, HelperOutcome, Helpers};
+use crate::helpers::{HelperError, HelperOutcome, Helpers, MapOp};
 use crate::maps::Maps;
 use crate::memory::Memory;
 use crate::taint::Footprint;
@@ -218,6 +218,18 @@ impl Helpers for XdpEnv<'_> {
             return Err(HelperError::Unknown(id));
         };
         (helper.f)(self, args, mem)
+    }
+
+    /// Every map's lookup, update and delete: the maps do them as the helpers would, and
+    /// decline only where the helper fails (then before any effect).
+    fn map_op_direct(&mut self, op: MapOp, a: [u64; 4], mem: &mut Memory) -> Option<u64> {
+        let cpu = self.run.cpu;
+        match op {
+            MapOp::Lookup => self.maps.lookup_elem(mem, a[0], a[1], cpu),
+            MapOp::Update => self.maps.update_elem(mem, a[0], a[1], a[2], a[3], cpu),
+            MapOp::Delete => self.maps.delete_elem(mem, a[0], a[1]),
+        }
+        .ok()
     }
 
     fn call_kfunc(
