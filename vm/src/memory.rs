@@ -931,6 +931,7 @@ impl Memory {
 
     /// The `len` bytes at `addr`, which must lie wholly inside one region (not a converted
     /// ctx, whose bytes are not what the program sees).
+    #[inline]
     pub fn slice(&self, addr: u64, len: usize) -> Result<&[u8], MemFault> {
         // The region of the last access, through its span: a helper's key or value is
         // usually where the one before it was (the stack), and this is every map helper's
@@ -945,6 +946,12 @@ impl Memory {
             // the region is in `self`, which the shared borrow of `self` keeps from writers.
             return Ok(unsafe { std::slice::from_raw_parts(at, len) });
         }
+        self.slice_located(addr, len)
+    }
+
+    /// [`Memory::slice`] past its fast path: the region found among all.
+    #[inline(never)]
+    fn slice_located(&self, addr: u64, len: usize) -> Result<&[u8], MemFault> {
         let (index, off) = self.locate(addr, len, Access::Read)?;
         if self.regions[index].ctx.is_some() {
             return Err(self.ctx_fault(index, off, len, addr, Access::Read));

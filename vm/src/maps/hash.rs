@@ -105,6 +105,7 @@ impl HashMap {
 
     /// A program's lookup: the address of the value (this CPU's copy); marks an LRU
     /// element as used.
+    #[inline]
     pub(crate) fn lookup(&mut self, key: &[u8], cpu: u32) -> Option<u64> {
         let slot = self.index.get(key)?;
         if let Some(lru) = &mut self.lru {

@@ -111,6 +111,7 @@ impl Map {
         self.map_type
     }
 
+    #[inline]
     pub fn key_size(&self) -> usize {
         self.spec.key_size as usize
     }
@@ -182,6 +183,7 @@ impl Map {
     // ---- program side ----
 
     /// `bpf_map_lookup_elem` from a program on virtual CPU `cpu`: `None` is NULL.
+    #[inline]
     pub fn lookup(&mut self, mem: &Memory, key: &[u8], cpu: u32) -> Option<ValueRef> {
         match &mut self.imp {
             Imp::Array(a) => a.lookup(key, cpu).map(ValueRef::Addr),

@@ -108,6 +108,7 @@ impl Maps {
     }
 
     /// The index of the map a helper's handle names.
+    #[inline]
     fn helper_map_index(&self, handle: u64) -> Result<usize, HelperError> {
         self.index_of_handle(handle)
             .ok_or_else(|| HelperError::Failed(format!("{handle:#x} is not a map")))
@@ -128,6 +129,7 @@ impl Maps {
     // ---- helpers: addresses in, r0 out ----
 
     /// `bpf_map_lookup_elem(map, key)`: the value's address, an inner map's handle, or 0.
+    #[inline]
     pub fn lookup_elem(
         &mut self,
         mem: &Memory,
