@@ -66,7 +66,10 @@ impl Kind {
 
 #[derive(Clone, Copy, Debug)]
 enum Piece {
-    Byte(u8),
+    /// Bytes `start..end` of the format, copied as they are.
+    Text(usize, usize),
+    /// `%%`.
+    Percent,
     Conversion(Spec, Kind),
 }
 
@@ -82,7 +85,7 @@ pub struct Formatted {
 pub fn format(fmt: &[u8], args: &[u64], mem: &Memory, size: usize) -> Result<Formatted, Errno> {
     let pieces = parse(fmt)?;
     let bin = pack(&pieces, args, mem)?;
-    Ok(render(&pieces, &bin, size))
+    Ok(render(fmt, &pieces, &bin, size))
 }
 
 /// The format's pieces, or EINVAL where `bpf_bprintf_prepare` refuses it.
@@ -95,16 +98,20 @@ fn parse(fmt: &[u8]) -> Result<Vec<Piece>, Errno> {
     }
     let at = |i: usize| fmt.get(i).copied().unwrap_or(0);
     let ends = |c: u8| c == 0 || c.is_ascii_whitespace() || c.is_ascii_punctuation();
-    let mut pieces = Vec::new();
+    let mut pieces = Vec::with_capacity(8);
     let mut i = 0;
     while i < fmt.len() {
         if fmt[i] != b'%' {
-            pieces.push(Piece::Byte(fmt[i]));
-            i += 1;
+            let end = fmt[i..]
+                .iter()
+                .position(|&c| c == b'%')
+                .map_or(fmt.len(), |n| i + n);
+            pieces.push(Piece::Text(i, end));
+            i = end;
             continue;
         }
         if at(i + 1) == b'%' {
-            pieces.push(Piece::Byte(b'%'));
+            pieces.push(Piece::Percent);
             i += 2;
             continue;
         }
@@ -165,7 +172,7 @@ fn pack(pieces: &[Piece], args: &[u64], mem: &Memory) -> Result<Vec<u8>, Errno> 
     let mut bin = Vec::new();
     let conversions = pieces.iter().filter_map(|p| match p {
         Piece::Conversion(_, kind) => Some(*kind),
-        Piece::Byte(_) => None,
+        Piece::Text(..) | Piece::Percent => None,
     });
     for (n, kind) in conversions.enumerate() {
         let arg = *args.get(n).ok_or(Errno::EINVAL)?;
@@ -230,12 +237,10 @@ struct Output {
 
 impl Output {
     fn put(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            if self.len < self.size {
-                self.written.push(b);
-            }
-            self.len += 1;
-        }
+        let room = self.size.saturating_sub(self.len);
+        self.written
+            .extend_from_slice(&bytes[..bytes.len().min(room)]);
+        self.len += bytes.len();
     }
 
     fn has_room(&self) -> bool {
@@ -269,17 +274,21 @@ impl Args<'_> {
 }
 
 /// The second pass, `bstr_printf` into `size` bytes.
-fn render(pieces: &[Piece], bin: &[u8], size: usize) -> Formatted {
+fn render(fmt: &[u8], pieces: &[Piece], bin: &[u8], size: usize) -> Formatted {
     let mut out = Output {
-        written: Vec::new(),
+        written: Vec::with_capacity((fmt.len() + bin.len() * 3).min(size)),
         len: 0,
         size,
     };
     let mut args = Args { bin, at: 0 };
     for piece in pieces {
         let (spec, kind) = match *piece {
-            Piece::Byte(b) => {
-                out.put(&[b]);
+            Piece::Text(start, end) => {
+                out.put(&fmt[start..end]);
+                continue;
+            }
+            Piece::Percent => {
+                out.put(b"%");
                 continue;
             }
             Piece::Conversion(spec, kind) => (spec, kind),
