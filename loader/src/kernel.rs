@@ -216,7 +216,7 @@ fn read_btf(path: &Path) -> Result<Btf, KernelBtfError> {
         message,
     };
     let bytes = std::fs::read(path).map_err(|e| error(e.to_string()))?;
-    Btf::parse(&bytes).map_err(|e| error(e.to_string()))
+    Btf::parse_kernel(&bytes).map_err(|e| error(e.to_string()))
 }
 
 #[cfg(test)]

@@ -60,9 +60,27 @@ struct Sections<'a> {
     flags_refusal: Option<String>,
 }
 
+/// Whether a parse also judges the blob as `BPF_BTF_LOAD` would ([`Btf::raw_refusal`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum LoadModel {
+    Judge,
+    Skip,
+}
+
 impl Btf {
-    /// Parses a complete (non-split) BTF blob.
+    /// Parses a complete (non-split) BTF blob, judging it as `BPF_BTF_LOAD` would.
     pub fn parse(data: &[u8]) -> Result<Btf, BtfError> {
+        Btf::parse_with(data, LoadModel::Judge)
+    }
+
+    /// Parses a kernel's own BTF (vmlinux), which no one loads with `BPF_BTF_LOAD`: the same
+    /// types, without the load model's work on each of its 100,000-odd types, so that a
+    /// program that needs the kernel's types does not pay for that too.
+    pub fn parse_kernel(data: &[u8]) -> Result<Btf, BtfError> {
+        Btf::parse_with(data, LoadModel::Skip)
+    }
+
+    fn parse_with(data: &[u8], model: LoadModel) -> Result<Btf, BtfError> {
         let endian = detect_endianness(data, BLOB)?;
         let sections = read_header(Cursor::new(data, endian, BLOB), data)?;
         let mut types = vec![BtfType {
@@ -79,7 +97,7 @@ impl Btf {
                 what: "too many types".into(),
             })?;
             offsets.push(cur.pos());
-            let (t, refusal) = parse_type(&mut cur, &sections, id)?;
+            let (t, refusal) = parse_type(&mut cur, &sections, id, model)?;
             raw_refusal = raw_refusal.or(refusal);
             types.push(t);
         }
@@ -192,6 +210,7 @@ fn parse_type(
     cur: &mut Cursor<'_>,
     sec: &Sections<'_>,
     id: TypeId,
+    model: LoadModel,
 ) -> Result<(BtfType, Option<String>), BtfError> {
     let offset = cur.pos();
     cur.need(12, "type header")?;
@@ -218,6 +237,15 @@ fn parse_type(
     };
     let body = cur.pos();
     let kind = parse_kind(cur, sec, &hdr)?;
+    if model == LoadModel::Skip {
+        return Ok((
+            BtfType {
+                name: hdr.name,
+                kind,
+            },
+            None,
+        ));
+    }
     let raw = RawType {
         id,
         info,

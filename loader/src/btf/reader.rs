@@ -126,8 +126,12 @@ pub(crate) fn detect_endianness(data: &[u8], blob: &'static str) -> Result<Endia
 /// `None` when the offset is outside the section or the string runs off its end.
 pub(crate) fn string_at(strings: &[u8], str_off: u32) -> Option<String> {
     let tail = strings.get(str_off as usize..)?;
-    let len = tail.iter().position(|&b| b == 0)?;
-    Some(String::from_utf8_lossy(&tail[..len]).into_owned())
+    // (`CStr` finds the NUL with the C library's memchr: a kernel's BTF has a million names.)
+    let bytes = std::ffi::CStr::from_bytes_until_nul(tail).ok()?.to_bytes();
+    Some(match std::str::from_utf8(bytes) {
+        Ok(name) => name.to_owned(),
+        Err(_) => String::from_utf8_lossy(bytes).into_owned(),
+    })
 }
 
 #[cfg(test)]
