@@ -468,6 +468,13 @@ impl XdpFrame {
         Ok(self.copy_out(mem, offset as usize, len as usize))
     }
 
+    /// [`Self::read_bytes`] into `out` (its length is the length read).
+    pub fn read_bytes_into(&self, mem: &Memory, offset: u32, out: &mut [u8]) -> Result<(), Errno> {
+        self.check_bytes(offset, u32::try_from(out.len()).unwrap_or(u32::MAX))?;
+        self.copy_out_into(mem, offset as usize, out);
+        Ok(())
+    }
+
     /// `bpf_xdp_store_bytes`' write: `bytes` into the packet at `offset`, across the linear
     /// part and the fragments, after [`Self::check_bytes`].
     pub fn write_bytes(
@@ -503,22 +510,28 @@ impl XdpFrame {
 
     /// `len` bytes at `offset` of a range already checked to be inside the packet.
     fn copy_out(&self, mem: &Memory, offset: usize, len: usize) -> Vec<u8> {
-        let mut out = Vec::with_capacity(len);
-        let mut at = offset;
+        let mut out = vec![0; len];
+        self.copy_out_into(mem, offset, &mut out);
+        out
+    }
+
+    /// The packet bytes from `offset` that fill `out`, fragments included.
+    fn copy_out_into(&self, mem: &Memory, offset: usize, out: &mut [u8]) {
+        let (mut done, mut at) = (0, offset);
         for piece in std::iter::once(self.packet(mem)).chain(self.frags.iter().map(Vec::as_slice)) {
-            if out.len() == len {
+            if done == out.len() {
                 break;
             }
             if at < piece.len() {
-                let n = (len - out.len()).min(piece.len() - at);
-                out.extend_from_slice(&piece[at..at + n]);
+                let n = (out.len() - done).min(piece.len() - at);
+                out[done..done + n].copy_from_slice(&piece[at..at + n]);
+                done += n;
                 at = 0;
             } else {
                 at -= piece.len();
             }
         }
-        debug_assert_eq!(out.len(), len, "a range inside the packet");
-        out
+        debug_assert_eq!(done, out.len(), "a range inside the packet");
     }
 }
 

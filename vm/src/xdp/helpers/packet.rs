@@ -30,13 +30,31 @@ pub fn get_buff_len(env: &mut XdpEnv<'_>, _a: [u64; 5], _mem: &mut Memory) -> He
 
 /// `bpf_xdp_load_bytes(ctx, offset, buf, len)`: packet bytes, fragments included, into `buf`.
 pub fn load_bytes(env: &mut XdpEnv<'_>, a: [u64; 5], mem: &mut Memory) -> HelperResult {
-    let bytes = match env.frame.read_bytes(mem, a[1] as u32, a[3] as u32) {
-        Ok(b) => b,
-        Err(e) => return ret(e.as_ret()),
+    let (offset, len) = (a[1] as u32, a[3] as u32);
+    // The range first: a copy is then at most the packet's size.
+    if let Err(e) = env.frame.check_bytes(offset, len) {
+        return ret(e.as_ret());
+    }
+    // (The bytes pass through a buffer on the stack for the sizes programs load: `buf` may
+    // be packet memory too.)
+    let mut small = [0u8; SMALL_COPY];
+    let mut large = Vec::new();
+    let bytes = match small.get_mut(..len as usize) {
+        Some(bytes) => bytes,
+        None => {
+            large.resize(len as usize, 0);
+            &mut large[..]
+        }
     };
-    mem.slice_mut(a[2], bytes.len())?.copy_from_slice(&bytes);
+    if let Err(e) = env.frame.read_bytes_into(mem, offset, bytes) {
+        return ret(e.as_ret());
+    }
+    mem.slice_mut(a[2], bytes.len())?.copy_from_slice(bytes);
     ret(0)
 }
+
+/// The largest copy [`load_bytes`] and [`store_bytes`] make on the stack.
+const SMALL_COPY: usize = 256;
 
 /// `bpf_xdp_store_bytes(ctx, offset, buf, len)`: `buf` into the packet, fragments included.
 pub fn store_bytes(env: &mut XdpEnv<'_>, a: [u64; 5], mem: &mut Memory) -> HelperResult {
@@ -45,7 +63,16 @@ pub fn store_bytes(env: &mut XdpEnv<'_>, a: [u64; 5], mem: &mut Memory) -> Helpe
     if let Err(e) = env.frame.check_bytes(offset, len) {
         return ret(e.as_ret());
     }
-    let bytes = mem.slice(a[2], len as usize)?.to_vec();
+    // `buf` may be packet memory: copied out of the way of the write first.
+    let source = mem.slice(a[2], len as usize)?;
+    let mut small = [0u8; SMALL_COPY];
+    let bytes = match small.get_mut(..source.len()) {
+        Some(copy) => {
+            copy.copy_from_slice(source);
+            std::borrow::Cow::Borrowed(&*copy)
+        }
+        None => std::borrow::Cow::Owned(source.to_vec()),
+    };
     ret(errno::ret(env.frame.write_bytes(mem, offset, &bytes)))
 }
 
