@@ -166,8 +166,19 @@ fn load_for_kernel(path: &Path, load: &LoadOptions) -> Result<bpfemu_loader::Obj
     })
 }
 
-/// The kernel's verdict on one program of the object, loaded with what it needs.
+/// The kernel's verdict on one program of the object, loaded with what it needs: first with
+/// the statistics alone, as veristat loads (a level-1 log prints every instruction the
+/// verifier walks, which costs the kernel several times its verification time on big
+/// programs), then, for a rejection, again with the level-1 log that words it.
 fn kernel_verdict(object: &bpfemu_loader::Object, p: &bpfemu_loader::ProgramSpec) -> KernelVerdict {
+    let stats_only = KernelLoadOptions {
+        log_level: kbpf::BPF_LOG_STATS,
+        log_size: 1 << 16,
+        initial: InitialEntries::new(),
+    };
+    if let Ok(k) = KernelObject::load(object, &p.name, &stats_only) {
+        return parse_verifier_log(k.log(), true);
+    }
     let opts = KernelLoadOptions {
         log_level: kbpf::BPF_LOG_LEVEL1 | kbpf::BPF_LOG_STATS,
         log_size: 16 << 20,
