@@ -481,21 +481,13 @@ fn diff_kernel_image(
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     use bpfemu::diff;
-    let compared = (|| -> Result<diff::ImageVerdicts, diff::ImageDiffError> {
-        if load.kernel.len() > 1 {
-            return Err(diff::ImageDiffError::SeveralKernels {
-                path: image.display().to_string(),
-            });
-        }
-        let (_, version) = diff::image_kernel(image, load.kernel.first().copied())?;
-        diff::verify_in_image(
-            image,
-            version,
-            object,
-            &load.object.map_sizes,
-            load.object.btf.as_deref(),
-        )
-    })();
+    let compared = diff::compare_with_image(
+        image,
+        &load.kernel,
+        object,
+        &load.object.map_sizes,
+        load.object.btf.as_deref(),
+    );
     let compared = match compared {
         Ok(compared) => compared,
         Err(why) => {

@@ -84,6 +84,24 @@ pub struct ImageVerdicts {
     pub programs: Vec<ProgramVerdict>,
 }
 
+/// `diff --verifier --kernel-image`: the profile `image` names (or the one `--kernel` names,
+/// at most one), then [`verify_in_image`].
+pub fn compare_with_image(
+    image: &Path,
+    kernels: &[KernelVersion],
+    object: &Path,
+    map_sizes: &[(String, u32)],
+    btf: Option<&Path>,
+) -> Result<ImageVerdicts, ImageDiffError> {
+    if kernels.len() > 1 {
+        return Err(ImageDiffError::SeveralKernels {
+            path: image.display().to_string(),
+        });
+    }
+    let (_, version) = image_kernel(image, kernels.first().copied())?;
+    verify_in_image(image, version, object, map_sizes, btf)
+}
+
 /// Boots `image` once to judge every program of `object`, then judges them with bpfemu as
 /// `version`; `map_sizes` are `--map-size` values, given to both sides. `btf`: the user's
 /// `--btf`, else the guest's own.
