@@ -4,9 +4,9 @@
 //! QEMU with libbpf 1.7 (`bpfemu-kernel-vms`): Debian's 5.10.0-32, 6.1.0-47, 6.12.95+deb12
 //! and 7.2.12+deb14 cloud kernels, and this machine's 6.18.44.
 
-use std::process::Command;
+mod kernel_csv;
 
-const KERNELS: [&str; 5] = ["5.10", "6.1", "6.12", "6.18", "7.2"];
+use kernel_csv::{KERNELS, verify_csv};
 
 /// `verify OBJECT --kernel` every profile, as CSV: the processed count per kernel, in
 /// [`KERNELS`] order.
@@ -16,31 +16,14 @@ fn processed_per_kernel(object: &str) -> Vec<u64> {
 
 /// The processed count `verify OBJECT --kernel` gives for each of `kernels`, in their order.
 fn processed_on(object: &str, kernels: &[&str]) -> Vec<u64> {
-    let out = Command::new(env!("CARGO_BIN_EXE_bpfemu"))
-        .args(["verify", object, "--kernel", &kernels.join(","), "--csv"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("bpfemu runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mut lines = stdout.lines();
-    let header: Vec<&str> = lines.next().expect("a header").split(',').collect();
-    let column = |name: &str| header.iter().position(|h| *h == name).expect(name);
-    let (kernel, processed) = (column("kernel"), column("total_insns"));
-    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    let csv = verify_csv(object, kernels);
+    assert_eq!(csv.status, Some(0), "{}", csv.text);
     kernels
         .iter()
         .map(|k| {
-            let row = rows
-                .iter()
-                .find(|r| r[kernel] == *k)
-                .expect("a row per kernel");
-            row[processed].parse().expect("a count")
+            csv.row(k, |r| r["kernel"] == *k)["total_insns"]
+                .parse()
+                .expect("a count")
         })
         .collect()
 }

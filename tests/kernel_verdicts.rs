@@ -4,9 +4,9 @@
 //! 6.12.95+deb12 and 7.2.12+deb14 cloud kernels, and this machine's 6.18.44. CI judges the
 //! same fixtures in those kernels again (tests/kernels_vs_vms.rs).
 
-use std::process::Command;
+mod kernel_csv;
 
-const KERNELS: [&str; 5] = ["5.10", "6.1", "6.12", "6.18", "7.2"];
+use kernel_csv::{KERNELS, verify_csv};
 
 /// `verify OBJECT --kernel` every profile, as CSV: for `program`, per kernel in [`KERNELS`]
 /// order, "accepted" or the final error line.
@@ -16,56 +16,18 @@ fn answers(object: &str, program: &str) -> Vec<String> {
 
 /// [`answers`] for `kernels` only.
 fn answers_on(object: &str, program: &str, kernels: &[&str]) -> Vec<String> {
-    let out = Command::new(env!("CARGO_BIN_EXE_bpfemu"))
-        .args(["verify", object, "--kernel", &kernels.join(","), "--csv"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("bpfemu runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let mut reader = csv_rows(&stdout);
-    let header = reader.remove(0);
-    let column = |name: &str| header.iter().position(|h| h == name).expect(name);
-    let (prog, kernel, verdict, error) = (
-        column("prog_name"),
-        column("kernel"),
-        column("verdict"),
-        column("error"),
-    );
+    let csv = verify_csv(object, kernels);
     kernels
         .iter()
         .map(|k| {
-            let row = reader
-                .iter()
-                .find(|r| r[prog] == program && r[kernel] == *k)
-                .unwrap_or_else(|| panic!("no row for {program} on {k}: {stdout}"));
-            if row[verdict] == "success" {
+            let row = csv.row(&format!("{program} on {k}"), |r| {
+                r["prog_name"] == program && r["kernel"] == *k
+            });
+            if row["verdict"] == "success" {
                 "accepted".to_string()
             } else {
-                row[error].clone()
+                row["error"].clone()
             }
-        })
-        .collect()
-}
-
-/// The fields of each CSV line (quoted fields may hold commas; no field holds a newline).
-fn csv_rows(text: &str) -> Vec<Vec<String>> {
-    text.lines()
-        .map(|line| {
-            let (mut fields, mut field, mut quoted) = (Vec::new(), String::new(), false);
-            let mut chars = line.chars().peekable();
-            while let Some(c) = chars.next() {
-                match c {
-                    '"' if quoted && chars.peek() == Some(&'"') => {
-                        field.push('"');
-                        chars.next();
-                    }
-                    '"' => quoted = !quoted,
-                    ',' if !quoted => fields.push(std::mem::take(&mut field)),
-                    c => field.push(c),
-                }
-            }
-            fields.push(field);
-            fields
         })
         .collect()
 }

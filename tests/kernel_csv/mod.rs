@@ -1,0 +1,74 @@
+//! `bpfemu verify OBJECT --kernel K,... --csv` read back: what the per-kernel tests
+//! (kernel_counts.rs, kernel_verdicts.rs) compare with each kernel's answers.
+
+use std::collections::HashMap;
+use std::process::Command;
+
+/// Every kernel profile, oldest first.
+pub const KERNELS: [&str; 5] = ["5.10", "6.1", "6.12", "6.18", "7.2"];
+
+/// The CSV report of one `verify` run.
+pub struct VerifyCsv {
+    pub status: Option<i32>,
+    /// Standard output and error, for failure messages.
+    pub text: String,
+    rows: Vec<HashMap<String, String>>,
+}
+
+impl VerifyCsv {
+    /// The row `pick` chooses (a panic naming `what` when there is none).
+    pub fn row(
+        &self,
+        what: &str,
+        pick: impl Fn(&HashMap<String, String>) -> bool,
+    ) -> &HashMap<String, String> {
+        self.rows
+            .iter()
+            .find(|r| pick(r))
+            .unwrap_or_else(|| panic!("no row for {what}: {}", self.text))
+    }
+}
+
+/// `verify OBJECT --kernel KERNELS... --csv`, run from the package's root.
+pub fn verify_csv(object: &str, kernels: &[&str]) -> VerifyCsv {
+    let out = Command::new(env!("CARGO_BIN_EXE_bpfemu"))
+        .args(["verify", object, "--kernel", &kernels.join(","), "--csv"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("bpfemu runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut lines = fields(&stdout).into_iter();
+    let header = lines.next().unwrap_or_default();
+    let rows = lines
+        .map(|row| header.iter().cloned().zip(row).collect())
+        .collect();
+    VerifyCsv {
+        status: out.status.code(),
+        text: stdout + &String::from_utf8_lossy(&out.stderr),
+        rows,
+    }
+}
+
+/// The fields of each CSV line (quoted fields may hold commas and doubled quotes; no field
+/// holds a newline).
+fn fields(text: &str) -> Vec<Vec<String>> {
+    text.lines()
+        .map(|line| {
+            let (mut fields, mut field, mut quoted) = (Vec::new(), String::new(), false);
+            let mut chars = line.chars().peekable();
+            while let Some(c) = chars.next() {
+                match c {
+                    '"' if quoted && chars.peek() == Some(&'"') => {
+                        field.push('"');
+                        chars.next();
+                    }
+                    '"' => quoted = !quoted,
+                    ',' if !quoted => fields.push(std::mem::take(&mut field)),
+                    c => field.push(c),
+                }
+            }
+            fields.push(field);
+            fields
+        })
+        .collect()
+}
