@@ -17,6 +17,8 @@ fn answers(object: &str, program: &str) -> Vec<String> {
 /// [`answers`] for `kernels` only.
 fn answers_on(object: &str, program: &str, kernels: &[&str]) -> Vec<String> {
     let csv = verify_csv(object, kernels);
+    // Accepted everywhere (0) or rejected somewhere (1): never undecided or unreadable (2).
+    assert!(matches!(csv.status, Some(0 | 1)), "{}", csv.text);
     kernels
         .iter()
         .map(|k| {
