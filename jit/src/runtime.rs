@@ -576,6 +576,15 @@ pub unsafe extern "C" fn jit_map_delete(ctx: *mut RunCtx, map: u64, key: u64) ->
     unsafe { map_op_direct(ctx, MapOp::Delete, [map, key, 0, 0]) }
 }
 
+/// `bpf_redirect_map(map, key, flags)` called directly, as [`jit_map_lookup`].
+///
+/// # Safety
+/// `ctx` is the live context of the running program.
+pub unsafe extern "C" fn jit_map_redirect(ctx: *mut RunCtx, map: u64, key: u64, flags: u64) -> u64 {
+    // SAFETY: the caller passes the live context.
+    unsafe { map_op_direct(ctx, MapOp::Redirect, [map, key, flags, 0]) }
+}
+
 /// # Safety
 /// `ctx` is the live context of the running program.
 #[inline(always)]
@@ -596,6 +605,7 @@ pub fn map_op_entry(op: MapOp) -> usize {
         MapOp::Lookup => jit_map_lookup as *const () as usize,
         MapOp::Update => jit_map_update as *const () as usize,
         MapOp::Delete => jit_map_delete as *const () as usize,
+        MapOp::Redirect => jit_map_redirect as *const () as usize,
     }
 }
 

@@ -1,5 +1,5 @@
-//! Trusted code calls `bpf_map_lookup_elem`, `bpf_map_update_elem` and
-//! `bpf_map_delete_elem` directly ([`bpfemu_vm::Helpers::map_op_direct`]), with the general
+//! Trusted code calls `bpf_map_lookup_elem`, `bpf_map_update_elem`, `bpf_map_delete_elem`
+//! and `bpf_redirect_map` directly ([`bpfemu_vm::Helpers::map_op_direct`]), with the general
 //! helper call as the slow path of what the environment declines; checked code always makes
 //! the general call. Both tiers. On real maps of every kind a program updates, looks up and
 //! deletes, the direct calls give what the interpreter gives: verdicts, instruction counts and
@@ -20,13 +20,16 @@ struct TwoPaths;
 
 const GENERAL_LOOKUP: u64 = 7000;
 const GENERAL_UPDATE: u64 = 5000;
+const GENERAL_REDIRECT: u64 = 300_000;
 const DIRECT_LOOKUP: u64 = 40;
+const DIRECT_REDIRECT: u64 = 20_000;
 
 impl Helpers for TwoPaths {
     fn call(&mut self, id: i32, _args: [u64; 5], _mem: &mut Memory) -> Result<u64, HelperError> {
         match id {
             1 => Ok(GENERAL_LOOKUP),
             2 => Ok(GENERAL_UPDATE),
+            51 => Ok(GENERAL_REDIRECT),
             _ => Err(HelperError::Unknown(id)),
         }
     }
@@ -37,13 +40,15 @@ impl Helpers for TwoPaths {
             MapOp::Lookup => Some(DIRECT_LOOKUP),
             // The flags: r4 reached the direct call.
             MapOp::Update => Some(args[3]),
+            // The flags, r3, reached it too.
+            MapOp::Redirect => Some(DIRECT_REDIRECT + args[2]),
             MapOp::Delete => None,
         }
     }
 }
 
-/// A lookup and an update with r2 (the "key") from the caller; r0 adds both results and r2
-/// and r4 as they are after the calls (r1-r5 survive a helper call).
+/// A lookup, an update and a redirect with r2 (the "key") from the caller; r0 adds the
+/// results and r2 and r4 as they are after the calls (r1-r5 survive a helper call).
 const ROUTED: &str = "
     r1 = 100
     call map_lookup_elem#1
@@ -54,6 +59,10 @@ const ROUTED: &str = "
     r4 = 3
     call map_update_elem#2
     r0 += r4
+    r6 += r0
+    r1 = 100
+    r3 = 5
+    call redirect_map#51
     r0 += r6
     exit";
 
@@ -69,22 +78,22 @@ fn routed(mode: Mode, tier: Tier, key: u64) -> u64 {
 #[test]
 fn trusted_code_calls_map_helpers_directly_and_falls_back_when_declined() {
     for tier in TIERS {
-        // Key 1: both direct (the update answers its flags, 3).
+        // Key 1: all direct (the update answers its flags, 3; the redirect its own, 5).
         assert_eq!(
             routed(Mode::Trusted, tier, 1),
-            (DIRECT_LOOKUP + 1) + (3 + 3),
+            (DIRECT_LOOKUP + 1) + (3 + 3) + (DIRECT_REDIRECT + 5),
             "{tier:?}"
         );
-        // Key 2: both declined, so both general.
+        // Key 2: all declined, so all general.
         assert_eq!(
             routed(Mode::Trusted, tier, 2),
-            (GENERAL_LOOKUP + 2) + (GENERAL_UPDATE + 3),
+            (GENERAL_LOOKUP + 2) + (GENERAL_UPDATE + 3) + GENERAL_REDIRECT,
             "{tier:?}"
         );
         // Checked code never calls directly.
         assert_eq!(
             routed(Mode::Checked, tier, 1),
-            (GENERAL_LOOKUP + 1) + (GENERAL_UPDATE + 3),
+            (GENERAL_LOOKUP + 1) + (GENERAL_UPDATE + 3) + GENERAL_REDIRECT,
             "{tier:?}"
         );
     }

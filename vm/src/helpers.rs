@@ -105,6 +105,9 @@ pub enum MapOp {
     Update,
     /// `bpf_map_delete_elem(map, key)`.
     Delete,
+    /// `bpf_redirect_map(map, key, flags)` (the kernel, too, calls the map's redirect
+    /// directly).
+    Redirect,
 }
 
 impl MapOp {
@@ -115,7 +118,17 @@ impl MapOp {
             id::MAP_LOOKUP_ELEM => Some(MapOp::Lookup),
             id::MAP_UPDATE_ELEM => Some(MapOp::Update),
             id::MAP_DELETE_ELEM => Some(MapOp::Delete),
+            id::REDIRECT_MAP => Some(MapOp::Redirect),
             _ => None,
+        }
+    }
+
+    /// How many of r1-r4 the operation takes.
+    pub fn arity(self) -> usize {
+        match self {
+            MapOp::Lookup | MapOp::Delete => 2,
+            MapOp::Redirect => 3,
+            MapOp::Update => 4,
         }
     }
 }

@@ -83,12 +83,8 @@ impl FnCompiler<'_> {
     /// declines. r1-r5 come back from the out slots, as after any helper.
     fn direct_map_op(&mut self, op: MapOp, id: i32, pc: usize) {
         const ARGS: [R; 4] = [RSI, RDX, RCX, R8];
-        let arity = match op {
-            MapOp::Lookup | MapOp::Delete => 2,
-            MapOp::Update => 4,
-        };
         self.store_args();
-        for (i, &to) in ARGS.iter().enumerate().take(arity) {
+        for (i, &to) in ARGS.iter().enumerate().take(op.arity()) {
             self.a.load_zx(Sz::Q, to, out_slot(i + 1));
         }
         self.call_rt(runtime::map_op_entry(op) as u64, &[]);

@@ -100,11 +100,7 @@ impl FuncTranslator<'_, '_> {
     /// Map helper `op` (helper `id`) through its direct runtime entry: r1-r4 in, r0 out; the
     /// general call when the environment declines.
     pub(crate) fn direct_map_op(&mut self, op: MapOp, id: i32, pc: usize) -> Value {
-        let arity = match op {
-            MapOp::Lookup | MapOp::Delete => 2,
-            MapOp::Update => 4,
-        };
-        let args: Vec<Value> = (1..=arity)
+        let args: Vec<Value> = (1..=op.arity() as u8)
             .map(|r| self.get(Reg::new(r).expect("r1-r4")))
             .collect();
         let r0 = self.env.call_map_op(&mut self.b, op, &args);

@@ -220,16 +220,19 @@ impl Helpers for XdpEnv<'_> {
         (helper.f)(self, args, mem)
     }
 
-    /// Every map's lookup, update and delete: the maps do them as the helpers would, and
-    /// decline only where the helper fails (then before any effect).
+    /// Every map's lookup, update, delete and redirect, done as the helpers do them:
+    /// declined only where the helper fails (then before any effect).
     fn map_op_direct(&mut self, op: MapOp, a: [u64; 4], mem: &mut Memory) -> Option<u64> {
         let cpu = self.run.cpu;
         match op {
-            MapOp::Lookup => self.maps.lookup_elem(mem, a[0], a[1], cpu),
-            MapOp::Update => self.maps.update_elem(mem, a[0], a[1], a[2], a[3], cpu),
-            MapOp::Delete => self.maps.delete_elem(mem, a[0], a[1]),
+            MapOp::Lookup => self.maps.lookup_elem(mem, a[0], a[1], cpu).ok(),
+            MapOp::Update => self.maps.update_elem(mem, a[0], a[1], a[2], a[3], cpu).ok(),
+            MapOp::Delete => self.maps.delete_elem(mem, a[0], a[1]).ok(),
+            MapOp::Redirect => match redirect::redirect_map(self, [a[0], a[1], a[2], 0, 0], mem) {
+                Ok(HelperOutcome::Return(r0)) => Some(r0),
+                _ => None,
+            },
         }
-        .ok()
     }
 
     fn call_kfunc(
