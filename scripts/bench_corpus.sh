@@ -21,15 +21,8 @@ profile=${BPFEMU_PROFILE:-release}
 bpfemu=${BPFEMU:-target/$profile/bpfemu}
 [ -x "$bpfemu" ] || cargo build --profile "$profile" --bin bpfemu
 
-# The capture each program is benchmarked on: the one its interesting paths run on.
-capture_for() {
-    case $1 in
-        l4lb | nat_lb) echo flows.pcap ;;
-        ddos_filter | ringbuf_events) echo attack.pcap ;;
-        globals) echo vlan.pcap ;;
-        *) echo normal.pcap ;;
-    esac
-}
+# shellcheck source=scripts/corpus_bench_inputs.sh
+source scripts/corpus_bench_inputs.sh
 
 fmt='%-15s %8s %10s %10s %12s %12s %12s %10s %12s %12s %8s %8s %10s\n'
 printf "$fmt" program insns/run interp jit jit-trusted jit-baseline base-checked kernel trusted/kern baseline/kern compile base-ms replay
@@ -39,12 +32,8 @@ blogsum=0
 bcount=0
 for obj in examples/xdp/build/*."$level".o; do
     name=$(basename "$obj" ".$level.o")
-    args=("$obj" "examples/pcap/$(capture_for "$name")" --packets "$packets" --json)
-    # xsk_dispatch's XSKMAP entry needs a bound AF_XDP socket in the kernel: run it unset.
-    [ -f "examples/maps/$name.json" ] && [ "$name" != xsk_dispatch ] &&
-        args+=(--maps "examples/maps/$name.json")
-    [ "$name" = tailcall ] && args+=(--prog xdp_entry)
-    [ -f "examples/fib/$name.json" ] && args+=(--fib "examples/fib/$name.json")
+    corpus_bench_args "$name" "$obj"
+    args+=(--packets "$packets" --json)
     if ! doc=$("$bpfemu" bench "${args[@]}" 2>/tmp/bench_corpus.err); then
         printf '%-15s failed: %s\n' "$name" "$(head -1 /tmp/bench_corpus.err)"
         continue

@@ -20,26 +20,16 @@ command -v jq >/dev/null || { echo "bench_trusted.sh: needs jq (apt-get install 
 bpfemu=${BPFEMU:-target/release/bpfemu}
 [ -x "$bpfemu" ] || cargo build --release --bin bpfemu
 
-capture_for() {
-    case $1 in
-        l4lb | nat_lb) echo flows.pcap ;;
-        ddos_filter | ringbuf_events) echo attack.pcap ;;
-        globals) echo vlan.pcap ;;
-        *) echo normal.pcap ;;
-    esac
-}
+# shellcheck source=scripts/corpus_bench_inputs.sh
+source scripts/corpus_bench_inputs.sh
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 printf '%-16s %12s %12s %10s\n' program "$engine" kernel ratio
 for obj in examples/xdp/build/*.v3.o; do
     name=$(basename "$obj" .v3.o)
-    args=("$obj" "examples/pcap/$(capture_for "$name")" --packets "$packets" --json
-        --engine "$engine" --cpu "$cpu")
-    [ -f "examples/maps/$name.json" ] && [ "$name" != xsk_dispatch ] &&
-        args+=(--maps "examples/maps/$name.json")
-    [ "$name" = tailcall ] && args+=(--prog xdp_entry)
-    [ -f "examples/fib/$name.json" ] && args+=(--fib "examples/fib/$name.json")
+    corpus_bench_args "$name" "$obj"
+    args+=(--packets "$packets" --json --engine "$engine" --cpu "$cpu")
     samples=""
     for _ in $(seq "$runs"); do
         if ! doc=$(taskset -c "$cpu" "$bpfemu" bench "${args[@]}" 2>/tmp/bench_trusted.err); then
