@@ -468,13 +468,6 @@ impl XdpFrame {
         Ok(self.copy_out(mem, offset as usize, len as usize))
     }
 
-    /// [`Self::read_bytes`] into `out` (its length is the length read).
-    pub fn read_bytes_into(&self, mem: &Memory, offset: u32, out: &mut [u8]) -> Result<(), Errno> {
-        self.check_bytes(offset, u32::try_from(out.len()).unwrap_or(u32::MAX))?;
-        self.copy_out_into(mem, offset as usize, out);
-        Ok(())
-    }
-
     /// `bpf_xdp_store_bytes`' write: `bytes` into the packet at `offset`, across the linear
     /// part and the fragments, after [`Self::check_bytes`].
     pub fn write_bytes(
@@ -515,8 +508,9 @@ impl XdpFrame {
         out
     }
 
-    /// The packet bytes from `offset` that fill `out`, fragments included.
-    fn copy_out_into(&self, mem: &Memory, offset: usize, out: &mut [u8]) {
+    /// The packet bytes from `offset` that fill `out`, fragments included, of a range already
+    /// checked ([`Self::check_bytes`]) to be inside the packet.
+    pub(crate) fn copy_out_into(&self, mem: &Memory, offset: usize, out: &mut [u8]) {
         let (mut done, mut at) = (0, offset);
         for piece in std::iter::once(self.packet(mem)).chain(self.frags.iter().map(Vec::as_slice)) {
             if done == out.len() {

@@ -35,26 +35,41 @@ pub fn load_bytes(env: &mut XdpEnv<'_>, a: [u64; 5], mem: &mut Memory) -> Helper
     if let Err(e) = env.frame.check_bytes(offset, len) {
         return ret(e.as_ret());
     }
-    // (The bytes pass through a buffer on the stack for the sizes programs load: `buf` may
-    // be packet memory too.)
-    let mut small = [0u8; SMALL_COPY];
-    let mut large = Vec::new();
-    let bytes = match small.get_mut(..len as usize) {
-        Some(bytes) => bytes,
-        None => {
-            large.resize(len as usize, 0);
-            &mut large[..]
-        }
-    };
-    if let Err(e) = env.frame.read_bytes_into(mem, offset, bytes) {
-        return ret(e.as_ret());
-    }
+    // (The bytes pass through a buffer: `buf` may be packet memory too.)
+    let mut scratch = Scratch::new();
+    let bytes = scratch.of_len(len as usize);
+    env.frame.copy_out_into(mem, offset as usize, bytes);
     mem.slice_mut(a[2], bytes.len())?.copy_from_slice(bytes);
     ret(0)
 }
 
-/// The largest copy [`load_bytes`] and [`store_bytes`] make on the stack.
-const SMALL_COPY: usize = 256;
+/// The bytes a helper copies between the packet and the program's memory, on the stack for
+/// the sizes programs use (a copy on every call allocated before).
+struct Scratch {
+    small: [u8; Scratch::SMALL],
+    large: Vec<u8>,
+}
+
+impl Scratch {
+    /// The largest copy kept on the stack.
+    const SMALL: usize = 256;
+
+    fn new() -> Scratch {
+        Scratch {
+            small: [0; Scratch::SMALL],
+            large: Vec::new(),
+        }
+    }
+
+    /// `len` bytes to fill.
+    fn of_len(&mut self, len: usize) -> &mut [u8] {
+        if len <= Scratch::SMALL {
+            return &mut self.small[..len];
+        }
+        self.large.resize(len, 0);
+        &mut self.large
+    }
+}
 
 /// `bpf_xdp_store_bytes(ctx, offset, buf, len)`: `buf` into the packet, fragments included.
 pub fn store_bytes(env: &mut XdpEnv<'_>, a: [u64; 5], mem: &mut Memory) -> HelperResult {
@@ -65,15 +80,10 @@ pub fn store_bytes(env: &mut XdpEnv<'_>, a: [u64; 5], mem: &mut Memory) -> Helpe
     }
     // `buf` may be packet memory: copied out of the way of the write first.
     let source = mem.slice(a[2], len as usize)?;
-    let mut small = [0u8; SMALL_COPY];
-    let bytes = match small.get_mut(..source.len()) {
-        Some(copy) => {
-            copy.copy_from_slice(source);
-            std::borrow::Cow::Borrowed(&*copy)
-        }
-        None => std::borrow::Cow::Owned(source.to_vec()),
-    };
-    ret(errno::ret(env.frame.write_bytes(mem, offset, &bytes)))
+    let mut scratch = Scratch::new();
+    let bytes = scratch.of_len(source.len());
+    bytes.copy_from_slice(source);
+    ret(errno::ret(env.frame.write_bytes(mem, offset, bytes)))
 }
 
 /// `bpf_csum_diff(from, from_size, to, to_size, seed)` as Linux 6.18 has it: no size limit
