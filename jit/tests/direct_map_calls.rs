@@ -5,12 +5,15 @@
 //! deletes, the direct calls give what the interpreter gives: verdicts, instruction counts and
 //! map contents.
 
+mod common;
+
+use bpfemu_isa::Program;
 use bpfemu_isa::asm::assemble_kernel;
-use bpfemu_isa::{Program, RawInsn};
 use bpfemu_jit::{Jit, Mode, Tier};
 use bpfemu_vm::maps::{MapSpec, MapType};
 use bpfemu_vm::xdp::{MapInit, PacketMeta, XdpConfig, XdpProgramSpec, XdpRuntime};
 use bpfemu_vm::{Engine, HelperError, Helpers, MapOp, Memory};
+use common::program;
 
 const TIERS: [Tier; 2] = [Tier::Cranelift, Tier::Baseline];
 
@@ -97,18 +100,6 @@ fn trusted_code_calls_map_helpers_directly_and_falls_back_when_declined() {
             "{tier:?}"
         );
     }
-}
-
-/// `ld_imm64` constants `0xf00d0000 + i` become references to map `i`.
-fn program(text: &str) -> Vec<RawInsn> {
-    let mut raw = assemble_kernel(text).expect("the test program assembles");
-    for slot in raw.iter_mut() {
-        if slot.code == 0x18 && (slot.imm as u32) >> 16 == 0xf00d {
-            slot.src = 1;
-            slot.imm &= 0xffff;
-        }
-    }
-    raw
 }
 
 const CPUS: u32 = 2;

@@ -4,24 +4,13 @@
 //! stack and in the packet, on several virtual CPUs, in checked and trusted mode; and a lookup
 //! the translator cannot tie to one map (r1 set on two paths) still goes through the helper.
 
+mod common;
+
 use bpfemu_isa::RawInsn;
-use bpfemu_isa::asm::assemble_kernel;
 use bpfemu_jit::{Jit, Mode, Tier};
 use bpfemu_vm::maps::{MapSpec, MapType};
 use bpfemu_vm::xdp::{MapInit, PacketMeta, XdpConfig, XdpProgramSpec, XdpRuntime};
-
-/// `ld_imm64` constants `0xf00d0000 + i` become references to map `i` (`BPF_PSEUDO_MAP_FD`),
-/// which the assembler's text cannot spell.
-fn program(text: &str) -> Vec<RawInsn> {
-    let mut raw = assemble_kernel(text).expect("the test program assembles");
-    for slot in raw.iter_mut() {
-        if slot.code == 0x18 && (slot.imm as u32) >> 16 == 0xf00d {
-            slot.src = 1;
-            slot.imm &= 0xffff;
-        }
-    }
-    raw
-}
+use common::program;
 
 const CPUS: u32 = 3;
 
