@@ -309,8 +309,9 @@ pub fn parse_csv(text: &str) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
-/// Records with their 1-based starting line, quoted fields unquoted.
-fn split_records(text: &str) -> Vec<(usize, Vec<String>)> {
+/// Records with their 1-based starting line, quoted fields unquoted (a blank line is an
+/// empty record).
+pub fn split_records(text: &str) -> Vec<(usize, Vec<String>)> {
     let mut records = Vec::new();
     let (mut record, mut field) = (Vec::new(), String::new());
     let (mut quoted, mut line, mut start) = (false, 1, 1);

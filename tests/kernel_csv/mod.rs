@@ -1,6 +1,7 @@
 //! `bpfemu verify OBJECT --kernel K,... --csv` read back: what the per-kernel tests
 //! (kernel_counts.rs, kernel_verdicts.rs) compare with each kernel's answers.
 
+use bpfemu::verify::table::split_records;
 use std::collections::HashMap;
 use std::process::Command;
 
@@ -37,9 +38,13 @@ pub fn verify_csv(object: &str, kernels: &[&str]) -> VerifyCsv {
         .output()
         .expect("bpfemu runs");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let mut lines = fields(&stdout).into_iter();
-    let header = lines.next().unwrap_or_default();
-    let rows = lines
+    // The product's own CSV reader (`verify --compare` reads with it).
+    let mut records = split_records(&stdout)
+        .into_iter()
+        .map(|(_, fields)| fields)
+        .filter(|fields| !fields.is_empty());
+    let header = records.next().unwrap_or_default();
+    let rows = records
         .map(|row| header.iter().cloned().zip(row).collect())
         .collect();
     VerifyCsv {
@@ -47,28 +52,4 @@ pub fn verify_csv(object: &str, kernels: &[&str]) -> VerifyCsv {
         text: stdout + &String::from_utf8_lossy(&out.stderr),
         rows,
     }
-}
-
-/// The fields of each CSV line (quoted fields may hold commas and doubled quotes; no field
-/// holds a newline).
-fn fields(text: &str) -> Vec<Vec<String>> {
-    text.lines()
-        .map(|line| {
-            let (mut fields, mut field, mut quoted) = (Vec::new(), String::new(), false);
-            let mut chars = line.chars().peekable();
-            while let Some(c) = chars.next() {
-                match c {
-                    '"' if quoted && chars.peek() == Some(&'"') => {
-                        field.push('"');
-                        chars.next();
-                    }
-                    '"' => quoted = !quoted,
-                    ',' if !quoted => fields.push(std::mem::take(&mut field)),
-                    c => field.push(c),
-                }
-            }
-            fields.push(field);
-            fields
-        })
-        .collect()
 }
