@@ -341,3 +341,23 @@ fn warnings_are_said_once() {
         assert_ne!(warnings[0], warnings[1]);
     }
 }
+
+/// A kernel named with `--kernel` whose BTF the object needs (CO-RE) and the cache lacks:
+/// one line that names the file and says how to fetch it, exit 2.
+#[test]
+fn a_kernel_btf_not_fetched_says_how_to_fetch_it() {
+    let cache = Scratch::new("msg-no-kernels");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bpfemu"))
+        .args([
+            "verify",
+            &example("xdp/build/core_ctx.v3.o"),
+            "--kernel",
+            "5.10",
+        ])
+        .env("BPFEMU_KERNELS", cache.dir())
+        .output()
+        .unwrap();
+    let err = one_line_error(&out);
+    assert!(err.contains(&cache.path("5.10/vmlinux.btf")), "{err}");
+    assert!(err.contains("`bpfemu kernels fetch 5.10`"), "{err}");
+}

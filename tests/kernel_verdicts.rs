@@ -161,3 +161,41 @@ fn a_sleepable_helper_is_refused_in_each_kernels_words() {
         ]
     );
 }
+
+const GLOBAL_ARGS: &str = "tests/data/kernels/global_arg_null.o";
+
+/// `refuses_null_and_stale_packet_global_args`: a NULL constant passed for a global
+/// function's `arg:nonnull` memory argument. 5.10 takes no memory pointer, 6.1 reads no tag
+/// (the argument may be NULL, and the function dereferences it), 6.12 and 6.18 let the NULL
+/// through, 7.2 refuses it at the call.
+#[test]
+fn a_null_for_a_nonnull_argument_is_refused_from_7_2() {
+    let unsupported = "Arg#0 type PTR in product() is not supported yet.";
+    let maybe_null = "R1 invalid mem access 'mem_or_null'";
+    let refused = "Caller passes invalid args into func#1 ('product')";
+    assert_eq!(
+        answers(GLOBAL_ARGS, "null_to_nonnull"),
+        [unsupported, maybe_null, "accepted", "accepted", refused]
+    );
+    assert_eq!(
+        answers(GLOBAL_ARGS, "stack_to_nonnull"),
+        [unsupported, maybe_null, "accepted", "accepted", "accepted"]
+    );
+}
+
+/// `refuses_null_and_stale_packet_global_args`: a packet pointer passed to a global function
+/// that may change packet data, refused at the call from 7.2 on; one that only reads is
+/// taken.
+#[test]
+fn a_packet_pointer_for_a_function_that_moves_the_packet_is_refused_from_7_2() {
+    let unsupported = "Arg#1 type PTR in read_then_pull() is not supported yet.";
+    let refused = "Caller passes invalid args into func#1 ('read_then_pull')";
+    assert_eq!(
+        answers(GLOBAL_ARGS, "packet_to_pulling_global")[..],
+        [unsupported, "accepted", "accepted", "accepted", refused][..]
+    );
+    assert_eq!(
+        answers(GLOBAL_ARGS, "packet_to_reading_global")[1..],
+        ["accepted", "accepted", "accepted", "accepted"][..]
+    );
+}

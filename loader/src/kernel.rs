@@ -137,9 +137,23 @@ impl Kernel {
     pub fn btf(&self) -> Result<&Btf, KernelBtfError> {
         self.inner
             .btf
-            .get_or_init(|| read_btf(&self.inner.btf_path))
+            .get_or_init(|| read_btf(&self.inner.btf_path).map_err(|e| self.fetch_hint(e)))
             .as_ref()
             .map_err(Clone::clone)
+    }
+
+    /// A profile's BTF that is not in the kernel cache says how to get it there.
+    fn fetch_hint(&self, error: KernelBtfError) -> KernelBtfError {
+        let version = self.inner.version;
+        if error.path != profile_btf_path(version) || error.path.exists() {
+            return error;
+        }
+        KernelBtfError {
+            message: format!(
+                "{version}'s BTF is not fetched (`bpfemu kernels fetch {version}` reads it once from that kernel booted under QEMU; or give one with --btf)"
+            ),
+            ..error
+        }
     }
 
     /// Whether its BTF has been read already (by a call of [`Kernel::btf`]).

@@ -30,10 +30,15 @@ impl VerifyCsv {
     }
 }
 
-/// `verify OBJECT --kernel KERNELS... --csv`, run from the package's root.
+/// `verify OBJECT --kernel KERNELS... --csv`, run from the package's root, with the running
+/// kernel's BTF for every kernel: these tests hold the profiles' rules (what each kernel lets
+/// XDP call, how it walks), which do not depend on whose BTF names a kfunc, and must not
+/// depend on which kernels' BTF a machine has fetched (a fresh one has none).
+/// tests/kernels_vs_vms.rs judges with each kernel's own BTF.
 pub fn verify_csv(object: &str, kernels: &[&str]) -> VerifyCsv {
     let out = Command::new(env!("CARGO_BIN_EXE_bpfemu"))
         .args(["verify", object, "--kernel", &kernels.join(","), "--csv"])
+        .args(["--btf", "/sys/kernel/btf/vmlinux"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("bpfemu runs");

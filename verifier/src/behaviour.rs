@@ -181,10 +181,21 @@ pub fn words_pointer_offset_as_one(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V7_2
 }
 
-/// A message about a kfunc's argument names its register, "Possibly NULL pointer passed to
-/// trusted R1", "expected an initialized iter_bits as R1" (7.2's `reg_arg_name`); 6.18 named
-/// the argument, "arg0", "arg #0" or "arg#0" depending on the check.
-pub fn names_kfunc_args_by_register(kernel: KernelVersion) -> bool {
+/// A message about a kfunc's or a global function's argument names its register, "Possibly
+/// NULL pointer passed to trusted R1", "expected an initialized iter_bits as R1", "R1
+/// expects pointer to ctx" (7.2's `reg_arg_name`); 6.18 named the argument, "arg0", "arg #0"
+/// or "arg#0" depending on the check.
+pub fn names_call_args_by_register(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V7_2
+}
+
+/// A global function's memory argument not tagged nullable refuses a NULL constant ("R1 is
+/// expected to be non-NULL"), and any memory argument refuses a packet pointer when the
+/// function may change packet data ("R1 is a packet pointer, but func#1 may change packet
+/// data"): 7.2's `btf_check_func_arg_match`. 6.18 let a NULL through (its `check_mem_reg`
+/// passes a NULL before the non-NULL test, so the callee, assumed valid, reads address 0)
+/// and took the packet pointer, invalidating the caller's packet pointers after the call.
+pub fn refuses_null_and_stale_packet_global_args(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V7_2
 }
 

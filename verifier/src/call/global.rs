@@ -541,7 +541,8 @@ fn match_call_args(
                     return Err(ArgsMismatch);
                 }
                 if reg.ty != RegType::Ctx {
-                    env.verbose(&format!("arg#{i} expects pointer to ctx\n"));
+                    let arg = super::call_arg_name(env, i, format!("arg#{i}"));
+                    env.verbose(&format!("{arg} expects pointer to ctx\n"));
                     return Err(ArgsMismatch);
                 }
             }
@@ -569,12 +570,43 @@ fn match_call_args(
                 let dont_care = ArgType::new(ArgBase::DontCare);
                 check_func_arg_reg_off(env, &reg, i + 1, dont_care).map_err(|_| ArgsMismatch)?;
                 check_mem_arg(env, state, regno, size)?;
+                check_mem_arg_as_7_2(env, &reg, i, subprog, nullable)?;
                 if !nullable && reg.flags & PTR_MAYBE_NULL != 0 {
-                    env.verbose(&format!("arg#{i} is expected to be non-NULL\n"));
+                    let arg = super::call_arg_name(env, i, format!("arg#{i}"));
+                    env.verbose(&format!("{arg} is expected to be non-NULL\n"));
                     return Err(ArgsMismatch);
                 }
             }
         }
+    }
+    Ok(())
+}
+
+/// What 7.2 refuses of a memory argument that 6.18 takes
+/// ([`crate::behaviour::refuses_null_and_stale_packet_global_args`]): a packet pointer (or a
+/// slice of a packet dynptr) when the function may change packet data, and a NULL constant
+/// when the argument is not nullable.
+fn check_mem_arg_as_7_2(
+    env: &mut Env<'_>,
+    reg: &RegState,
+    i: usize,
+    subprog: usize,
+    nullable: bool,
+) -> Result<(), ArgsMismatch> {
+    if !crate::behaviour::refuses_null_and_stale_packet_global_args(env.input.kernel.version()) {
+        return Ok(());
+    }
+    let packet_slice = reg.ty == RegType::Mem && reg.flags & crate::state::reg::MEM_PKT_SLICE != 0;
+    if (reg.is_pkt_pointer_any() || packet_slice) && env.subprogs[subprog].changes_pkt_data {
+        env.verbose(&format!(
+            "R{} is a packet pointer, but func#{subprog} may change packet data\n",
+            i + 1
+        ));
+        return Err(ArgsMismatch);
+    }
+    if !nullable && reg.is_const_scalar(0) {
+        env.verbose(&format!("R{} is expected to be non-NULL\n", i + 1));
+        return Err(ArgsMismatch);
     }
     Ok(())
 }

@@ -183,7 +183,7 @@ fn process_iter_arg(
             Errno::Einval,
             format!(
                 "expected an initialized iter_{kind} as {}",
-                super::kfunc::kfunc_arg_name(env, 0, "arg #0".into())
+                super::call_arg_name(env, 0, "arg #0".into())
             ),
         ));
     };

@@ -223,7 +223,7 @@ fn irq_flag(
             spi
         }
         _ => {
-            let name = super::kfunc::kfunc_arg_name(env, 0, "arg#0".into());
+            let name = super::call_arg_name(env, 0, "arg#0".into());
             let msg = format!("expected an initialized irq flag as {name}");
             return Err(env.reject(Errno::Einval, msg));
         }
@@ -576,7 +576,7 @@ fn check_object_arg(
             Errno::Eacces,
             format!(
                 "Possibly NULL pointer passed to trusted {}",
-                super::kfunc::kfunc_arg_name(env, i, format!("arg{i}"))
+                super::call_arg_name(env, i, format!("arg{i}"))
             ),
         ));
     }

@@ -60,16 +60,6 @@ const SUPPORTED: &[&str] = &[
 /// `BPF_F_XDP_DEV_BOUND_ONLY`: the program is bound to one device (with its metadata kfuncs).
 const BPF_F_XDP_DEV_BOUND_ONLY: u32 = 1 << 6;
 
-/// How a message names a kfunc's argument `i`: 7.x by its register (`reg_arg_name`, "R1");
-/// 6.18 in the words each place had (`words_until_7`: "arg0", "arg#0", "arg #0").
-pub(crate) fn kfunc_arg_name(env: &Env<'_>, i: usize, words_until_7: String) -> String {
-    if crate::behaviour::names_kfunc_args_by_register(env.input.kernel.version()) {
-        format!("R{}", i + 1)
-    } else {
-        words_until_7
-    }
-}
-
 /// `add_kfunc_call` for every kfunc call of the program, before the walk: the program's
 /// license must be GPL-compatible, the id must name a function of vmlinux BTF, and the
 /// metadata kfuncs need a device-bound program.
@@ -246,7 +236,7 @@ fn refuse_null_pointer_args(
                 Errno::Eacces,
                 format!(
                     "Possibly NULL pointer passed to trusted {}",
-                    kfunc_arg_name(env, i, format!("arg{i}"))
+                    super::call_arg_name(env, i, format!("arg{i}"))
                 ),
             ));
         }

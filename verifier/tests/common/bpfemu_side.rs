@@ -102,9 +102,16 @@ pub fn judge_as(p: &Probe, version: KernelVersion) -> Judgement {
             };
         }
     }
-    // kfunc probes look their BTF id up in a kernel's BTF: the running one's serves every
-    // version (id 1 is no function in any of them).
-    let kernel = Kernel::named(version, Some(bpfemu_loader::kernel::VMLINUX_BTF.into()));
+    // The version's own BTF where it was fetched (`bpfemu kernels fetch`): the structs a map
+    // pointer or a `ptr_` register reads differ between kernels (5.10's `struct bpf_map`
+    // starts with `ops`, 6.18's with `sha`). Else the running kernel's, which serves the
+    // probes that need no struct (kfunc probes use id 1, no function in any kernel).
+    let fetched = bpfemu_loader::kernel::profile_btf_path(version);
+    let btf = match fetched.is_file() {
+        true => fetched,
+        false => bpfemu_loader::kernel::VMLINUX_BTF.into(),
+    };
+    let kernel = Kernel::named(version, Some(btf));
     let verdict = verify_probe(p, &Options::default(), &kernel);
     let mut judgement = judgement(&verdict);
     if judgement.accepted {
