@@ -1,8 +1,9 @@
 //! `bpfemu diff --verifier --kernel-image VMLINUZ`: the verdicts of a kernel booted from an
 //! image under QEMU, beside bpfemu's as that image's version. Judged with Debian's 6.1 (its
 //! release read from the image's boot header) on the two objects of tests/data/vm: one every
-//! kernel accepts, and a cpu v4 signed division, which 6.1 rejects. And the refusals that need
-//! no boot: a missing file, a file that is no kernel, a kernel with no profile.
+//! kernel accepts, and a cpu v4 signed division, which 6.1 rejects; and with 5.10, an object
+//! whose BTF that kernel needs rewritten. And the refusals that need no boot: a missing file,
+//! a file that is no kernel, a kernel with no profile.
 //!
 //! The booting tests need QEMU and apt access to bookworm (see scripts/kernel_apt_sources.sh);
 //! skipped with a message without them, unless `BPFEMU_REQUIRE_KERNEL=1` (CI).
@@ -77,6 +78,30 @@ fn a_6_1_image_judges_both_objects_as_bpfemu_answers_as_6_1() {
     assert_eq!(program["kernel"]["error"], "BPF_ALU uses reserved fields");
     assert_eq!(program["bpfemu"]["accepted"], false);
     assert_eq!(program["agree"], true, "{program}");
+}
+
+/// An object whose BTF has kinds 5.10 lacks (decl tags) is loaded there as libbpf loads it,
+/// with its BTF rewritten into kinds 5.10 knows: func_info reaches the kernel, which refuses
+/// the global functions' pointer arguments as bpfemu does. Sent as it is, the BTF was refused
+/// and every function verified as a static one: 5.10 "accepted" two programs libbpf cannot
+/// load there.
+#[test]
+fn a_5_10_image_gets_the_btf_libbpf_would_send() {
+    let Some(image) = image_or_skip("diff_kernel_image 5.10", "5.10") else {
+        return;
+    };
+    let object = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/kernels/global_arg_null.o");
+    let out = diff_image(&image, &object, &["--json"]);
+    let doc = json_of(&out);
+    let programs = doc["programs"].as_array().expect("programs");
+    assert_eq!(programs.len(), 4, "{doc}");
+    for program in programs {
+        assert_eq!(program["kernel"]["accepted"], false, "{program}");
+        let error = program["kernel"]["error"].as_str().unwrap_or_default();
+        assert!(error.ends_with("is not supported yet."), "{program}");
+        assert_eq!(program["agree"], true, "{program}");
+    }
+    assert_eq!(out.status.code(), Some(1));
 }
 
 #[test]

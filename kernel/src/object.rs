@@ -117,7 +117,10 @@ impl KernelObject {
         let (needed_maps, needed_progs) = closure(obj, selected);
         let mut warnings = Vec::new();
         let btf = obj.btf.as_ref().and_then(|b| {
-            kernel::btf_load(&b.to_kernel_bytes().bytes)
+            // What libbpf loads into a kernel older than the BTF: its stand-ins for the kinds
+            // that kernel lacks.
+            let sanitized = b.sanitized_for(kernel::btf_features());
+            kernel::btf_load(&sanitized.as_ref().unwrap_or(b).to_kernel_bytes().bytes)
                 .map_err(|(errno, log)| {
                     let last = log.lines().last().unwrap_or_default().to_owned();
                     warnings.push(format!(

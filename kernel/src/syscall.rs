@@ -381,6 +381,21 @@ pub fn btf_load(btf: &[u8]) -> Result<OwnedFd, (i32, String)> {
     Err((errno, String::from_utf8_lossy(&log[..end]).into_owned()))
 }
 
+/// The BTF kinds and forms this kernel accepts, probed once per process as libbpf probes
+/// them: one tiny blob per feature, loaded without a log.
+pub fn btf_features() -> bpfemu_loader::btf::BtfFeatures {
+    use bpfemu_loader::btf::BtfFeatures;
+    static FEATURES: std::sync::OnceLock<BtfFeatures> = std::sync::OnceLock::new();
+    *FEATURES.get_or_init(|| {
+        let mut features = BtfFeatures::ALL;
+        for probe in BtfFeatures::probes() {
+            let loads = btf_load_once(&probe.btf.to_kernel_bytes().bytes, &mut []).is_ok();
+            probe.record(&mut features, loads);
+        }
+        features
+    })
+}
+
 /// One BPF_BTF_LOAD, logging at level 1 into `log` unless it is empty.
 fn btf_load_once(btf: &[u8], log: &mut [u8]) -> Result<OwnedFd, i32> {
     let mut attr = BtfLoadAttr {

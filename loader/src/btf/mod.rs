@@ -8,11 +8,13 @@ mod kernel_meta;
 mod parse;
 pub mod query;
 mod reader;
+mod sanitize;
 pub mod types;
 mod write;
 
 pub use error::BtfError;
 pub use ext::{BtfExt, CoreRelo, CoreReloKind, FuncInfo, LineInfo, SectionRecords};
+pub use sanitize::{BtfFeatures, FeatureProbe};
 pub use types::{
     Btf, BtfKind, BtfType, EnumValue, IntEncoding, Linkage, Member, Param, TypeId, VarSecInfo,
 };
