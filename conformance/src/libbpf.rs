@@ -531,6 +531,13 @@ impl LibbpfObject {
         borrowed(unsafe { sys::bpf_program__fd(ptr) })
     }
 
+    /// Whether the object's BTF is in the kernel after loading (libbpf goes on without it
+    /// when the kernel refuses it).
+    pub fn btf_in_kernel(&self) -> bool {
+        // SAFETY: the object is live.
+        unsafe { sys::bpf_object__btf_fd(self.obj.as_ptr()) >= 0 }
+    }
+
     /// A created map's fd (owned by the object).
     pub fn map_fd(&self, map: &str) -> Option<BorrowedFd<'_>> {
         let ptr = self.find_map(map).ok()?;

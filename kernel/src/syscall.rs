@@ -389,11 +389,18 @@ pub fn btf_features() -> bpfemu_loader::btf::BtfFeatures {
     *FEATURES.get_or_init(|| {
         let mut features = BtfFeatures::ALL;
         for probe in BtfFeatures::probes() {
-            let loads = btf_load_once(&probe.btf.to_kernel_bytes().bytes, &mut []).is_ok();
-            probe.record(&mut features, loads);
+            probe.record(
+                &mut features,
+                btf_accepted(&probe.btf.to_kernel_bytes().bytes),
+            );
         }
         features
     })
+}
+
+/// Whether BPF_BTF_LOAD takes `btf` (loaded without a log, the fd closed at once).
+pub fn btf_accepted(btf: &[u8]) -> bool {
+    btf_load_once(btf, &mut []).is_ok()
 }
 
 /// One BPF_BTF_LOAD, logging at level 1 into `log` unless it is empty.

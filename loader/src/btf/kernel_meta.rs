@@ -121,8 +121,9 @@ fn by_kind(t: &RawType<'_>, kind: &BtfKind) -> Option<&'static str> {
         BtfKind::Func { .. } => func(t),
         BtfKind::FuncProto { .. } => func_proto(t),
         BtfKind::Var { ty, .. } => var(t, *ty),
-        // Checked on the blob libbpf sends (`datasec_refusal`).
-        BtfKind::DataSec { .. } => None,
+        // The rest is checked on the blob libbpf sends (`datasec_refusal`): libbpf fixes
+        // sizes and offsets, never the kind flag.
+        BtfKind::DataSec { .. } => t.kflag().then_some("Invalid btf_info kind_flag"),
         BtfKind::Float { size } => float(t, *size),
         BtfKind::DeclTag { component_idx, .. } => decl_tag(t, *component_idx),
     }

@@ -5,6 +5,7 @@ pub mod ext;
 mod ext_parse;
 pub mod json;
 mod kernel_meta;
+mod kernel_resolve;
 mod parse;
 pub mod query;
 mod reader;

@@ -141,6 +141,7 @@ impl Btf {
         }
         let sent = Btf::parse(&self.to_kernel_bytes().bytes).ok()?;
         super::kernel_meta::datasec_refusal(&sent)
+            .or_else(|| super::kernel_resolve::resolve_refusal(&sent))
             .or_else(|| super::kernel_meta::func_refusal(&sent))
             .or_else(|| super::kernel_meta::proto_refusal(&sent))
             .or_else(|| super::kernel_meta::member_refusal(&sent))
