@@ -109,6 +109,27 @@ fn a_map_whose_btf_the_kernel_refuses_loses_its_special_fields() {
     }
 }
 
+/// BTF the kernel refuses in bytes libbpf sends as they are (a DATASEC's kind flag): libbpf
+/// loads on without BTF, so the spin lock's map has none. `verify`, libbpf and the kernel
+/// door of `diff --verifier` all refuse the program in the kernel's words; before, bpfemu
+/// re-encoded the flag away and both said accepted.
+#[test]
+fn btf_the_kernel_refuses_as_libbpf_sends_it_is_dropped() {
+    let obj = object("btf_datasec_flag.o");
+    let words = "map 'counters' has to have BTF in order to use bpf_spin_lock";
+    let out = bpfemu(&["verify", &obj]);
+    assert_exit(&out, 1);
+    let text = stdout(&out);
+    assert!(text.contains(&format!("error: {words}")), "{text}");
+    if kernel_or_skip("btf_the_kernel_refuses_as_libbpf_sends_it_is_dropped") {
+        assert_eq!(
+            libbpf_verdict(&obj, "count_locked"),
+            (false, words.to_owned())
+        );
+        kernel_agrees(&obj, &["count_locked"]);
+    }
+}
+
 /// The running kernel's verdict on `program` of `obj` as libbpf 1.7 loads it (the other
 /// programs not loaded): accepted, or the final error line of the log, or libbpf's last
 /// warning when the kernel logged nothing (a map libbpf failed).

@@ -117,6 +117,15 @@ impl KernelObject {
         let (needed_maps, needed_progs) = closure(obj, selected);
         let mut warnings = Vec::new();
         let btf = obj.btf.as_ref().and_then(|b| {
+            // A refusal in bytes the parsed model does not keep (a DATASEC's kind flag):
+            // libbpf sends them as they are and the kernel refuses the blob, so libbpf goes
+            // on without BTF. Re-encoded, they would be gone and the kernel would accept.
+            if let Some(why) = &b.raw_refusal {
+                warnings.push(format!(
+                    "the kernel refuses the object's BTF as libbpf sends it (type {why}); loading without it"
+                ));
+                return None;
+            }
             // What libbpf loads into a kernel older than the BTF: its stand-ins for the kinds
             // that kernel lacks.
             let sanitized = b.sanitized_for(kernel::btf_features());
