@@ -94,6 +94,18 @@ fn source_only(kind: &BtfKind) -> bool {
     )
 }
 
+/// What a modifier, pointer, variable or prototype may name: anything but a variable, a
+/// DATASEC or a decl tag.
+fn is_a_type(kind: &BtfKind) -> bool {
+    !source_only(kind)
+}
+
+/// What an array or a member may be made of (`btf_type_nosize_or_null` and source-only types
+/// refused).
+fn is_a_sized_type(kind: &BtfKind) -> bool {
+    !no_size(kind) && !source_only(kind)
+}
+
 /// `btf_type_nosize`.
 fn no_size(kind: &BtfKind) -> bool {
     matches!(
@@ -106,21 +118,6 @@ fn no_size(kind: &BtfKind) -> bool {
     )
 }
 
-/// The one type a modifier, pointer, VAR or decl tag refers to.
-fn target(kind: &BtfKind) -> Option<TypeId> {
-    match kind {
-        BtfKind::Ptr { ty }
-        | BtfKind::Typedef { ty }
-        | BtfKind::Volatile { ty }
-        | BtfKind::Const { ty }
-        | BtfKind::Restrict { ty }
-        | BtfKind::TypeTag { ty }
-        | BtfKind::Var { ty, .. }
-        | BtfKind::DeclTag { ty, .. } => Some(*ty),
-        _ => None,
-    }
-}
-
 struct Resolver<'a> {
     btf: &'a Btf,
     visit: Vec<Visit>,
@@ -131,6 +128,20 @@ struct Resolver<'a> {
 impl Resolver<'_> {
     fn kind(&self, id: TypeId) -> Option<&BtfKind> {
         self.btf.get(id).map(|t| &t.kind)
+    }
+
+    /// `to` exists and is a kind `allowed` takes; else `from` is refused by `rule`.
+    fn expect(
+        &self,
+        from: TypeId,
+        to: TypeId,
+        allowed: fn(&BtfKind) -> bool,
+        rule: &'static str,
+    ) -> Result<(), Refusal> {
+        match self.kind(to) {
+            Some(k) if allowed(k) => Ok(()),
+            _ => Err((from, rule)),
+        }
     }
 
     /// `env_type_is_resolve_sink`: what the current mode does not follow.
@@ -186,15 +197,13 @@ impl Resolver<'_> {
     fn resolve_kind(&mut self, id: TypeId, kind: &BtfKind) -> Result<(), Refusal> {
         match kind {
             BtfKind::Ptr { ty } => self.reference(id, *ty),
-            k if is_modifier(k) => self.reference(id, target(k).unwrap_or(0)),
+            k if is_modifier(k) => self.reference(id, k.referenced().unwrap_or(0)),
             BtfKind::Var { ty, .. } => self.var(id, *ty),
             BtfKind::Array { elem, index, len } => self.array(id, *elem, *index, *len),
             BtfKind::Struct { members, .. } | BtfKind::Union { members, .. } => {
                 for m in members {
-                    match self.kind(m.ty) {
-                        Some(k) if !no_size(k) && !source_only(k) => self.follow(m.ty)?,
-                        _ => return Err((id, "Invalid member")),
-                    }
+                    self.expect(id, m.ty, is_a_sized_type, "Invalid member")?;
+                    self.follow(m.ty)?;
                 }
                 Ok(())
             }
@@ -205,7 +214,7 @@ impl Resolver<'_> {
                         return Err((id, "Not a VAR kind member"));
                     }
                     self.follow(v.ty)?;
-                    let var_type = self.kind(v.ty).and_then(target).unwrap_or(0);
+                    let var_type = self.kind(v.ty).and_then(BtfKind::referenced).unwrap_or(0);
                     match self.size(var_type) {
                         None => return Err((id, "Invalid type")),
                         Some(size) if u64::from(v.size) < size => return Err((id, "Invalid size")),
@@ -224,10 +233,7 @@ impl Resolver<'_> {
     /// where the mode follows it, and has a size unless it is void, a forward declaration
     /// or a function prototype.
     fn reference(&mut self, id: TypeId, next: TypeId) -> Result<(), Refusal> {
-        match self.kind(next) {
-            Some(k) if !source_only(k) => {}
-            _ => return Err((id, "Invalid type_id")),
-        }
+        self.expect(id, next, is_a_type, "Invalid type_id")?;
         self.follow(next)?;
         self.follow_resolved_pointer(next)?;
         if self.size(next).is_none() {
@@ -257,10 +263,7 @@ impl Resolver<'_> {
 
     /// `btf_var_resolve`: the variable's type has a size.
     fn var(&mut self, id: TypeId, next: TypeId) -> Result<(), Refusal> {
-        match self.kind(next) {
-            Some(k) if !source_only(k) => {}
-            _ => return Err((id, "Invalid type_id")),
-        }
+        self.expect(id, next, is_a_type, "Invalid type_id")?;
         self.follow(next)?;
         self.follow_resolved_pointer(next)?;
         match self.size(next) {
@@ -271,18 +274,12 @@ impl Resolver<'_> {
 
     /// `btf_array_resolve`.
     fn array(&mut self, id: TypeId, elem: TypeId, index: TypeId, len: u32) -> Result<(), Refusal> {
-        match self.kind(index) {
-            Some(k) if !no_size(k) && !source_only(k) => {}
-            _ => return Err((id, "Invalid index")),
-        }
+        self.expect(id, index, is_a_sized_type, "Invalid index")?;
         self.follow(index)?;
         if !self.is_regular_int(self.base(index)) {
             return Err((id, "Invalid index"));
         }
-        match self.kind(elem) {
-            Some(k) if !no_size(k) && !source_only(k) => {}
-            _ => return Err((id, "Invalid elem")),
-        }
+        self.expect(id, elem, is_a_sized_type, "Invalid elem")?;
         self.follow(elem)?;
         let Some(elem_size) = self.size(elem) else {
             return Err((id, "Invalid elem"));
@@ -341,10 +338,7 @@ impl Resolver<'_> {
         };
         let (ret, params) = (*ret, params.clone());
         if ret != 0 {
-            match self.kind(ret) {
-                Some(k) if !source_only(k) => {}
-                _ => return Err((id, "Invalid return type")),
-            }
+            self.expect(id, ret, is_a_type, "Invalid return type")?;
             self.resolve_from_scratch(ret)?;
             if self.size(ret).is_none() {
                 return Err((id, "Invalid return type"));
@@ -360,10 +354,7 @@ impl Resolver<'_> {
             params = rest;
         }
         for (i, p) in params.iter().enumerate() {
-            match self.kind(p.ty) {
-                Some(k) if !source_only(k) => {}
-                _ => return Err((id, arg_rule(i + 1))),
-            }
+            self.expect(id, p.ty, is_a_type, arg_rule(i + 1))?;
             self.resolve_from_scratch(p.ty)?;
             if self.size(p.ty).is_none() {
                 return Err((id, arg_rule(i + 1)));
@@ -391,7 +382,7 @@ impl Resolver<'_> {
     fn base(&self, mut id: TypeId) -> TypeId {
         for _ in 0..=self.btf.types.len() {
             match self.kind(id) {
-                Some(k) if is_modifier(k) => id = target(k).unwrap_or(0),
+                Some(k) if is_modifier(k) => id = k.referenced().unwrap_or(0),
                 _ => return id,
             }
         }
