@@ -289,16 +289,16 @@ fn var(t: &RawType<'_>, ty: TypeId) -> Option<&'static str> {
     }
 }
 
-/// `btf_datasec_check_meta` and `btf_datasec_resolve` over every DATASEC of `btf` (the blob
-/// as the kernel gets it).
+/// `btf_datasec_check_meta` over every DATASEC of `btf` (the blob as the kernel gets it);
+/// its entries' variables are `kernel_resolve`'s.
 pub(crate) fn datasec_refusal(btf: &Btf) -> Option<String> {
     btf.types
         .iter()
         .enumerate()
         .find_map(|(id, t)| match &t.kind {
-            BtfKind::DataSec { size, vars } => datasec(&t.name, *size, vars)
-                .or_else(|| datasec_vars(btf, vars))
-                .map(|problem| format!("[{id}] {problem}")),
+            BtfKind::DataSec { size, vars } => {
+                datasec(&t.name, *size, vars).map(|problem| format!("[{id}] {problem}"))
+            }
             _ => None,
         })
 }
@@ -401,57 +401,6 @@ fn is_plain_int(btf: &Btf, id: TypeId) -> bool {
         base.map(|t| &t.kind),
         Some(BtfKind::Int { size, bit_offset: 0, bits, .. }) if u32::from(*bits) == size * 8
     )
-}
-
-/// `btf_func_proto_check`, for every FUNC_PROTO: the return type and each argument resolve
-/// to a type with a size (void returns nothing; a void last argument is `...`).
-pub(crate) fn proto_refusal(btf: &Btf) -> Option<String> {
-    btf.types.iter().enumerate().find_map(|(id, t)| {
-        let BtfKind::FuncProto { ret, params } = &t.kind else {
-            return None;
-        };
-        let problem = if *ret != 0 && !has_size(btf, *ret) {
-            Some("Invalid return type".to_owned())
-        } else {
-            params.iter().enumerate().find_map(|(i, p)| {
-                let variadic = p.ty == 0 && i + 1 == params.len();
-                let sized = variadic || (p.ty != 0 && has_size(btf, p.ty));
-                (!sized).then(|| format!("Invalid arg#{}", i + 1))
-            })
-        };
-        problem.map(|p| format!("[{id}] {p}"))
-    })
-}
-
-/// `btf_type_id_size` succeeds: through modifiers and typedefs to an INT, ENUM, STRUCT,
-/// UNION, PTR, ARRAY or FLOAT.
-fn has_size(btf: &Btf, id: TypeId) -> bool {
-    let base = btf.skip_mods_and_typedefs(id).and_then(|id| btf.get(id));
-    matches!(
-        base.map(|t| &t.kind),
-        Some(
-            BtfKind::Int { .. }
-                | BtfKind::Enum { .. }
-                | BtfKind::Enum64 { .. }
-                | BtfKind::Struct { .. }
-                | BtfKind::Union { .. }
-                | BtfKind::Ptr { .. }
-                | BtfKind::Array { .. }
-                | BtfKind::Float { .. }
-        )
-    )
-}
-
-/// `btf_datasec_resolve`: every entry is a VAR whose type fits the entry's size.
-fn datasec_vars(btf: &Btf, vars: &[VarSecInfo]) -> Option<&'static str> {
-    vars.iter()
-        .find_map(|v| match btf.get(v.ty).map(|t| &t.kind) {
-            Some(BtfKind::Var { ty, .. }) => btf
-                .size_of(*ty)
-                .is_some_and(|needed| needed > v.size)
-                .then_some("Invalid size"),
-            _ => Some("Not a VAR kind member"),
-        })
 }
 
 fn datasec(name: &str, size: u32, vars: &[VarSecInfo]) -> Option<&'static str> {

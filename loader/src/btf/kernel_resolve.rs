@@ -56,15 +56,9 @@ pub(crate) fn resolve_refusal(btf: &Btf) -> Option<String> {
     None
 }
 
+/// `btf_type_is_modifier`: the kernel counts typedefs among them.
 fn is_modifier(kind: &BtfKind) -> bool {
-    matches!(
-        kind,
-        BtfKind::Typedef { .. }
-            | BtfKind::Volatile { .. }
-            | BtfKind::Const { .. }
-            | BtfKind::Restrict { .. }
-            | BtfKind::TypeTag { .. }
-    )
+    kind.is_modifier() || matches!(kind, BtfKind::Typedef { .. })
 }
 
 fn is_aggregate(kind: &BtfKind) -> bool {
@@ -378,15 +372,10 @@ impl Resolver<'_> {
         })
     }
 
-    /// Through modifiers to the type they modify (a loop stops where it closes).
-    fn base(&self, mut id: TypeId) -> TypeId {
-        for _ in 0..=self.btf.types.len() {
-            match self.kind(id) {
-                Some(k) if is_modifier(k) => id = k.referenced().unwrap_or(0),
-                _ => return id,
-            }
-        }
-        id
+    /// Through modifiers and typedefs to the type they modify (`id` itself on a loop, which
+    /// the resolve refuses).
+    fn base(&self, id: TypeId) -> TypeId {
+        self.btf.skip_mods_and_typedefs(id).unwrap_or(id)
     }
 
     /// `btf_type_id_size`: the size of `id` through modifiers and variables, `None` for

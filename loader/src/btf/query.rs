@@ -143,7 +143,6 @@ impl Btf {
         super::kernel_meta::datasec_refusal(&sent)
             .or_else(|| super::kernel_resolve::resolve_refusal(&sent))
             .or_else(|| super::kernel_meta::func_refusal(&sent))
-            .or_else(|| super::kernel_meta::proto_refusal(&sent))
             .or_else(|| super::kernel_meta::member_refusal(&sent))
             .or_else(|| super::kernel_meta::array_refusal(&sent))
     }
