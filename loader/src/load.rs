@@ -192,11 +192,9 @@ fn parse_btf(
         Ok(btf) => return Ok(Some(btf)),
         Err(e) => e,
     };
-    // A type bpfemu's model cannot hold (an INT of 3 bytes, an unknown linkage) is one
-    // libbpf's parser lets through, to fail later: only what libbpf's parser refuses too
-    // (layout, strings, kinds, type ids) is dropped.
-    let libbpf_refuses_too = !matches!(error, crate::btf::BtfError::BadType { .. });
-    if needs_btf(elf, layout) || !libbpf_refuses_too {
+    // The parser refuses what libbpf's `btf_parse` refuses (layout, strings, kinds, type
+    // ids) and no more: what only the kernel refuses is `Btf::kernel_refusal`'s.
+    if needs_btf(elf, layout) {
         return Err(LoadError::Btf {
             file: elf.file.clone(),
             section: ".BTF",

@@ -206,6 +206,54 @@ fn type_errors_name_the_type_and_offset() {
     );
 }
 
+/// What libbpf's parser reads and only the kernel refuses parses, and `kernel_refusal` gives
+/// the kernel's rule (libbpf then loads the programs without BTF); a size the kernel takes is
+/// taken. Each answer is the one 6.18's BPF_BTF_LOAD gave these blobs.
+#[test]
+fn kernel_only_rules_are_left_to_the_kernel_model() {
+    let int = |b: &mut Builder, size: u32, bits: u32| b.ty("int", 1, false, 0, size, &[bits]);
+    let refusal = |b: &Builder| {
+        let btf = Btf::parse(&b.build()).expect("libbpf reads it");
+        btf.kernel_refusal()
+    };
+
+    // An INT of 3 bytes holding 24 bits, and an array of 16-byte ones indexed by one: taken.
+    let mut b = Builder::new(false);
+    int(&mut b, 3, 24);
+    b.ty("i128", 1, false, 0, 16, &[128]);
+    b.ty("", 3, false, 0, 0, &[2, 2, 4]);
+    assert_eq!(refusal(&b), None);
+    // An index of 3 bytes is not a regular int (whole bytes, a power of two of them).
+    let mut b = Builder::new(false);
+    int(&mut b, 3, 24);
+    b.ty("", 3, false, 0, 0, &[1, 1, 4]);
+    assert_eq!(refusal(&b).as_deref(), Some("[2] Invalid index"));
+    // Its bits past its size: the kernel's meta check.
+    let mut b = Builder::new(false);
+    int(&mut b, 3, 32);
+    assert_eq!(
+        refusal(&b).as_deref(),
+        Some("[1] nr_bits exceeds type_size")
+    );
+
+    // FUNC linkage 3 and VAR linkage 7.
+    let mut b = Builder::new(false);
+    int(&mut b, 4, 32);
+    b.ty("", 13, false, 0, 1, &[]);
+    b.ty("f", 12, false, 3, 2, &[]);
+    assert_eq!(refusal(&b).as_deref(), Some("[3] Invalid func linkage"));
+    let mut b = Builder::new(false);
+    int(&mut b, 4, 32);
+    b.ty("v", 14, false, 0, 1, &[7]);
+    assert_eq!(refusal(&b).as_deref(), Some("[2] Linkage not supported"));
+
+    // A prototype returning type 9 of 2.
+    let mut b = Builder::new(false);
+    int(&mut b, 4, 32);
+    b.ty("", 13, false, 0, 9, &[]);
+    assert_eq!(refusal(&b).as_deref(), Some("[2] Invalid return type"));
+}
+
 #[test]
 fn test_object_btf_ext() {
     let obj = load_object("core_fields.o");
@@ -295,6 +343,7 @@ proptest! {
                 for id in 0..btf.type_count() as u32 {
                     let _ = (btf.type_name(id), btf.size_of(id), btf.skip_mods_and_typedefs(id));
                 }
+                let _ = btf.kernel_refusal();
                 // CO-RE over a corrupted local (and target) BTF must fail cleanly too.
                 let mut insns = obj.sections["xdp"].clone();
                 let relos = &obj.ext.core_relos[0].records;

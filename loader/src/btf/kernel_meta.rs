@@ -10,7 +10,7 @@
 //! Only the verdict matters here, not the kernel's log text: the message names the type and
 //! the rule for bpfemu's note.
 
-use super::types::{Btf, BtfKind, Member, TypeId, VarSecInfo};
+use super::types::{Btf, BtfKind, Linkage, Member, TypeId, VarSecInfo};
 
 /// `KSYM_NAME_LEN`: the longest name the kernel takes.
 const NAME_MAX: usize = 512;
@@ -118,9 +118,9 @@ fn by_kind(t: &RawType<'_>, kind: &BtfKind) -> Option<&'static str> {
         BtfKind::Union { size, members } => members_of(t, *size, members, true),
         BtfKind::Enum { size, .. } | BtfKind::Enum64 { size, .. } => enumeration(t, *size),
         BtfKind::Fwd { .. } => fwd(t),
-        BtfKind::Func { .. } => func(t),
+        BtfKind::Func { linkage, .. } => func(t, *linkage),
         BtfKind::FuncProto { .. } => func_proto(t),
-        BtfKind::Var { ty, .. } => var(t, *ty),
+        BtfKind::Var { ty, linkage } => var(t, *ty, *linkage),
         // The rest is checked on the blob libbpf sends (`datasec_refusal`): libbpf fixes
         // sizes and offsets, never the kind flag.
         BtfKind::DataSec { .. } => t.kflag().then_some("Invalid btf_info kind_flag"),
@@ -263,10 +263,12 @@ fn func_proto(t: &RawType<'_>) -> Option<&'static str> {
     }
 }
 
-/// `btf_func_check_meta` (an unknown linkage is the parser's error).
-fn func(t: &RawType<'_>) -> Option<&'static str> {
+/// `btf_func_check_meta`. Extern is sent as global (the writer), as libbpf's fix-up does.
+fn func(t: &RawType<'_>, linkage: Linkage) -> Option<&'static str> {
     if !is_identifier(t.name()) {
         Some("Invalid name")
+    } else if matches!(linkage, Linkage::Unknown(_)) {
+        Some("Invalid func linkage")
     } else if t.kflag() {
         Some("Invalid btf_info kind_flag")
     } else {
@@ -275,7 +277,7 @@ fn func(t: &RawType<'_>) -> Option<&'static str> {
 }
 
 /// `btf_var_check_meta`.
-fn var(t: &RawType<'_>, ty: TypeId) -> Option<&'static str> {
+fn var(t: &RawType<'_>, ty: TypeId, linkage: Linkage) -> Option<&'static str> {
     if t.vlen() != 0 {
         Some("vlen != 0")
     } else if t.kflag() {
@@ -284,6 +286,8 @@ fn var(t: &RawType<'_>, ty: TypeId) -> Option<&'static str> {
         Some("Invalid name")
     } else if ty == 0 || !is_type_id(ty) {
         Some("Invalid type_id")
+    } else if matches!(linkage, Linkage::Unknown(_)) {
+        Some("Linkage not supported")
     } else {
         None
     }
@@ -374,33 +378,6 @@ fn int_bits(btf: &Btf, mut id: TypeId) -> Option<(u32, u32)> {
         }
     }
     None
-}
-
-/// `btf_array_resolve` for every ARRAY: the index is a plain integer, and the element type
-/// has a size (no loop, no void or forward declaration) that the length does not overflow.
-pub(crate) fn array_refusal(btf: &Btf) -> Option<String> {
-    btf.types.iter().enumerate().find_map(|(id, t)| {
-        let BtfKind::Array { index, .. } = &t.kind else {
-            return None;
-        };
-        let problem = if !is_plain_int(btf, *index) {
-            Some("Invalid index")
-        } else if btf.size_of(id as TypeId).is_none() {
-            Some("Invalid elem")
-        } else {
-            None
-        };
-        problem.map(|p| format!("[{id}] {p}"))
-    })
-}
-
-/// An INT (through modifiers and typedefs) whose bits fill its size from bit 0.
-fn is_plain_int(btf: &Btf, id: TypeId) -> bool {
-    let base = btf.skip_mods_and_typedefs(id).and_then(|id| btf.get(id));
-    matches!(
-        base.map(|t| &t.kind),
-        Some(BtfKind::Int { size, bit_offset: 0, bits, .. }) if u32::from(*bits) == size * 8
-    )
 }
 
 fn datasec(name: &str, size: u32, vars: &[VarSecInfo]) -> Option<&'static str> {

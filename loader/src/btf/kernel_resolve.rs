@@ -396,12 +396,13 @@ impl Resolver<'_> {
         }
     }
 
-    /// `btf_type_int_is_regular`: whole bytes from bit 0, 1, 2, 4 or 8 of them.
+    /// `btf_type_int_is_regular`: whole bytes from bit 0, 1, 2, 4, 8 or 16 of them (its bits
+    /// decide, not its size).
     fn is_regular_int(&self, id: TypeId) -> bool {
         match self.kind(id) {
             Some(BtfKind::Int {
                 bit_offset, bits, ..
-            }) => *bit_offset == 0 && bits % 8 == 0 && matches!(bits / 8, 1 | 2 | 4 | 8),
+            }) => *bit_offset == 0 && bits % 8 == 0 && matches!(bits / 8, 1 | 2 | 4 | 8 | 16),
             _ => false,
         }
     }

@@ -144,7 +144,6 @@ impl Btf {
             .or_else(|| super::kernel_resolve::resolve_refusal(&sent))
             .or_else(|| super::kernel_meta::func_refusal(&sent))
             .or_else(|| super::kernel_meta::member_refusal(&sent))
-            .or_else(|| super::kernel_meta::array_refusal(&sent))
     }
 
     /// The type with this id (`Some(void)` for 0), `None` when it does not exist.

@@ -134,6 +134,9 @@ pub enum Linkage {
     Static,
     Global,
     Extern,
+    /// A value BTF does not define. libbpf reads it and sends it on; the kernel refuses the
+    /// blob ("Invalid func linkage", "Linkage not supported").
+    Unknown(u32),
 }
 
 /// One variable of a DATASEC: its VAR type id, offset and size in the section.

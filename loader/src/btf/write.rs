@@ -71,16 +71,15 @@ fn info(kind: u32, vlen: usize, kind_flag: bool) -> u32 {
 }
 
 fn func_linkage(l: Linkage) -> usize {
-    match l {
-        Linkage::Static => 0,
-        Linkage::Global | Linkage::Extern => 1,
-    }
+    var_linkage(l) as usize
 }
 
+/// Extern becomes global as libbpf's extern fix-up makes it; an unknown value goes as it is.
 fn var_linkage(l: Linkage) -> u32 {
     match l {
         Linkage::Static => 0,
         Linkage::Global | Linkage::Extern => 1,
+        Linkage::Unknown(raw) => raw,
     }
 }
 
