@@ -224,3 +224,12 @@ pub fn words_sleeping_calls_by_context(kernel: KernelVersion) -> bool {
 pub fn reads_grow_the_stack(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V6_12
 }
+
+/// Stack slots are live by what the walk itself read, per call chain ("bpf: callchain
+/// sensitive stack liveness tracking using CFG", Linux 6.18, `kernel/bpf/liveness.c`): a
+/// checkpoint whose paths are finished forgets the slots no later instruction read, and the
+/// level-2 log traces the analysis. Before, each slot carried read marks up its parent chain.
+/// 7.2 reworked the analysis again; its counts are closer to 6.18's than to the marks'.
+pub fn tracks_stack_liveness_by_callchain(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_18
+}

@@ -129,6 +129,12 @@ pub struct Env<'a> {
     /// Stack slots of the instruction's own frame that may still be read, a bit per slot
     /// (`fp-8` is bit 0).
     pub live_stack: Vec<u64>,
+    /// 6.18's stack liveness from the walk's own accesses; `None` for the kernels that
+    /// read `live_stack` instead.
+    pub stack_liveness: Option<crate::stack_liveness::StackLiveness>,
+    /// The helper argument being checked is written before it is read (`MEM_UNINIT`, the
+    /// kernel's `raw_mode`): its stack bytes are not read.
+    pub raw_mode_arg: bool,
     /// Checkpoints in the lists plus evicted ones still referenced (for `peak_states`).
     pub states_alive: u64,
     /// The history entry pushed for the current instruction (`cur_hist_ent`).
@@ -162,6 +168,8 @@ pub struct Explored {
     pub miss_cnt: u32,
     /// Evicted from its bucket.
     pub evicted: bool,
+    /// Its dead registers and stack slots were forgotten (`cleaned`).
+    pub cleaned: bool,
 }
 
 /// Counters the closing `processed N insns ...` line reports.
@@ -202,6 +210,8 @@ impl<'a> Env<'a> {
             buckets: vec![Vec::new(); len.max(1)],
             live_regs: vec![u16::MAX; len],
             live_stack: vec![u64::MAX; len],
+            stack_liveness: None,
+            raw_mode_arg: false,
             states_alive: 0,
             cur_hist_ent: false,
             pending: Vec::new(),

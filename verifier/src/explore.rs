@@ -13,7 +13,7 @@ use crate::state::frame::JmpHistoryEntry;
 use crate::state::reg::{RegState, RegType};
 use crate::{
     COMPLEXITY_LIMIT_JMP_SEQ, Errno, Options, Outcome, ProgramInput, Reject, Rejection, Stats,
-    Verdict, alu, call, check, fixup, liveness, mem,
+    Verdict, alu, call, check, fixup, liveness, mem, stack_liveness,
 };
 use bpfemu_isa::{CallTarget, Insn, KernelVersion, Program, Reg};
 use bpfemu_loader::Kernel;
@@ -92,6 +92,9 @@ fn run_with(
         mark_callback_calls(&mut env);
         liveness::compute_live_registers(&mut env);
         liveness::compute_live_stack(&mut env);
+        if crate::behaviour::tracks_stack_liveness_by_callchain(env.input.kernel.version()) {
+            env.stack_liveness = Some(Default::default());
+        }
         env.scc = crate::scc::compute_scc(&env);
         print_live_regs(&mut env);
         do_check_main(&mut env, opts)
@@ -453,7 +456,9 @@ fn walk(
                 check::check_reached(env, state, pc)?;
                 env.aux[pc].seen = true;
                 prev_insn_idx = pc;
+                stack_liveness::begin_insn(env, state, pc);
                 let step = do_check_insn(env, state, pc, &mut stack, &mut do_print_state)?;
+                stack_liveness::commit_insn(env);
                 for (st, at, prev) in std::mem::take(&mut env.pending) {
                     push_branch(env, &mut stack, st, at, prev);
                 }
@@ -474,6 +479,7 @@ fn walk(
             Step::PathDone => {
                 env.log.scratch_all();
                 update_branch_counts(env, state.parent);
+                stack_liveness::update(env, state);
                 let Some(p) = stack.pop() else {
                     return Ok(());
                 };
@@ -625,6 +631,7 @@ fn is_state_visited(
         || (c.jmps_processed - c.prev_jmps_processed >= 2
             && c.insn_processed - c.prev_insn_processed >= 8);
     let bucket = bucket_of(env, state, pc);
+    clean_live_states(env, state, pc, bucket);
     let list = env.buckets[bucket].clone();
     let mut states_cnt = 0u32;
     let mut evict = Vec::new();
@@ -745,6 +752,7 @@ fn is_state_visited(
         hit_cnt: 0,
         miss_cnt: 0,
         evicted: false,
+        cleaned: false,
     });
     env.buckets[bucket].push(idx);
     crate::loops::maybe_enter_scc(env, idx);
@@ -753,6 +761,39 @@ fn is_state_visited(
     state.first_insn_idx = pc;
     state.jmp_history.clear();
     Ok(false)
+}
+
+/// `clean_live_states`: each checkpoint at `pc` in the same call chain whose paths are all
+/// finished forgets, once, what no later instruction reads (6.18's stack liveness only; the
+/// older kernels' pruning reads its static liveness at comparison instead).
+fn clean_live_states(env: &mut Env<'_>, cur: &VerifierState, pc: usize, bucket: usize) {
+    if !stack_liveness::enabled(env) {
+        return;
+    }
+    for idx in env.buckets[bucket].clone() {
+        let e = &env.explored[idx];
+        if e.branches > 0
+            || e.cleaned
+            || e.state.insn_idx != pc
+            || !same_callsites(&e.state, cur)
+            || crate::loops::incomplete_read_marks(env, &e.state)
+        {
+            continue;
+        }
+        let mut st = e.state.clone();
+        stack_liveness::clean_state(env, &mut st);
+        let e = &mut env.explored[idx];
+        e.state = st;
+        e.cleaned = true;
+    }
+}
+
+fn same_callsites(a: &VerifierState, b: &VerifierState) -> bool {
+    a.frames.len() == b.frames.len()
+        && a.frames
+            .iter()
+            .zip(&b.frames)
+            .all(|(x, y)| x.callsite == y.callsite)
 }
 
 /// Takes the states that missed too often out of their bucket (the kernel's move to its free
@@ -940,6 +981,7 @@ fn do_check_insn(
                 CallTarget::Helper(id) => {
                     call::helper::check_helper_call(env, state, pc, id)?;
                     if state.frames.len() > frames {
+                        stack_liveness::leave_callchain(env);
                         let sp = state.cur().subprogno as usize;
                         env.subprogs[sp].start
                     } else {
@@ -954,6 +996,7 @@ fn do_check_insn(
             env.counters.jmps_processed += 1;
             check_resource_leak(env, state, false)?;
             if state.frames.len() > 1 {
+                stack_liveness::update(env, state);
                 let next_pc = call::subprog::prepare_func_exit(env, state)?;
                 *do_print_state = true;
                 return Ok(Step::Next(next_pc));
@@ -977,6 +1020,7 @@ fn tail_call_in_subprogram(
     env.pending.push((state.clone(), pc + 1, pc));
     state.invalidate_packet_pointers();
     *state.reg_mut(Reg::R0) = crate::state::reg::RegState::unknown_scalar();
+    stack_liveness::leave_callchain(env);
     let next = call::subprog::prepare_func_exit(env, state)?;
     Ok(Step::Next(next))
 }

@@ -90,6 +90,7 @@ pub mod prune;
 pub mod ptr_alu;
 pub mod scc;
 pub mod sock;
+pub mod stack_liveness;
 pub mod state;
 pub mod trace;
 

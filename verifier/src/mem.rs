@@ -978,6 +978,7 @@ fn read_fixed(
 ) -> Result<(), Reject> {
     let (spi, _) = spi_of(off);
     env.log.scratch_stack(spi);
+    crate::stack_liveness::mark_read(env, state, f, 1 << spi);
     let slot = state.frames[f].stack[spi];
     let stype = slot.slot_type;
     if slot.is_spilled_reg() {
@@ -1102,6 +1103,10 @@ fn write_fixed(
     let (spi, _) = spi_of(off);
     env.log.scratch_stack(spi);
     crate::call::dynptr::destroy_if_dynptr_stack_slot(env, state, f, spi)?;
+    // Only a whole aligned slot is surely written: a partial write leaves the rest live.
+    if off % SLOT_SIZE as i64 == 0 && size as usize == SLOT_SIZE {
+        crate::stack_liveness::mark_write(env, f, 1 << spi);
+    }
     let cur = state.curframe();
     let imm = store_imm(env);
     let aligned = off % SLOT_SIZE as i64 == 0;
@@ -1286,11 +1291,26 @@ fn check_stack_range_initialized(
     clobber: bool,
 ) -> Result<(), Reject> {
     let f = stack_frame(state, reg);
+    // A helper's raw-mode argument (`MEM_UNINIT`, at a constant offset) is written byte by
+    // byte after the call's checks and read by no one here.
+    let reads = !(clobber && env.raw_mode_arg && reg.var_off.is_const());
     for (i, spi, idx) in stack_bytes(min_off, max_off + access_size as i64) {
-        let frame = &mut state.frames[f];
-        if spi >= frame.stack.len() {
+        if spi >= state.frames[f].stack.len() {
             return Err(env.reject(Errno::Efault, "allocated_stack too small"));
         }
+        if reads && spi < 64 {
+            let readable = {
+                let slot = &state.frames[f].stack[spi];
+                matches!(
+                    slot.slot_type[idx],
+                    SlotType::Misc | SlotType::Zero | SlotType::Invalid
+                ) || slot.is_spilled_reg()
+            };
+            if readable {
+                crate::stack_liveness::mark_read(env, state, f, 1 << spi);
+            }
+        }
+        let frame = &mut state.frames[f];
         let slot = &mut frame.stack[spi];
         match slot.slot_type[idx] {
             SlotType::Misc => {}

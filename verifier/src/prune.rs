@@ -322,11 +322,15 @@ pub fn states_equal(env: &Env<'_>, old: &VerifierState, cur: &VerifierState, exa
                 return false;
             }
         }
-        let live_stack = env
-            .live_stack
-            .get(frame_insn_idx(old, i))
-            .copied()
-            .unwrap_or(u64::MAX);
+        // With 6.18's liveness the checkpoint was cleaned of its dead slots instead.
+        let live_stack = match env.stack_liveness {
+            Some(_) => u64::MAX,
+            None => env
+                .live_stack
+                .get(frame_insn_idx(old, i))
+                .copied()
+                .unwrap_or(u64::MAX),
+        };
         if !stacksafe(of, cf, &mut idmap, exact, live_stack, scalars_as_registers) {
             return false;
         }

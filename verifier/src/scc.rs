@@ -7,7 +7,7 @@ use crate::env::Env;
 use bpfemu_isa::Insn;
 
 /// `insn_successors`: the fall-through first, then the jump target.
-fn successors(env: &Env<'_>, pc: usize, insn: &Insn) -> Vec<usize> {
+pub(crate) fn successors(env: &Env<'_>, pc: usize, insn: &Insn) -> Vec<usize> {
     let len = env.len();
     let next = pc + insn.slots();
     let target = |off: i64| {

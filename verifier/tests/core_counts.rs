@@ -15,20 +15,7 @@ use common::kernel_side::judgement_from_log;
 use std::path::{Path, PathBuf};
 
 /// Programs (`OBJECT/PROGRAM`) whose count differs from the kernel's, and why.
-const COUNTS_DIFFER: &[(&str, &str)] = &[
-    (
-        "l4lb.v2/xdp_l4lb",
-        "6.18 prunes more: its liveness of spilled registers is finer",
-    ),
-    (
-        "l4lb.v3/xdp_l4lb",
-        "6.18 prunes more: its liveness of spilled registers is finer",
-    ),
-    (
-        "l4lb.v4/xdp_l4lb",
-        "6.18 prunes more: its liveness of spilled registers is finer",
-    ),
-];
+const COUNTS_DIFFER: &[(&str, &str)] = &[];
 
 fn corpus() -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/xdp/build");

@@ -125,6 +125,8 @@ pub fn process_dynptr_func(
     // Reading the dynptr marks its slots for the log (the kernel prints it after the call).
     env.log.scratch_stack(spi);
     env.log.scratch_stack(spi - 1);
+    let both = both_slots(spi);
+    crate::stack_liveness::mark_read(env, state, reg.frameno as usize, both);
     let flags = state.frames[reg.frameno as usize].stack[spi]
         .spilled_ptr
         .flags;
@@ -230,6 +232,7 @@ fn mark_stack_slots_dynptr(
     } else {
         0
     };
+    crate::stack_liveness::mark_write(env, f, both_slots(spi));
     let stack = &mut state.frames[f].stack;
     for (slot, first) in [(spi, true), (spi - 1, false)] {
         let mut r = RegState::not_init();
@@ -269,7 +272,17 @@ pub fn destroy_if_dynptr_stack_slot(
         return Err(env.reject(Errno::Einval, "cannot overwrite referenced dynptr"));
     }
     invalidate(stack, first);
+    crate::stack_liveness::mark_write(env, f, both_slots(first));
     Ok(())
+}
+
+/// The liveness bits of a dynptr's two slots, `spi` and the one below it.
+fn both_slots(spi: usize) -> u64 {
+    if (1..64).contains(&spi) {
+        (1 << spi) | (1 << (spi - 1))
+    } else {
+        0
+    }
 }
 
 fn invalidate(stack: &mut [crate::state::StackSlot], first: usize) {
@@ -309,17 +322,19 @@ pub fn unmark_stack_slots_dynptr(
     let slot = state.frames[f].stack[spi].spilled_ptr;
     if slot.flags & SLOT_RINGBUF == 0 {
         invalidate(&mut state.frames[f].stack, spi);
+        crate::stack_liveness::mark_write(env, f, both_slots(spi));
         return Ok(true);
     }
     let ref_obj_id = slot.ref_obj_id;
     if !super::helper::release_reference(state, ref_obj_id) {
         return Ok(false);
     }
-    for frame in &mut state.frames {
+    for (f, frame) in state.frames.iter_mut().enumerate() {
         for i in 1..frame.stack.len() {
             let s = frame.stack[i].spilled_ptr;
             if s.ref_obj_id == ref_obj_id && s.flags & SLOT_FIRST != 0 {
                 invalidate(&mut frame.stack, i);
+                crate::stack_liveness::mark_write(env, f, both_slots(i));
             }
         }
     }

@@ -254,7 +254,10 @@ fn check_arg_by_type(
             } else {
                 AccessType::Read
             };
-            check_helper_mem_access(env, state, r, value_size as i32, access, false)?;
+            env.raw_mode_arg = arg_type.flags & MEM_UNINIT != 0;
+            let checked = check_helper_mem_access(env, state, r, value_size as i32, access, false);
+            env.raw_mode_arg = false;
+            checked?;
         }
         ArgBase::PtrToFunc => meta.subprogno = Some(reg.subprogno),
         ArgBase::PtrToMem if arg_type.flags & MEM_FIXED_SIZE != 0 => {
@@ -263,7 +266,11 @@ fn check_arg_by_type(
             } else {
                 AccessType::Read
             };
-            check_helper_mem_access(env, state, r, arg_type.size as i32, access, false)?;
+            env.raw_mode_arg = arg_type.flags & MEM_UNINIT != 0;
+            let checked =
+                check_helper_mem_access(env, state, r, arg_type.size as i32, access, false);
+            env.raw_mode_arg = false;
+            checked?;
             if arg_type.flags & MEM_ALIGNED != 0 {
                 check_ptr_alignment(env, &reg, arg_type.size)?;
             }
@@ -277,7 +284,10 @@ fn check_arg_by_type(
                 AccessType::Read
             };
             meta.msize_max_value = reg.umax_value;
-            check_mem_size_reg(env, state, reg_of(arg - 1), r, access, zero_ok)?;
+            env.raw_mode_arg = prev.flags & MEM_UNINIT != 0;
+            let checked = check_mem_size_reg(env, state, reg_of(arg - 1), r, access, zero_ok);
+            env.raw_mode_arg = false;
+            checked?;
             if prev.flags & MEM_UNINIT != 0 && reg.var_off.is_const() {
                 let mem = *state.reg(reg_of(arg - 1));
                 crate::mem::scratch_stack_bytes(env, &mem, reg.var_off.value);

@@ -210,6 +210,7 @@ fn irq_flag(
         slot.spilled_ptr = st;
         slot.slot_type = [SlotType::IrqFlag; SLOT_SIZE];
         env.log.scratch_stack(spi);
+        crate::stack_liveness::mark_write(env, frame, 1u64.checked_shl(spi as u32).unwrap_or(0));
         return Ok(());
     }
     let spi = match spi {
@@ -228,6 +229,8 @@ fn irq_flag(
             return Err(env.reject(Errno::Einval, msg));
         }
     };
+    let bit = 1u64.checked_shl(spi as u32).unwrap_or(0);
+    crate::stack_liveness::mark_read(env, state, frame, bit);
     let id = state.frames[frame].stack[spi].spilled_ptr.ref_obj_id;
     if id != state.active_irq_id {
         let active = state.active_irq_id;
@@ -253,6 +256,7 @@ fn irq_flag(
     slot.spilled_ptr = RegState::not_init();
     slot.slot_type = [SlotType::Invalid; SLOT_SIZE];
     env.log.scratch_stack(spi);
+    crate::stack_liveness::mark_write(env, frame, bit);
     Ok(())
 }
 

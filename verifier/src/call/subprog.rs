@@ -78,6 +78,7 @@ pub fn check_func_call(
         return Ok(pc + 1);
     }
     setup_func_entry(env, state, subprog, pc)?;
+    crate::stack_liveness::leave_callchain(env);
     // `clear_caller_saved_regs`: R0-R5 of the caller mean nothing until the call returns.
     for r in 0..=5 {
         let caller = state.curframe() - 1;
