@@ -225,6 +225,13 @@ pub fn reads_grow_the_stack(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V6_12
 }
 
+/// Spill/fill pairs around a call to a helper or kfunc the kernel inlines (`bpf_fastcall`) are
+/// removed after verification and their slots taken off the stack depth ("bpf: no_caller_saved_
+/// registers attribute for helper calls", Linux 6.12). Before, they stay and count.
+pub fn removes_fastcall_spills(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_12
+}
+
 /// Stack slots are live by what the walk itself read, per call chain ("bpf: callchain
 /// sensitive stack liveness tracking using CFG", Linux 6.18, `kernel/bpf/liveness.c`): a
 /// checkpoint whose paths are finished forgets the slots no later instruction read, and the

@@ -54,6 +54,10 @@ pub struct InsnAux {
     /// Whether an instruction's jump was taken on some path and not on another (for dead-code
     /// sanitation): bit 0 fall-through seen, bit 1 branch seen.
     pub edges_seen: u8,
+    /// A spill or fill of a `bpf_fastcall` pair (`fastcall_pattern`).
+    pub fastcall_pattern: bool,
+    /// For a call: how many pairs around it the fixups remove (`fastcall_spills_num`).
+    pub fastcall_spills: u8,
 }
 
 /// One subprogram (`struct bpf_subprog_info`).
@@ -94,6 +98,12 @@ pub struct SubprogInfo {
     pub changes_pkt_data: bool,
     /// May sleep.
     pub might_sleep: bool,
+    /// The top of its `bpf_fastcall` pairs' stack area (`fastcall_stack_off`; 0 for none,
+    /// `i16::MIN` once something else touched the area).
+    pub fastcall_stack_off: i16,
+    /// A pair around a call this kernel does not inline keeps the area's slots
+    /// (`keep_fastcall_stack`).
+    pub keep_fastcall_stack: bool,
 }
 
 /// The environment.

@@ -90,6 +90,7 @@ fn run_with(
     }
     let result = check::check_program(&mut env, &pre).and_then(|()| {
         mark_callback_calls(&mut env);
+        crate::fastcall::mark_patterns(&mut env);
         liveness::compute_live_registers(&mut env);
         liveness::compute_live_stack(&mut env);
         if crate::behaviour::tracks_stack_liveness_by_callchain(env.input.kernel.version()) {
@@ -293,6 +294,7 @@ fn do_check_main(env: &mut Env<'_>, opts: &Options) -> Result<(), Reject> {
     if !eager {
         do_check_subprogs(env, opts)?;
     }
+    crate::fastcall::shrink_stack_depths(env);
     check::check_stack_depths(env)
 }
 

@@ -130,6 +130,7 @@ pub fn xlate(env: &Env<'_>) -> Xlated {
         }
     }
     let mut x = Xlator { insns, aux, env };
+    x.remove_fastcall_pairs();
     x.hard_wire_dead_branches();
     x.remove_dead_code();
     x.remove_nops();
@@ -304,6 +305,20 @@ impl Xlator<'_> {
                 self.remove(i, run);
             } else {
                 i += 1;
+            }
+        }
+    }
+
+    /// `remove_fastcall_spills_fills`: the `bpf_fastcall` pairs around a call become `goto +0`,
+    /// which `opt_remove_nops` drops.
+    fn remove_fastcall_pairs(&mut self) {
+        for pc in 0..self.insns.len() {
+            let n = usize::from(self.env.aux.get(pc).map_or(0, |a| a.fastcall_spills));
+            for j in 1..=n {
+                if let (Some(_), Some(_)) = (pc.checked_sub(j), self.insns.get(pc + j)) {
+                    self.insns[pc - j] = ja(0);
+                    self.insns[pc + j] = ja(0);
+                }
             }
         }
     }

@@ -77,6 +77,7 @@ pub mod div_mod;
 pub mod env;
 pub mod explain;
 pub mod explore;
+pub mod fastcall;
 pub mod fixup;
 pub mod liveness;
 pub mod log;

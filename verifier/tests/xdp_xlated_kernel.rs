@@ -1,6 +1,7 @@
 //! The xlated program (`fixup.rs`) against the kernel's own (`xlated_prog_insns`, what
 //! `bpftool prog dump xlated` prints) for the same accepted programs: ctx field conversion,
-//! inlined array and hash lookups, the inlined `bpf_get_smp_processor_id`, division guards,
+//! inlined array and hash lookups, the inlined `bpf_get_smp_processor_id` (and the
+//! `bpf_fastcall` spill/fill pairs around it removed), division guards,
 //! dead code and hard-wired branches, tail calls.
 //!
 //! Addresses are normalised: a helper call's `imm` (the kernel's is an address offset, ours
@@ -113,6 +114,32 @@ fn programs(map_imm: &dyn Fn(usize) -> i32) -> Vec<(&'static str, Vec<RawInsn>)>
         (
             "smp processor id and ktime",
             vec![r(0x85, 0, 0, 0, 8), r(0x85, 0, 0, 0, 5), MOV0_2, EXIT],
+        ),
+        (
+            "bpf_fastcall pairs around smp processor id",
+            vec![
+                r(0xb7, 1, 0, 0, 1),
+                r(0xb7, 2, 0, 0, 2),
+                r(0x7b, 10, 2, -8, 0),
+                r(0x7b, 10, 1, -16, 0),
+                r(0x85, 0, 0, 0, 8),
+                r(0x79, 1, 10, -16, 0),
+                r(0x79, 2, 10, -8, 0),
+                r(0xbf, 0, 1, 0, 0),
+                r(0x0f, 0, 2, 0, 0),
+                EXIT,
+            ],
+        ),
+        (
+            "bpf_fastcall pair whose slot is read elsewhere stays",
+            vec![
+                r(0xb7, 1, 0, 0, 1),
+                r(0x7b, 10, 1, -8, 0),
+                r(0x85, 0, 0, 0, 8),
+                r(0x79, 1, 10, -8, 0),
+                r(0x79, 0, 10, -8, 0),
+                EXIT,
+            ],
         ),
         ("div64 reg", div(0x3f, 0)),
         ("mod64 reg", div(0x9f, 0)),
