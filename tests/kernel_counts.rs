@@ -109,3 +109,18 @@ fn a_division_by_a_constant_is_unbounded_before_7_2() {
         [36, 36, 36, 36, 23]
     );
 }
+
+/// `prunes_linked_scalars_against_independent_ones`: a may_goto loop's index returns to the
+/// loop's head with a constant-offset link the checkpoint's index (no id) lacks. 6.18 and 7.2
+/// prune that first return (18 instructions); Debian's 6.12.95 walks the body once more (29).
+/// 5.10 and 6.1 refuse may_goto itself (tests/kernel_verdicts.rs has their words).
+#[test]
+fn an_independent_index_prunes_a_linked_one_from_6_18() {
+    assert_eq!(
+        processed_on(
+            "tests/data/kernels/may_goto_linked_index.o",
+            &["6.12", "6.18", "7.2"]
+        ),
+        [29, 18, 18]
+    );
+}

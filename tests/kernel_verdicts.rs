@@ -209,3 +209,45 @@ fn a_packet_pointer_for_a_function_that_moves_the_packet_is_refused_from_7_2() {
         ]
     );
 }
+
+const TAIL_CALL_WRITE: &str = "tests/data/kernels/tail_call_stack_write.o";
+
+/// `sees_tail_calls_leave_in_liveness`: a subprogram writes its caller's slot after a tail
+/// call, which may leave it first. Every kernel before 7.2 takes the write as sure, so the
+/// slot is dead across the call and the caller's path that set an out-of-frame offset in it is
+/// pruned; 7.2 walks that path and refuses its read. The control, with no tail call before
+/// the write, is accepted everywhere.
+#[test]
+fn a_write_after_a_tail_call_is_not_sure_from_7_2() {
+    let accepted = "accepted";
+    assert_eq!(
+        answers(TAIL_CALL_WRITE, "offset_left_by_a_tail_call"),
+        [
+            accepted,
+            accepted,
+            accepted,
+            accepted,
+            "invalid read from stack R2 off=-768 size=8"
+        ]
+    );
+    assert_eq!(
+        answers(TAIL_CALL_WRITE, "offset_always_rewritten"),
+        [accepted; 5]
+    );
+}
+
+/// may_goto (`can_loop`) is an instruction 5.10 and 6.1 do not know; the loop's counts on the
+/// later kernels are in tests/kernel_counts.rs.
+#[test]
+fn may_goto_is_unknown_before_6_9() {
+    assert_eq!(
+        answers("tests/data/kernels/may_goto_linked_index.o", "fill_slots"),
+        [
+            "unknown opcode e5",
+            "unknown opcode e5",
+            "accepted",
+            "accepted",
+            "accepted"
+        ]
+    );
+}

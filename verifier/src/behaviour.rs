@@ -232,11 +232,42 @@ pub fn removes_fastcall_spills(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V6_12
 }
 
-/// Stack slots are live by what the walk itself read, per call chain ("bpf: callchain
-/// sensitive stack liveness tracking using CFG", Linux 6.18, `kernel/bpf/liveness.c`): a
-/// checkpoint whose paths are finished forgets the slots no later instruction read, and the
-/// level-2 log traces the analysis. Before, each slot carried read marks up its parent chain.
-/// 7.2 reworked the analysis again; its counts are closer to 6.18's than to the marks'.
-pub fn tracks_stack_liveness_by_callchain(kernel: KernelVersion) -> bool {
+/// The level-2 log carries the trace of the stack liveness analysis (`(0) frame 0 insn 12
+/// +live -8`, `live stack update done in N iterations`), which 6.18's `liveness.c` prints.
+/// Before 6.18 each stack slot carried read marks up its state's parent chain instead, and the
+/// log shows none of this. bpfemu models every kernel's stack liveness with 6.18's analysis:
+/// on 5.10's and 6.1's raw selftest tables, 6.12's selftests, and the corpus booted in each
+/// kernel it gives their verdicts and counts as the read marks did (tests/kernels_vs_vms.rs,
+/// scripts/rawtable_vs_vms.sh, scripts/kernel_matrix.sh).
+pub fn prints_stack_liveness_trace(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_18
+}
+
+/// The stack liveness knows that a tail call in a subprogram may leave it there: what the
+/// subprogram writes after the call is not surely written, so its caller's slots stay live
+/// across the call (7.2's liveness.c, "instructions that can abnormally return from a
+/// subprog"). 6.18 takes the writes after the call as sure, and may prune the caller's path
+/// that reads the slot the tail call left unwritten (it accepts the selftest
+/// verifier_live_stack/caller_stack_write_tail_call, which 7.2 refuses).
+pub fn sees_tail_calls_leave_in_liveness(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V7_2
+}
+
+/// A precise scalar with no id in the explored state prunes a current one whose id carries a
+/// constant-offset link (`BPF_ADD_CONST`): the old register was independent, and the link only
+/// adds constraints ("rold->id &&" in `regsafe`, in this machine's 6.18.44 and in the 6.12.117
+/// source, not in Debian's 6.12.95 image, which wants the flags equal). Measured on the
+/// selftests verifier_iterating_callbacks test2-4: 6.18 prunes the may_goto loop's back-edge at
+/// its first return (18 instructions), 6.12.95 walks it once more (29).
+pub fn prunes_linked_scalars_against_independent_ones(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_18
+}
+
+/// A tail call in a subprogram is walked both ways: failing, the walk goes on after it (a
+/// queued path); jumping, the subprogram returns there to its caller with R0 unknown and the
+/// packet pointers gone (6.18's `check_helper_call`). Before (6.12.95 as measured: the selftest
+/// verifier_tailcall_jit/main, 7 instructions there against 9), the walk only goes on after
+/// it, as after any helper.
+pub fn leaves_subprograms_by_tail_call(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V6_18
 }

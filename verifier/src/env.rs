@@ -136,12 +136,8 @@ pub struct Env<'a> {
     pub buckets: Vec<Vec<usize>>,
     /// Registers live before each instruction (`live_regs_before`), a bit per register.
     pub live_regs: Vec<u16>,
-    /// Stack slots of the instruction's own frame that may still be read, a bit per slot
-    /// (`fp-8` is bit 0).
-    pub live_stack: Vec<u64>,
-    /// 6.18's stack liveness from the walk's own accesses; `None` for the kernels that
-    /// read `live_stack` instead.
-    pub stack_liveness: Option<crate::stack_liveness::StackLiveness>,
+    /// Stack slot liveness from the walk's own accesses (6.18's `liveness.c`).
+    pub stack_liveness: crate::stack_liveness::StackLiveness,
     /// The helper argument being checked is written before it is read (`MEM_UNINIT`, the
     /// kernel's `raw_mode`): its stack bytes are not read.
     pub raw_mode_arg: bool,
@@ -219,8 +215,7 @@ impl<'a> Env<'a> {
             explored: Vec::new(),
             buckets: vec![Vec::new(); len.max(1)],
             live_regs: vec![u16::MAX; len],
-            live_stack: vec![u64::MAX; len],
-            stack_liveness: None,
+            stack_liveness: Default::default(),
             raw_mode_arg: false,
             states_alive: 0,
             cur_hist_ent: false,

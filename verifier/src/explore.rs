@@ -92,10 +92,6 @@ fn run_with(
         mark_callback_calls(&mut env);
         crate::fastcall::mark_patterns(&mut env);
         liveness::compute_live_registers(&mut env);
-        liveness::compute_live_stack(&mut env);
-        if crate::behaviour::tracks_stack_liveness_by_callchain(env.input.kernel.version()) {
-            env.stack_liveness = Some(Default::default());
-        }
         env.scc = crate::scc::compute_scc(&env);
         print_live_regs(&mut env);
         do_check_main(&mut env, opts)
@@ -766,12 +762,8 @@ fn is_state_visited(
 }
 
 /// `clean_live_states`: each checkpoint at `pc` in the same call chain whose paths are all
-/// finished forgets, once, what no later instruction reads (6.18's stack liveness only; the
-/// older kernels' pruning reads its static liveness at comparison instead).
+/// finished forgets, once, what no later instruction reads.
 fn clean_live_states(env: &mut Env<'_>, cur: &VerifierState, pc: usize, bucket: usize) {
-    if !stack_liveness::enabled(env) {
-        return;
-    }
     for idx in env.buckets[bucket].clone() {
         let e = &env.explored[idx];
         if e.branches > 0
@@ -976,7 +968,13 @@ fn do_check_insn(
                     }
                     next
                 }
-                CallTarget::Helper(id) if id == call::proto::TAIL_CALL && frames > 1 => {
+                CallTarget::Helper(id)
+                    if id == call::proto::TAIL_CALL
+                        && frames > 1
+                        && crate::behaviour::leaves_subprograms_by_tail_call(
+                            env.input.kernel.version(),
+                        ) =>
+                {
                     call::helper::check_helper_call(env, state, pc, id)?;
                     return tail_call_in_subprogram(env, state, pc);
                 }
@@ -1294,7 +1292,7 @@ fn find_prev_in(env: &Env<'_>, cur_state: &VerifierState, pc: usize) -> Option<u
 /// `widen_imprecise_scalars`: loop iterations of `may_goto` forget imprecise scalars that
 /// changed, so that the loop converges.
 pub(crate) fn widen_imprecise_scalars(env: &Env<'_>, old: &VerifierState, cur: &mut VerifierState) {
-    let mut idmap = crate::prune::IdMap::new(env.id_gen);
+    let mut idmap = crate::prune::IdMap::new(env.id_gen, env.input.kernel.version());
     let widen = |o: &RegState, c: &mut RegState, idmap: &mut crate::prune::IdMap| {
         if o.ty != RegType::Scalar || c.ty != RegType::Scalar || o.precise || c.precise {
             return;

@@ -22,13 +22,17 @@ pub enum Exact {
 pub struct IdMap {
     map: Vec<(u32, u32)>,
     tmp_id_gen: u32,
+    /// `behaviour::prunes_linked_scalars_against_independent_ones` for the kernel compared as.
+    independent_old_scalars: bool,
 }
 
 impl IdMap {
-    pub fn new(id_gen: u32) -> IdMap {
+    pub fn new(id_gen: u32, kernel: bpfemu_isa::KernelVersion) -> IdMap {
         IdMap {
             map: Vec::new(),
             tmp_id_gen: id_gen,
+            independent_old_scalars:
+                crate::behaviour::prunes_linked_scalars_against_independent_ones(kernel),
         }
     }
 
@@ -127,7 +131,10 @@ pub fn regsafe(old: &RegState, cur: &RegState, idmap: &mut IdMap, exact: Exact) 
             if !old.precise && exact == Exact::NotExact {
                 return true;
             }
-            if (old.id & BPF_ADD_CONST) != (cur.id & BPF_ADD_CONST) {
+            // An old register with no id was independent: whatever links the current one
+            // only adds constraints (when the kernel knows it).
+            let old_linked = old.id != 0 || !idmap.independent_old_scalars;
+            if old_linked && (old.id & BPF_ADD_CONST) != (cur.id & BPF_ADD_CONST) {
                 return false;
             }
             if old.id & BPF_ADD_CONST != 0 && old.off != cur.off {
@@ -183,7 +190,6 @@ fn stacksafe(
     cur: &FuncState,
     idmap: &mut IdMap,
     exact: Exact,
-    live: u64,
     scalars_as_registers: bool,
 ) -> bool {
     let old_len = old.allocated_stack();
@@ -192,11 +198,6 @@ fn stacksafe(
     while i < old_len {
         let spi = i / SLOT_SIZE;
         let idx = i % SLOT_SIZE;
-        // A slot no later instruction reads was cleaned from the explored state.
-        if exact == Exact::NotExact && spi < 64 && live & (1 << spi) == 0 {
-            i = (spi + 1) * SLOT_SIZE;
-            continue;
-        }
         let ot = old.stack[spi].slot_type[idx];
         if exact == Exact::Exact && (i >= cur_len || ot != cur.stack[spi].slot_type[idx]) {
             return false;
@@ -280,7 +281,7 @@ pub fn states_equal(env: &Env<'_>, old: &VerifierState, cur: &VerifierState, exa
     if old.frames.len() != cur.frames.len() {
         return false;
     }
-    let mut idmap = IdMap::new(env.id_gen);
+    let mut idmap = IdMap::new(env.id_gen, env.input.kernel.version());
     if old.speculative && !cur.speculative {
         return false;
     }
@@ -322,16 +323,8 @@ pub fn states_equal(env: &Env<'_>, old: &VerifierState, cur: &VerifierState, exa
                 return false;
             }
         }
-        // With 6.18's liveness the checkpoint was cleaned of its dead slots instead.
-        let live_stack = match env.stack_liveness {
-            Some(_) => u64::MAX,
-            None => env
-                .live_stack
-                .get(frame_insn_idx(old, i))
-                .copied()
-                .unwrap_or(u64::MAX),
-        };
-        if !stacksafe(of, cf, &mut idmap, exact, live_stack, scalars_as_registers) {
+        // Dead slots were cleaned from the checkpoint (`clean_live_states`).
+        if !stacksafe(of, cf, &mut idmap, exact, scalars_as_registers) {
             return false;
         }
     }

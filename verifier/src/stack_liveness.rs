@@ -12,13 +12,18 @@
 //! lets a later state with different dead slots be pruned against it.
 //!
 //! The level-2 log carries the analysis' trace (`(0) frame 0 insn 12 +live -8`, `(0) live
-//! stack update done in 2 iterations`), as the kernel's does.
+//! stack update done in 2 iterations`), as 6.18's does. The older kernels, whose slots carried
+//! read marks up each state's parent chain, are answered with the same analysis, which gives
+//! their tables' verdicts and counts (`behaviour::prints_stack_liveness_trace`); 7.2 also
+//! knows that a tail call may leave a subprogram before its writes
+//! (`behaviour::sees_tail_calls_leave_in_liveness`).
 
 use crate::env::Env;
 use crate::state::VerifierState;
 use crate::state::frame::MAX_CALL_FRAMES;
 use crate::state::reg::RegState;
 use crate::state::stack::{SLOT_SIZE, SlotType};
+use bpfemu_isa::{CallTarget, Insn};
 use std::collections::HashMap;
 
 /// The marks of one instruction for one frame (`struct per_frame_masks`), a bit per slot.
@@ -128,11 +133,11 @@ fn instance<'s>(
     })
 }
 
-fn with<R>(env: &mut Env<'_>, f: impl FnOnce(&mut Env<'_>, &mut StackLiveness) -> R) -> Option<R> {
-    let mut sl = env.stack_liveness.take()?;
+fn with<R>(env: &mut Env<'_>, f: impl FnOnce(&mut Env<'_>, &mut StackLiveness) -> R) -> R {
+    let mut sl = std::mem::take(&mut env.stack_liveness);
     let r = f(env, &mut sl);
-    env.stack_liveness = Some(sl);
-    Some(r)
+    env.stack_liveness = sl;
+    r
 }
 
 /// The chain of the state being walked (`ensure_cur_instance`).
@@ -186,19 +191,15 @@ fn add_read(inst: &mut Instance, frame: usize, pc: usize, mask: u64) {
 /// The instruction being checked writes all 8 bytes of slots `mask` of frame `frame`
 /// (`bpf_mark_stack_write`).
 pub fn mark_write(env: &mut Env<'_>, frame: usize, mask: u64) {
-    if let Some(sl) = env.stack_liveness.as_mut()
-        && frame < MAX_CALL_FRAMES
-    {
-        sl.write_acc[frame] |= mask;
+    if frame < MAX_CALL_FRAMES {
+        env.stack_liveness.write_acc[frame] |= mask;
     }
 }
 
 /// The walk left the chain it was in (a call into a function): the next mark looks it up
 /// again (`bpf_reset_live_stack_callchain`).
 pub fn leave_callchain(env: &mut Env<'_>) {
-    if let Some(sl) = env.stack_liveness.as_mut() {
-        sl.cur = None;
-    }
+    env.stack_liveness.cur = None;
 }
 
 /// After an instruction was checked: its writes join what earlier visits wrote
@@ -323,7 +324,7 @@ fn update_instance(env: &mut Env<'_>, sl: &mut StackLiveness, key: &[u32]) {
             break;
         }
     }
-    if env.log.level2() {
+    if prints_trace(env) {
         let text = format!(
             "{} live stack update done in {rounds} iterations\n",
             inst.chain_text()
@@ -340,6 +341,9 @@ fn update_insn(env: &mut Env<'_>, inst: &mut Instance, frame: usize, pc: usize) 
     let Some(insn) = env.insn(pc) else {
         return false;
     };
+    // A tail call that jumps leaves the function there, writing nothing after it.
+    let may_leave = *insn == Insn::Call(CallTarget::Helper(crate::call::proto::TAIL_CALL))
+        && crate::behaviour::sees_tail_calls_leave_in_liveness(env.input.kernel.version());
     let succ = crate::scc::successors(env, pc, insn);
     if succ.is_empty() {
         return false;
@@ -355,9 +359,13 @@ fn update_insn(env: &mut Env<'_>, inst: &mut Instance, frame: usize, pc: usize) 
         return false;
     };
     let before = (after & !m.must_write) | m.may_read;
-    let written = written_after | m.must_write;
+    let written = if may_leave {
+        m.must_write
+    } else {
+        written_after | m.must_write
+    };
     let changed = before != m.live_before || written != m.must_write_acc;
-    if env.log.level2()
+    if prints_trace(env)
         && (m.may_read != 0 || m.must_write != 0 || pc == inst.start() || env.aux[pc].prune_point)
     {
         log_change(env, inst, "live", frame, pc, m.live_before, before);
@@ -368,6 +376,11 @@ fn update_insn(env: &mut Env<'_>, inst: &mut Instance, frame: usize, pc: usize) 
         m.must_write_acc = written;
     }
     changed
+}
+
+/// Whether the level-2 log shows the analysis (6.18 on).
+fn prints_trace(env: &Env<'_>) -> bool {
+    env.log.level2() && crate::behaviour::prints_stack_liveness_trace(env.input.kernel.version())
 }
 
 /// `(chain) frame F insn N +what SLOTS -what SLOTS` for the bits that changed.
@@ -464,9 +477,7 @@ fn slot_alive(
 /// `clean_verifier_state`: the registers and stack slots of the checkpoint no later
 /// instruction reads are forgotten, so that states differing only there prune.
 pub fn clean_state(env: &Env<'_>, st: &mut VerifierState) {
-    let Some(sl) = env.stack_liveness.as_ref() else {
-        return;
-    };
+    let sl = &env.stack_liveness;
     let snapshot = st.clone();
     for i in 0..st.frames.len() {
         let ip = crate::prune::frame_insn_idx(&snapshot, i);
@@ -486,9 +497,4 @@ pub fn clean_state(env: &Env<'_>, st: &mut VerifierState) {
             }
         }
     }
-}
-
-/// Whether the verifier tracks stack liveness this way for the kernel it answers as.
-pub fn enabled(env: &Env<'_>) -> bool {
-    env.stack_liveness.is_some()
 }
