@@ -265,7 +265,16 @@ impl Prepared {
     ) -> Result<(), Refusal> {
         let object = self.path.display().to_string();
         let name = engine.name();
-        let text = if verdict.reads_kernel_memory() {
+        let text = if verdict.has_misframed_stack_pointers() {
+            format!(
+                "{object}: program {} was accepted, as {} accepts it, with a stack pointer \
+                 (scalar += r10) taken for another frame's, so its accesses were checked \
+                 against the wrong stack: --engine {name} cannot run it; run it with --engine \
+                 jit (every access checked)",
+                program.name,
+                self.object.kernel.version()
+            )
+        } else if verdict.reads_kernel_memory() {
             format!(
                 "{object}: program {} reads kernel structures (a map's internals) that bpfemu \
                  does not emulate: --engine {name} cannot run it; run it with --engine jit \

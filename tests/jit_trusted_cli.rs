@@ -238,3 +238,35 @@ fn a_program_reading_kernel_structures_is_refused() {
         );
     }
 }
+
+#[test]
+fn a_program_checked_against_the_wrong_frame_is_refused() {
+    // 6.18 accepts it (`scalar += r10` keeps the scalar's frame number, so a callee's store
+    // through it is checked against its caller's stack) and it then writes through 0: the
+    // trusted engines would do that on host memory. The checked JIT reports the fault.
+    let obj_path = path("tests/data/kernels/frameno_stack_arith.o");
+    let obj = bpfemu_loader::load_file(obj_path.as_ref(), &Default::default()).expect("loads");
+    let prog = &obj.programs[0];
+    let verdict = verify(&ProgramInput::new(&obj, prog), &Options::default());
+    assert!(verdict.is_accepted(), "{:?}", verdict.rejection());
+    assert!(verdict.has_misframed_stack_pointers());
+    let pcap = path("examples/pcap/normal.pcap");
+    for engine in TRUSTED {
+        let out = bpfemu(&["replay", &obj_path, &pcap, "--engine", engine]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{engine}: {stderr}");
+        assert!(
+            out.stdout.is_empty(),
+            "no packet ran: {}",
+            text(&out.stdout)
+        );
+        assert!(stderr.contains("taken for another frame's"), "{stderr}");
+    }
+    let out = bpfemu(&["replay", &obj_path, &pcap, "--engine", "jit"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        stdout.contains("invalid write of 8 bytes at 0x0"),
+        "{stdout}"
+    );
+}

@@ -251,3 +251,24 @@ fn may_goto_is_unknown_before_6_9() {
         ]
     );
 }
+
+/// `carries_frameno_into_scalar_plus_pointer`: a subprogram's `scalar += r10` keeps the
+/// scalar's frame number up to 6.18, so its store through the result is taken for one in the
+/// caller's frame and the reload of its own slot for the map value it spilled; 7.2 gives the
+/// pointer's frame and refuses the store through what the reload really gives.
+#[test]
+fn stack_pointer_arithmetic_keeps_its_frame_from_7_2() {
+    assert_eq!(
+        answers(
+            "tests/data/kernels/frameno_stack_arith.o",
+            "store_through_own_frame"
+        ),
+        [
+            "accepted",
+            "accepted",
+            "accepted",
+            "accepted",
+            "R7 invalid mem access 'scalar'"
+        ]
+    );
+}

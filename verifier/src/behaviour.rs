@@ -271,3 +271,13 @@ pub fn prunes_linked_scalars_against_independent_ones(kernel: KernelVersion) -> 
 pub fn leaves_subprograms_by_tail_call(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V6_18
 }
+
+/// `scalar += fp` gives the scalar's register the stack pointer's frame number ("bpf: preserve
+/// frameno for stack pointer arithmetic", after 6.18). Before, the frame number stays the
+/// scalar's (0), so in a subprogram `r6 = -8; r6 += r10` is taken for the caller's fp-8 and a
+/// store through it lands, for the verifier, in the caller's frame: 6.18 accepts the selftest
+/// verifier_basic_stack/stack_ptr_arith_preserves_frameno, whose program then dereferences 0
+/// (bpfemu's engines report that access, as the kernel's does not), and 7.2 refuses it.
+pub fn carries_frameno_into_scalar_plus_pointer(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V7_2
+}

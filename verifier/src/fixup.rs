@@ -141,9 +141,14 @@ pub fn xlate(env: &Env<'_>) -> Xlated {
         .filter(|(_, a)| a.reads_kernel_memory)
         .map(|(pc, _)| pc)
         .collect();
+    let misframed_stack_pointers = (env.aux.iter().enumerate())
+        .filter(|(_, a)| a.misframed_stack_pointer)
+        .map(|(pc, _)| pc)
+        .collect();
     Xlated {
         insns: x.insns,
         kernel_reads,
+        misframed_stack_pointers,
     }
 }
 

@@ -321,6 +321,10 @@ pub struct Xlated {
     /// structure or pointers found in it. The kernel runs them; bpfemu's interpreter and JIT
     /// have no kernel structures to read, so a program with any must not run unchecked.
     pub kernel_reads: Vec<usize>,
+    /// Instructions where the verifier, answering as a kernel that does so, gave a stack
+    /// pointer another frame's number (`scalar += fp` before 7.2): the kernel accepts what it
+    /// then checked against the wrong frame, so the program must not run unchecked either.
+    pub misframed_stack_pointers: Vec<usize>,
 }
 
 /// Accepted or rejected.
@@ -361,6 +365,12 @@ impl Verdict {
     /// Whether the accepted program reads kernel memory (see [`Xlated::kernel_reads`]).
     pub fn reads_kernel_memory(&self) -> bool {
         matches!(&self.outcome, Outcome::Accepted(x) if !x.kernel_reads.is_empty())
+    }
+
+    /// Whether the accepted program was checked, as the kernel checks it, with a stack pointer
+    /// taken for another frame's (see [`Xlated::misframed_stack_pointers`]).
+    pub fn has_misframed_stack_pointers(&self) -> bool {
+        matches!(&self.outcome, Outcome::Accepted(x) if !x.misframed_stack_pointers.is_empty())
     }
 
     /// Whether the program uses something bpfemu's verifier does not check yet ("not yet

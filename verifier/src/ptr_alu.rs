@@ -210,6 +210,16 @@ pub fn adjust_ptr_min_max_vals(
             ));
         }
     }
+    // `scalar += fp`: the kernel copies the pointer's type and data into the scalar's
+    // register, but before 7.2 not its frame number, which stays the scalar's.
+    if scalar_is_dst
+        && !crate::behaviour::carries_frameno_into_scalar_plus_pointer(env.input.kernel.version())
+    {
+        r.frameno = state.reg(dst).frameno;
+        if r.ty == RegType::Stack && r.frameno != ptr.frameno {
+            env.aux[env.insn_idx].misframed_stack_pointer = true;
+        }
+    }
     check_reg_sane_offset(env, &r, &type_name)?;
     r.bounds_sync();
     *state.reg_mut(dst) = r;
