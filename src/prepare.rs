@@ -265,14 +265,13 @@ impl Prepared {
     ) -> Result<(), Refusal> {
         let object = self.path.display().to_string();
         let name = engine.name();
-        let text = if verdict.has_misframed_stack_pointers() {
+        let text = if let Some(flaw) = verdict.kernel_flaw() {
             format!(
-                "{object}: program {} was accepted, as {} accepts it, with a stack pointer \
-                 (scalar += r10) taken for another frame's, so its accesses were checked \
-                 against the wrong stack: --engine {name} cannot run it; run it with --engine \
-                 jit (every access checked)",
+                "{object}: program {} was accepted, as {} accepts it, with {}: --engine {name} \
+                 cannot run it; run it with --engine jit (every access checked)",
                 program.name,
-                self.object.kernel.version()
+                self.object.kernel.version(),
+                flaw.describe()
             )
         } else if verdict.reads_kernel_memory() {
             format!(

@@ -249,7 +249,10 @@ fn a_program_checked_against_the_wrong_frame_is_refused() {
     let prog = &obj.programs[0];
     let verdict = verify(&ProgramInput::new(&obj, prog), &Options::default());
     assert!(verdict.is_accepted(), "{:?}", verdict.rejection());
-    assert!(verdict.has_misframed_stack_pointers());
+    assert_eq!(
+        verdict.kernel_flaw(),
+        Some(bpfemu_verifier::KernelFlaw::MisframedStackPointer)
+    );
     let pcap = path("examples/pcap/normal.pcap");
     for engine in TRUSTED {
         let out = bpfemu(&["replay", &obj_path, &pcap, "--engine", engine]);
@@ -269,4 +272,40 @@ fn a_program_checked_against_the_wrong_frame_is_refused() {
         stdout.contains("invalid write of 8 bytes at 0x0"),
         "{stdout}"
     );
+}
+
+#[test]
+fn a_null_for_a_nonnull_argument_is_not_run_trusted() {
+    // 6.18 lets a NULL constant through for a global function's `arg:nonnull` pointer, which
+    // the function reads: the trusted engines would read host address 0.
+    let obj_path = path("tests/data/kernels/global_arg_null.o");
+    let pcap = path("examples/pcap/normal.pcap");
+    for engine in TRUSTED {
+        let out = bpfemu(&[
+            "replay",
+            &obj_path,
+            &pcap,
+            "--prog",
+            "null_to_nonnull",
+            "--engine",
+            engine,
+        ]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{engine}: {stderr}");
+        assert!(
+            stderr.contains("a NULL passed for a global function's argument"),
+            "{stderr}"
+        );
+    }
+    // The control passes a stack pointer: it runs.
+    let out = bpfemu(&[
+        "replay",
+        &obj_path,
+        &pcap,
+        "--prog",
+        "stack_to_nonnull",
+        "--engine",
+        "jit-trusted",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }

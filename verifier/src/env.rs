@@ -54,9 +54,8 @@ pub struct InsnAux {
     /// Whether an instruction's jump was taken on some path and not on another (for dead-code
     /// sanitation): bit 0 fall-through seen, bit 1 branch seen.
     pub edges_seen: u8,
-    /// `scalar += fp` here gave the result the scalar's frame number, not the pointer's (the
-    /// kernels before 7.2 do): see [`crate::Xlated::misframed_stack_pointers`].
-    pub misframed_stack_pointer: bool,
+    /// The kernel's flaw the walk followed here (see [`crate::Xlated::kernel_flaws`]).
+    pub kernel_flaw: Option<crate::KernelFlaw>,
     /// A spill or fill of a `bpf_fastcall` pair (`fastcall_pattern`).
     pub fastcall_pattern: bool,
     /// For a call: how many pairs around it the fixups remove (`fastcall_spills_num`).

@@ -141,14 +141,13 @@ pub fn xlate(env: &Env<'_>) -> Xlated {
         .filter(|(_, a)| a.reads_kernel_memory)
         .map(|(pc, _)| pc)
         .collect();
-    let misframed_stack_pointers = (env.aux.iter().enumerate())
-        .filter(|(_, a)| a.misframed_stack_pointer)
-        .map(|(pc, _)| pc)
+    let kernel_flaws = (env.aux.iter().enumerate())
+        .filter_map(|(pc, a)| a.kernel_flaw.map(|f| (pc, f)))
         .collect();
     Xlated {
         insns: x.insns,
         kernel_reads,
-        misframed_stack_pointers,
+        kernel_flaws,
     }
 }
 

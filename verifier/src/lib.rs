@@ -321,10 +321,37 @@ pub struct Xlated {
     /// structure or pointers found in it. The kernel runs them; bpfemu's interpreter and JIT
     /// have no kernel structures to read, so a program with any must not run unchecked.
     pub kernel_reads: Vec<usize>,
-    /// Instructions where the verifier, answering as a kernel that does so, gave a stack
-    /// pointer another frame's number (`scalar += fp` before 7.2): the kernel accepts what it
-    /// then checked against the wrong frame, so the program must not run unchecked either.
-    pub misframed_stack_pointers: Vec<usize>,
+    /// Instructions where the verifier, answering as a kernel that does so, accepted what is
+    /// unsafe to run (see [`KernelFlaw`]): the kernel loads the program, so `verify` accepts
+    /// it, but it must not run unchecked.
+    pub kernel_flaws: Vec<(usize, KernelFlaw)>,
+}
+
+/// A known unsoundness of a kernel bpfemu answers as, which the verdict follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelFlaw {
+    /// `scalar += fp` kept the scalar's frame number (before 7.2): the result's accesses were
+    /// checked against another frame's stack.
+    MisframedStackPointer,
+    /// A NULL constant passed for a global function's memory argument that is not nullable
+    /// (before 7.2): the function, verified as if it were valid, dereferences it.
+    NullForNonNullArgument,
+}
+
+impl KernelFlaw {
+    /// What the verdict took on trust, for the refusal of the trusted engines.
+    pub fn describe(self) -> &'static str {
+        match self {
+            KernelFlaw::MisframedStackPointer => {
+                "a stack pointer (scalar += r10) taken for another frame's, so its accesses \
+                 were checked against the wrong stack"
+            }
+            KernelFlaw::NullForNonNullArgument => {
+                "a NULL passed for a global function's argument that may not be NULL, which \
+                 the function dereferences as valid"
+            }
+        }
+    }
 }
 
 /// Accepted or rejected.
@@ -367,10 +394,12 @@ impl Verdict {
         matches!(&self.outcome, Outcome::Accepted(x) if !x.kernel_reads.is_empty())
     }
 
-    /// Whether the accepted program was checked, as the kernel checks it, with a stack pointer
-    /// taken for another frame's (see [`Xlated::misframed_stack_pointers`]).
-    pub fn has_misframed_stack_pointers(&self) -> bool {
-        matches!(&self.outcome, Outcome::Accepted(x) if !x.misframed_stack_pointers.is_empty())
+    /// The first kernel flaw the acceptance follows (see [`Xlated::kernel_flaws`]).
+    pub fn kernel_flaw(&self) -> Option<KernelFlaw> {
+        match &self.outcome {
+            Outcome::Accepted(x) => x.kernel_flaws.first().map(|(_, f)| *f),
+            Outcome::Rejected(_) => None,
+        }
     }
 
     /// Whether the program uses something bpfemu's verifier does not check yet ("not yet

@@ -217,7 +217,7 @@ pub fn adjust_ptr_min_max_vals(
     {
         r.frameno = state.reg(dst).frameno;
         if r.ty == RegType::Stack && r.frameno != ptr.frameno {
-            env.aux[env.insn_idx].misframed_stack_pointer = true;
+            env.aux[env.insn_idx].kernel_flaw = Some(crate::KernelFlaw::MisframedStackPointer);
         }
     }
     check_reg_sane_offset(env, &r, &type_name)?;

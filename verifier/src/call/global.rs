@@ -594,6 +594,9 @@ fn check_mem_arg_as_7_2(
     nullable: bool,
 ) -> Result<(), ArgsMismatch> {
     if !crate::behaviour::refuses_null_and_stale_packet_global_args(env.input.kernel.version()) {
+        if !nullable && reg.is_const_scalar(0) {
+            env.aux[env.insn_idx].kernel_flaw = Some(crate::KernelFlaw::NullForNonNullArgument);
+        }
         return Ok(());
     }
     let packet_slice = reg.ty == RegType::Mem && reg.flags & crate::state::reg::MEM_PKT_SLICE != 0;
