@@ -212,19 +212,12 @@ fn a_tail_call_into_a_rejected_program_is_refused() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
 
-#[test]
-fn a_program_reading_kernel_structures_is_refused() {
-    // Accepted (as the kernel accepts it), but it reads the map's struct bpf_array, which no
-    // bpfemu runtime has: the trusted JIT would read host memory at a made-up address.
-    let obj_path = path("tests/data/verify/map_internals.o");
-    let obj = bpfemu_loader::load_file(obj_path.as_ref(), &Default::default()).expect("loads");
-    let prog = &obj.programs[0];
-    let verdict = verify(&ProgramInput::new(&obj, prog), &Options::default());
-    assert!(verdict.is_accepted(), "{:?}", verdict.rejection());
-    assert!(verdict.reads_kernel_memory());
+/// Every trusted engine refuses to replay `prog` of `obj` (exit 2, no packet run), saying
+/// `why`.
+fn trusted_engines_refuse(obj: &str, prog: &str, why: &str) {
     let pcap = path("examples/pcap/normal.pcap");
     for engine in TRUSTED {
-        let out = bpfemu(&["replay", &obj_path, &pcap, "--engine", engine]);
+        let out = bpfemu(&["replay", obj, &pcap, "--prog", prog, "--engine", engine]);
         let stderr = text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{engine}: {stderr}");
         assert!(
@@ -232,11 +225,32 @@ fn a_program_reading_kernel_structures_is_refused() {
             "no packet ran: {}",
             text(&out.stdout)
         );
-        assert!(
-            stderr.contains("program xdp_map_internals reads kernel structures"),
-            "{stderr}"
-        );
+        assert!(stderr.contains(why), "{engine}: {stderr}");
     }
+}
+
+/// The verdict of the first program of `obj`, which must be an acceptance.
+fn accepted_verdict(obj: &str) -> bpfemu_verifier::Verdict {
+    let obj = bpfemu_loader::load_file(obj.as_ref(), &Default::default()).expect("loads");
+    let verdict = verify(
+        &ProgramInput::new(&obj, &obj.programs[0]),
+        &Options::default(),
+    );
+    assert!(verdict.is_accepted(), "{:?}", verdict.rejection());
+    verdict
+}
+
+#[test]
+fn a_program_reading_kernel_structures_is_refused() {
+    // Accepted (as the kernel accepts it), but it reads the map's struct bpf_array, which no
+    // bpfemu runtime has: the trusted JIT would read host memory at a made-up address.
+    let obj_path = path("tests/data/verify/map_internals.o");
+    assert!(accepted_verdict(&obj_path).reads_kernel_memory());
+    trusted_engines_refuse(
+        &obj_path,
+        "xdp_map_internals",
+        "program xdp_map_internals reads kernel structures",
+    );
 }
 
 #[test]
@@ -245,26 +259,16 @@ fn a_program_checked_against_the_wrong_frame_is_refused() {
     // through it is checked against its caller's stack) and it then writes through 0: the
     // trusted engines would do that on host memory. The checked JIT reports the fault.
     let obj_path = path("tests/data/kernels/frameno_stack_arith.o");
-    let obj = bpfemu_loader::load_file(obj_path.as_ref(), &Default::default()).expect("loads");
-    let prog = &obj.programs[0];
-    let verdict = verify(&ProgramInput::new(&obj, prog), &Options::default());
-    assert!(verdict.is_accepted(), "{:?}", verdict.rejection());
     assert_eq!(
-        verdict.kernel_flaw(),
+        accepted_verdict(&obj_path).kernel_flaw(),
         Some(bpfemu_verifier::KernelFlaw::MisframedStackPointer)
     );
+    trusted_engines_refuse(
+        &obj_path,
+        "store_through_own_frame",
+        "taken for another frame's",
+    );
     let pcap = path("examples/pcap/normal.pcap");
-    for engine in TRUSTED {
-        let out = bpfemu(&["replay", &obj_path, &pcap, "--engine", engine]);
-        let stderr = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{engine}: {stderr}");
-        assert!(
-            out.stdout.is_empty(),
-            "no packet ran: {}",
-            text(&out.stdout)
-        );
-        assert!(stderr.contains("taken for another frame's"), "{stderr}");
-    }
     let out = bpfemu(&["replay", &obj_path, &pcap, "--engine", "jit"]);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
@@ -279,24 +283,12 @@ fn a_null_for_a_nonnull_argument_is_not_run_trusted() {
     // 6.18 lets a NULL constant through for a global function's `arg:nonnull` pointer, which
     // the function reads: the trusted engines would read host address 0.
     let obj_path = path("tests/data/kernels/global_arg_null.o");
+    trusted_engines_refuse(
+        &obj_path,
+        "null_to_nonnull",
+        "a NULL passed for a global function's argument",
+    );
     let pcap = path("examples/pcap/normal.pcap");
-    for engine in TRUSTED {
-        let out = bpfemu(&[
-            "replay",
-            &obj_path,
-            &pcap,
-            "--prog",
-            "null_to_nonnull",
-            "--engine",
-            engine,
-        ]);
-        let stderr = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{engine}: {stderr}");
-        assert!(
-            stderr.contains("a NULL passed for a global function's argument"),
-            "{stderr}"
-        );
-    }
     // The control passes a stack pointer: it runs.
     let out = bpfemu(&[
         "replay",
