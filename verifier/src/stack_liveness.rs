@@ -84,9 +84,11 @@ impl Instance {
 /// The analysis of one verification (`struct bpf_liveness`).
 #[derive(Debug, Default)]
 pub struct StackLiveness {
-    instances: HashMap<Vec<u32>, Instance>,
-    /// The chain of the state being walked, when known (`cur_instance`).
-    cur: Option<Vec<u32>>,
+    instances: Vec<Instance>,
+    /// Each instance's place in `instances`, by its call chain.
+    index: HashMap<Vec<u32>, usize>,
+    /// The instance of the state being walked, when known (`cur_instance`).
+    cur: Option<usize>,
     /// The instruction whose writes `write_acc` gathers, per frame.
     write_insn: usize,
     write_acc: [u64; MAX_CALL_FRAMES],
@@ -109,28 +111,27 @@ fn callchain(env: &Env<'_>, st: &VerifierState, frame: usize) -> (Vec<u32>, Vec<
     (sites, starts)
 }
 
-/// Finds or makes the instance of `key` (`__lookup_instance`).
-fn instance<'s>(
-    env: &Env<'_>,
-    sl: &'s mut StackLiveness,
-    key: Vec<u32>,
-    starts: Vec<u32>,
-) -> &'s mut Instance {
-    sl.instances.entry(key.clone()).or_insert_with(|| {
-        let start = *starts.last().expect("a chain has a function") as usize;
-        let sp = env.subprog_of(start);
-        let end = env.subprogs.get(sp + 1).map_or(env.len(), |s| s.start);
-        let len = end.saturating_sub(start);
-        Instance {
-            frames: vec![None; key.len()],
-            callsites: key,
-            starts,
-            len,
-            must_write_seen: vec![false; len],
-            updated: false,
-            must_write_dropped: false,
-        }
-    })
+/// Finds or makes the instance of `key` (`__lookup_instance`); its place in `instances`.
+fn instance(env: &Env<'_>, sl: &mut StackLiveness, key: Vec<u32>, starts: Vec<u32>) -> usize {
+    if let Some(&at) = sl.index.get(&key) {
+        return at;
+    }
+    let start = *starts.last().expect("a chain has a function") as usize;
+    let sp = env.subprog_of(start);
+    let end = env.subprogs.get(sp + 1).map_or(env.len(), |s| s.start);
+    let len = end.saturating_sub(start);
+    let at = sl.instances.len();
+    sl.index.insert(key.clone(), at);
+    sl.instances.push(Instance {
+        frames: vec![None; key.len()],
+        callsites: key,
+        starts,
+        len,
+        must_write_seen: vec![false; len],
+        updated: false,
+        must_write_dropped: false,
+    });
+    at
 }
 
 fn with<R>(env: &mut Env<'_>, f: impl FnOnce(&mut Env<'_>, &mut StackLiveness) -> R) -> R {
@@ -140,15 +141,15 @@ fn with<R>(env: &mut Env<'_>, f: impl FnOnce(&mut Env<'_>, &mut StackLiveness) -
     r
 }
 
-/// The chain of the state being walked (`ensure_cur_instance`).
-fn ensure_cur(env: &Env<'_>, sl: &mut StackLiveness, st: &VerifierState) -> Vec<u32> {
-    if let Some(key) = &sl.cur {
-        return key.clone();
+/// The instance of the state being walked (`ensure_cur_instance`).
+fn ensure_cur(env: &Env<'_>, sl: &mut StackLiveness, st: &VerifierState) -> usize {
+    if let Some(at) = sl.cur {
+        return at;
     }
     let (key, starts) = callchain(env, st, st.curframe());
-    instance(env, sl, key.clone(), starts);
-    sl.cur = Some(key.clone());
-    key
+    let at = instance(env, sl, key, starts);
+    sl.cur = Some(at);
+    at
 }
 
 /// Before an instruction is checked: its writes are gathered from nothing
@@ -165,10 +166,8 @@ pub fn begin_insn(env: &mut Env<'_>, st: &VerifierState, pc: usize) {
 pub fn mark_read(env: &mut Env<'_>, st: &VerifierState, frame: usize, mask: u64) {
     let pc = env.insn_idx;
     with(env, |env, sl| {
-        let key = ensure_cur(env, sl, st);
-        if let Some(inst) = sl.instances.get_mut(&key) {
-            add_read(inst, frame, pc, mask);
-        }
+        let at = ensure_cur(env, sl, st);
+        add_read(&mut sl.instances[at], frame, pc, mask);
     });
 }
 
@@ -206,11 +205,9 @@ pub fn leave_callchain(env: &mut Env<'_>) {
 /// (`bpf_commit_stack_write_marks`); skipped when the instruction changed the chain.
 pub fn commit_insn(env: &mut Env<'_>) {
     with(env, |_, sl| {
-        let Some(key) = sl.cur.clone() else { return };
+        let Some(at) = sl.cur else { return };
         let (pc, acc) = (sl.write_insn, sl.write_acc);
-        if let Some(inst) = sl.instances.get_mut(&key) {
-            commit_writes(inst, pc, &acc);
-        }
+        commit_writes(&mut sl.instances[at], pc, &acc);
     });
 }
 
@@ -247,13 +244,12 @@ pub fn update(env: &mut Env<'_>, st: &VerifierState) {
         sl.cur = None;
         for frame in (0..=st.curframe()).rev() {
             let (key, starts) = callchain(env, st, frame);
-            let inst = instance(env, sl, key.clone(), starts);
-            if inst.updated {
-                update_instance(env, sl, &key);
-                if let Some(inst) = sl.instances.get_mut(&key) {
-                    inst.updated = false;
-                    inst.must_write_dropped = false;
-                }
+            let at = instance(env, sl, key, starts);
+            if sl.instances[at].updated {
+                update_instance(env, sl, at);
+                let inst = &mut sl.instances[at];
+                inst.updated = false;
+                inst.must_write_dropped = false;
             }
         }
     });
@@ -292,15 +288,15 @@ fn postorder(env: &Env<'_>, start: usize, end: usize) -> Vec<usize> {
 
 /// The fixed point of `live_before` and `must_write_acc` over one instance
 /// (`update_instance`), then its marks on its caller's call instruction.
-fn update_instance(env: &mut Env<'_>, sl: &mut StackLiveness, key: &[u32]) {
-    let start = sl.instances[key].start();
-    let len = sl.instances[key].len;
+fn update_instance(env: &mut Env<'_>, sl: &mut StackLiveness, at: usize) {
+    let start = sl.instances[at].start();
+    let len = sl.instances[at].len;
     let order = sl
         .postorder
         .entry(start)
         .or_insert_with(|| postorder(env, start, start + len))
         .clone();
-    let inst = sl.instances.get_mut(key).expect("the instance exists");
+    let inst = &mut sl.instances[at];
     if inst.must_write_dropped {
         for masks in inst.frames.iter_mut().flatten() {
             for m in masks.iter_mut() {
@@ -332,7 +328,7 @@ fn update_instance(env: &mut Env<'_>, sl: &mut StackLiveness, key: &[u32]) {
         env.log.verbose(&text);
     }
     if inst.depth() > 0 {
-        propagate_to_caller(env, sl, key);
+        propagate_to_caller(env, sl, at);
     }
 }
 
@@ -420,8 +416,8 @@ fn slots_text(mask: u64) -> String {
 
 /// What the callee reads of its callers' frames before writing, and what it surely writes,
 /// become marks of the call instruction in the caller's chain (`propagate_to_outer_instance`).
-fn propagate_to_caller(env: &Env<'_>, sl: &mut StackLiveness, key: &[u32]) {
-    let inst = &sl.instances[key];
+fn propagate_to_caller(env: &Env<'_>, sl: &mut StackLiveness, at: usize) {
+    let inst = &sl.instances[at];
     let depth = inst.depth();
     let callsite = inst.callsites[depth - 1] as usize;
     let entry = inst.start();
@@ -432,6 +428,7 @@ fn propagate_to_caller(env: &Env<'_>, sl: &mut StackLiveness, key: &[u32]) {
         .filter_map(|frame| inst.masks(frame, entry).map(|m| (frame, *m)))
         .collect();
     let outer = instance(env, sl, outer_key, outer_starts);
+    let outer = &mut sl.instances[outer];
     let mut acc = [0u64; MAX_CALL_FRAMES];
     for (frame, m) in marks {
         acc[frame] |= m.must_write_acc;
@@ -455,9 +452,9 @@ fn slot_alive(
     let bit = 1u64 << spi;
     let live_at = |frame_of_chain: usize, pc: usize| {
         let (key, _) = callchain(env, st, frame_of_chain);
-        sl.instances
+        sl.index
             .get(&key)
-            .and_then(|inst| inst.masks(frameno, pc))
+            .and_then(|&at| sl.instances[at].masks(frameno, pc))
             .is_some_and(|m| m.live_before & bit != 0)
     };
     if live_at(cur, st.insn_idx) {
