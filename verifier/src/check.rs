@@ -1331,7 +1331,7 @@ fn mark_prune_points(env: &mut Env<'_>) {
         match insn {
             Insn::Ja { off, .. } => {
                 if let Some(t) = jump_target(off as i64) {
-                    mark(env, t, true);
+                    mark_jump_target(env, t);
                 }
             }
             Insn::Jump { off, .. } | Insn::MayGoto { off } => {
@@ -1340,7 +1340,7 @@ fn mark_prune_points(env: &mut Env<'_>) {
                     env.aux[pc].force_checkpoint = true;
                 }
                 if let Some(t) = jump_target(off as i64) {
-                    mark(env, t, true);
+                    mark_jump_target(env, t);
                 }
             }
             Insn::Call(target) => {
@@ -1358,7 +1358,7 @@ fn mark_prune_points(env: &mut Env<'_>) {
                 if let CallTarget::Local(rel) = target {
                     env.aux[pc].prune_point = true;
                     if let Some(t) = jump_target(rel as i64) {
-                        mark(env, t, true);
+                        mark_jump_target(env, t);
                     }
                 }
             }
@@ -1372,12 +1372,19 @@ fn mark_prune_points(env: &mut Env<'_>) {
                 }
                 env.aux[pc].prune_point = true;
                 if let Some(t) = jump_target(imm as i64) {
-                    mark(env, t, true);
+                    mark_jump_target(env, t);
                 }
             }
             _ => {}
         }
     }
+}
+
+/// A jump's or a call's target (`mark_jump_target`): a prune and jump point, and one a
+/// `bpf_fastcall` pair may not straddle.
+fn mark_jump_target(env: &mut Env<'_>, pc: usize) {
+    mark(env, pc, true);
+    env.aux[pc].jump_target = true;
 }
 
 fn mark(env: &mut Env<'_>, pc: usize, jmp: bool) {

@@ -20,6 +20,9 @@ pub struct InsnAux {
     /// The target of a jump or a conditional jump's fall-through (`jmp_point`): the jump
     /// history records arrivals here.
     pub jmp_point: bool,
+    /// The target of a jump or a call (`jump_target`): unlike `jmp_point`, not the
+    /// instruction after a call.
+    pub jump_target: bool,
     /// A checkpoint must be taken here regardless of the heuristics (`force_checkpoint`):
     /// `may_goto`, iterator `next` calls, callback call sites.
     pub force_checkpoint: bool,
@@ -263,6 +266,11 @@ impl<'a> Env<'a> {
             Ok(i) => i,
             Err(i) => i.saturating_sub(1),
         }
+    }
+
+    /// The first instruction after subprogram `sp` (the program's end for the last).
+    pub fn subprog_end(&self, sp: usize) -> usize {
+        self.subprogs.get(sp + 1).map_or(self.len(), |s| s.start)
     }
 
     /// The subprogram starting exactly at `pc` (`find_subprog`).

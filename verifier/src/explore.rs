@@ -774,11 +774,8 @@ fn clean_live_states(env: &mut Env<'_>, cur: &VerifierState, pc: usize, bucket: 
         {
             continue;
         }
-        let mut st = e.state.clone();
-        stack_liveness::clean_state(env, &mut st);
-        let e = &mut env.explored[idx];
-        e.state = st;
-        e.cleaned = true;
+        stack_liveness::clean_state(env, idx);
+        env.explored[idx].cleaned = true;
     }
 }
 
@@ -1279,12 +1276,7 @@ fn find_prev_in(env: &Env<'_>, cur_state: &VerifierState, pc: usize) -> Option<u
         let e = &env.explored[i];
         e.state.insn_idx == pc
             && e.branches > 0
-            && e.state.frames.len() == cur_state.frames.len()
-            && e.state
-                .frames
-                .iter()
-                .zip(&cur_state.frames)
-                .all(|(a, b)| a.callsite == b.callsite)
+            && same_callsites(&e.state, cur_state)
             && e.state.dfs_depth < cur_state.dfs_depth
     })
 }

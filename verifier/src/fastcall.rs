@@ -7,8 +7,8 @@
 //! (`remove_fastcall_spills_fills`), before the combined stack check.
 
 use crate::env::Env;
+use crate::state::FuncState;
 use bpfemu_isa::{CallTarget, Insn, Reg, Size};
-use bpfemu_loader::btf::BtfKind;
 
 /// R0-R5, as a bit per register.
 const CALLER_SAVED: u32 = 0b11_1111;
@@ -31,18 +31,14 @@ fn summary(env: &Env<'_>, insn: &Insn) -> Option<CallSummary> {
         }
         Insn::Call(CallTarget::Kfunc { btf_id, off: 0 }) => {
             let btf = env.input.vmlinux_btf()?;
-            let func = btf.get(u32::try_from(btf_id).ok()?)?;
-            let BtfKind::Func { proto, .. } = func.kind else {
-                return None;
-            };
-            let BtfKind::FuncProto { ret, params } = &btf.get(proto)?.kind else {
-                return None;
-            };
-            let fastcall = matches!(
-                func.name.as_str(),
-                "bpf_cast_to_kern_ctx" | "bpf_rdonly_cast"
-            );
-            (params.len(), *ret == 0, fastcall)
+            let id = u32::try_from(btf_id).ok()?;
+            // Only a kfunc XDP may call has a summary (`bpf_fetch_kfunc_arg_meta`).
+            let params =
+                crate::call::kfunc::kfunc_param_count(env.input.kernel.version(), Some(btf), id)?;
+            let (_, ret) = crate::call::kfunc::func_proto(btf, id)?;
+            let name = btf.name_of(id)?;
+            let fastcall = matches!(name, "bpf_cast_to_kern_ctx" | "bpf_rdonly_cast");
+            (params, ret == 0, fastcall)
         }
         _ => return None,
     };
@@ -60,10 +56,9 @@ pub fn mark_patterns(env: &mut Env<'_>) {
     if !crate::behaviour::removes_fastcall_spills(env.input.kernel.version()) {
         return;
     }
-    let targets = jump_targets(env);
     for sp in 0..env.subprogs.len() {
         let start = env.subprogs[sp].start;
-        let end = env.subprogs.get(sp + 1).map_or(env.len(), |s| s.start);
+        let end = env.subprog_end(sp);
         let lowest = (start..end)
             .filter_map(|pc| match env.insn(pc) {
                 Some(Insn::StoreReg {
@@ -77,41 +72,15 @@ pub fn mark_patterns(env: &mut Env<'_>) {
             .fold(0i16, i16::min);
         for pc in start..end {
             if matches!(env.insn(pc), Some(Insn::Call(_))) {
-                mark_pattern_at(env, &targets, sp, pc, lowest);
+                mark_pattern_at(env, sp, pc, lowest);
             }
         }
     }
 }
 
-/// The instructions a jump or a call lands on (`jump_target`; not, unlike `jmp_point`, the
-/// one after a call): a pair may not straddle one.
-fn jump_targets(env: &Env<'_>) -> Vec<bool> {
-    let len = env.len();
-    let mut targets = vec![false; len];
-    for (pc, insn) in env.prog.iter() {
-        let rel = match *insn {
-            Insn::Ja { off, .. } => Some(off as i64),
-            Insn::Jump { off, .. } | Insn::MayGoto { off } => Some(off as i64),
-            Insn::Call(CallTarget::Local(rel)) => Some(rel as i64),
-            Insn::LdImm64 {
-                kind: bpfemu_isa::LdImm64Kind::Func,
-                imm,
-                ..
-            } => Some(imm as i64),
-            _ => None,
-        };
-        if let Some(t) = rel.map(|r| pc as i64 + 1 + r)
-            && (0..len as i64).contains(&t)
-        {
-            targets[t as usize] = true;
-        }
-    }
-    targets
-}
-
 /// `mark_fastcall_pattern_for_call`: spill `i` before the call and fill `i` after it, of the
 /// same register, one the call leaves alone, at `lowest + 8 * (i - 1)`.
-fn mark_pattern_at(env: &mut Env<'_>, targets: &[bool], sp: usize, pc: usize, lowest: i16) {
+fn mark_pattern_at(env: &mut Env<'_>, sp: usize, pc: usize, lowest: i16) {
     let Some(call) = env.insn(pc).copied() else {
         return;
     };
@@ -125,7 +94,7 @@ fn mark_pattern_at(env: &mut Env<'_>, targets: &[bool], sp: usize, pc: usize, lo
         if i > pc || pc + i >= env.len() {
             break;
         }
-        if targets[pc - i + 1] || targets[pc + i] {
+        if env.aux[pc - i + 1].jump_target || env.aux[pc + i].jump_target {
             break;
         }
         let (Some(raw_st), Some(raw_ld)) = (env.prog.raw().get(pc - i), env.prog.raw().get(pc + i))
@@ -160,10 +129,11 @@ fn mark_pattern_at(env: &mut Env<'_>, targets: &[bool], sp: usize, pc: usize, lo
     s.fastcall_stack_off = s.fastcall_stack_off.min(off);
 }
 
-/// `check_fastcall_stack_contract`: a stack access at `off` of subprogram `sp`'s frame below
-/// its fastcall area's top, by an instruction outside every pair, means the pairs' slots hold
-/// something else: none of the subprogram's pairs is removed.
-pub fn check_contract(env: &mut Env<'_>, sp: usize, pc: usize, off: i64) {
+/// `check_fastcall_stack_contract`: an access at `off` of `frame`'s stack below its
+/// subprogram's fastcall area's top, by the current instruction outside every pair, means the
+/// pairs' slots hold something else: none of the subprogram's pairs is removed.
+pub fn check_contract(env: &mut Env<'_>, frame: &FuncState, off: i64) {
+    let (sp, pc) = (frame.subprogno as usize, env.insn_idx);
     let Some(s) = env.subprogs.get(sp) else {
         return;
     };
@@ -172,7 +142,7 @@ pub fn check_contract(env: &mut Env<'_>, sp: usize, pc: usize, off: i64) {
         return;
     }
     let start = s.start;
-    let end = env.subprogs.get(sp + 1).map_or(env.len(), |s| s.start);
+    let end = env.subprog_end(sp);
     env.subprogs[sp].fastcall_stack_off = i16::MIN;
     for a in &mut env.aux[start..end] {
         a.fastcall_spills = 0;
@@ -186,7 +156,7 @@ pub fn check_contract(env: &mut Env<'_>, sp: usize, pc: usize, off: i64) {
 pub fn shrink_stack_depths(env: &mut Env<'_>) {
     for sp in 0..env.subprogs.len() {
         let start = env.subprogs[sp].start;
-        let end = env.subprogs.get(sp + 1).map_or(env.len(), |s| s.start);
+        let end = env.subprog_end(sp);
         let removed = env.aux[start..end].iter().any(|a| a.fastcall_spills > 0);
         let s = &mut env.subprogs[sp];
         if removed && !s.keep_fastcall_stack {

@@ -960,8 +960,7 @@ fn check_stack_access(
             if let Some(d) = value {
                 mark_reg_stack_read(env, state, f, min, max + size as i64, d);
             }
-            let sp = state.frames[f].subprogno as usize;
-            crate::fastcall::check_contract(env, sp, env.insn_idx, min);
+            crate::fastcall::check_contract(env, &state.frames[f], min);
             Ok(())
         }
         (AccessType::Write, true) => write_fixed(env, state, f, min, size, value),
@@ -980,8 +979,7 @@ fn read_fixed(
 ) -> Result<(), Reject> {
     let (spi, _) = spi_of(off);
     env.log.scratch_stack(spi);
-    let sp = state.frames[f].subprogno as usize;
-    crate::fastcall::check_contract(env, sp, env.insn_idx, off);
+    crate::fastcall::check_contract(env, &state.frames[f], off);
     crate::stack_liveness::mark_read(env, state, f, 1 << spi);
     let slot = state.frames[f].stack[spi];
     let stype = slot.slot_type;
@@ -1107,8 +1105,7 @@ fn write_fixed(
     let (spi, _) = spi_of(off);
     env.log.scratch_stack(spi);
     crate::call::dynptr::destroy_if_dynptr_stack_slot(env, state, f, spi)?;
-    let sp = state.frames[f].subprogno as usize;
-    crate::fastcall::check_contract(env, sp, env.insn_idx, off);
+    crate::fastcall::check_contract(env, &state.frames[f], off);
     // Only a whole aligned slot is surely written: a partial write leaves the rest live.
     if off % SLOT_SIZE as i64 == 0 && size as usize == SLOT_SIZE {
         crate::stack_liveness::mark_write(env, f, 1 << spi);
@@ -1250,8 +1247,7 @@ fn write_var(
     max: i64,
     value: Option<Reg>,
 ) -> Result<(), Reject> {
-    let sp = state.frames[f].subprogno as usize;
-    crate::fastcall::check_contract(env, sp, env.insn_idx, min);
+    crate::fastcall::check_contract(env, &state.frames[f], min);
     let imm = store_imm(env);
     let writing_zero = match value {
         Some(v) => state.reg(v).is_const_scalar(0),
@@ -1304,8 +1300,7 @@ fn check_stack_range_initialized(
     let reads = !(clobber && env.raw_mode_arg && reg.var_off.is_const());
     if !reads {
         // The kernel writes it byte by byte as stores, each checked against the fastcall area.
-        let sp = state.frames[f].subprogno as usize;
-        crate::fastcall::check_contract(env, sp, env.insn_idx, min_off);
+        crate::fastcall::check_contract(env, &state.frames[f], min_off);
     }
     for (i, spi, idx) in stack_bytes(min_off, max_off + access_size as i64) {
         if spi >= state.frames[f].stack.len() {

@@ -118,7 +118,7 @@ fn instance(env: &Env<'_>, sl: &mut StackLiveness, key: Vec<u32>, starts: Vec<u3
     }
     let start = *starts.last().expect("a chain has a function") as usize;
     let sp = env.subprog_of(start);
-    let end = env.subprogs.get(sp + 1).map_or(env.len(), |s| s.start);
+    let end = env.subprog_end(sp);
     let len = end.saturating_sub(start);
     let at = sl.instances.len();
     sl.index.insert(key.clone(), at);
@@ -150,6 +150,11 @@ fn ensure_cur(env: &Env<'_>, sl: &mut StackLiveness, st: &VerifierState) -> usiz
     let at = instance(env, sl, key, starts);
     sl.cur = Some(at);
     at
+}
+
+/// The liveness bit of stack slot `spi` (`fp-8` is bit 0; none past a frame's 64 slots).
+pub fn slot_bit(spi: usize) -> u64 {
+    if spi < 64 { 1 << spi } else { 0 }
 }
 
 /// Before an instruction is checked: its writes are gathered from nothing
@@ -473,25 +478,29 @@ fn slot_alive(
 
 /// `clean_verifier_state`: the registers and stack slots of the checkpoint no later
 /// instruction reads are forgotten, so that states differing only there prune.
-pub fn clean_state(env: &Env<'_>, st: &mut VerifierState) {
-    let sl = &env.stack_liveness;
-    let snapshot = st.clone();
-    for i in 0..st.frames.len() {
-        let ip = crate::prune::frame_insn_idx(&snapshot, i);
-        let live_regs = env.live_regs.get(ip).copied().unwrap_or(u16::MAX);
-        let frame = &mut st.frames[i];
-        for r in 0..10 {
-            if live_regs & (1 << r) == 0 {
-                frame.regs[r] = RegState::not_init();
-            }
+pub fn clean_state(env: &mut Env<'_>, checkpoint: usize) {
+    let st = &env.explored[checkpoint].state;
+    // Per frame: its live registers and its live slots, read before anything is forgotten.
+    let live: Vec<(u16, u64)> = (0..st.frames.len())
+        .map(|i| {
+            let ip = crate::prune::frame_insn_idx(st, i);
+            let regs = env.live_regs.get(ip).copied().unwrap_or(u16::MAX);
+            let slots = (0..st.frames[i].allocated_stack() / SLOT_SIZE)
+                .filter(|&spi| spi >= 64 || slot_alive(env, &env.stack_liveness, st, i, spi))
+                .fold(0u64, |m, spi| m | slot_bit(spi));
+            (regs, slots)
+        })
+        .collect();
+    let st = &mut env.explored[checkpoint].state;
+    for (frame, (regs, slots)) in st.frames.iter_mut().zip(live) {
+        for r in (0..10).filter(|r| regs & (1 << r) == 0) {
+            frame.regs[r] = RegState::not_init();
         }
-        let slots = frame.allocated_stack() / SLOT_SIZE;
-        for spi in 0..slots.min(64) {
-            if !slot_alive(env, sl, &snapshot, i, spi) {
-                let slot = &mut frame.stack[spi];
-                slot.spilled_ptr = RegState::not_init();
-                slot.slot_type = [SlotType::Invalid; SLOT_SIZE];
-            }
+        let allocated = frame.allocated_stack() / SLOT_SIZE;
+        for spi in (0..allocated.min(64)).filter(|&spi| slots & slot_bit(spi) == 0) {
+            let slot = &mut frame.stack[spi];
+            slot.spilled_ptr = RegState::not_init();
+            slot.slot_type = [SlotType::Invalid; SLOT_SIZE];
         }
     }
 }

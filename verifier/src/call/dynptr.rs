@@ -278,11 +278,8 @@ pub fn destroy_if_dynptr_stack_slot(
 
 /// The liveness bits of a dynptr's two slots, `spi` and the one below it.
 fn both_slots(spi: usize) -> u64 {
-    if (1..64).contains(&spi) {
-        (1 << spi) | (1 << (spi - 1))
-    } else {
-        0
-    }
+    use crate::stack_liveness::slot_bit;
+    slot_bit(spi) | spi.checked_sub(1).map_or(0, slot_bit)
 }
 
 fn invalidate(stack: &mut [crate::state::StackSlot], first: usize) {

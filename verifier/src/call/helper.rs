@@ -54,6 +54,19 @@ pub fn helper_param_count(func_id: i32) -> Option<usize> {
     xdp_proto(func_id).map(FuncProto::arg_count)
 }
 
+/// Runs a memory argument's check with the kernel's `raw_mode` set when the argument `mem` is
+/// written before it is read (`MEM_UNINIT`): its stack bytes then count as no read.
+fn in_raw_mode<T>(
+    env: &mut Env<'_>,
+    mem: ArgType,
+    check: impl FnOnce(&mut Env<'_>) -> Result<T, Reject>,
+) -> Result<T, Reject> {
+    env.raw_mode_arg = mem.flags & MEM_UNINIT != 0;
+    let checked = check(env);
+    env.raw_mode_arg = false;
+    checked
+}
+
 /// Checks `call func_id` at `pc` against the helper's prototype and applies its effects to
 /// `state`: R1-R5 clobbered, R0 set, packet pointers invalidated when it changes packet data,
 /// references acquired or released, callback frames pushed (the walk continues at the
@@ -254,10 +267,9 @@ fn check_arg_by_type(
             } else {
                 AccessType::Read
             };
-            env.raw_mode_arg = arg_type.flags & MEM_UNINIT != 0;
-            let checked = check_helper_mem_access(env, state, r, value_size as i32, access, false);
-            env.raw_mode_arg = false;
-            checked?;
+            in_raw_mode(env, arg_type, |env| {
+                check_helper_mem_access(env, state, r, value_size as i32, access, false)
+            })?;
         }
         ArgBase::PtrToFunc => meta.subprogno = Some(reg.subprogno),
         ArgBase::PtrToMem if arg_type.flags & MEM_FIXED_SIZE != 0 => {
@@ -266,11 +278,9 @@ fn check_arg_by_type(
             } else {
                 AccessType::Read
             };
-            env.raw_mode_arg = arg_type.flags & MEM_UNINIT != 0;
-            let checked =
-                check_helper_mem_access(env, state, r, arg_type.size as i32, access, false);
-            env.raw_mode_arg = false;
-            checked?;
+            in_raw_mode(env, arg_type, |env| {
+                check_helper_mem_access(env, state, r, arg_type.size as i32, access, false)
+            })?;
             if arg_type.flags & MEM_ALIGNED != 0 {
                 check_ptr_alignment(env, &reg, arg_type.size)?;
             }
@@ -284,10 +294,9 @@ fn check_arg_by_type(
                 AccessType::Read
             };
             meta.msize_max_value = reg.umax_value;
-            env.raw_mode_arg = prev.flags & MEM_UNINIT != 0;
-            let checked = check_mem_size_reg(env, state, reg_of(arg - 1), r, access, zero_ok);
-            env.raw_mode_arg = false;
-            checked?;
+            in_raw_mode(env, prev, |env| {
+                check_mem_size_reg(env, state, reg_of(arg - 1), r, access, zero_ok)
+            })?;
             if prev.flags & MEM_UNINIT != 0 && reg.var_off.is_const() {
                 let mem = *state.reg(reg_of(arg - 1));
                 crate::mem::scratch_stack_bytes(env, &mem, reg.var_off.value);

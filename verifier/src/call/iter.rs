@@ -167,7 +167,7 @@ fn process_iter_arg(
             slot.spilled_ptr = st;
             slot.slot_type = [SlotType::Iter; SLOT_SIZE];
             env.log.scratch_stack(spi - i);
-            crate::stack_liveness::mark_write(env, frame, slot_bit(spi - i));
+            crate::stack_liveness::mark_write(env, frame, crate::stack_liveness::slot_bit(spi - i));
         }
         return Ok(IterRef {
             frame,
@@ -191,7 +191,12 @@ fn process_iter_arg(
     let ref_obj_id = state.frames[frame].stack[spi].spilled_ptr.ref_obj_id;
     for i in 0..nr_slots {
         env.log.scratch_stack(spi - i);
-        crate::stack_liveness::mark_read(env, state, frame, slot_bit(spi - i));
+        crate::stack_liveness::mark_read(
+            env,
+            state,
+            frame,
+            crate::stack_liveness::slot_bit(spi - i),
+        );
     }
     if op == IterOp::Destroy {
         super::helper::release_reference(state, ref_obj_id);
@@ -199,7 +204,7 @@ fn process_iter_arg(
             let slot = &mut state.frames[frame].stack[spi - i];
             slot.spilled_ptr = RegState::not_init();
             slot.slot_type = [SlotType::Invalid; SLOT_SIZE];
-            crate::stack_liveness::mark_write(env, frame, slot_bit(spi - i));
+            crate::stack_liveness::mark_write(env, frame, crate::stack_liveness::slot_bit(spi - i));
         }
     }
     Ok(IterRef {
@@ -207,11 +212,6 @@ fn process_iter_arg(
         spi,
         ref_obj_id,
     })
-}
-
-/// The liveness bit of stack slot `spi` (none past the 64 slots a frame has).
-fn slot_bit(spi: usize) -> u64 {
-    if spi < 64 { 1 << spi } else { 0 }
 }
 
 /// `is_iter_reg_valid_init`: every slot an iterator of this type, the first holding its

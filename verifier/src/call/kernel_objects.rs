@@ -210,7 +210,7 @@ fn irq_flag(
         slot.spilled_ptr = st;
         slot.slot_type = [SlotType::IrqFlag; SLOT_SIZE];
         env.log.scratch_stack(spi);
-        crate::stack_liveness::mark_write(env, frame, 1u64.checked_shl(spi as u32).unwrap_or(0));
+        crate::stack_liveness::mark_write(env, frame, crate::stack_liveness::slot_bit(spi));
         return Ok(());
     }
     let spi = match spi {
@@ -229,7 +229,7 @@ fn irq_flag(
             return Err(env.reject(Errno::Einval, msg));
         }
     };
-    let bit = 1u64.checked_shl(spi as u32).unwrap_or(0);
+    let bit = crate::stack_liveness::slot_bit(spi);
     crate::stack_liveness::mark_read(env, state, frame, bit);
     let id = state.frames[frame].stack[spi].spilled_ptr.ref_obj_id;
     if id != state.active_irq_id {

@@ -462,11 +462,16 @@ pub fn is_throw(vmlinux: Option<&Btf>, btf_id: i32, off: i16) -> bool {
 
 /// The parameters of the function `btf_id` of `btf`.
 pub fn func_params(btf: &Btf, btf_id: TypeId) -> Option<&[Param]> {
+    func_proto(btf, btf_id).map(|(params, _)| params)
+}
+
+/// The parameters and return type of the function `btf_id` of `btf`.
+pub fn func_proto(btf: &Btf, btf_id: TypeId) -> Option<(&[Param], TypeId)> {
     let BtfKind::Func { proto, .. } = btf.get(btf_id)?.kind else {
         return None;
     };
     match &btf.get(proto)?.kind {
-        BtfKind::FuncProto { params, .. } => Some(params),
+        BtfKind::FuncProto { params, ret } => Some((params, *ret)),
         _ => None,
     }
 }
