@@ -272,3 +272,50 @@ fn stack_pointer_arithmetic_keeps_its_frame_from_7_2() {
         ]
     );
 }
+
+const SCALAR_RULES: &str = "tests/data/kernels/scalar_rules_6_18.o";
+const UNBOUNDED_OFFSET: &str =
+    "math between map_value pointer and register with unbounded min value is not allowed";
+
+/// `clobbers_stack_on_helper_reads`: up to 6.12 a lookup turns the key it read into unknown
+/// data, so the zero reloaded from it is unbounded; from 6.18 it is still 0.
+#[test]
+fn a_lookup_leaves_its_key_alone_from_6_18() {
+    assert_eq!(
+        answers(SCALAR_RULES, "key_kept_by_lookup"),
+        [
+            UNBOUNDED_OFFSET,
+            UNBOUNDED_OFFSET,
+            UNBOUNDED_OFFSET,
+            "accepted",
+            "accepted"
+        ]
+    );
+}
+
+/// `tracks_negation_and_byte_swaps`: `be32` of 0 is unknown up to 6.12, 0 from 6.18.
+#[test]
+fn a_byte_swap_of_a_constant_is_known_from_6_18() {
+    assert_eq!(
+        answers(SCALAR_RULES, "byte_swap_of_zero"),
+        [
+            UNBOUNDED_OFFSET,
+            UNBOUNDED_OFFSET,
+            UNBOUNDED_OFFSET,
+            "accepted",
+            "accepted"
+        ]
+    );
+}
+
+/// `collapses_single_member_ranges`: `r &= 8` proven nonzero is 8 from 6.18; up to 6.12 it
+/// stays [1, 8], and the offset computed from it may be negative.
+#[test]
+fn a_range_with_one_tnum_member_is_that_constant_from_6_18() {
+    let negative =
+        "R0 min value is negative, either use unsigned index or do a if (index >=0) check.";
+    assert_eq!(
+        answers(SCALAR_RULES, "single_member_range"),
+        [negative, negative, negative, "accepted", "accepted"]
+    );
+}

@@ -45,17 +45,29 @@ fn main() {
     }
 }
 
+/// The largest log buffer tried: a level-2 log of a program near the 1M-instruction limit
+/// runs to hundreds of MiB.
+const LOG_MAX: usize = 1 << 30;
+
 fn judge(path: &Path, name: &str, all: &[String], log2: bool) -> Result<serde_json::Value, String> {
-    let mut obj = LibbpfObject::open_file(path).map_err(|e| format!("libbpf: {e}"))?;
-    for other in all.iter().filter(|n| *n != name) {
-        obj.set_autoload(other, false)
-            .map_err(|e| format!("libbpf: {e}"))?;
-    }
     let mut options = LogOptions::default();
     if log2 {
         options.level |= bpfemu_kernel::BPF_LOG_LEVEL2;
     }
-    let out = obj.load(&options);
+    // The kernel fails a load whose log overflows the buffer with ENOSPC, which is no verdict:
+    // load again with a larger one.
+    let out = loop {
+        let mut obj = LibbpfObject::open_file(path).map_err(|e| format!("libbpf: {e}"))?;
+        for other in all.iter().filter(|n| *n != name) {
+            obj.set_autoload(other, false)
+                .map_err(|e| format!("libbpf: {e}"))?;
+        }
+        let out = obj.load(&options);
+        if out.result != Err(libc::ENOSPC) || options.size >= LOG_MAX {
+            break out;
+        }
+        options.size *= 4;
+    };
     let log = out
         .programs
         .iter()

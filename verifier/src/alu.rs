@@ -73,8 +73,10 @@ pub fn check_alu(env: &mut Env<'_>, state: &mut VerifierState, insn: &Insn) -> R
         Insn::Neg { width, dst } => {
             check_reg_read(env, state, dst)?;
             check_reg_write(env, dst)?;
+            let tracked =
+                crate::behaviour::tracks_negation_and_byte_swaps(env.input.kernel.version());
             let reg = state.reg_mut(dst);
-            if reg.ty == RegType::Scalar {
+            if reg.ty == RegType::Scalar && tracked {
                 let old = *reg;
                 let mut r = *reg;
                 r.set_known(0);
@@ -92,7 +94,9 @@ pub fn check_alu(env: &mut Env<'_>, state: &mut VerifierState, insn: &Insn) -> R
             check_reg_read(env, state, dst)?;
             check_reg_write(env, dst)?;
             let reg = *state.reg(dst);
-            *state.reg_mut(dst) = if reg.ty == RegType::Scalar {
+            let tracked =
+                crate::behaviour::tracks_negation_and_byte_swaps(env.input.kernel.version());
+            *state.reg_mut(dst) = if reg.ty == RegType::Scalar && tracked {
                 byte_order(&reg, order, bits as u32)
             } else {
                 RegState::unknown_scalar()

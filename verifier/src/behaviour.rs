@@ -217,6 +217,14 @@ pub fn words_sleeping_calls_by_context(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V7_2
 }
 
+/// A helper's or kfunc's access to the stack turns what it touches into unknown data even
+/// when it only reads it (6.12 and earlier: `check_stack_range_initialized` sets `clobber` for
+/// every `ACCESS_HELPER`, so a map key built of zeros and spilled constants is `mmmmmmmm` after
+/// the lookup). From 6.18 only a write does (`clobber = type == BPF_WRITE`).
+pub fn clobbers_stack_on_helper_reads(kernel: KernelVersion) -> bool {
+    kernel <= KernelVersion::V6_12
+}
+
 /// A read of the stack grows the frame's allocated stack as a write does, so root may read
 /// any of its 512 bytes, written or not (6.12, 6.18 and 7.2, measured). In Debian's 5.10 and
 /// 6.1 builds only writes grow it: a load or a helper's read below the deepest write is
@@ -232,13 +240,42 @@ pub fn removes_fastcall_spills(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V6_12
 }
 
+/// A scalar whose u64 range holds a single member of its tnum is that constant (6.18's
+/// `__update_reg64_bounds`, with `tnum_step`): `w0 != 0` on a value of tnum `(0x0; 0x200)`
+/// leaves 512. Before, the range and the tnum stay as they are.
+pub fn collapses_single_member_ranges(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_18
+}
+
+/// `BPF_NEG` and `BPF_END` (byte swaps) compute their result's bounds (6.18's
+/// `adjust_scalar_min_max_vals`). Before, `check_alu_op` marks the destination unknown
+/// (`be32 r1` leaves `scalar()`).
+pub fn tracks_negation_and_byte_swaps(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_18
+}
+
+/// A checkpoint in a loop whose exploration has paths still to come is compared only as a
+/// range (`RANGE_WITHIN`) and not cleaned: its marks do not yet hold what the loop reads
+/// (6.7's loop entries, "bpf: correct loop detection for iterators convergence"; 6.18's SCCs).
+/// Before, a checkpoint whose own paths are done is trusted like any other.
+pub fn distrusts_checkpoints_in_unfinished_loops(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_12
+}
+
+/// What pruning compares comes from read marks each state carries up its chain of checkpoints
+/// (`REG_LIVE_READ`, `mark_reg_read`, `propagate_liveness`, `clean_verifier_state`), for
+/// registers and stack slots alike (`read_marks`). 6.15 moved the registers to a static
+/// analysis (`compute_live_registers`) and 6.18 the slots to `liveness.c` (`stack_liveness`).
+/// The marks are per path and prune more than 6.18 does on large programs: katran's balancer
+/// is 20,633 instructions on 5.10 and 6.1, 25,114 on 6.12, 64,088 on 6.18.
+pub fn keeps_read_marks_per_state(kernel: KernelVersion) -> bool {
+    kernel <= KernelVersion::V6_12
+}
+
 /// The level-2 log carries the trace of the stack liveness analysis (`(0) frame 0 insn 12
 /// +live -8`, `live stack update done in N iterations`), which 6.18's `liveness.c` prints.
-/// Before 6.18 each stack slot carried read marks up its state's parent chain instead, and the
-/// log shows none of this. bpfemu models every kernel's stack liveness with 6.18's analysis:
-/// on 5.10's and 6.1's raw selftest tables, 6.12's selftests, and the corpus booted in each
-/// kernel it gives their verdicts and counts as the read marks did (tests/kernels_vs_vms.rs,
-/// scripts/rawtable_vs_vms.sh, scripts/kernel_matrix.sh).
+/// Before 6.18 each stack slot carried read marks up its state's parent chain instead
+/// (`keeps_read_marks_per_state`), and the log shows none of this.
 pub fn prints_stack_liveness_trace(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V6_18
 }

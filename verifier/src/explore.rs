@@ -8,6 +8,7 @@ use crate::log::{Log, print_insn_state, print_source_line, print_state};
 use crate::precision::propagate_precision;
 use crate::profile;
 use crate::prune::{Exact, states_equal, states_maybe_looping};
+use crate::read_marks;
 use crate::state::VerifierState;
 use crate::state::frame::JmpHistoryEntry;
 use crate::state::reg::{RegState, RegType};
@@ -62,6 +63,7 @@ fn run_with(
         let _ = input.kernel.btf();
     }
     let started = Instant::now();
+    let _bounds_rules = crate::state::bounds::BoundsRules::enter(input.kernel.version());
     let mut log = Log::new(opts.log_level);
     let Some(ops) = crate::prog_type::ops_for(input.prog_type) else {
         let msg = format!("not yet supported: program type {}", input.prog_type);
@@ -454,9 +456,19 @@ fn walk(
                 check::check_reached(env, state, pc)?;
                 env.aux[pc].seen = true;
                 prev_insn_idx = pc;
+                let marks = read_marks::enabled(env).then(|| {
+                    let insn = *env
+                        .insn(pc)
+                        .expect("the walk only visits instruction starts");
+                    read_marks::before_insn(env, state, &insn);
+                    (insn, state.curframe())
+                });
                 stack_liveness::begin_insn(env, state, pc);
                 let step = do_check_insn(env, state, pc, &mut stack, &mut do_print_state)?;
                 stack_liveness::commit_insn(env);
+                if let Some((insn, frame)) = marks {
+                    read_marks::after_insn(env, state, frame, &insn);
+                }
                 for (st, at, prev) in std::mem::take(&mut env.pending) {
                     push_branch(env, &mut stack, st, at, prev);
                 }
@@ -704,6 +716,9 @@ fn is_state_visited(
         }
         if hit {
             env.explored[idx].hit_cnt += 1;
+            if read_marks::enabled(env) {
+                read_marks::propagate_to_pruned(env, idx, state);
+            }
             if env.aux[pc].jmp_point {
                 push_jmp_history(env, state, 0);
             }
@@ -755,6 +770,9 @@ fn is_state_visited(
     env.buckets[bucket].push(idx);
     crate::loops::maybe_enter_scc(env, idx);
     state.parent = Some(idx);
+    if read_marks::enabled(env) {
+        read_marks::link_to_checkpoint(state, idx);
+    }
     state.dfs_depth = env.explored[idx].state.dfs_depth + 1;
     state.first_insn_idx = pc;
     state.jmp_history.clear();
@@ -774,7 +792,11 @@ fn clean_live_states(env: &mut Env<'_>, cur: &VerifierState, pc: usize, bucket: 
         {
             continue;
         }
-        stack_liveness::clean_state(env, idx);
+        if read_marks::enabled(env) {
+            read_marks::clean(env, idx);
+        } else {
+            stack_liveness::clean_state(env, idx);
+        }
         env.explored[idx].cleaned = true;
     }
 }

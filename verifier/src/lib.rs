@@ -89,6 +89,7 @@ pub mod profile;
 pub mod prog_type;
 pub mod prune;
 pub mod ptr_alu;
+pub mod read_marks;
 pub mod scc;
 pub mod sock;
 pub mod stack_liveness;

@@ -13,7 +13,7 @@ fn bit(r: bpfemu_isa::Reg) -> u16 {
 
 /// (use, def) of one instruction (`compute_insn_live_regs`); a kfunc's parameters are counted
 /// in `kernel`'s BTF.
-fn use_def(kernel: &Kernel, insn: &Insn) -> (u16, u16) {
+pub(crate) fn use_def(kernel: &Kernel, insn: &Insn) -> (u16, u16) {
     match *insn {
         Insn::LdImm64 { dst, .. } => (0, bit(dst)),
         Insn::LdAbs { .. } | Insn::LdInd { .. } => (0xffff, 0),

@@ -145,6 +145,9 @@ pub fn add_backedge(env: &mut Env<'_>, equal_state: usize, cur: &VerifierState) 
 /// `incomplete_read_marks`: checkpoint `st` is in a loop whose exploration has back-edges
 /// pending, so its marks do not yet say everything the loop reads.
 pub fn incomplete_read_marks(env: &Env<'_>, st: &VerifierState) -> bool {
+    if !crate::behaviour::distrusts_checkpoints_in_unfinished_loops(env.input.kernel.version()) {
+        return false;
+    }
     callchain(env, st)
         .and_then(|chain| visit_of(env, &chain))
         .is_some_and(|v| !env.scc_visits[v].backedges.is_empty())

@@ -1108,7 +1108,7 @@ fn write_fixed(
     crate::fastcall::check_contract(env, &state.frames[f], off);
     // Only a whole aligned slot is surely written: a partial write leaves the rest live.
     if off % SLOT_SIZE as i64 == 0 && size as usize == SLOT_SIZE {
-        crate::stack_liveness::mark_write(env, f, 1 << spi);
+        crate::stack_liveness::mark_write(env, state, f, 1 << spi);
     }
     let cur = state.curframe();
     let imm = store_imm(env);
@@ -1420,7 +1420,8 @@ pub fn check_helper_mem_access(
                 stack_access_words(env, access, true),
             )?;
             let (min, max) = stack_starts(&reg, reg.off);
-            let clobber = access == AccessType::Write;
+            let clobber = access == AccessType::Write
+                || crate::behaviour::clobbers_stack_on_helper_reads(env.input.kernel.version());
             check_stack_range_initialized(env, state, &reg, r, (min, max), access_size, clobber)
         }
         _ => {

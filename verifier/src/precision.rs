@@ -105,12 +105,20 @@ pub fn propagate_precision(
         frame: state.curframe(),
         ..Backtrack::default()
     };
+    let read_marks = crate::read_marks::enabled(env);
     for (fi, frame) in old.frames.iter().enumerate().rev() {
-        let live = env
-            .live_regs
-            .get(crate::prune::frame_insn_idx(old, fi))
-            .copied()
-            .unwrap_or(u16::MAX);
+        // Only what the checkpoint's paths read: its read marks before 6.15, the registers
+        // live at its instruction after (its dead slots are cleaned already).
+        let live = if read_marks {
+            (0..10)
+                .filter(|&r| crate::read_marks::reg_was_read(old, fi, r))
+                .fold(0u16, |m, r| m | 1 << r)
+        } else {
+            env.live_regs
+                .get(crate::prune::frame_insn_idx(old, fi))
+                .copied()
+                .unwrap_or(u16::MAX)
+        };
         let mut named = Vec::new();
         for (r, reg) in frame.regs.iter().enumerate().take(10) {
             if reg.ty == RegType::Scalar && reg.precise && live & (1 << r) != 0 {
@@ -122,6 +130,7 @@ pub fn propagate_precision(
             if slot.is_spilled_reg()
                 && slot.spilled_ptr.ty == RegType::Scalar
                 && slot.spilled_ptr.precise
+                && (!read_marks || crate::read_marks::slot_was_read(frame, spi))
             {
                 bt.stack[fi] |= 1 << spi;
                 named.push(format!("fp{}", -(spi as i64 + 1) * 8));

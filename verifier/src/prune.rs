@@ -191,6 +191,7 @@ fn stacksafe(
     idmap: &mut IdMap,
     exact: Exact,
     scalars_as_registers: bool,
+    skip_unread: bool,
 ) -> bool {
     let old_len = old.allocated_stack();
     let cur_len = cur.allocated_stack();
@@ -201,6 +202,10 @@ fn stacksafe(
         let ot = old.stack[spi].slot_type[idx];
         if exact == Exact::Exact && (i >= cur_len || ot != cur.stack[spi].slot_type[idx]) {
             return false;
+        }
+        if skip_unread && !crate::read_marks::slot_was_read(old, spi) {
+            i = (spi + 1) * SLOT_SIZE;
+            continue;
         }
         if ot == SlotType::Invalid || ot == SlotType::Misc {
             i += 1;
@@ -298,6 +303,7 @@ pub fn states_equal(env: &Env<'_>, old: &VerifierState, cur: &VerifierState, exa
     let kernel = env.input.kernel.version();
     let map_lock_ids = crate::behaviour::maps_lock_ids_in_states_equal(kernel);
     let scalars_as_registers = crate::behaviour::compares_stack_scalars_as_registers(kernel);
+    let read_marks = crate::read_marks::enabled(env);
     for (o, c) in old.refs.iter().zip(&cur.refs) {
         let same_id = if o.kind == RefKind::Lock && !map_lock_ids {
             o.id == c.id
@@ -313,18 +319,27 @@ pub fn states_equal(env: &Env<'_>, old: &VerifierState, cur: &VerifierState, exa
         if of.callsite != cf.callsite || of.callback_depth > cf.callback_depth {
             return false;
         }
-        let live = env
-            .live_regs
-            .get(frame_insn_idx(old, i))
-            .copied()
-            .unwrap_or(u16::MAX);
+        let live = if read_marks {
+            // `regsafe`: what the checkpoint's paths never read is no matter, unless the
+            // comparison is exact.
+            (0..bpfemu_isa::Reg::COUNT)
+                .filter(|&r| exact != Exact::NotExact || crate::read_marks::reg_was_read(old, i, r))
+                .fold(0u16, |m, r| m | 1 << r)
+        } else {
+            env.live_regs
+                .get(frame_insn_idx(old, i))
+                .copied()
+                .unwrap_or(u16::MAX)
+        };
         for r in 0..bpfemu_isa::Reg::COUNT {
             if live & (1 << r) != 0 && !regsafe(&of.regs[r], &cf.regs[r], &mut idmap, exact) {
                 return false;
             }
         }
-        // Dead slots were cleaned from the checkpoint (`clean_live_states`).
-        if !stacksafe(of, cf, &mut idmap, exact, scalars_as_registers) {
+        // From 6.18 dead slots were cleaned from the checkpoint (`clean_live_states`); before,
+        // the slots' read marks say which matter.
+        let skip_unread = read_marks && exact == Exact::NotExact;
+        if !stacksafe(of, cf, &mut idmap, exact, scalars_as_registers, skip_unread) {
             return false;
         }
     }

@@ -169,6 +169,9 @@ pub fn begin_insn(env: &mut Env<'_>, st: &VerifierState, pc: usize) {
 
 /// The instruction being checked may read slots `mask` of frame `frame` (`bpf_mark_stack_read`).
 pub fn mark_read(env: &mut Env<'_>, st: &VerifierState, frame: usize, mask: u64) {
+    if crate::read_marks::enabled(env) {
+        crate::read_marks::slots_read(env, st, frame, mask);
+    }
     let pc = env.insn_idx;
     with(env, |env, sl| {
         let at = ensure_cur(env, sl, st);
@@ -194,7 +197,10 @@ fn add_read(inst: &mut Instance, frame: usize, pc: usize, mask: u64) {
 
 /// The instruction being checked writes all 8 bytes of slots `mask` of frame `frame`
 /// (`bpf_mark_stack_write`).
-pub fn mark_write(env: &mut Env<'_>, frame: usize, mask: u64) {
+pub fn mark_write(env: &mut Env<'_>, st: &mut VerifierState, frame: usize, mask: u64) {
+    if crate::read_marks::enabled(env) {
+        crate::read_marks::slots_written(st, frame, mask);
+    }
     if frame < MAX_CALL_FRAMES {
         env.stack_liveness.write_acc[frame] |= mask;
     }

@@ -76,7 +76,6 @@ pub struct Trace {
 /// what a register holds.
 pub fn same_value(a: &RegState, b: &RegState) -> bool {
     let strip = |r: &RegState| RegState {
-        live: 0,
         precise: false,
         subreg_def: 0,
         ..*r

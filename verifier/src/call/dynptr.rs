@@ -232,7 +232,7 @@ fn mark_stack_slots_dynptr(
     } else {
         0
     };
-    crate::stack_liveness::mark_write(env, f, both_slots(spi));
+    crate::stack_liveness::mark_write(env, state, f, both_slots(spi));
     let stack = &mut state.frames[f].stack;
     for (slot, first) in [(spi, true), (spi - 1, false)] {
         let mut r = RegState::not_init();
@@ -272,7 +272,7 @@ pub fn destroy_if_dynptr_stack_slot(
         return Err(env.reject(Errno::Einval, "cannot overwrite referenced dynptr"));
     }
     invalidate(stack, first);
-    crate::stack_liveness::mark_write(env, f, both_slots(first));
+    crate::stack_liveness::mark_write(env, state, f, both_slots(first));
     Ok(())
 }
 
@@ -319,19 +319,19 @@ pub fn unmark_stack_slots_dynptr(
     let slot = state.frames[f].stack[spi].spilled_ptr;
     if slot.flags & SLOT_RINGBUF == 0 {
         invalidate(&mut state.frames[f].stack, spi);
-        crate::stack_liveness::mark_write(env, f, both_slots(spi));
+        crate::stack_liveness::mark_write(env, state, f, both_slots(spi));
         return Ok(true);
     }
     let ref_obj_id = slot.ref_obj_id;
     if !super::helper::release_reference(state, ref_obj_id) {
         return Ok(false);
     }
-    for (f, frame) in state.frames.iter_mut().enumerate() {
-        for i in 1..frame.stack.len() {
-            let s = frame.stack[i].spilled_ptr;
+    for f in 0..state.frames.len() {
+        for i in 1..state.frames[f].stack.len() {
+            let s = state.frames[f].stack[i].spilled_ptr;
             if s.ref_obj_id == ref_obj_id && s.flags & SLOT_FIRST != 0 {
-                invalidate(&mut frame.stack, i);
-                crate::stack_liveness::mark_write(env, f, both_slots(i));
+                invalidate(&mut state.frames[f].stack, i);
+                crate::stack_liveness::mark_write(env, state, f, both_slots(i));
             }
         }
     }

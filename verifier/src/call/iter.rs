@@ -167,7 +167,12 @@ fn process_iter_arg(
             slot.spilled_ptr = st;
             slot.slot_type = [SlotType::Iter; SLOT_SIZE];
             env.log.scratch_stack(spi - i);
-            crate::stack_liveness::mark_write(env, frame, crate::stack_liveness::slot_bit(spi - i));
+            crate::stack_liveness::mark_write(
+                env,
+                state,
+                frame,
+                crate::stack_liveness::slot_bit(spi - i),
+            );
         }
         return Ok(IterRef {
             frame,
@@ -204,7 +209,12 @@ fn process_iter_arg(
             let slot = &mut state.frames[frame].stack[spi - i];
             slot.spilled_ptr = RegState::not_init();
             slot.slot_type = [SlotType::Invalid; SLOT_SIZE];
-            crate::stack_liveness::mark_write(env, frame, crate::stack_liveness::slot_bit(spi - i));
+            crate::stack_liveness::mark_write(
+                env,
+                state,
+                frame,
+                crate::stack_liveness::slot_bit(spi - i),
+            );
         }
     }
     Ok(IterRef {

@@ -210,7 +210,7 @@ fn irq_flag(
         slot.spilled_ptr = st;
         slot.slot_type = [SlotType::IrqFlag; SLOT_SIZE];
         env.log.scratch_stack(spi);
-        crate::stack_liveness::mark_write(env, frame, crate::stack_liveness::slot_bit(spi));
+        crate::stack_liveness::mark_write(env, state, frame, crate::stack_liveness::slot_bit(spi));
         return Ok(());
     }
     let spi = match spi {
@@ -256,7 +256,7 @@ fn irq_flag(
     slot.spilled_ptr = RegState::not_init();
     slot.slot_type = [SlotType::Invalid; SLOT_SIZE];
     env.log.scratch_stack(spi);
-    crate::stack_liveness::mark_write(env, frame, bit);
+    crate::stack_liveness::mark_write(env, state, frame, bit);
     Ok(())
 }
 

@@ -119,6 +119,9 @@ pub fn setup_func_entry(
         callee.regs[r] = state.cur().regs[r];
     }
     state.frames.push(callee);
+    if crate::read_marks::enabled(env) {
+        crate::read_marks::enter_callee(state);
+    }
     env.log.scratch_all();
     Ok(())
 }
@@ -144,6 +147,7 @@ pub fn prepare_func_exit(env: &mut Env<'_>, state: &mut VerifierState) -> Result
     let caller_idx = state.curframe() - 1;
     if !callee.in_callback_fn {
         state.frames[caller_idx].regs[0] = r0;
+        crate::read_marks::return_r0(state);
     }
     // A callback walked as a loop returns to its call; one entered once goes on after it.
     let iterates = crate::behaviour::iterates_sync_callbacks(env.input.kernel.version());

@@ -6,6 +6,37 @@
 
 use super::reg::RegState;
 use super::tnum::Tnum;
+use bpfemu_isa::KernelVersion;
+use std::cell::Cell;
+
+thread_local! {
+    /// Whether `__update_reg64_bounds` ends by collapsing a range that holds a single member
+    /// of the tnum into that constant: the rule of the kernel being verified as, set by
+    /// [`BoundsRules::enter`] for the length of one verification.
+    static COLLAPSES_SINGLE_MEMBER: Cell<bool> = const { Cell::new(true) };
+}
+
+/// The bounds rules of one kernel, in force on this thread while the value lives. The rules
+/// are the kernel's, not a register's, and the transfer functions that sync bounds are many
+/// and far from the verifier's environment: a scoped setting keeps them one call each.
+pub struct BoundsRules {
+    previous: bool,
+}
+
+impl BoundsRules {
+    pub fn enter(kernel: KernelVersion) -> BoundsRules {
+        let collapses = crate::behaviour::collapses_single_member_ranges(kernel);
+        BoundsRules {
+            previous: COLLAPSES_SINGLE_MEMBER.with(|c| c.replace(collapses)),
+        }
+    }
+}
+
+impl Drop for BoundsRules {
+    fn drop(&mut self) {
+        COLLAPSES_SINGLE_MEMBER.with(|c| c.set(self.previous));
+    }
+}
 
 impl RegState {
     /// `__mark_reg64_unbounded`.
@@ -55,10 +86,12 @@ impl RegState {
             .min((t.value | (t.mask & i64::MAX as u64)) as i64);
         self.umin_value = self.umin_value.max(t.value);
         self.umax_value = self.umax_value.min(t.value | t.mask);
-        self.collapse_single_member();
+        if COLLAPSES_SINGLE_MEMBER.with(Cell::get) {
+            self.collapse_single_member();
+        }
     }
 
-    /// 6.18: when the u64 range and the tnum share one value only, the scalar is that
+    /// From 6.18: when the u64 range and the tnum share one value only, the scalar is that
     /// constant (`r &= 8; r <<= 30; if r s< 8` leaves 8 << 30). The kernel's three cases,
     /// in its order: the member is umin, the tnum's largest member, or one in between.
     fn collapse_single_member(&mut self) {

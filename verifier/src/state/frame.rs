@@ -55,6 +55,8 @@ pub struct FuncState {
     pub callback_ret_range: (i64, i64),
     /// `callback_depth`: how often the callback's loop body was explored.
     pub callback_depth: u32,
+    /// The registers' and slots' read marks (kernels before 6.15; empty otherwise).
+    pub marks: crate::read_marks::ReadMarks,
 }
 
 impl FuncState {
@@ -70,6 +72,7 @@ impl FuncState {
             in_async_callback_fn: false,
             callback_ret_range: (0, 0),
             callback_depth: 0,
+            marks: Default::default(),
         }
     }
 

@@ -77,14 +77,6 @@ pub const MEM_PKT_SLICE: u32 = 1 << 11;
 /// `DYNPTR_TYPE_*` and other flags the core does not interpret sit above this bit.
 pub const FLAG_FIRST_UNUSED: u32 = 1 << 12;
 
-/// Liveness marks (`REG_LIVE_*`).
-pub const REG_LIVE_NONE: u8 = 0;
-pub const REG_LIVE_READ32: u8 = 1;
-pub const REG_LIVE_READ64: u8 = 2;
-pub const REG_LIVE_READ: u8 = REG_LIVE_READ32 | REG_LIVE_READ64;
-pub const REG_LIVE_WRITTEN: u8 = 4;
-pub const REG_LIVE_DONE: u8 = 8;
-
 /// The `id` bit of a scalar linked to another by `rX = rY + const` in 64-bit arithmetic (the
 /// constant is in `off`).
 pub const BPF_ADD_CONST64: u32 = 1 << 31;
@@ -153,8 +145,6 @@ pub struct RegState {
     pub frameno: u32,
     /// Instruction index (+1) at which only the low 32 bits were defined, or `DEF_NOT_SUBREG`.
     pub subreg_def: u32,
-    /// Liveness marks (`REG_LIVE_*`).
-    pub live: u8,
     /// Whether the exact value matters for safety (precision tracking).
     pub precise: bool,
     /// An iterator's first stack slot (`STACK_ITER`): whether it may still yield.

@@ -5,9 +5,12 @@
 //! boot, when the kernel died before init and was booted again: `boots`).
 //!
 //!     bpfemu-kernel-vms [--kernels 5.10,6.1,6.12,7.2] [--judge PATH] [--out DIR]
-//!                       [--timeout SECONDS] [--btf] OBJECT_OR_DIR...
+//!                       [--timeout SECONDS] [--btf] [--judge-arg ARG]... OBJECT_OR_DIR...
 //!
-//! `--btf` also saves each kernel's `/sys/kernel/btf/vmlinux` as `OUT/VERSION.btf`. A file
+//! `--btf` also saves each kernel's `/sys/kernel/btf/vmlinux` as `OUT/VERSION.btf`.
+//! `--judge-arg` gives the judge an argument after the object's path (`--judge-arg --log2`:
+//! `libbpf_verdicts` logs every state at level 2), and the judge's standard error is saved as
+//! `OUT/VERSION/N-OBJECT.stderr` (the level-2 logs of the kernel, to read beside bpfemu's). A file
 //! named on the command line is given to the judge whatever it holds, under its own name
 //! (`--judge probe_verdicts` with `.probes` files); a directory gives its `.o` files.
 //!
@@ -24,6 +27,7 @@ struct Options {
     out: PathBuf,
     timeout: Duration,
     btf: bool,
+    judge_args: Vec<String>,
     objects: Vec<PathBuf>,
 }
 
@@ -51,6 +55,7 @@ fn parse_args(args: Vec<String>) -> Result<Options, String> {
         out: PathBuf::from("kernel-vms"),
         timeout: Duration::from_secs(600),
         btf: false,
+        judge_args: Vec::new(),
         objects: Vec::new(),
     };
     let mut args = args.into_iter();
@@ -69,6 +74,7 @@ fn parse_args(args: Vec<String>) -> Result<Options, String> {
             }
             "--btf" => options.btf = true,
             "--judge" => options.judge = PathBuf::from(value("--judge")?),
+            "--judge-arg" => options.judge_args.push(value("--judge-arg")?),
             "--out" => options.out = PathBuf::from(value("--out")?),
             "--timeout" => {
                 let seconds = value("--timeout")?;
@@ -126,9 +132,9 @@ fn run(options: &Options) -> Result<(), String> {
                 .file_name()
                 .map_or_else(|| format!("{i}.o"), |n| n.to_string_lossy().into_owned());
             let guest_path = format!("/objects/{i}/{name}");
-            vm = vm
-                .with_file(&guest_path, bytes)
-                .job(["/bin/judge", &guest_path]);
+            let mut argv = vec!["/bin/judge".to_owned(), guest_path.clone()];
+            argv.extend(options.judge_args.iter().cloned());
+            vm = vm.with_file(&guest_path, bytes).job(argv);
         }
         if options.btf {
             vm = vm.fetch_file(BTF);
@@ -143,6 +149,13 @@ fn run(options: &Options) -> Result<(), String> {
         let mut lines = String::new();
         for (object, job) in options.objects.iter().zip(&results.jobs) {
             lines.push_str(&verdict_lines(object, job)?);
+        }
+        if !options.judge_args.is_empty() {
+            save_stderr(
+                &options.out.join(kernel.version),
+                &options.objects,
+                &results,
+            )?;
         }
         let programs = lines.lines().count();
         let path = options.out.join(format!("{}.jsonl", kernel.version));
@@ -168,6 +181,24 @@ fn run(options: &Options) -> Result<(), String> {
 }
 
 const BTF: &str = "/sys/kernel/btf/vmlinux";
+
+/// Each job's standard error as `DIR/N-OBJECT.stderr` (N: the object's place on the command
+/// line, as two objects may share a name).
+fn save_stderr(
+    dir: &Path,
+    objects: &[PathBuf],
+    results: &bpfemu_vmkernel::Results,
+) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for (i, (object, job)) in objects.iter().zip(&results.jobs).enumerate() {
+        let name = object
+            .file_name()
+            .map_or_else(|| "object".into(), |n| n.to_string_lossy().into_owned());
+        let path = dir.join(format!("{i}-{name}.stderr"));
+        std::fs::write(&path, &job.stderr).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(())
+}
 
 fn save_btf(results: &bpfemu_vmkernel::Results, path: &Path) -> Result<(), String> {
     match results.files.get(BTF) {
