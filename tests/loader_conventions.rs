@@ -313,3 +313,31 @@ fn packets_and_maps_match_the_kernel() {
         );
     }
 }
+
+/// A pinning value libbpf does not know: in an object of static programs (cilium/ebpf's
+/// convention, Cilium's `CILIUM_PIN_REPLACE`) a warning and the map unpinned, so the object
+/// verifies; in a libbpf object the error libbpf 1.7 gives ("map 'calls': invalid pinning
+/// value 16.", its open refusing the object), naming the file and the map.
+#[test]
+fn a_pinning_value_of_another_loader_is_refused_only_where_libbpf_would_load() {
+    let obj = load("foreign_pinning.o");
+    let calls = obj.maps.iter().find(|m| m.name == "calls").unwrap();
+    assert_eq!(calls.pinning, 0);
+    assert!(
+        obj.warnings
+            .iter()
+            .any(|w| w.contains("'calls' (16)") && w.contains("not pinned")),
+        "{:?}",
+        obj.warnings
+    );
+    let out = bpfemu(&["verify", &path("foreign_pinning.o")]);
+    assert_exit(&out, 0);
+    let out = bpfemu(&["verify", &path("foreign_pinning.libbpf.o")]);
+    assert_exit(&out, 2);
+    let err = stderr(&out);
+    assert!(
+        err.contains("foreign_pinning.libbpf.o")
+            && err.contains("map 'calls': invalid pinning value 16"),
+        "{err}"
+    );
+}

@@ -40,6 +40,12 @@ pub fn load(file: &str, data: &[u8], opts: &LoadOptions) -> Result<Object, LoadE
         crate::btf_fixup::fixup_datasecs(btf, &elf, &externs)?;
     }
     let mut table = build_maps(&elf, &layout, btf.as_ref(), &externs, &mut warnings)?;
+    let cilium_convention = funcs.iter().any(|f| f.naming == Naming::StaticFunction);
+    warnings.extend(maps::check_pinning(
+        file,
+        &mut table.specs,
+        cilium_convention,
+    )?);
 
     collect_all_relos(
         &elf,

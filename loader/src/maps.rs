@@ -90,6 +90,42 @@ pub fn blank_spec(name: String, origin: MapOrigin) -> MapSpec {
     }
 }
 
+/// The `pinning` of BTF-defined maps: libbpf knows `LIBBPF_PIN_NONE` and `LIBBPF_PIN_BY_NAME`
+/// only and refuses the object for any other value. An object whose programs are `static`
+/// follows cilium/ebpf's convention, whose users give pinning values their own meaning (Cilium's
+/// `CILIUM_PIN_REPLACE`, 16, is its loader's), so there another value is a warning and the
+/// map is not pinned: pinning never reaches the kernel's verifier.
+pub fn check_pinning(
+    file: &str,
+    specs: &mut [MapSpec],
+    cilium_convention: bool,
+) -> Result<Vec<String>, LoadError> {
+    let mut foreign = Vec::new();
+    for spec in specs
+        .iter_mut()
+        .filter(|s| s.origin == MapOrigin::BtfDefined)
+    {
+        if spec.pinning == LIBBPF_PIN_NONE || spec.pinning == LIBBPF_PIN_BY_NAME {
+            continue;
+        }
+        if !cilium_convention {
+            let message = format!("invalid pinning value {}", spec.pinning);
+            return Err(map_error(file, &spec.name, message));
+        }
+        foreign.push(format!("'{}' ({})", spec.name, spec.pinning));
+        spec.pinning = LIBBPF_PIN_NONE;
+    }
+    if foreign.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(vec![format!(
+        "maps {} have pinning values libbpf does not know: not pinned (the object's static \
+         programs follow cilium/ebpf, whose users' loaders give such values their own meaning; \
+         libbpf 1.7 refuses the object)",
+        foreign.join(", ")
+    )])
+}
+
 fn map_error(file: &str, map: &str, message: impl Into<String>) -> LoadError {
     LoadError::Map {
         file: file.into(),
@@ -426,11 +462,9 @@ fn parse_map_def(btf: &Btf, def_id: TypeId, name: &str, is_inner: bool) -> Resul
                 if is_inner {
                     return Err("an inner map definition cannot be pinned".into());
                 }
-                let pinning = int_field(btf, m.ty, field)?;
-                if pinning != LIBBPF_PIN_NONE && pinning != LIBBPF_PIN_BY_NAME {
-                    return Err(format!("invalid pinning value {pinning}"));
-                }
-                def.pinning = pinning;
+                // Checked against the object's convention once its programs are known
+                // (`check_pinning`).
+                def.pinning = int_field(btf, m.ty, field)?;
             }
             "map_extra" => def.map_extra = long_field(btf, m.ty, field)?,
             other => return Err(format!("unknown field '{other}'")),
