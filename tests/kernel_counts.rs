@@ -124,3 +124,16 @@ fn an_independent_index_prunes_a_linked_one_from_6_18() {
         [29, 18, 18]
     );
 }
+
+/// `backtracks_precision_through_calls`: a constant compared after a call needs precision;
+/// 5.10 and 6.1 give up at the callee's exit and make every scalar of the checkpoints above the
+/// call's precise, so the second path (another r7) is not pruned at the join and walks on to
+/// the return from the call (44); from 6.4 only r8 is precise and that path is pruned at the
+/// join (36).
+#[test]
+fn precision_stops_at_a_call_before_6_4() {
+    assert_eq!(
+        processed_per_kernel("tests/data/kernels/precision_past_call.o"),
+        [44, 44, 36, 36, 36]
+    );
+}

@@ -199,7 +199,7 @@ fn run(env: &mut Env<'_>, state: &mut VerifierState, mut bt: Backtrack) -> bool 
         )
         .is_err()
         {
-            mark_all_scalars_precise(env, state);
+            give_up(env, state, at);
             return changed;
         }
         if bt.empty() {
@@ -368,7 +368,32 @@ pub(crate) fn mark_all_scalars_precise(env: &mut Env<'_>, state: &VerifierState)
             state.curframe()
         ));
     }
-    let mut parent = state.parent;
+    mark_all_scalars_precise_above(env, state.parent);
+}
+
+/// The fallback of a backtracking walk that failed in checkpoint `at` (None: in the live
+/// state). From 6.4 every checkpoint above the live state is marked; before, those above the
+/// one the walk had reached, so that checkpoint keeps the marks it had (`mark_all_scalars_precise`
+/// called with the walk's `st`).
+fn give_up(env: &mut Env<'_>, state: &VerifierState, at: Option<usize>) {
+    let kernel = env.input.kernel.version();
+    match at {
+        Some(p) if !crate::behaviour::backtracks_precision_through_calls(kernel) => {
+            if env.log.level2() {
+                env.verbose(&format!(
+                    "mark_precise: frame{}: falling back to forcing all scalars precise\n",
+                    state.curframe()
+                ));
+            }
+            let above = env.explored[p].state.parent;
+            mark_all_scalars_precise_above(env, above);
+        }
+        _ => mark_all_scalars_precise(env, state),
+    }
+}
+
+/// Every scalar, in registers and spilled, of checkpoint `parent` and those it descends from.
+fn mark_all_scalars_precise_above(env: &mut Env<'_>, mut parent: Option<usize>) {
     while let Some(p) = parent {
         let st = &mut env.explored[p].state;
         for frame in st.frames.iter_mut() {
@@ -434,7 +459,17 @@ fn backtrack_insn(
     let flags = hist.map_or(0, |h| h.flags);
     // Scalars a jump refined together are precise together.
     bt_sync_linked_regs(bt, hist);
+    let through_calls =
+        crate::behaviour::backtracks_precision_through_calls(env.input.kernel.version());
     match insn {
+        // Before 6.4 backtracking stops at any call of a subprogram or of a helper that calls
+        // one, and at any exit, and every scalar above becomes precise.
+        Insn::Call(CallTarget::Local(_)) | Insn::Exit if !through_calls => {
+            return Err(NotSupported);
+        }
+        Insn::Call(_) if env.aux[idx].calls_callback && !through_calls => {
+            return Err(NotSupported);
+        }
         Insn::Alu { op, dst, src, .. } => {
             if !bt.is_set(dst) {
                 return Ok(());
