@@ -334,6 +334,20 @@ fn pick_program(object: &Object, wanted: Option<&str>) -> Result<usize, String> 
         .map(|p| p.name.as_str())
         .collect();
     if let Some(name) = wanted {
+        // A section of several programs names none of them: running the first would run a
+        // program the user may not have meant (`verify --prog SECTION` checks them all).
+        let in_section: Vec<&str> = object
+            .programs
+            .iter()
+            .filter(|p| p.section == name)
+            .map(|p| p.name.as_str())
+            .collect();
+        if in_section.len() > 1 && !object.programs.iter().any(|p| p.name == name) {
+            return Err(format!(
+                "section `{name}` holds several programs ({}); choose one with --prog FUNCTION",
+                in_section.join(", ")
+            ));
+        }
         let Some(p) = object.find_program(name) else {
             let all: Vec<&str> = object.programs.iter().map(|p| p.name.as_str()).collect();
             return Err(format!("no program `{name}`; it has {}", all.join(", ")));

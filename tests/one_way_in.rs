@@ -160,3 +160,34 @@ fn verify_takes_a_section_name_as_the_other_commands_do() {
     let out = bpfemu(&["verify", &obj, "--prog", "xdp.frags"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
+
+/// A section holding several programs names none of them: `tests/data/verify/unchecked_read.o`
+/// has `xdp_ok` and `xdp_unchecked` in `xdp`. Running the first would replay `xdp_ok` while
+/// the user may have meant the rejected one; every command that runs one program refuses and
+/// lists them, and the function names still pick each.
+#[test]
+fn a_section_of_several_programs_must_be_named_by_function() {
+    let obj = root().join("tests/data/verify/unchecked_read.o");
+    let scratch = std::env::temp_dir().join(format!("bpfemu-one-way-many-{}", std::process::id()));
+    for command in ["replay", "fuzz"] {
+        let mut args = run_args(command, "xdp", &scratch.join(command));
+        args[1] = obj.display().to_string();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = bpfemu(&args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{command}: {stderr}");
+        assert!(
+            stderr.contains("section `xdp` holds several programs (xdp_ok, xdp_unchecked)"),
+            "{command}: {stderr}"
+        );
+    }
+    let out = bpfemu(&[
+        "replay",
+        &obj.display().to_string(),
+        &capture().display().to_string(),
+        "--prog",
+        "xdp_ok",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let _ = std::fs::remove_dir_all(&scratch);
+}
