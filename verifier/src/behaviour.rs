@@ -257,8 +257,8 @@ pub fn tracks_negation_and_byte_swaps(kernel: KernelVersion) -> bool {
 /// Precision backtracking follows a value through bpf-to-bpf calls, callbacks and exits
 /// (6.4, "bpf: support precision propagation in the presence of subprogs"). Before, meeting
 /// one (`-ENOTSUPP` in `backtrack_insn`) makes every scalar of every checkpoint above the one
-/// the walk had reached precise (6.4 on: above the live state), which prunes less: katran's balancer, whose two subprograms this hits, 20,633 instructions
-/// on 5.10 and 6.1.
+/// the walk had reached precise (6.4 on: above the live state), which prunes less: katran's
+/// balancer, whose two subprograms this hits, 20,633 instructions on 5.10 and 6.1.
 pub fn backtracks_precision_through_calls(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V6_12
 }

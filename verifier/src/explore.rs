@@ -460,14 +460,14 @@ fn walk(
                     let insn = *env
                         .insn(pc)
                         .expect("the walk only visits instruction starts");
-                    read_marks::before_insn(env, state, &insn);
-                    (insn, state.curframe())
+                    let defined = read_marks::before_insn(env, state, &insn);
+                    (defined, state.curframe())
                 });
                 stack_liveness::begin_insn(env, state, pc);
                 let step = do_check_insn(env, state, pc, &mut stack, &mut do_print_state)?;
                 stack_liveness::commit_insn(env);
-                if let Some((insn, frame)) = marks {
-                    read_marks::after_insn(env, state, frame, &insn);
+                if let Some((defined, frame)) = marks {
+                    read_marks::after_insn(state, frame, defined);
                 }
                 for (st, at, prev) in std::mem::take(&mut env.pending) {
                     push_branch(env, &mut stack, st, at, prev);

@@ -110,9 +110,7 @@ pub fn propagate_precision(
         // Only what the checkpoint's paths read: its read marks before 6.15, the registers
         // live at its instruction after (its dead slots are cleaned already).
         let live = if read_marks {
-            (0..10)
-                .filter(|&r| crate::read_marks::reg_was_read(old, fi, r))
-                .fold(0u16, |m, r| m | 1 << r)
+            crate::read_marks::regs_read(old, fi)
         } else {
             env.live_regs
                 .get(crate::prune::frame_insn_idx(old, fi))
@@ -362,13 +360,7 @@ fn mark_frame_in_checkpoint(env: &mut Env<'_>, p: usize, fr: usize, bt: &mut Bac
 
 /// `mark_all_scalars_precise`: the fallback when backtracking cannot follow the value.
 pub(crate) fn mark_all_scalars_precise(env: &mut Env<'_>, state: &VerifierState) {
-    if env.log.level2() {
-        env.verbose(&format!(
-            "mark_precise: frame{}: falling back to forcing all scalars precise\n",
-            state.curframe()
-        ));
-    }
-    mark_all_scalars_precise_above(env, state.parent);
+    give_up(env, state, None);
 }
 
 /// The fallback of a backtracking walk that failed in checkpoint `at` (None: in the live
@@ -376,20 +368,19 @@ pub(crate) fn mark_all_scalars_precise(env: &mut Env<'_>, state: &VerifierState)
 /// one the walk had reached, so that checkpoint keeps the marks it had (`mark_all_scalars_precise`
 /// called with the walk's `st`).
 fn give_up(env: &mut Env<'_>, state: &VerifierState, at: Option<usize>) {
-    let kernel = env.input.kernel.version();
-    match at {
-        Some(p) if !crate::behaviour::backtracks_precision_through_calls(kernel) => {
-            if env.log.level2() {
-                env.verbose(&format!(
-                    "mark_precise: frame{}: falling back to forcing all scalars precise\n",
-                    state.curframe()
-                ));
-            }
-            let above = env.explored[p].state.parent;
-            mark_all_scalars_precise_above(env, above);
-        }
-        _ => mark_all_scalars_precise(env, state),
+    if env.log.level2() {
+        env.verbose(&format!(
+            "mark_precise: frame{}: falling back to forcing all scalars precise\n",
+            state.curframe()
+        ));
     }
+    let kernel = env.input.kernel.version();
+    let from = match at {
+        Some(p) if !crate::behaviour::backtracks_precision_through_calls(kernel) => p,
+        _ => return mark_all_scalars_precise_above(env, state.parent),
+    };
+    let above = env.explored[from].state.parent;
+    mark_all_scalars_precise_above(env, above);
 }
 
 /// Every scalar, in registers and spilled, of checkpoint `parent` and those it descends from.

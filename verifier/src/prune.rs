@@ -322,9 +322,11 @@ pub fn states_equal(env: &Env<'_>, old: &VerifierState, cur: &VerifierState, exa
         let live = if read_marks {
             // `regsafe`: what the checkpoint's paths never read is no matter, unless the
             // comparison is exact.
-            (0..bpfemu_isa::Reg::COUNT)
-                .filter(|&r| exact != Exact::NotExact || crate::read_marks::reg_was_read(old, i, r))
-                .fold(0u16, |m, r| m | 1 << r)
+            if exact == Exact::NotExact {
+                crate::read_marks::regs_read(old, i)
+            } else {
+                u16::MAX
+            }
         } else {
             env.live_regs
                 .get(frame_insn_idx(old, i))

@@ -30,8 +30,6 @@ use bpfemu_isa::{CallTarget, Insn};
 pub const READ: u8 = 1;
 /// Written since the state's checkpoint: its reads below do not reach the checkpoint.
 pub const WRITTEN: u8 = 2;
-/// The checkpoint was cleaned: its marks are final.
-pub const DONE: u8 = 4;
 
 /// A register or slot in an explored checkpoint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -150,24 +148,26 @@ pub fn slots_written(state: &mut VerifierState, frame: usize, mask: u64) {
 }
 
 /// The registers an instruction reads (`check_reg_arg(SRC_OP)` and the helper and kfunc
-/// arguments), before it is checked. A bpf-to-bpf call reads nothing itself (the callee reads
-/// its R1-R5 through the caller's marks); an `exit` reads R0 when it leaves the program (or a
-/// callback, whose value is checked), not when a subprogram returns it to its caller.
-pub fn before_insn(env: &mut Env<'_>, state: &VerifierState, insn: &Insn) {
+/// arguments), before it is checked; returns those it writes, for [`after_insn`]. A bpf-to-bpf
+/// call reads nothing itself (the callee reads its R1-R5 through the caller's marks); an `exit`
+/// reads R0 when it leaves the program (or a callback, whose value is checked), not when a
+/// subprogram returns it to its caller.
+pub fn before_insn(env: &mut Env<'_>, state: &VerifierState, insn: &Insn) -> u16 {
+    let (used, defined) = crate::liveness::use_def(env.input.kernel, insn);
     let used = match insn {
         Insn::Call(CallTarget::Local(_)) => 0,
         Insn::Exit if state.frames.len() > 1 && !state.cur().in_callback_fn => 0,
-        _ => crate::liveness::use_def(env.input.kernel, insn).0,
+        _ => used,
     };
     for r in (0..10).filter(|r| used & (1 << r) != 0) {
         reg_read(env, state, r);
     }
+    defined
 }
 
-/// The registers the instruction wrote (`check_reg_arg(DST_OP)`, a call's R0-R5), in the frame
-/// it ran in (`frame`: a call has pushed the callee's since).
-pub fn after_insn(env: &Env<'_>, state: &mut VerifierState, frame: usize, insn: &Insn) {
-    let defined = crate::liveness::use_def(env.input.kernel, insn).1;
+/// The instruction wrote registers `defined` (`check_reg_arg(DST_OP)`, a call's R0-R5), in the
+/// frame it ran in (`frame`: a call has pushed the callee's since).
+pub fn after_insn(state: &mut VerifierState, frame: usize, defined: u16) {
     let Some(f) = state.frames.get_mut(frame) else {
         return;
     };
@@ -247,31 +247,22 @@ pub fn propagate_to_pruned(env: &mut Env<'_>, old: usize, cur: &VerifierState) {
 }
 
 /// `clean_verifier_state`: checkpoint `checkpoint`'s paths are all done, so what none of them
-/// read is forgotten, once.
+/// read is forgotten. The caller cleans each checkpoint once (`Explored::cleaned`, the
+/// kernel's `REG_LIVE_DONE`).
 pub fn clean(env: &mut Env<'_>, checkpoint: usize) {
-    let st = &mut env.explored[checkpoint].state;
-    if st.frames[0].marks.regs[0].live & DONE != 0 {
-        return;
-    }
-    for frame in &mut st.frames {
+    for frame in &mut env.explored[checkpoint].state.frames {
         clean_frame(frame);
     }
 }
 
 fn clean_frame(frame: &mut FuncState) {
     for r in 0..10 {
-        let mark = &mut frame.marks.regs[r];
-        let read = mark.live & READ != 0;
-        mark.live |= DONE;
-        if !read {
+        if frame.marks.regs[r].live & READ == 0 {
             frame.regs[r] = RegState::not_init();
         }
     }
     for spi in 0..frame.stack.len() {
-        let mark = frame.marks.slot_mut(spi);
-        let read = mark.live & READ != 0;
-        mark.live |= DONE;
-        if !read {
+        if !slot_was_read(frame, spi) {
             let slot = &mut frame.stack[spi];
             slot.spilled_ptr = RegState::not_init();
             slot.slot_type = [SlotType::Invalid; SLOT_SIZE];
@@ -279,9 +270,12 @@ fn clean_frame(frame: &mut FuncState) {
     }
 }
 
-/// Whether register `r` of frame `frame` of checkpoint state `st` was read after it.
-pub fn reg_was_read(st: &VerifierState, frame: usize, r: usize) -> bool {
-    st.frames[frame].marks.reg(r).live & READ != 0
+/// The registers of frame `frame` of checkpoint state `st` read after it, as a mask.
+pub fn regs_read(st: &VerifierState, frame: usize) -> u16 {
+    let marks = &st.frames[frame].marks;
+    (0..10)
+        .filter(|&r| marks.reg(r).live & READ != 0)
+        .fold(0, |m, r| m | 1 << r)
 }
 
 /// Whether slot `spi` of frame `frame` of checkpoint state `st` was read after it.
