@@ -27,6 +27,10 @@ python3 -c 'import ensurepip' 2>/dev/null || need_apt+=(python3-venv)
 command -v qemu-system-x86_64 >/dev/null || need_apt+=(qemu-system-x86)
 command -v strip >/dev/null || need_apt+=(binutils)
 command -v cpio >/dev/null || need_apt+=(cpio)
+# scripts/selftests_vs_vms.sh builds each kernel's verifier selftests with clang-19 and
+# llvm-objcopy-19.
+command -v clang-19 >/dev/null || need_apt+=(clang-19)
+command -v llvm-objcopy-19 >/dev/null || need_apt+=(llvm-19)
 # libbpf-sys builds libbpf 1.7 from source (make) and links the system libelf and zlib.
 for pkg in libelf-dev zlib1g-dev pkg-config make; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
@@ -58,6 +62,25 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo test"
 cargo test --workspace --locked
+# A sample of each kernel's own verifier selftests (issue 23): 5.10's and 6.1's raw instruction
+# tables, 6.12's and 7.2's progs/verifier_s*.c, each judged by that kernel booted under QEMU, and
+# 7.2's tests by the running 6.18; every difference from bpfemu --kernel must be one
+# verifier/probes/KNOWN_DIFFERENCES explains. Needs root (6.18's judge) and QEMU.
+if [ "$(id -u)" = 0 ] && command -v qemu-system-x86_64 >/dev/null; then
+    echo "== each kernel's selftests: scripts/selftests_vs_vms.sh"
+    status=0
+    ./scripts/selftests_vs_vms.sh || status=$?
+    if [ "$status" = 3 ] && [ "${BPFEMU_REQUIRE_KERNEL:-0}" != 1 ]; then
+        echo "== each kernel's selftests: skipped (apt could not fetch the sources)"
+    elif [ "$status" != 0 ]; then
+        exit "$status"
+    fi
+elif [ "${BPFEMU_REQUIRE_KERNEL:-0}" = 1 ]; then
+    echo "scripts/selftests_vs_vms.sh needs root and qemu-system-x86_64 (BPFEMU_REQUIRE_KERNEL=1)" >&2
+    exit 1
+else
+    echo "== each kernel's selftests: skipped (needs root and qemu-system-x86_64)"
+fi
 # The Python module (pip install ./python, debug profile, reusing the build above) and its
 # pytest examples, which compare it with the command line and the kernel.
 echo "== Python module: scripts/python_tests.sh"
