@@ -18,7 +18,7 @@ bpfemu=${BPFEMU:-target/release/bpfemu}
 
 table=$(mktemp)
 trap 'rm -f "$table"' EXIT
-find "$@" -name '*.o' -type f | sort | while read -r obj; do
+find -L "$@" -name '*.o' -type f | sort | while read -r obj; do
     if ! doc=$("$bpfemu" diff --verifier --json "$obj" 2>/tmp/verify_cost.err); then
         printf '# %s: not compared: %s\n' "$obj" "$(head -1 /tmp/verify_cost.err)" >&2
         continue
