@@ -66,8 +66,8 @@ pub fn compares_stack_scalars_as_registers(kernel: KernelVersion) -> bool {
 /// A packet access past its proven range is refused in the words of a memory region's check,
 /// "R1 min value is outside of the allowed memory range" (`check_packet_access` calling
 /// `check_mem_region_access` in 7.x); before, "R1 offset is outside of the packet", which 7.x
-/// keeps for a pointer whose range is unknown. Only the words are modelled: the verdicts on
-/// the corpus and fixtures are the same, and 7.x's region check of a variable offset is not.
+/// keeps for a pointer whose range is unknown. Only the words are modelled (which end, "min"
+/// or "max", from the folded bounds: `mem::packet_region_words`); the verdict is the same.
 pub fn words_packet_access_as_region(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V7_2
 }
@@ -223,6 +223,30 @@ pub fn words_sleeping_calls_by_context(kernel: KernelVersion) -> bool {
 /// the lookup). From 6.18 only a write does (`clobber = type == BPF_WRITE`).
 pub fn clobbers_stack_on_helper_reads(kernel: KernelVersion) -> bool {
     kernel <= KernelVersion::V6_12
+}
+
+/// `check_cfg` lets a root program loop through any edge (6.12: `push_insn` without
+/// `loop_ok`). Before, a back-edge that is the fall-through of a plain instruction or of a
+/// call, or a call into a subprogram already on the walk's stack (recursion), is refused:
+/// "back-edge from insn 87 to 88"; only a jump's edge may close a loop.
+pub fn closes_loops_by_any_edge(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_12
+}
+
+/// A subprogram that calls itself, directly or through others, is refused before the walk
+/// ("recursive call from f() to g()", 7.x's `sort_subprogs_topo`). Before, the walk follows
+/// the calls until the call stack is too deep (6.12, 6.18), or `check_cfg` finds the call's
+/// edge a back-edge (5.10, 6.1: [`closes_loops_by_any_edge`]).
+pub fn refuses_recursion_before_the_walk(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V7_2
+}
+
+/// A conditional jump's destination register is read before its other fields are checked
+/// (6.1's `check_cond_jmp_op`: dst, then a `BPF_X`'s imm and src, or a `BPF_K`'s src field).
+/// 5.10 checks the reserved field and reads src first, dst last: an uninitialised dst with
+/// a set imm is "BPF_JMP/JMP32 uses reserved fields" there, "R2 !read_ok" later.
+pub fn reads_jump_dst_before_its_fields(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_1
 }
 
 /// A read of the stack grows the frame's allocated stack as a write does, so root may read

@@ -678,7 +678,11 @@ pub fn check_cond_jmp(
     src: Source,
 ) -> Result<Branch, Reject> {
     let jmp32 = width == Width::W32;
-    check_reg_read(env, state, dst)?;
+    let kernel = env.input.kernel.version();
+    let dst_first = crate::behaviour::reads_jump_dst_before_its_fields(kernel);
+    if dst_first {
+        check_reg_read(env, state, dst)?;
+    }
     let src_reg = match src {
         Source::Reg(s) => {
             check_reg_read(env, state, s)?;
@@ -686,8 +690,10 @@ pub fn check_cond_jmp(
         }
         Source::Imm(imm) => RegState::known(imm as i64 as u64),
     };
+    if !dst_first {
+        check_reg_read(env, state, dst)?;
+    }
     let dst_reg = *state.reg(dst);
-    let kernel = env.input.kernel.version();
     let two_ranges = crate::behaviour::compares_register_ranges(kernel);
     let pred = if two_ranges {
         is_branch_taken(&dst_reg, &src_reg, Cond::Is(cond), jmp32)

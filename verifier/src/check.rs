@@ -191,12 +191,15 @@ pub fn check_raw_with(
         return Err(CheckError::new(E2BIG, None, String::new()));
     }
     let starts = add_subprogs(insns, kernel.version())?;
-    let subprogs = check_subprogs(insns, &starts)?;
+    let subprogs = check_subprogs(insns, &starts, kernel.version())?;
     if !has_func_info {
         check_abnormal_return(&subprogs)?;
     }
     let (ld_imm64, used_maps) = resolve_pseudo_ldimm64(kernel, insns, maps, &subprogs, &[])?;
     let reachable = check_cfg(insns, kernel.version())?;
+    if crate::behaviour::refuses_recursion_before_the_walk(kernel.version()) {
+        refuse_recursion(insns, &subprogs, &|_| String::new())?;
+    }
     Ok(CheckedProgram {
         subprogs,
         ld_imm64,
@@ -255,8 +258,16 @@ fn add_subprogs(insns: &[RawInsn], version: KernelVersion) -> Result<Vec<usize>,
     Ok(starts)
 }
 
-/// `check_subprogs`: jumps stay in their subprogram, no subprogram falls into the next.
-fn check_subprogs(insns: &[RawInsn], starts: &[usize]) -> Result<Vec<Subprog>, CheckError> {
+/// `check_subprogs`: jumps stay in their subprogram, no subprogram falls into the next. A
+/// kernel without `gotol` (5.10) reads a `BPF_JMP32 | BPF_JA`'s target from `off`, as every
+/// other jump's, and does not take it as a subprogram's last instruction: this check runs
+/// before the opcode table refuses the instruction, so its words are the ones the user sees.
+fn check_subprogs(
+    insns: &[RawInsn],
+    starts: &[usize],
+    version: KernelVersion,
+) -> Result<Vec<Subprog>, CheckError> {
+    let long_jump = insns_profile::has(version, Feature::LongJump);
     let mut subprogs: Vec<Subprog> = starts
         .iter()
         .enumerate()
@@ -278,7 +289,7 @@ fn check_subprogs(insns: &[RawInsn], starts: &[usize]) -> Result<Vec<Subprog>, C
             }
             let op = raw.code & 0xf0;
             if (class == BPF_JMP || class == BPF_JMP32) && op != BPF_EXIT && op != BPF_CALL {
-                let off = if raw.code == BPF_JMP32 | BPF_JA {
+                let off = if long_jump && raw.code == BPF_JMP32 | BPF_JA {
                     raw.imm as i64
                 } else {
                     raw.off as i64
@@ -293,7 +304,8 @@ fn check_subprogs(insns: &[RawInsn], starts: &[usize]) -> Result<Vec<Subprog>, C
             }
         }
         let last = insns[sub.end - 1].code;
-        if last != BPF_JMP | BPF_EXIT && last != BPF_JMP32 | BPF_JA && last != BPF_JMP | BPF_JA {
+        let ends_by_long_jump = long_jump && last == BPF_JMP32 | BPF_JA;
+        if last != BPF_JMP | BPF_EXIT && !ends_by_long_jump && last != BPF_JMP | BPF_JA {
             return Err(CheckError::einval(
                 sub.end - 1,
                 "last insn is not an exit or jmp",
@@ -581,6 +593,7 @@ const EXPLORED: u8 = 2;
 /// the walk reached.
 fn check_cfg(insns: &[RawInsn], version: KernelVersion) -> Result<Vec<bool>, CheckError> {
     let middle_check = insns_profile::has(version, Feature::LdImm64MiddleCheck);
+    let any_edge_loops = crate::behaviour::closes_loops_by_any_edge(version);
     let n = insns.len();
     let mut state = vec![0u8; n];
     let mut stack = vec![0usize];
@@ -591,7 +604,7 @@ fn check_cfg(insns: &[RawInsn], version: KernelVersion) -> Result<Vec<bool>, Che
         let e = next_edge[t] as usize;
         if e < succs.len() {
             next_edge[t] += 1;
-            let w = succs[e];
+            let (w, jump) = succs[e];
             if w < 0 || w >= n as i64 {
                 return Err(CheckError::einval(
                     t,
@@ -602,8 +615,14 @@ fn check_cfg(insns: &[RawInsn], version: KernelVersion) -> Result<Vec<bool>, Che
             if state[w] == 0 {
                 state[w] = DISCOVERED;
                 stack.push(w);
+            } else if state[w] == DISCOVERED && !jump && !any_edge_loops {
+                return Err(CheckError::einval(
+                    t,
+                    format!("back-edge from insn {t} to {w}"),
+                ));
             }
-            // A discovered (on the stack) target is a back-edge: a root loader may loop.
+            // Otherwise a discovered (on the stack) target is a back-edge: a root loader may
+            // loop.
             continue;
         }
         state[t] = EXPLORED;
@@ -628,25 +647,140 @@ fn check_cfg(insns: &[RawInsn], version: KernelVersion) -> Result<Vec<bool>, Che
     Ok(state.iter().map(|&s| s == EXPLORED).collect())
 }
 
-/// The edges `visit_insn` pushes from `t`, in the kernel's order (fall-through first).
-fn successors(insns: &[RawInsn], t: usize) -> Vec<i64> {
+/// 7.x's `sort_subprogs_topo`: the call graph, walked depth first from each subprogram in
+/// turn, through the calls each one's reachable instructions make in their post-order
+/// ([`subprog_postorders`]), may not come back to a subprogram still on the walk's stack. A
+/// callback named by an `ld_imm64` is walked into but may close a cycle.
+fn refuse_recursion(
+    insns: &[RawInsn],
+    subprogs: &[Subprog],
+    name: &dyn Fn(usize) -> String,
+) -> Result<(), CheckError> {
+    const ON_STACK: u8 = 1;
+    const DONE: u8 = 2;
+    let postorders = subprog_postorders(insns, subprogs);
+    let mut color = vec![0u8; subprogs.len()];
+    for root in 0..subprogs.len() {
+        if color[root] != 0 {
+            continue;
+        }
+        color[root] = ON_STACK;
+        let mut stack = vec![root];
+        while let Some(&cur) = stack.last() {
+            let mut pushed = false;
+            for &pc in &postorders[cur] {
+                let raw = insns[pc];
+                let callback = is_pseudo_func(&raw);
+                if !is_pseudo_call(&raw) && !callback {
+                    continue;
+                }
+                let target = pc as i64 + raw.imm as i64 + 1;
+                let Some(callee) = subprogs.iter().position(|s| s.start as i64 == target) else {
+                    continue;
+                };
+                match color[callee] {
+                    DONE => continue,
+                    ON_STACK if callback => continue,
+                    ON_STACK => {
+                        return Err(CheckError::einval(
+                            pc,
+                            format!("recursive call from {}() to {}()", name(cur), name(callee)),
+                        ));
+                    }
+                    _ => {}
+                }
+                color[callee] = ON_STACK;
+                stack.push(callee);
+                pushed = true;
+                break;
+            }
+            if !pushed {
+                color[cur] = DONE;
+                stack.pop();
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Each subprogram's instructions in 7.x's post-order (`bpf_compute_postorder`): a walk from
+/// its first instruction that pushes every unseen successor of the top at once (the
+/// fall-through before the jump target, a call only falling through), and records an
+/// instruction when it comes back to the top explored.
+fn subprog_postorders(insns: &[RawInsn], subprogs: &[Subprog]) -> Vec<Vec<usize>> {
+    let mut state = vec![0u8; insns.len()];
+    subprogs
+        .iter()
+        .map(|s| {
+            let mut order = Vec::new();
+            let mut stack = vec![s.start];
+            while let Some(&top) = stack.last() {
+                state[top] |= DISCOVERED;
+                if state[top] & EXPLORED != 0 {
+                    order.push(top);
+                    stack.pop();
+                    continue;
+                }
+                for w in flow_successors(&insns[top], top) {
+                    if w < insns.len() && state[w] == 0 {
+                        stack.push(w);
+                        state[w] |= DISCOVERED;
+                    }
+                }
+                state[top] |= EXPLORED;
+            }
+            order
+        })
+        .collect()
+}
+
+/// 7.x's `bpf_insn_successors` without jump tables: where control goes next inside the
+/// subprogram.
+fn flow_successors(raw: &RawInsn, t: usize) -> Vec<usize> {
+    let class = raw.code & 0x07;
+    let op = raw.code & 0xf0;
+    let jumps = class == BPF_JMP || class == BPF_JMP32;
+    let can_fall = !(jumps && matches!(op, BPF_EXIT | BPF_JA));
+    let can_jump = jumps && !matches!(op, BPF_EXIT | BPF_CALL) && op != 0xf0;
+    let mut out = Vec::with_capacity(2);
+    if can_fall {
+        out.push(t + if is_ld_imm64(raw) { 2 } else { 1 });
+    }
+    if can_jump {
+        let off = if raw.code == BPF_JMP32 | BPF_JA {
+            raw.imm as i64
+        } else {
+            raw.off as i64
+        };
+        if let Ok(w) = usize::try_from(t as i64 + off + 1) {
+            out.push(w);
+        }
+    }
+    out
+}
+
+/// The edges `visit_insn` pushes from `t`, in the kernel's order (fall-through first), each
+/// with whether it is a jump's: before 6.12 (`push_insn`'s `loop_ok`) only a jump's edge, or the
+/// edge into a callback an `ld_imm64` names, may close a loop; the fall-through of any other
+/// instruction or call, and a call's edge into its callee, may not.
+fn successors(insns: &[RawInsn], t: usize) -> Vec<(i64, bool)> {
     let raw = insns[t];
     let ti = t as i64;
     if is_pseudo_func(&raw) {
-        return vec![ti + 2, ti + raw.imm as i64 + 1];
+        return vec![(ti + 2, false), (ti + raw.imm as i64 + 1, true)];
     }
     let class = raw.code & 0x07;
     if class != BPF_JMP && class != BPF_JMP32 {
         let size = if is_ld_imm64(&raw) { 2 } else { 1 };
-        return vec![ti + size];
+        return vec![(ti + size, false)];
     }
     match raw.code & 0xf0 {
         BPF_EXIT => vec![],
         BPF_CALL => {
             if raw.src == PSEUDO_CALL {
-                vec![ti + 1, ti + raw.imm as i64 + 1]
+                vec![(ti + 1, false), (ti + raw.imm as i64 + 1, false)]
             } else {
-                vec![ti + 1]
+                vec![(ti + 1, false)]
             }
         }
         BPF_JA => {
@@ -655,9 +789,9 @@ fn successors(insns: &[RawInsn], t: usize) -> Vec<i64> {
             } else {
                 raw.imm as i64
             };
-            vec![ti + off + 1]
+            vec![(ti + off + 1, true)]
         }
-        _ => vec![ti + 1, ti + raw.off as i64 + 1],
+        _ => vec![(ti + 1, true), (ti + raw.off as i64 + 1, true)],
     }
 }
 
@@ -816,7 +950,7 @@ pub fn precheck(input: &ProgramInput<'_>, log: &mut Log) -> Result<Prechecked, R
         }
     }
     let rest = || -> Result<CheckedProgram, CheckError> {
-        let subprogs = check_subprogs(insns, &starts)?;
+        let subprogs = check_subprogs(insns, &starts, version)?;
         // `check_btf_info`: without func_info, subprograms may not leave abnormally.
         if input.func_info.is_empty() {
             check_abnormal_return(&subprogs)?;
@@ -831,6 +965,19 @@ pub fn precheck(input: &ProgramInput<'_>, log: &mut Log) -> Result<Prechecked, R
         )?;
         refuse_indirect_jumps(insns, &subprogs, version)?;
         let reachable = check_cfg(insns, version)?;
+        if crate::behaviour::refuses_recursion_before_the_walk(version) {
+            // The kernel names functions by their BTF func_info, so without it by "".
+            let name = |sub: usize| match input.func_info.is_empty() {
+                true => String::new(),
+                false => input
+                    .functions
+                    .iter()
+                    .find(|(_, start)| *start == subprogs[sub].start)
+                    .map(|(n, _)| n.clone())
+                    .unwrap_or_default(),
+            };
+            refuse_recursion(insns, &subprogs, &name)?;
+        }
         Ok(CheckedProgram {
             subprogs,
             ld_imm64,
@@ -1154,12 +1301,17 @@ fn steps(raw: RawInsn, allowed: Reserved) -> Vec<Step> {
                     "invalid BPF_JMP/JMP32 opcode {op:x}"
                 )))),
                 _ => {
-                    out.push(Some(Step::Read(raw.dst)));
+                    if allowed.jump_dst_first {
+                        out.push(Some(Step::Read(raw.dst)));
+                    }
                     if !k {
                         out.push(refuse(raw.imm != 0, "BPF_JMP/JMP32 uses reserved fields"));
                         out.push(Some(Step::Read(raw.src)));
                     } else {
                         out.push(refuse(raw.src != 0, "BPF_JMP/JMP32 uses reserved fields"));
+                    }
+                    if !allowed.jump_dst_first {
+                        out.push(Some(Step::Read(raw.dst)));
                     }
                 }
             }

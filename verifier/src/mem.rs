@@ -796,12 +796,27 @@ pub fn check_packet_access(
         let words = match reg.range >= 0
             && crate::behaviour::words_packet_access_as_region(env.input.kernel.version())
         {
-            true => "min value is outside of the allowed memory range",
+            true => packet_region_words(reg, off, size),
             false => "offset is outside of the packet",
         };
         return Err(env.reject(Errno::Eacces, format!("R{r} {words}")));
     }
     Ok(())
+}
+
+/// Which end of a refused packet access 7.x names. Its pointers hold the fixed offset inside
+/// their bounds, and a pointer checked against `pkt_end` gets the range up to its own
+/// maximum (6.18: up to its fixed offset): both 6.18 terms grow by the variable part's umax,
+/// which the pointers of one id share. 7.x checks the lowest address first, then the highest;
+/// the verdict is 6.18's either way (the highest fits exactly when the fixed offset does).
+fn packet_region_words(reg: &RegState, off: i32, size: i32) -> &'static str {
+    let reach = reg.range as i64 + reg.umax_value as i64;
+    let lowest = reg.smin_value + off as i64;
+    if lowest < 0 || lowest + size as i64 > reach {
+        "min value is outside of the allowed memory range"
+    } else {
+        "max value is outside of the allowed memory range"
+    }
 }
 
 /// The frame a stack pointer points into.
@@ -918,8 +933,13 @@ fn refuse_read_below_allocated(
         return Ok(());
     }
     let frame = &state.frames[stack_frame(state, reg)];
-    let (min_off, _) = stack_starts(reg, off);
+    let (min_off, last_start) = stack_starts(reg, off);
     if min_off >= -(frame.allocated_stack() as i64) {
+        return Ok(());
+    }
+    // Outside the 512-byte window the bounds check, which the kernel runs first, refuses it
+    // in its own words (a helper's: "invalid indirect access to stack R2 off=-59664 size=16").
+    if min_off < -(MAX_BPF_STACK as i64) || last_start + size as i64 > 0 {
         return Ok(());
     }
     let msg = match (by_helper, reg.var_off.is_const()) {

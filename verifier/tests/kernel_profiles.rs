@@ -478,6 +478,85 @@ const MEASURED: &[(&str, [Said; 5])] = &[
             A(5),
         ],
     ),
+    (
+        "jump_reads_dst_before_its_fields_since_6_1_bad",
+        [
+            R("BPF_JMP/JMP32 uses reserved fields", Some(1)),
+            R("R2 !read_ok", Some(1)),
+            R("R2 !read_ok", Some(1)),
+            R("R2 !read_ok", Some(1)),
+            R("BPF_JMP/JMP32 uses reserved fields", Some(0)),
+        ],
+    ),
+    (
+        "jump_reads_dst_before_src_since_6_1_bad",
+        [
+            R("R3 !read_ok", Some(1)),
+            R("R2 !read_ok", Some(1)),
+            R("R2 !read_ok", Some(1)),
+            R("R2 !read_ok", Some(1)),
+            R("R2 !read_ok", Some(1)),
+        ],
+    ),
+    (
+        "gotol_target_in_imm_since_6_6_bad",
+        [
+            R("jump out of range from insn 0 to 6", Some(0)),
+            R("BPF_JA uses reserved fields", Some(1)),
+            R("BPF_JA uses reserved fields", Some(1)),
+            R("BPF_JA uses reserved fields", Some(1)),
+            R("BPF_JA uses reserved fields", Some(0)),
+        ],
+    ),
+    (
+        "loop_closed_by_fall_through_since_6_12_ok",
+        [
+            R("back-edge from insn 2 to 3", Some(0)),
+            R("back-edge from insn 2 to 3", Some(0)),
+            A(23),
+            A(23),
+            A(23),
+        ],
+    ),
+    (
+        "recursion_as_back_edge_until_6_1_bad",
+        [
+            R("back-edge from insn 4 to 4", Some(0)),
+            R("back-edge from insn 4 to 4", Some(0)),
+            R("the call stack of 9 frames is too deep", Some(9)),
+            R("the call stack of 9 frames is too deep", Some(9)),
+            R("recursive call from () to ()", Some(0)),
+        ],
+    ),
+    (
+        "helper_stack_bounds_before_unwritten_bytes_bad",
+        [
+            R(
+                "invalid indirect access to stack R1 off=-600 size=8",
+                Some(7),
+            ),
+            R(
+                "invalid indirect access to stack R1 off=-600 size=8",
+                Some(7),
+            ),
+            R(
+                "invalid indirect access to stack R1 off=-600 size=8",
+                Some(7),
+            ),
+            R("invalid read from stack R1 off=-600 size=8", Some(7)),
+            R("invalid read from stack R1 off=-600 size=8", Some(7)),
+        ],
+    ),
+    (
+        "spin_lock_takes_allocated_objects_since_6_2_bad",
+        [
+            R("R1 type=fp expected=map_value", Some(3)),
+            R("R1 type=fp expected=map_value", Some(3)),
+            R("R1 type=fp expected=map_value, ptr_", Some(3)),
+            R("R1 type=fp expected=map_value, ptr_", Some(3)),
+            R("R1 type=fp expected=map_value, ptr_", Some(3)),
+        ],
+    ),
 ];
 
 #[test]

@@ -471,6 +471,11 @@ fn compatible_types(
         ArgBase::PtrToSockCommon => SOCK,
         ArgBase::PtrToBtfIdSockCommon => SOCK_COMMON_BTF,
         ArgBase::PtrToBtfId => BTF_PTR,
+        // Allocated objects (bpf_obj_new) arrived in 6.2: before, a lock or a kptr lives in a
+        // map value only, and the refusal names that one type.
+        ArgBase::PtrToSpinLock | ArgBase::KptrXchgDest if kernel <= KernelVersion::V6_1 => {
+            MAP_VALUE
+        }
         ArgBase::PtrToSpinLock | ArgBase::KptrXchgDest => SPIN_LOCK,
         ArgBase::PtrToRingbufMem => RINGBUF,
         ArgBase::PtrToPercpuBtfId => PERCPU_BTF,

@@ -152,6 +152,9 @@ pub struct Reserved {
     pub indirect_jump: bool,
     /// `may_goto` with `off` 0; without it the refusal names `off` too.
     pub may_goto_to_next: bool,
+    /// A conditional jump reads dst before its fields are checked
+    /// ([`crate::behaviour::reads_jump_dst_before_its_fields`]).
+    pub jump_dst_first: bool,
 }
 
 impl Reserved {
@@ -165,6 +168,7 @@ impl Reserved {
             kfunc_calls: has(version, Feature::KfuncCalls),
             indirect_jump: has(version, Feature::IndirectJump),
             may_goto_to_next: has(version, Feature::MayGotoToNext),
+            jump_dst_first: crate::behaviour::reads_jump_dst_before_its_fields(version),
         }
     }
 }
