@@ -709,8 +709,8 @@ pub fn check_cond_jmp(
         {
             mark_chain_precision(env, state, s)?;
         }
-        let vstate = state.clone();
-        crate::log::print_insn_state(env, &vstate, env.insn_idx);
+        let pc = env.insn_idx;
+        crate::log::print_insn_state(env, state, pc);
         return Ok(if pred == 1 {
             Branch::Taken
         } else {
@@ -812,7 +812,7 @@ pub fn check_cond_jmp(
     {
         try_match_pkt_pointers(cond, dst, s, state, &mut other);
     }
-    let vstate = state.clone();
-    crate::log::print_insn_state(env, &vstate, env.insn_idx);
+    let pc = env.insn_idx;
+    crate::log::print_insn_state(env, state, pc);
     Ok(Branch::Both(other))
 }

@@ -557,6 +557,19 @@ const MEASURED: &[(&str, [Said; 5])] = &[
             R("R1 type=fp expected=map_value, ptr_", Some(3)),
         ],
     ),
+    (
+        "packet_access_names_its_highest_address_since_7_2_bad",
+        [
+            R("R2 offset is outside of the packet", Some(12)),
+            R("R2 offset is outside of the packet", Some(12)),
+            R("R2 offset is outside of the packet", Some(12)),
+            R("R2 offset is outside of the packet", Some(12)),
+            R(
+                "R2 max value is outside of the allowed memory range",
+                Some(12),
+            ),
+        ],
+    ),
 ];
 
 #[test]
