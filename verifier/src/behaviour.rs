@@ -225,6 +225,31 @@ pub fn clobbers_stack_on_helper_reads(kernel: KernelVersion) -> bool {
     kernel <= KernelVersion::V6_12
 }
 
+/// A fill of part of a spilled scalar keeps what the spill knew, narrowed to the fill's size
+/// (6.8, "narrowing fill"; the probe kernels show it from 6.12): `w0 = atomic_cmpxchg` on the
+/// low half of a spilled -1 is 0xffffffff. Before, only a fill of the spill's own size at the
+/// slot's start restores it; any other is an unknown scalar (6.1 walks both sides of the
+/// raw selftest `BPF_W_cmpxchg_should_zero_top_32_bits`, 13 instructions, not 11).
+pub fn narrows_spilled_scalar_fills(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_12
+}
+
+/// A pointer that may only be used unmoved and has moved below its start is refused in words
+/// of its own, "negative offset ctx ptr R1 off=-1 disallowed" (6.1 on). 5.10 has one message
+/// for every move: "dereference of modified ctx ptr R1 off=-1 disallowed".
+pub fn words_negative_pointer_offsets_apart(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_1
+}
+
+/// A pointer passed to a release function must have no offset, whatever its type: "R1 must
+/// have zero offset when passed to release func or trusted arg to kfunc" (6.2 on, as the probe
+/// kernels show from 6.12). 6.1 checks a kernel object's offset alone ("... to release func")
+/// and a ring buffer record as any pointer that must not have moved ("dereference of modified
+/// alloc_mem ptr R1 off=51966 disallowed", its raw selftest `ringbuf_invalid_reservation_offset_1`).
+pub fn checks_release_offsets_of_every_type(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_12
+}
+
 /// `check_cfg` lets a root program loop through any edge (6.12: `push_insn` without
 /// `loop_ok`). Before, a back-edge that is the fall-through of a plain instruction or of a
 /// call, or a call into a subprogram already on the walk's stack (recursion), is refused:

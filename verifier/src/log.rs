@@ -110,7 +110,7 @@ pub fn reg_type_name(env: &Env<'_>, reg: &RegState) -> String {
     if reg.ty == RegType::Scalar && !crate::behaviour::names_scalars_scalar(version) {
         return "inv".to_owned();
     }
-    reg_type_str(reg.ty, reg.flags)
+    reg_type_str(reg.ty, reg.flags, version)
 }
 
 /// `print_scalar_ranges`.
@@ -187,7 +187,7 @@ fn reg_text(env: &Env<'_>, reg: &RegState, frameno: Option<u32>) -> String {
         out.push_str(&snum(reg.var_off.value as i64));
         return out;
     }
-    out.push_str(&reg_type_str(t, reg.flags));
+    out.push_str(&reg_type_str(t, reg.flags, env.input.kernel.version()));
     if t == RegType::BtfId {
         // print_reg_state: the struct's name follows "ptr_".
         let btf = env.input.vmlinux_btf();

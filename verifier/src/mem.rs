@@ -13,7 +13,7 @@ use crate::precision::mark_chain_precision;
 use crate::state::reg::{
     BPF_MAX_VAR_OFF, MEM_RDONLY, PTR_MAYBE_NULL, PTR_UNTRUSTED, RegState, RegType,
 };
-use crate::state::stack::{MAX_BPF_STACK, SLOT_SIZE, SlotType};
+use crate::state::stack::{MAX_BPF_STACK, SLOT_SIZE, SlotType, StackSlot};
 use crate::state::{FuncState, VerifierState};
 use crate::{Errno, Reject};
 use bpfemu_isa::{AtomicOp, Insn, Reg, Size};
@@ -584,7 +584,9 @@ pub(crate) fn misaligned_offsets(env: &Env<'_>, reg: &RegState, off: i32) -> Str
 /// `__check_ptr_off_reg` for ctx: only the unmodified pointer may be dereferenced.
 fn check_ptr_off_reg(env: &mut Env<'_>, reg: &RegState, r: u8) -> Result<(), Reject> {
     let name = reg_type_name(env, reg);
-    if reg.off < 0 {
+    if reg.off < 0
+        && crate::behaviour::words_negative_pointer_offsets_apart(env.input.kernel.version())
+    {
         return Err(env.reject(
             Errno::Eacces,
             format!("negative offset {name} ptr R{r} off={} disallowed", reg.off),
@@ -1017,6 +1019,15 @@ fn read_fixed(
             let Some(d) = dst else {
                 return Ok(());
             };
+            if !crate::behaviour::narrows_spilled_scalar_fills(env.input.kernel.version()) {
+                let fill = UnnarrowedFill {
+                    f,
+                    off,
+                    size,
+                    spill_size,
+                };
+                return fill_part_of_spill_unnarrowed(env, state, slot, fill, d);
+            }
             if size as usize <= spill_size && off % SLOT_SIZE as i64 == 0 {
                 let mut spilled = slot.spilled_ptr;
                 if size == 4 && spill_size == 4 && reg_width(&spilled) <= 32 {
@@ -1070,6 +1081,48 @@ fn read_fixed(
     if let Some(d) = dst {
         mark_reg_stack_read(env, state, f, off, off + size as i64, d);
     }
+    Ok(())
+}
+
+/// Where a fill reads: the frame, the offset, its size and the spill's.
+struct UnnarrowedFill {
+    f: usize,
+    off: i64,
+    size: i32,
+    spill_size: usize,
+}
+
+/// A fill of part of a spilled scalar, or of a spill narrower than 8 bytes, before
+/// [`crate::behaviour::narrows_spilled_scalar_fills`]: the spill itself when the fill is its
+/// exact size at the slot's start, else an unknown scalar from bytes that are each spilled,
+/// written or (for root) uninitialised; a known zero byte is refused there.
+fn fill_part_of_spill_unnarrowed(
+    env: &mut Env<'_>,
+    state: &mut VerifierState,
+    slot: StackSlot,
+    fill: UnnarrowedFill,
+    dst: Reg,
+) -> Result<(), Reject> {
+    let UnnarrowedFill {
+        f,
+        off,
+        size,
+        spill_size,
+    } = fill;
+    if off % SLOT_SIZE as i64 == 0 && size as usize == spill_size {
+        *state.reg_mut(dst) = slot.spilled_ptr;
+        push_stack_access(env, state, f, spi_of(off).0);
+        return Ok(());
+    }
+    for (at, _, idx) in stack_bytes(off, off + size as i64) {
+        if !matches!(
+            slot.slot_type[idx],
+            SlotType::Spill | SlotType::Misc | SlotType::Invalid
+        ) {
+            return Err(invalid_stack_read(env, off, at - off, size));
+        }
+    }
+    *state.reg_mut(dst) = RegState::unknown_scalar();
     Ok(())
 }
 

@@ -570,6 +570,41 @@ const MEASURED: &[(&str, [Said; 5])] = &[
             ),
         ],
     ),
+    (
+        "memory_argument_types_by_kernel_bad",
+        [
+            R(
+                "R1 type=inv expected=fp, pkt, pkt_meta, map_value, mem, rdonly_buf, rdwr_buf",
+                Some(6),
+            ),
+            R(
+                "R1 type=scalar expected=fp, pkt, pkt_meta, map_key, map_value, mem, alloc_mem, buf",
+                Some(6),
+            ),
+            R(
+                "R1 type=scalar expected=fp, pkt, pkt_meta, map_key, map_value, mem, ringbuf_mem, buf, trusted_ptr_",
+                Some(6),
+            ),
+            R(
+                "R1 type=scalar expected=fp, pkt, pkt_meta, map_key, map_value, mem, ringbuf_mem, buf, trusted_ptr_",
+                Some(6),
+            ),
+            R(
+                "R1 type=scalar expected=fp, pkt, pkt_meta, map_key, map_value, mem, ringbuf_mem, buf, trusted_ptr_, ctx",
+                Some(6),
+            ),
+        ],
+    ),
+    (
+        "ring_buffer_record_names_by_kernel_bad",
+        [
+            R("R1 type=mem_or_null expected=mem", Some(7)),
+            R("R1 type=alloc_mem_or_null expected=alloc_mem", Some(7)),
+            R("R1 type=ringbuf_mem_or_null expected=ringbuf_mem", Some(7)),
+            R("R1 type=ringbuf_mem_or_null expected=ringbuf_mem", Some(7)),
+            R("R1 type=ringbuf_mem_or_null expected=ringbuf_mem", Some(7)),
+        ],
+    ),
 ];
 
 #[test]

@@ -457,7 +457,43 @@ fn compatible_types(
         ("fp", Some((RegType::Stack, 0))),
         ("dynptr_ptr", Some((RegType::ConstPtrToDynptr, 0))),
     ];
+    // 5.10's and 6.1's lists: no map keys in 5.10, ring buffer records in their words, and
+    // the read-only and read-write buffers of iterators (which XDP never holds).
+    const MEM_5_10: &[(&str, Option<(RegType, u32)>)] = &[
+        ("fp", Some((RegType::Stack, 0))),
+        ("pkt", Some((RegType::Packet, 0))),
+        ("pkt_meta", Some((RegType::PacketMeta, 0))),
+        ("map_value", Some((RegType::MapValue, 0))),
+        ("mem", Some((RegType::Mem, 0))),
+        ("rdonly_buf", None),
+        ("rdwr_buf", None),
+    ];
+    const MEM_6_1: &[(&str, Option<(RegType, u32)>)] = &[
+        ("fp", Some((RegType::Stack, 0))),
+        ("pkt", Some((RegType::Packet, 0))),
+        ("pkt_meta", Some((RegType::PacketMeta, 0))),
+        ("map_key", Some((RegType::MapKey, 0))),
+        ("map_value", Some((RegType::MapValue, 0))),
+        ("mem", Some((RegType::Mem, 0))),
+        ("alloc_mem", Some((RegType::Mem, reg::MEM_RINGBUF))),
+        ("buf", None),
+    ];
+    const RINGBUF_5_10: &[(&str, Option<(RegType, u32)>)] = &[("mem", Some((RegType::Mem, 0)))];
+    const RINGBUF_6_1: &[(&str, Option<(RegType, u32)>)] =
+        &[("alloc_mem", Some((RegType::Mem, reg::MEM_RINGBUF)))];
     match base {
+        ArgBase::PtrToMapKey | ArgBase::PtrToMapValue | ArgBase::PtrToMem
+            if kernel == KernelVersion::V5_10 =>
+        {
+            MEM_5_10
+        }
+        ArgBase::PtrToMapKey | ArgBase::PtrToMapValue | ArgBase::PtrToMem
+            if kernel == KernelVersion::V6_1 =>
+        {
+            MEM_6_1
+        }
+        ArgBase::PtrToRingbufMem if kernel == KernelVersion::V5_10 => RINGBUF_5_10,
+        ArgBase::PtrToRingbufMem if kernel == KernelVersion::V6_1 => RINGBUF_6_1,
         ArgBase::PtrToMapKey | ArgBase::PtrToMapValue | ArgBase::PtrToMem => {
             if crate::behaviour::passes_ctx_as_helper_memory(kernel) {
                 MEM_OR_CTX
@@ -506,8 +542,13 @@ pub(crate) fn check_reg_type(
     regno: usize,
     arg_type: ArgType,
 ) -> Result<(), Reject> {
-    let compatible = compatible_types(arg_type.base, env.input.kernel.version());
+    let version = env.input.kernel.version();
+    let compatible = compatible_types(arg_type.base, version);
     let mut flags = reg.flags & TYPE_FLAGS;
+    // 5.10 has no flag for a ring buffer record: it is memory like any other.
+    if version == KernelVersion::V5_10 {
+        flags &= !reg::MEM_RINGBUF;
+    }
     if arg_type.flags & MEM_RDONLY != 0 {
         flags &= !reg::MEM_RDONLY;
     }
@@ -526,7 +567,7 @@ pub(crate) fn check_reg_type(
         Errno::Eacces,
         format!(
             "R{regno} type={} expected={}",
-            kernel_type_str(reg),
+            kernel_type_str(reg, version),
             expected.join(", ")
         ),
     ))
@@ -555,12 +596,15 @@ fn check_sock_common_btf(env: &mut Env<'_>, reg: &RegState, regno: usize) -> Res
 }
 
 /// The kernel's `reg_type_str` for a register in an argument message.
-fn kernel_type_str(reg: &RegState) -> String {
+fn kernel_type_str(reg: &RegState, version: KernelVersion) -> String {
     if reg.ty == RegType::NotInit {
         return "?".to_owned();
     }
+    if reg.ty == RegType::Scalar && !crate::behaviour::names_scalars_scalar(version) {
+        return "inv".to_owned();
+    }
     // MEM_ALLOC has no prefix in the kernel's text.
-    reg::reg_type_str(reg.ty, reg.flags & !reg::MEM_ALLOC)
+    reg::reg_type_str(reg.ty, reg.flags & !reg::MEM_ALLOC, version)
 }
 
 /// `update_loop_inline_state`: a `bpf_loop` call site stays fit for inlining while every visit
@@ -612,6 +656,18 @@ pub(crate) fn check_func_arg_reg_off(
     // A released dynptr is named by the stack slots it sits in, at any offset.
     if arg_type.is_release() && !(arg_type.base == ArgBase::PtrToDynptr && reg.ty == RegType::Stack)
     {
+        let version = env.input.kernel.version();
+        // 6.1 checks a released kernel object's offset alone, in shorter words; other memory
+        // (a ring buffer record) as any pointer that must not have moved.
+        if !crate::behaviour::checks_release_offsets_of_every_type(version) {
+            if reg.ty == RegType::BtfId && reg.off != 0 {
+                return Err(env.reject(
+                    Errno::Einval,
+                    format!("R{regno} must have zero offset when passed to release func"),
+                ));
+            }
+            return check_ptr_off_reg(env, reg, regno);
+        }
         if reg.off != 0 {
             return Err(env.reject(
                 Errno::Einval,
@@ -656,7 +712,7 @@ fn check_ptr_off(
     regno: usize,
     fixed_off_ok: bool,
 ) -> Result<(), Reject> {
-    let ty = kernel_type_str(reg);
+    let ty = kernel_type_str(reg, env.input.kernel.version());
     // 7.x has one offset, and looks at whether it is known before its sign or size.
     if crate::behaviour::words_pointer_offset_as_one(env.input.kernel.version())
         && !reg.var_off.is_const()
@@ -667,7 +723,9 @@ fn check_ptr_off(
             format!("variable {ty} access var_off={} disallowed", whole.text()),
         ));
     }
-    if reg.off < 0 {
+    if reg.off < 0
+        && crate::behaviour::words_negative_pointer_offsets_apart(env.input.kernel.version())
+    {
         return Err(env.reject(
             Errno::Eacces,
             format!(
@@ -919,7 +977,7 @@ fn special_cases(
                     Errno::Eacces,
                     format!(
                         "Unsupported reg type {} for bpf_dynptr_from_mem data",
-                        kernel_type_str(&data)
+                        kernel_type_str(&data, env.input.kernel.version())
                     ),
                 ));
             }

@@ -444,7 +444,7 @@ fn check_mem_size_pair(
             | RegType::Mem
     );
     if !memory && !saved.var_off.is_const() {
-        let ty = reg_type_str(saved.ty, saved.flags);
+        let ty = reg_type_str(saved.ty, saved.flags, env.input.kernel.version());
         return Err(env.reject(
             Errno::Eacces,
             format!(

@@ -308,7 +308,7 @@ pub(super) fn check_kfunc_arg(
 /// A `KF_ARG_PTR_TO_CTX` argument `i`: the program's context, unmodified.
 pub(super) fn check_ctx_arg(env: &mut Env<'_>, reg: &RegState, i: usize) -> Result<(), Reject> {
     if reg.ty != RegType::Ctx {
-        let ty = crate::state::reg::reg_type_str(reg.ty, reg.flags);
+        let ty = crate::state::reg::reg_type_str(reg.ty, reg.flags, env.input.kernel.version());
         return Err(env.reject(
             Errno::Einval,
             format!("arg#{i} expected pointer to ctx, but got {ty}"),

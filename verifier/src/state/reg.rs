@@ -3,6 +3,7 @@
 //! checks, packet ranges and acquired references (`struct bpf_reg_state`).
 
 use super::tnum::Tnum;
+use bpfemu_isa::KernelVersion;
 
 /// The base type of a register's content (`enum bpf_reg_type` without the flag bits).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -276,8 +277,10 @@ impl RegState {
     }
 }
 
-/// Where a register-state description is printed (`R1=`), for messages that name the type.
-pub fn reg_type_str(ty: RegType, flags: u32) -> String {
+/// Where a register-state description is printed (`R1=`), for messages that name the type,
+/// in `version`'s words: a ring buffer record is `ringbuf_mem` from 6.2 (`MEM_RINGBUF`),
+/// `alloc_mem` in 6.1 (which marked it `MEM_ALLOC`) and plain `mem` in 5.10.
+pub fn reg_type_str(ty: RegType, flags: u32, version: KernelVersion) -> String {
     let base = match ty {
         RegType::NotInit => "?",
         RegType::Scalar => "scalar",
@@ -300,9 +303,14 @@ pub fn reg_type_str(ty: RegType, flags: u32) -> String {
         RegType::ConstPtrToDynptr => "dynptr_ptr",
     };
     let mut prefix = String::new();
+    let ringbuf = match version {
+        KernelVersion::V5_10 => "",
+        KernelVersion::V6_1 => "alloc_",
+        _ => "ringbuf_",
+    };
     for (flag, text) in [
         (MEM_RDONLY, "rdonly_"),
-        (MEM_RINGBUF, "ringbuf_"),
+        (MEM_RINGBUF, ringbuf),
         (MEM_PERCPU, "percpu_"),
         (MEM_RCU, "rcu_"),
         (PTR_UNTRUSTED, "untrusted_"),
