@@ -4,8 +4,9 @@
     scripts/corpus_mutants.py [--seed N] [--count N] [--from DIR] OUT
 
 Each mutant is one corpus object (DIR, default examples/xdp/build) with one byte of one
-executable section (a program's instructions) XORed with a random non-zero value, the ELF
-otherwise intact, written as OUT/NAME_mNNNN.o. The same seed gives the same mutants.
+executable section (a program's instructions), or with --maps also of a map or global data
+section, XORed with a random non-zero value, the ELF otherwise intact, written as
+OUT/NAME_mNNNN.o. The same seed gives the same mutants.
 tests/mutants_vs_kernel.rs judges such mutants by the running kernel; this script feeds
 scripts/kernel_matrix.sh, which judges them by the kernels booted in VMs:
 
@@ -22,19 +23,38 @@ import sys
 SHF_EXECINSTR = 0x4
 
 
-def executable_sections(elf):
-    """(offset, size) of each executable section of a little-endian ELF64 file."""
+# Sections whose bytes describe maps: BTF-defined and legacy map definitions, global data.
+MAP_SECTIONS = (".maps", "maps", ".data", ".rodata", ".bss")
+
+
+def mutable_sections(elf, with_maps):
+    """(offset, size) of each executable section of a little-endian ELF64 file, and with
+    `with_maps` of each section that defines maps or global data (`.bss` has no bytes in the
+    file and is left out)."""
     if elf[:4] != b"\x7fELF" or elf[4] != 2 or elf[5] != 1:
         return []
     (shoff,) = struct.unpack_from("<Q", elf, 0x28)
-    shentsize, shnum = struct.unpack_from("<HH", elf, 0x3A)
-    sections = []
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", elf, 0x3A)
+    headers = []
     for i in range(shnum):
         at = shoff + i * shentsize
         if at + 40 > len(elf):
-            break
-        _, _, flags, _, offset, size = struct.unpack_from("<IIQQQQ", elf, at)
-        if flags & SHF_EXECINSTR and size >= 8 and offset + size <= len(elf):
+            return []
+        headers.append(struct.unpack_from("<IIQQQQ", elf, at))
+    if shstrndx >= len(headers):
+        return []
+    names_at = headers[shstrndx][4]
+
+    def name(header):
+        start = names_at + header[0]
+        return elf[start : elf.index(b"\0", start)].decode("latin-1")
+
+    sections = []
+    for header in headers:
+        _, kind, flags, _, offset, size = header
+        if size < 8 or offset + size > len(elf) or kind == 8:  # SHT_NOBITS
+            continue
+        if flags & SHF_EXECINSTR or (with_maps and name(header).startswith(MAP_SECTIONS)):
             sections.append((offset, size))
     return sections
 
@@ -45,6 +65,11 @@ def main(argv):
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--count", type=int, default=400)
     parser.add_argument("--from", dest="source", default="examples/xdp/build")
+    parser.add_argument(
+        "--maps",
+        action="store_true",
+        help="flip bytes of map definitions and global data too",
+    )
     args = parser.parse_args(argv)
     if args.count < 1:
         print("corpus_mutants.py: --count needs a positive number", file=sys.stderr)
@@ -53,7 +78,7 @@ def main(argv):
         os.path.join(args.source, f) for f in os.listdir(args.source) if f.endswith(".o")
     )
     originals = [(path, open(path, "rb").read()) for path in objects]
-    originals = [(p, d, executable_sections(d)) for p, d in originals]
+    originals = [(p, d, mutable_sections(d, args.maps)) for p, d in originals]
     originals = [entry for entry in originals if entry[2]]
     if not originals:
         print("corpus_mutants.py: no BPF object with code in %s" % args.source, file=sys.stderr)
