@@ -786,11 +786,28 @@ pub fn check_packet_access(
     size: i32,
     zero_ok: bool,
 ) -> Result<(), Reject> {
+    let negative = format!(
+        "R{r} min value is negative, either use unsigned index or do a if (index >=0) check."
+    );
+    // 7.x looks at the range first, then at the lowest address of its folded bounds (the fixed
+    // offset inside them): a pointer moved below the packet's start is "negative" there.
+    if crate::behaviour::words_packet_access_as_region(env.input.kernel.version()) {
+        if reg.range < 0 {
+            return Err(env.reject(
+                Errno::Eacces,
+                format!("R{r} offset is outside of the packet"),
+            ));
+        }
+        let folded_min = reg.smin_value.saturating_add(reg.off as i64);
+        let lowest = folded_min.saturating_add((off - reg.off) as i64);
+        if folded_min < 0
+            && (folded_min == i64::MIN || lowest != lowest as i32 as i64 || lowest < 0)
+        {
+            return Err(env.reject(Errno::Eacces, negative));
+        }
+    }
     if reg.smin_value < 0 {
-        return Err(env.reject(
-            Errno::Eacces,
-            format!("R{r} min value is negative, either use unsigned index or do a if (index >=0) check."),
-        ));
+        return Err(env.reject(Errno::Eacces, negative));
     }
     let fits = reg.range >= 0
         && check_mem_bytes(env, reg, r, off as i64, size, reg.range as u32, zero_ok).is_ok();
@@ -809,10 +826,14 @@ pub fn check_packet_access(
 /// Which end of a refused packet access 7.x names. Its pointers hold the fixed offset inside
 /// their bounds, and a pointer checked against `pkt_end` gets the range up to its own
 /// maximum (6.18: up to its fixed offset): both 6.18 terms grow by the variable part's umax,
-/// which the pointers of one id share. 7.x checks the lowest address first, then the highest;
-/// the verdict is 6.18's either way (the highest fits exactly when the fixed offset does).
+/// which the pointers of one id share (a range of 0, none proven since the variable part was
+/// added, stays 0). 7.x checks the lowest address first, then the highest; the verdict is
+/// 6.18's either way (the highest fits exactly when the fixed offset does).
 fn packet_region_words(reg: &RegState, off: i32, size: i32) -> &'static str {
-    let reach = reg.range as i64 + reg.umax_value as i64;
+    let reach = match reg.range {
+        0 => 0,
+        r => r as i64 + reg.umax_value as i64,
+    };
     let lowest = reg.smin_value + off as i64;
     if lowest < 0 || lowest + size as i64 > reach {
         "min value is outside of the allowed memory range"
