@@ -605,6 +605,22 @@ const MEASURED: &[(&str, [Said; 5])] = &[
             R("R1 type=ringbuf_mem_or_null expected=ringbuf_mem", Some(7)),
         ],
     ),
+    (
+        "map_key_from_ring_buffer_record_since_6_2_ok",
+        [
+            R(
+                "R2 type=mem expected=fp, pkt, pkt_meta, map_value",
+                Some(10),
+            ),
+            R(
+                "R2 type=alloc_mem expected=fp, pkt, pkt_meta, map_key, map_value",
+                Some(10),
+            ),
+            A(17),
+            A(17),
+            A(17),
+        ],
+    ),
 ];
 
 #[test]

@@ -478,20 +478,32 @@ fn compatible_types(
         ("alloc_mem", Some((RegType::Mem, reg::MEM_RINGBUF))),
         ("buf", None),
     ];
+    // Map keys and values: no other memory before 6.2 (a ring buffer record is not a key).
+    const MAP_KEY_VALUE_5_10: &[(&str, Option<(RegType, u32)>)] = &[
+        ("fp", Some((RegType::Stack, 0))),
+        ("pkt", Some((RegType::Packet, 0))),
+        ("pkt_meta", Some((RegType::PacketMeta, 0))),
+        ("map_value", Some((RegType::MapValue, 0))),
+    ];
+    const MAP_KEY_VALUE_6_1: &[(&str, Option<(RegType, u32)>)] = &[
+        ("fp", Some((RegType::Stack, 0))),
+        ("pkt", Some((RegType::Packet, 0))),
+        ("pkt_meta", Some((RegType::PacketMeta, 0))),
+        ("map_key", Some((RegType::MapKey, 0))),
+        ("map_value", Some((RegType::MapValue, 0))),
+    ];
     const RINGBUF_5_10: &[(&str, Option<(RegType, u32)>)] = &[("mem", Some((RegType::Mem, 0)))];
     const RINGBUF_6_1: &[(&str, Option<(RegType, u32)>)] =
         &[("alloc_mem", Some((RegType::Mem, reg::MEM_RINGBUF)))];
     match base {
-        ArgBase::PtrToMapKey | ArgBase::PtrToMapValue | ArgBase::PtrToMem
-            if kernel == KernelVersion::V5_10 =>
-        {
-            MEM_5_10
+        ArgBase::PtrToMapKey | ArgBase::PtrToMapValue if kernel == KernelVersion::V5_10 => {
+            MAP_KEY_VALUE_5_10
         }
-        ArgBase::PtrToMapKey | ArgBase::PtrToMapValue | ArgBase::PtrToMem
-            if kernel == KernelVersion::V6_1 =>
-        {
-            MEM_6_1
+        ArgBase::PtrToMapKey | ArgBase::PtrToMapValue if kernel == KernelVersion::V6_1 => {
+            MAP_KEY_VALUE_6_1
         }
+        ArgBase::PtrToMem if kernel == KernelVersion::V5_10 => MEM_5_10,
+        ArgBase::PtrToMem if kernel == KernelVersion::V6_1 => MEM_6_1,
         ArgBase::PtrToRingbufMem if kernel == KernelVersion::V5_10 => RINGBUF_5_10,
         ArgBase::PtrToRingbufMem if kernel == KernelVersion::V6_1 => RINGBUF_6_1,
         ArgBase::PtrToMapKey | ArgBase::PtrToMapValue | ArgBase::PtrToMem => {
