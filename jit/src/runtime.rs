@@ -20,7 +20,7 @@ use bpfemu_vm::interp::decode_code_addr;
 use bpfemu_vm::memory::MemFault;
 use bpfemu_vm::{
     CallbackStep, Executable, HelperError, HelperOutcome, Helpers, MAX_CALL_FRAMES, MapOp, Memory,
-    RegionId, VmError,
+    RegionId, TailJump, VmError,
 };
 
 /// The run goes on.
@@ -597,6 +597,29 @@ unsafe fn map_op_direct(ctx: *mut RunCtx, op: MapOp, args: [u64; 4]) -> u64 {
     helpers
         .map_op_direct(op, args, mem)
         .unwrap_or(DIRECT_DECLINED)
+}
+
+/// `bpf_tail_call(ctx, prog_array, index)` called directly by trusted code: the entry of the
+/// program it goes to (compiled code jumps there itself, as the kernel's JIT does), 0 when it
+/// falls through, or [`DIRECT_DECLINED`] for the general call.
+///
+/// # Safety
+/// `ctx` is the live context of the running program.
+pub unsafe extern "C" fn jit_tail_call(ctx: *mut RunCtx, prog_array: u64, index: u64) -> u64 {
+    // SAFETY: the caller passes the live context; `helpers` and `prog_entries` outlive the
+    // run and nothing else borrows them while compiled code calls out.
+    let c = unsafe { &mut *ctx };
+    let (helpers, entries) = unsafe { (&mut *c.helpers, &*c.prog_entries) };
+    match helpers.tail_call_direct(prog_array, index) {
+        TailJump::Fallthrough => 0,
+        // A program without compiled code is the general call's to refuse.
+        TailJump::Program(prog) => entries
+            .get(prog)
+            .copied()
+            .flatten()
+            .map_or(DIRECT_DECLINED, |entry| entry as usize as u64),
+        TailJump::Declined => DIRECT_DECLINED,
+    }
 }
 
 /// The runtime entry trusted code calls directly for map operation `op`.

@@ -184,9 +184,10 @@ fn check_mov(
             }
         }
         Width::W32 => {
+            let links = crate::behaviour::links_scalars_by_delta(env.input.kernel.version());
             let mut d = if src_state.ty == RegType::Scalar {
                 if sx_bits == 0 {
-                    copy_scalar(env, state, s, reg_width(&src_state) <= 32)
+                    copy_scalar(env, state, s, links && reg_width(&src_state) <= 32)
                 } else {
                     let no_sext = src_state.umax_value < (1u64 << (sx_bits - 1));
                     let mut d = copy_scalar(env, state, s, no_sext);
@@ -327,7 +328,12 @@ fn adjust_reg_min_max_vals(
     let mut d = *state.reg(dst);
     let wide_before = d.umax_value > u32::MAX as u64;
     adjust_scalar_min_max_vals(&mut d, &src_reg, op, width, kernel);
-    link_add_const(&mut d, &src_reg, op, width, wide_before);
+    if crate::behaviour::links_scalars_by_delta(kernel) {
+        link_add_const(&mut d, &src_reg, op, width, wide_before);
+    } else {
+        d.id = 0;
+        d.off = 0;
+    }
     *state.reg_mut(dst) = d;
     Ok(())
 }

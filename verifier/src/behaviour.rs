@@ -225,6 +225,16 @@ pub fn clobbers_stack_on_helper_reads(kernel: KernelVersion) -> bool {
     kernel <= KernelVersion::V6_12
 }
 
+/// Scalars stay linked through `rX += const` (the delta kept with the id, 6.11's "track
+/// delta between linked registers"), through a 32-bit move of a value that fits, at most
+/// six at a time among what is still live, and precision follows the links back
+/// (`linked_regs` in the jump history). Before (5.10, 6.1), only a 64-bit register move
+/// links two scalars, any arithmetic on one unlinks it (`dst_reg->id = 0`), and a branch
+/// gives its range to every copy (`find_equal_scalars`).
+pub fn links_scalars_by_delta(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_12
+}
+
 /// A fill of part of a spilled scalar keeps what the spill knew, narrowed to the fill's size
 /// (6.8, "narrowing fill"; the probe kernels show it from 6.12): `w0 = atomic_cmpxchg` on the
 /// low half of a spilled -1 is 0xffffffff. Before, only a fill of the spill's own size at the

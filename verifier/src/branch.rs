@@ -425,21 +425,26 @@ fn refined_before_6_8(dst: &RegState, src: &RegState, cond: Cond, jmp32: bool) -
 /// scalar loses its id (it is no longer tied to the others).
 fn collect_linked_regs(env: &Env<'_>, state: &mut VerifierState, id: u32, set: &mut LinkedRegs) {
     let id = id & !BPF_ADD_CONST;
+    // Before the delta links, every copy takes the range, live or not, however many.
+    let bounded = crate::behaviour::links_scalars_by_delta(env.input.kernel.version());
     for fi in (0..state.frames.len()).rev() {
-        let live = env
-            .live_regs
-            .get(crate::prune::frame_insn_idx(state, fi))
-            .copied()
-            .unwrap_or(u16::MAX);
+        let live = match bounded {
+            true => env
+                .live_regs
+                .get(crate::prune::frame_insn_idx(state, fi))
+                .copied()
+                .unwrap_or(u16::MAX),
+            false => u16::MAX,
+        };
         let frame = &mut state.frames[fi];
         for (r, reg) in frame.regs.iter_mut().enumerate().take(10) {
             if live & (1 << r) != 0 {
-                add_linked_reg(set, reg, id, fi, true, r);
+                add_linked_reg(set, reg, id, fi, true, r, bounded);
             }
         }
         for (spi, slot) in frame.stack.iter_mut().enumerate() {
             if slot.is_spilled_reg() {
-                add_linked_reg(set, &mut slot.spilled_ptr, id, fi, false, spi);
+                add_linked_reg(set, &mut slot.spilled_ptr, id, fi, false, spi, bounded);
             }
         }
     }
@@ -452,11 +457,12 @@ fn add_linked_reg(
     frameno: usize,
     is_reg: bool,
     index: usize,
+    bounded: bool,
 ) {
     if reg.ty != RegType::Scalar || (reg.id & !BPF_ADD_CONST) != id {
         return;
     }
-    if set.entries.len() < LINKED_REGS_MAX {
+    if !bounded || set.entries.len() < LINKED_REGS_MAX {
         set.entries.push(LinkedReg {
             frameno,
             is_reg,
@@ -728,7 +734,7 @@ pub fn check_cond_jmp(
     if dst_reg.ty == RegType::Scalar && dst_reg.id != 0 {
         collect_linked_regs(env, state, dst_reg.id, &mut linked);
     }
-    if linked.entries.len() > 1 {
+    if linked.entries.len() > 1 && crate::behaviour::links_scalars_by_delta(kernel) {
         crate::explore::push_jmp_history_linked(env, state, 0, linked.pack());
     }
     let mut other = Box::new(state.clone());

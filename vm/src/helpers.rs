@@ -32,6 +32,15 @@ pub trait Helpers {
         None
     }
 
+    /// `bpf_tail_call(ctx, prog_array, index)` as the trusted engines make it: where it goes,
+    /// for the engine to jump there itself, as the kernel's JIT does. [`TailJump::Declined`]
+    /// promises that nothing happened (the engine then makes the general call, which words
+    /// what goes wrong). The default declines.
+    fn tail_call_direct(&mut self, prog_array: u64, index: u64) -> TailJump {
+        let _ = (prog_array, index);
+        TailJump::Declined
+    }
+
     /// Calls the kfunc `btf_id` of module BTF `off` (0: vmlinux) with r1-r5 = `args`;
     /// returns the value for r0. The default knows no kfunc: [`HelperError::Unknown`], which
     /// the engines report as an unsupported instruction.
@@ -93,6 +102,18 @@ pub trait Helpers {
     fn writable_map_of_handle(&self, _handle: u64) -> Option<crate::taint::MapOfHandle> {
         None
     }
+}
+
+/// Where a tail call goes ([`Helpers::tail_call_direct`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TailJump {
+    /// The call returns: an index past the array, an empty slot, or the limit of tail calls
+    /// reached (r0 is 0).
+    Fallthrough,
+    /// Program `n` of the object takes over; the tail call is counted.
+    Program(usize),
+    /// Left to the general call.
+    Declined,
 }
 
 /// The map helpers compiled code may call directly ([`Helpers::map_op_direct`]): the calls

@@ -63,7 +63,7 @@ pub use engine::{Engine, Executable};
 pub use error::{MAX_CALL_FRAMES, Unsupported, VmError};
 pub use helpers::{
     CallbackDriver, CallbackLoop, CallbackStep, CountedLoop, HelperError, HelperOutcome, Helpers,
-    MapOp, NoHelpers,
+    MapOp, NoHelpers, TailJump,
 };
 pub use interp::{BPF_MAX_LOOPS, DEFAULT_INSN_BUDGET, Interpreter, Options, PreparedProgram};
 pub use maps::{Errno, Map, MapEnv, MapError, MapSpec, MapType, Maps};

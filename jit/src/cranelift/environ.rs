@@ -241,6 +241,18 @@ impl VmEnv<'_> {
         self.call(b, runtime::map_op_entry(op), args, true)
     }
 
+    /// Asks where `bpf_tail_call(ctx, prog_array, index)` goes ([`runtime::jit_tail_call`]):
+    /// an entry, 0, or [`runtime::DIRECT_DECLINED`].
+    pub(crate) fn call_tail_call(
+        &mut self,
+        b: &mut FunctionBuilder,
+        prog_array: Value,
+        index: Value,
+    ) -> Value {
+        let entry = runtime::jit_tail_call as *const () as usize;
+        self.call(b, entry, &[prog_array, index], true)
+    }
+
     /// Calls the kfunc `btf_id` of module BTF `off` with r1-r5 in the register array at
     /// `regs` (r0 in scratch).
     pub(crate) fn call_kfunc(

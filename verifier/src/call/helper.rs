@@ -89,9 +89,10 @@ pub fn check_helper_call(
     if let Some(refusal) = crate::profile::helpers::refusal(env.input.kernel.version(), func_id) {
         return Err(env.reject(Errno::Einval, refusal));
     }
-    let Some(proto) = xdp_proto(func_id) else {
+    let Some(proto) = proto::xdp_proto_of(env.input.kernel.version(), func_id) else {
         return Err(env.reject(Errno::Efault, "verifier bug: a helper without prototype"));
     };
+    let proto = &proto;
     if proto.gpl_only && !env.input.gpl_compatible {
         return Err(env.reject(
             Errno::Einval,

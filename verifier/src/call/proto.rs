@@ -218,6 +218,7 @@ pub fn changes_pkt_data(id: i32) -> bool {
     )
 }
 
+use bpfemu_isa::KernelVersion;
 use bpfemu_isa::helpers::id;
 pub use bpfemu_isa::helpers::id::{
     DYNPTR_FROM_MEM, FOR_EACH_MAP_ELEM, GET_SMP_PROCESSOR_ID, KPTR_XCHG, LOOP, MAP_DELETE_ELEM,
@@ -650,6 +651,27 @@ pub fn xdp_proto(id: i32) -> Option<&'static FuncProto> {
         .binary_search_by_key(&id, |f| f.id)
         .ok()
         .map(|i| &XDP_PROTOS[i])
+}
+
+/// Helper `id`'s prototype for an XDP program as `kernel` types it: 6.18's, with the
+/// arguments older kernels typed otherwise.
+pub fn xdp_proto_of(kernel: KernelVersion, id: i32) -> Option<FuncProto> {
+    let mut proto = *xdp_proto(id)?;
+    match id {
+        // A zero-sized tuple was refused ("invalid zero-sized read") before 6.2.
+        id::SK_LOOKUP_TCP | id::SK_LOOKUP_UDP | id::SKC_LOOKUP_TCP
+            if kernel <= KernelVersion::V6_1 =>
+        {
+            proto.args[2] = SIZE;
+        }
+        // The parameters were memory the helper reads, so unwritten stack below the frame's
+        // allocation is refused on 5.10 and 6.1 (`MEM_WRITE` came after 6.12).
+        id::FIB_LOOKUP if kernel <= KernelVersion::V6_12 => {
+            proto.args[1] = ArgType::new(ArgBase::PtrToMem);
+        }
+        _ => {}
+    }
+    Some(proto)
 }
 
 #[cfg(test)]

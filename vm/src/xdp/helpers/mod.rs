@@ -21,7 +21,7 @@ use super::determinism::{Clock, Prandom};
 use super::frame::XdpFrame;
 use super::runtime::{NetDevice, PerfEvent, RedirectTarget};
 use crate::fib::Fib;
-use crate::helpers::{HelperError, HelperOutcome, Helpers, MapOp};
+use crate::helpers::{HelperError, HelperOutcome, Helpers, MapOp, TailJump};
 use crate::maps::Maps;
 use crate::memory::Memory;
 use crate::taint::Footprint;
@@ -232,6 +232,14 @@ impl Helpers for XdpEnv<'_> {
                 Ok(HelperOutcome::Return(r0)) => Some(r0),
                 _ => None,
             },
+        }
+    }
+
+    fn tail_call_direct(&mut self, prog_array: u64, index: u64) -> TailJump {
+        match redirect::tail_call_target(self, prog_array, index) {
+            Ok(Some(prog)) => TailJump::Program(prog),
+            Ok(None) => TailJump::Fallthrough,
+            Err(_) => TailJump::Declined,
         }
     }
 

@@ -84,24 +84,37 @@ pub fn redirect_map(env: &mut XdpEnv<'_>, a: [u64; 5], _mem: &mut Memory) -> Hel
 /// the slot is empty. Only a call that goes somewhere counts toward the limit (6.18's JIT and
 /// interpreter both count after finding the program).
 pub fn tail_call(env: &mut XdpEnv<'_>, a: [u64; 5], _mem: &mut Memory) -> HelperResult {
-    let index = map_index(env.maps, a[1])?;
-    let map = env.maps.get(index).expect("checked");
+    match tail_call_target(env, a[1], a[2])? {
+        Some(prog) => Ok(HelperOutcome::TailCall(prog)),
+        None => ret(0),
+    }
+}
+
+/// Where `bpf_tail_call` through `prog_array` at `index` goes: a program (the call counted),
+/// or `None` when it falls through. An error leaves the count as it was.
+pub(super) fn tail_call_target(
+    env: &mut XdpEnv<'_>,
+    prog_array: u64,
+    index: u64,
+) -> Result<Option<usize>, HelperError> {
+    let map_at = map_index(env.maps, prog_array)?;
+    let map = env.maps.get(map_at).expect("checked");
     if map.map_type() != MapType::ProgArray {
         return Err(HelperError::Failed(format!(
             "bpf_tail_call on map {}, which is not a prog array",
             map.name()
         )));
     }
-    let slot = a[2] as u32;
+    let slot = index as u32;
     if slot >= map.max_entries() || env.run.tail_calls >= MAX_TAIL_CALL_CNT {
-        return ret(0);
+        return Ok(None);
     }
     let Some(prog) = map.prog_array_get(slot) else {
-        return ret(0);
+        return Ok(None);
     };
-    env.run.tail_calls += 1;
-    match env.unprepared.get(prog as usize).and_then(Option::as_ref) {
-        Some(e) => Err(HelperError::Failed(format!("tail call into {e}"))),
-        None => Ok(HelperOutcome::TailCall(prog as usize)),
+    if let Some(e) = env.unprepared.get(prog as usize).and_then(Option::as_ref) {
+        return Err(HelperError::Failed(format!("tail call into {e}")));
     }
+    env.run.tail_calls += 1;
+    Ok(Some(prog as usize))
 }
