@@ -235,6 +235,21 @@ pub fn links_scalars_by_delta(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V6_12
 }
 
+/// A stack access at a variable offset out of bounds is named with its fixed offset too,
+/// "var_off=(0x0; 0xff) off=-264 size=1" (6.12 and later); 5.10 and 6.1 print "var_off=(0x0;
+/// 0xff) size=1".
+pub fn words_variable_stack_offsets_with_fixed_part(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_12
+}
+
+/// A write at a variable offset over a spilled register turns the whole slot into data
+/// (`scrub_special_slot`), and a zero written over a spilled zero keeps it (6.12 and later).
+/// Before, only the register goes (`spilled_ptr.type = NOT_INIT`): the bytes the write cannot
+/// reach still say spill, and a fill of the slot is "invalid size of register fill".
+pub fn scrubs_spills_under_var_off_writes(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_12
+}
+
 /// A fill of part of a spilled scalar keeps what the spill knew, narrowed to the fill's size
 /// (6.8, "narrowing fill"; the probe kernels show it from 6.12): `w0 = atomic_cmpxchg` on the
 /// low half of a spilled -1 is 0xffffffff. Before, only a fill of the spill's own size at the

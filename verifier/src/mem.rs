@@ -887,9 +887,16 @@ fn check_stack_access_within_bounds(
     if bad {
         let msg = if reg.var_off.is_const() {
             format!("invalid{extra} stack R{r} off={off} size={size}")
-        } else {
+        } else if crate::behaviour::words_variable_stack_offsets_with_fixed_part(
+            env.input.kernel.version(),
+        ) {
             format!(
                 "invalid variable-offset{extra} stack R{r} var_off={} off={off} size={size}",
+                reg.var_off.text()
+            )
+        } else {
+            format!(
+                "invalid variable-offset{extra} stack R{r} var_off={} size={size}",
                 reg.var_off.text()
             )
         };
@@ -967,8 +974,9 @@ fn refuse_read_below_allocated(
     }
     let msg = match (by_helper, reg.var_off.is_const()) {
         (false, true) => format!("invalid read from stack R{r} off={off} size={size}"),
+        // Only 5.10 and 6.1 get here, whose words have no fixed offset.
         (false, false) => format!(
-            "invalid variable-offset read from stack R{r} var_off={} off={off} size={size}",
+            "invalid variable-offset read from stack R{r} var_off={} size={size}",
             reg.var_off.text()
         ),
         (true, true) => {
@@ -1348,10 +1356,24 @@ fn write_var(
         None => imm == Some(0),
     };
     let mut zero_used = false;
+    let scrubs = crate::behaviour::scrubs_spills_under_var_off_writes(env.input.kernel.version());
     for (_, spi, idx) in stack_bytes(min, max) {
         env.log.scratch_stack(spi);
         let slot = &mut state.frames[f].stack[spi];
         let t = slot.slot_type[idx];
+        if !scrubs {
+            // The register is gone, the bytes this write cannot reach still say spill: a fill
+            // of the slot then finds no scalar ("invalid size of register fill").
+            slot.spilled_ptr.ty = RegType::NotInit;
+            slot.slot_type[idx] = match writing_zero && t == SlotType::Zero {
+                true => {
+                    zero_used = true;
+                    SlotType::Zero
+                }
+                false => SlotType::Misc,
+            };
+            continue;
+        }
         if writing_zero
             && t == SlotType::Spill
             && slot.is_spilled_scalar()
