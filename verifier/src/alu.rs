@@ -482,7 +482,10 @@ pub fn adjust_scalar_min_max_vals(
             d.var_off = d.var_off.sub(s.var_off);
         }
         AluOp::Mul => {
-            d.var_off = d.var_off.mul(s.var_off);
+            d.var_off = match crate::behaviour::multiplies_tnums_by_union(kernel) {
+                true => d.var_off.mul(s.var_off),
+                false => d.var_off.mul_before_6_18(s.var_off),
+            };
             scalar_mul::<W32>(d, s);
             scalar_mul::<W64>(d, s);
         }

@@ -235,6 +235,19 @@ pub fn links_scalars_by_delta(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V6_12
 }
 
+/// A dynptr may be made where one already is: the old one is destroyed first (6.12 and
+/// later). 6.1 refuses it, "Dynptr has to be an uninitialized dynptr".
+pub fn overwrites_dynptrs_in_place(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_12
+}
+
+/// `tnum_mul` takes, where a bit of the multiplier is unknown, the union of the products with
+/// that bit 0 and 1 (6.18): `(x & 2 | 1) * 3` is 3 or 9, bit 2 known zero. Before, the known
+/// values' product plus every partial product's unknown bits, which knows less.
+pub fn multiplies_tnums_by_union(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_18
+}
+
 /// A stack access at a variable offset out of bounds is named with its fixed offset too,
 /// "var_off=(0x0; 0xff) off=-264 size=1" (6.12 and later); 5.10 and 6.1 print "var_off=(0x0;
 /// 0xff) size=1".

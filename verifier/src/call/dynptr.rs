@@ -107,7 +107,13 @@ pub fn process_dynptr_func(
     }
     if arg.flags & MEM_UNINIT != 0 {
         // Slots not allocated yet are fine: the writes below allocate them.
-        if dynptr_spi(env, state, &reg).is_err() {
+        let Ok(slots) = dynptr_spi(env, state, &reg) else {
+            return Err(env.reject(Errno::Einval, "Dynptr has to be an uninitialized dynptr"));
+        };
+        if let Ok(spi) = slots
+            && !crate::behaviour::overwrites_dynptrs_in_place(env.input.kernel.version())
+            && holds_dynptr_bytes(state, &reg, spi)
+        {
             return Err(env.reject(Errno::Einval, "Dynptr has to be an uninitialized dynptr"));
         }
         super::stack_obj::check_stack_obj_write(env, state, r, NR_SLOTS)?;
@@ -131,6 +137,16 @@ pub fn process_dynptr_func(
         .spilled_ptr
         .flags;
     check_dynptr_kind(env, flags, arg, regno)
+}
+
+/// Whether either slot a dynptr at `spi` would take holds part of a dynptr already (6.1's
+/// `is_dynptr_reg_valid_uninit`).
+fn holds_dynptr_bytes(state: &VerifierState, reg: &RegState, spi: usize) -> bool {
+    let stack = &state.frames[reg.frameno as usize].stack;
+    [spi, spi.wrapping_sub(1)]
+        .iter()
+        .filter_map(|&s| stack.get(s))
+        .any(|slot| slot.slot_type.contains(&SlotType::Dynptr))
 }
 
 /// `is_dynptr_type_expected`: the dynptr's kind (in `flags`) is the one the argument names,

@@ -195,6 +195,26 @@ impl Tnum {
         acc
     }
 
+    /// Multiplication before 6.18: the exact product of the known values plus the sum of
+    /// the partial products' unknown bits, which loses what 6.18's union keeps ((x & 2 | 1)
+    /// * 3 knows bit 2 only in 6.18).
+    pub fn mul_before_6_18(self, b: Tnum) -> Tnum {
+        let mut a = self;
+        let mut b = b;
+        let product = self.value.wrapping_mul(b.value);
+        let mut unknown = Tnum::constant(0);
+        while a.value != 0 || a.mask != 0 {
+            if a.value & 1 != 0 {
+                unknown = unknown.add(Tnum::new(0, b.mask));
+            } else if a.mask & 1 != 0 {
+                unknown = unknown.add(Tnum::new(0, b.value | b.mask));
+            }
+            a = a.rshift(1);
+            b = b.lshift(1);
+        }
+        Tnum::constant(product).add(unknown)
+    }
+
     /// The bits both know, where they agree (`tnum_intersect`).
     pub fn intersect(self, b: Tnum) -> Tnum {
         let v = self.value | b.value;
