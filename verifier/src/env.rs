@@ -297,8 +297,12 @@ impl<'a> Env<'a> {
         let (Some(map), Some(btf)) = (self.map(index), self.input.btf) else {
             return Vec::new();
         };
-        map.value_type
-            .map_or_else(Vec::new, |ty| special_fields_of(btf, ty))
+        let version = self.input.kernel.version();
+        let mut fields = map
+            .value_type
+            .map_or_else(Vec::new, |ty| special_fields_of(btf, ty));
+        fields.retain(|f| special_field_known(f.kind, version));
+        fields
     }
 
     /// Whether the map's value holds a `bpf_spin_lock` (its pointers keep their id after a
@@ -363,6 +367,19 @@ const SPECIAL_FIELDS: [(&str, u32); 6] = [
     ("bpf_task_work", 8),
     ("bpf_list_head", 16),
 ];
+
+/// Whether `kernel` knows a special field of this kind: to an older one the type is plain
+/// bytes, which loads and stores may touch (a `struct bpf_timer` in 5.10's map values).
+fn special_field_known(kind: &str, kernel: bpfemu_isa::KernelVersion) -> bool {
+    use bpfemu_isa::KernelVersion::*;
+    let since = match kind {
+        "bpf_spin_lock" => V5_10,
+        "bpf_timer" => V6_1,
+        "bpf_list_head" | "bpf_wq" => V6_12,
+        _ => V6_18,
+    };
+    kernel >= since
+}
 
 fn collect_special_fields(
     btf: &bpfemu_loader::btf::Btf,

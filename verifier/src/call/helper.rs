@@ -673,6 +673,10 @@ pub(crate) fn check_func_arg_reg_off(
         // 6.1 checks a released kernel object's offset alone, in shorter words; other memory
         // (a ring buffer record) as any pointer that must not have moved.
         if !crate::behaviour::checks_release_offsets_of_every_type(version) {
+            // 5.10 does not look at a released ring buffer record's offset at all.
+            if version == KernelVersion::V5_10 && reg.ty == RegType::Mem {
+                return Ok(());
+            }
             if reg.ty == RegType::BtfId && reg.off != 0 {
                 return Err(env.reject(
                     Errno::Einval,
