@@ -329,7 +329,8 @@ fn adjust_reg_min_max_vals(
     let wide_before = d.umax_value > u32::MAX as u64;
     adjust_scalar_min_max_vals(&mut d, &src_reg, op, width, kernel);
     if crate::behaviour::links_scalars_by_delta(kernel) {
-        link_add_const(&mut d, &src_reg, op, width, wide_before);
+        let every_delta = crate::behaviour::links_by_subtraction_and_32_bit_adds(kernel);
+        link_add_const(&mut d, &src_reg, op, width, wide_before, every_delta);
     } else {
         d.id = 0;
         d.off = 0;
@@ -374,7 +375,14 @@ fn maybe_fork_scalars(env: &mut Env<'_>, state: &mut VerifierState, dst: Reg) {
 ///
 /// A 32-bit link only ties values that fit 32 bits: once the operation zero-extends a copy of
 /// a wider value (`wide_before`), what bounds one says nothing of the other.
-fn link_add_const(d: &mut RegState, src: &RegState, op: AluOp, width: Width, wide_before: bool) {
+fn link_add_const(
+    d: &mut RegState,
+    src: &RegState,
+    op: AluOp,
+    width: Width,
+    wide_before: bool,
+    every_delta: bool,
+) {
     let alu32 = width == Width::W32;
     let src_const = if alu32 {
         src.var_off.subreg().is_const()
@@ -396,6 +404,10 @@ fn link_add_const(d: &mut RegState, src: &RegState, op: AluOp, width: Width, wid
         src.var_off.value
     };
     if (!alu32 && i32::try_from(val as i64).is_err()) || (alu32 && wide_before) {
+        return unlink(d);
+    }
+    // 6.12 links a 64-bit add of a constant up to S32_MAX only (a negative one unlinks).
+    if !every_delta && (op != AluOp::Add || alu32 || val > i32::MAX as u64) {
         return unlink(d);
     }
     let mut off = val as i32;

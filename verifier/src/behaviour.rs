@@ -263,6 +263,12 @@ pub fn scrubs_spills_under_var_off_writes(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V6_12
 }
 
+/// The delta links follow `rX -= const` and 32-bit adds too, and a negative constant (6.18's
+/// `BPF_ADD_CONST32`/`64`). 6.12 links a 64-bit `rX += const` of 0 to S32_MAX only.
+pub fn links_by_subtraction_and_32_bit_adds(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_18
+}
+
 /// A fill of part of a spilled scalar keeps what the spill knew, narrowed to the fill's size
 /// (6.8, "narrowing fill"; the probe kernels show it from 6.12): `w0 = atomic_cmpxchg` on the
 /// low half of a spilled -1 is 0xffffffff. Before, only a fill of the spill's own size at the
