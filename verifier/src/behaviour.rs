@@ -411,6 +411,25 @@ pub fn leaves_subprograms_by_tail_call(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V6_18
 }
 
+/// A tail call forgets the packet pointers in the main program too: `bpf_helper_changes_pkt_data`
+/// lists `bpf_tail_call` (the program it jumps to may move the packet before control comes
+/// back to a caller; "bpf: consider that tail calls invalidate packet pointers", 6.13, in
+/// Debian's 6.12.95). 6.18 makes an exception of the main program, where a tail call either
+/// leaves the program or falls through with nothing moved (the probe
+/// subprog/tail_call_in_main_keeps_packet_pointers_ok: refused by 6.12.95, accepted by 6.18).
+/// 5.10 and 6.1 forget nothing at a tail call (`forgets_packets_at_tail_calls`).
+pub fn forgets_packets_at_every_tail_call(kernel: KernelVersion) -> bool {
+    forgets_packets_at_tail_calls(kernel) && kernel < KernelVersion::V6_18
+}
+
+/// A tail call, or a call of a global function that may move the packet (its helper calls,
+/// tail calls or kfuncs, or its callees'), forgets the caller's packet pointers
+/// (`changes_pkt_data` of subprograms, 6.13, in Debian's 6.12.95). 5.10 and 6.1 keep them:
+/// only the packet helpers themselves forget them.
+pub fn forgets_packets_at_tail_calls(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_12
+}
+
 /// `scalar += fp` gives the scalar's register the stack pointer's frame number ("bpf: preserve
 /// frameno for stack pointer arithmetic", after 6.18). Before, the frame number stays the
 /// scalar's (0), so in a subprogram `r6 = -8; r6 += r10` is taken for the caller's fp-8 and a

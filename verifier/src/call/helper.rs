@@ -134,7 +134,9 @@ pub fn check_helper_call(
     state.clobber_caller_saved();
     set_return_value(env, state, pc, proto, &meta)?;
     check_map_func_compatibility(env, meta.map, func_id)?;
-    if proto.changes_pkt_data() {
+    let tail_call_forgets = func_id == crate::call::proto::TAIL_CALL
+        && crate::behaviour::forgets_packets_at_every_tail_call(env.input.kernel.version());
+    if proto.changes_pkt_data() || tail_call_forgets {
         state.invalidate_packet_pointers();
         env.seen_direct_write = true;
     }

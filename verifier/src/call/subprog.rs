@@ -70,7 +70,9 @@ pub fn check_func_call(
                 "Func#{subprog} ('{name}') is global and assumed valid.\n"
             ));
         }
-        if env.subprogs[subprog].changes_pkt_data {
+        if env.subprogs[subprog].changes_pkt_data
+            && crate::behaviour::forgets_packets_at_tail_calls(env.input.kernel.version())
+        {
             state.invalidate_packet_pointers();
         }
         state.clobber_caller_saved();
