@@ -439,7 +439,12 @@ fn per_cpu_value(d: &MapDef, v: &[u8], cpus: u32) -> Vec<u8> {
 }
 
 /// Runs `case` in bpfemu, with the interpreter or the (checked) JIT.
-fn run_bpfemu(case: &Case, src: &str, cpus: u32, jit: bool) -> Result<Seen, String> {
+fn run_bpfemu(
+    case: &Case,
+    src: &str,
+    cpus: u32,
+    jit: Option<bpfemu_jit::Mode>,
+) -> Result<Seen, String> {
     let defs = case.all_maps();
     let specs = defs
         .iter()
@@ -508,8 +513,8 @@ fn run_bpfemu(case: &Case, src: &str, cpus: u32, jit: bool) -> Result<Seen, Stri
         });
     }
     let mut rt = XdpRuntime::new(progs, specs, cfg).map_err(|e| format!("runtime: {e}"))?;
-    if jit {
-        rt.set_engine(&bpfemu_jit::Jit::new(bpfemu_jit::Mode::Checked))
+    if let Some(mode) = jit {
+        rt.set_engine(&bpfemu_jit::Jit::new(mode))
             .map_err(|e| format!("JIT: {e}"))?;
     }
     {
@@ -580,7 +585,12 @@ fn check_all(family: &str, cases: &[Case]) {
             failures.push(format!("{family}: {}: kernel: {k}", case.label));
             continue;
         }
-        for (engine, jit) in [("interp", false), ("jit", true)] {
+        // The kernel's verifier accepted the case: trusted code may run it too.
+        for (engine, jit) in [
+            ("interp", None),
+            ("jit", Some(bpfemu_jit::Mode::Checked)),
+            ("jit-trusted", Some(bpfemu_jit::Mode::Trusted)),
+        ] {
             let ours = run_bpfemu(case, src, cpus, jit);
             match (&kernel, &ours) {
                 (Ok(k), Ok(o)) if k == o => {}

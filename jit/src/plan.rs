@@ -8,10 +8,10 @@
 //!   both tiers, so that the instruction budget stops a run at the same place;
 //! - the helper calls compiled code does itself ([`inline_helper`], after the kernel's policy
 //!   in [`bpfemu_isa::inline_policy`]), with what straight-line code knows of r1
-//!   ([`r1_after`]).
+//!   ([`KnownArgs`]).
 
 use bpfemu_isa::inline_policy::{self, InlinedHelper};
-use bpfemu_isa::{CallTarget, Insn, LdImm64Kind, Program, Reg};
+use bpfemu_isa::{AluOp, CallTarget, Insn, LdImm64Kind, Program, Reg, Source, Width};
 use bpfemu_vm::MapOp;
 use bpfemu_vm::STACK_SIZE;
 use bpfemu_vm::interp::decode_code_addr;
@@ -215,6 +215,22 @@ pub(crate) fn inline_helper(
     }
 }
 
+/// The callback (its entry pc in program `prog`) of a `bpf_loop` call that trusted code runs
+/// as a loop of calls, as the kernel's `optimize_bpf_loop` rewrites it (`inline_bpf_loop`):
+/// where the verifier proved the flags zero and the callback the same at every visit of the
+/// call. The tiers know both when straight-line code before the call sets them
+/// ([`KnownArgs`]), which is how compilers emit the call. The loop's semantics (the 64-bit
+/// limit test, the 32-bit E2BIG) are the helper's own when its flags are zero, so the slower
+/// call elsewhere gives the same answers.
+pub(crate) fn loop_callback(id: i32, known: KnownArgs, prog: usize, mode: Mode) -> Option<usize> {
+    if id != bpfemu_isa::helpers::id::LOOP || mode != Mode::Trusted || known.get(Reg::R4) != Some(0)
+    {
+        return None;
+    }
+    let (callback_prog, entry) = decode_code_addr(known.get(Reg::R2)?)?;
+    (callback_prog == prog).then_some(entry)
+}
+
 /// The map helpers trusted code calls directly ([`crate::runtime::map_op_entry`]) when it
 /// does not inline them: lookups, updates and deletes, the calls map-heavy programs make on
 /// every packet. Checked code makes the general call, which also words a bad argument.
@@ -222,19 +238,47 @@ pub(crate) fn direct_map_op(id: i32, mode: Mode) -> Option<MapOp> {
     MapOp::of_helper(id).filter(|_| mode == Mode::Trusted)
 }
 
-/// The constant r1 holds after `insn` when it held `before`: an `ld_imm64` of a constant into
-/// r1 sets it, anything else that may write r1 forgets it (what lets a map lookup right after
-/// its map's `ld_imm64` be inlined).
-pub(crate) fn r1_after(insn: &Insn, before: Option<u64>) -> Option<u64> {
-    match *insn {
-        Insn::LdImm64 {
-            dst: Reg::R1,
-            kind: LdImm64Kind::Imm,
-            imm,
-            next_imm,
-        } => Some(Insn::imm64(imm, next_imm)),
-        _ if may_write(insn, Reg::R1) => None,
-        _ => before,
+/// The constants r1-r5 hold, as far as straight-line code since their `ld_imm64` or `mov`
+/// shows (what lets a map lookup right after its map's `ld_imm64` be inlined, and a
+/// `bpf_loop` whose callback and zero flags are set just before it run as a loop).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct KnownArgs([Option<u64>; 5]);
+
+impl KnownArgs {
+    /// What is known after `insn`: a constant load or move into r1-r5 sets its register,
+    /// anything else that may write one forgets it.
+    pub(crate) fn after(self, insn: &Insn) -> KnownArgs {
+        let mut known = self;
+        for r in 1..=5u8 {
+            let reg = Reg::new(r).expect("r1-r5");
+            let slot = &mut known.0[r as usize - 1];
+            *slot = match *insn {
+                Insn::LdImm64 {
+                    dst,
+                    kind: LdImm64Kind::Imm,
+                    imm,
+                    next_imm,
+                } if dst == reg => Some(Insn::imm64(imm, next_imm)),
+                Insn::Alu {
+                    width,
+                    op: AluOp::Mov,
+                    dst,
+                    src: Source::Imm(imm),
+                } if dst == reg => Some(match width {
+                    Width::W64 => imm as i64 as u64,
+                    Width::W32 => imm as u32 as u64,
+                }),
+                _ if may_write(insn, reg) => None,
+                _ => *slot,
+            };
+        }
+        known
+    }
+
+    /// The constant in argument register `r` (r1-r5), if known.
+    pub(crate) fn get(self, r: Reg) -> Option<u64> {
+        let i = r.index().checked_sub(1)?;
+        self.0.get(i).copied().flatten()
     }
 }
 

@@ -58,7 +58,7 @@ impl FnCompiler<'_> {
     }
 
     fn call_helper(&mut self, id: i32, pc: usize) {
-        match plan::inline_helper(id, self.known_r1, self.arrays) {
+        match plan::inline_helper(id, self.known.get(Reg::R1), self.arrays) {
             Some(InlineHelper::CpuId) => {
                 let (slow, done) = (self.a.label(), self.a.label());
                 self.a.load_zx(Sz::Q, T2, mem(CTX, offsets::CPU));

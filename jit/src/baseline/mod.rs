@@ -45,7 +45,9 @@ pub mod x86;
 
 use crate::code_memory::CodeMemory;
 use crate::ctx_loads;
-use crate::plan::{ArrayLookup, Cfg, FramePlan, Mode, SetPlan, find_entries, r1_after, successors};
+use crate::plan::{
+    ArrayLookup, Cfg, FramePlan, KnownArgs, Mode, SetPlan, find_entries, successors,
+};
 use crate::runtime::{self, Code, Compiled, JitFn, REG_SLOTS, Shared, offsets};
 use bpfemu_isa::{Insn, LdImm64Kind, Program, Reg};
 use bpfemu_vm::maps::InlineArray;
@@ -124,7 +126,7 @@ pub fn compile(
             static_errors: &mut static_errors,
             entries: &labels,
             arrays: &arrays,
-            known_r1: None,
+            known: KnownArgs::default(),
             host_word_loads: Vec::new(),
             may_goto_loops: options.may_goto_loops,
             frames,
@@ -207,7 +209,7 @@ pub(crate) struct FnCompiler<'a> {
     pub(crate) entries: &'a HashMap<(usize, usize), Label>,
     pub(crate) arrays: &'a HashMap<u64, ArrayLookup>,
     /// The constant r1 holds, when straight-line code since an `ld_imm64` says so.
-    pub(crate) known_r1: Option<u64>,
+    pub(crate) known: KnownArgs,
     pub(crate) host_word_loads: Vec<bool>,
     pub(crate) may_goto_loops: u64,
     /// How calls get their frames, and what of them a call zeroes.
@@ -241,7 +243,7 @@ impl FnCompiler<'_> {
         }
         for (i, &leader) in leaders.iter().enumerate() {
             if leader == entry || cfg.is_jump_target(leader) {
-                self.known_r1 = None;
+                self.known = KnownArgs::default();
             }
             let next_leader = leaders.get(i + 1).copied();
             self.block(&cfg, leader, next_leader);
@@ -287,7 +289,7 @@ impl FnCompiler<'_> {
         for (pc, insn) in insns {
             last = (pc, insn);
             let flow = self.insn(pc, insn);
-            self.known_r1 = r1_after(&insn, self.known_r1);
+            self.known = self.known.after(&insn);
             if let Flow::Ended = flow {
                 return;
             }

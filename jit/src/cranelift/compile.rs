@@ -9,7 +9,9 @@
 use super::environ::VmEnv;
 use super::translate::{Flow, FuncTranslator};
 use crate::ctx_loads;
-use crate::plan::{ArrayLookup, Cfg, FramePlan, Mode, SetPlan, find_entries, successors};
+use crate::plan::{
+    ArrayLookup, Cfg, FramePlan, KnownArgs, Mode, SetPlan, find_entries, successors,
+};
 use crate::runtime::{
     Code, Compiled, FRAME_SLOT, JitFn, MAY_GOTO_SLOT, REG_SLOTS, Shared, offsets,
 };
@@ -308,7 +310,7 @@ fn build_function(
         may_goto_loops: target.options.may_goto_loops,
         pending_errors: Vec::new(),
         arrays: target.arrays,
-        known_r1: None,
+        known: KnownArgs::default(),
         count,
         host_word_loads,
     };
@@ -317,7 +319,7 @@ fn build_function(
         // Straight-line knowledge flows into a block only from the one before it, and only
         // when nothing jumps there.
         if leader == target.entry || cfg.is_jump_target(leader) {
-            t.known_r1 = None;
+            t.known = KnownArgs::default();
         }
         counted = translate_block(&mut t, &cfg, leader, counted);
     }

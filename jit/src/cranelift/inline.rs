@@ -12,21 +12,90 @@ use crate::plan::{self, ArrayBase, ArrayLookup, InlineHelper, Mode};
 use crate::runtime::{DIRECT_DECLINED, offsets};
 use bpfemu_isa::Reg;
 use bpfemu_isa::helpers::id::{GET_SMP_PROCESSOR_ID, MAP_LOOKUP_ELEM};
+use bpfemu_isa::uapi::Errno;
 use bpfemu_vm::MapOp;
+use bpfemu_vm::xdp::helpers::misc::BPF_LOOP_MAX;
 use cranelift_codegen::ir::{
-    BlockArg, InstBuilder, MemFlagsData, Value,
+    BlockArg, FuncRef, InstBuilder, MemFlagsData, Value,
     condcodes::IntCC,
     types::{I32, I64},
 };
+
+/// `bpf_loop`'s inline E2BIG: `-E2BIG` by a 32-bit move, zero-extended.
+const E2BIG_32: i64 = (-Errno::E2BIG.0) as u32 as i64;
 
 impl FuncTranslator<'_, '_> {
     /// r0 of helper `id` through its fast path, when it has one here; the builder continues
     /// after it.
     pub(crate) fn inline_helper(&mut self, id: i32, pc: usize) -> Option<Value> {
-        Some(match plan::inline_helper(id, self.known_r1, self.arrays)? {
-            InlineHelper::CpuId => self.inline_cpu_id(pc),
-            InlineHelper::ArrayLookup(array) => self.inline_array_lookup(array, pc),
-        })
+        Some(
+            match plan::inline_helper(id, self.known.get(Reg::R1), self.arrays)? {
+                InlineHelper::CpuId => self.inline_cpu_id(pc),
+                InlineHelper::ArrayLookup(array) => self.inline_array_lookup(array, pc),
+            },
+        )
+    }
+
+    /// The entry and function of the callback of a `bpf_loop` call run as a loop here
+    /// ([`plan::loop_callback`]).
+    pub(crate) fn loop_callback(&mut self, id: i32) -> Option<(usize, FuncRef)> {
+        let entry = plan::loop_callback(id, self.known, self.prog_index, self.mode)?;
+        Some((entry, *self.callees.get(&entry)?))
+    }
+
+    /// `bpf_loop(nr, callback, ctx, 0)` as the kernel's inline form: E2BIG (a 32-bit move)
+    /// for more than `BPF_LOOP_MAX` loops by all 64 bits of r1, else the callback called with
+    /// (index, ctx) until it returns nonzero or `nr` calls were made; r0 = the calls made.
+    pub(crate) fn inline_bpf_loop(
+        &mut self,
+        (entry, callee): (usize, FuncRef),
+        pc: usize,
+    ) -> Value {
+        let nr = self.get(Reg::R1);
+        let loop_ctx = self.get(Reg::R3);
+        let head = self.b.create_block();
+        let index = self.b.append_block_param(head, I64);
+        let body = self.b.create_block();
+        let join = self.b.create_block();
+        let r0 = self.b.append_block_param(join, I64);
+        let too_many = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::UnsignedGreaterThan, nr, BPF_LOOP_MAX as i64);
+        let e2big = self.b.ins().iconst(I64, E2BIG_32);
+        let zero = self.b.ins().iconst(I64, 0);
+        self.b.ins().brif(
+            too_many,
+            join,
+            &[BlockArg::Value(e2big)],
+            head,
+            &[BlockArg::Value(zero)],
+        );
+        // The head is sealed once the loop's back edge is in.
+        self.b.switch_to_block(head);
+        let done = self
+            .b
+            .ins()
+            .icmp(IntCC::UnsignedGreaterThanOrEqual, index, nr);
+        self.b
+            .ins()
+            .brif(done, join, &[BlockArg::Value(index)], body, &[]);
+        self.enter(body);
+        let zero = self.b.ins().iconst(I64, 0);
+        let args = [index, loop_ctx, zero, zero, zero];
+        let returned = self.call_function(entry, callee, args, pc);
+        let calls = self.b.ins().iadd_imm_s(index, 1);
+        let stop = self.b.ins().icmp_imm_s(IntCC::NotEqual, returned, 0);
+        self.b.ins().brif(
+            stop,
+            join,
+            &[BlockArg::Value(calls)],
+            head,
+            &[BlockArg::Value(calls)],
+        );
+        self.b.seal_block(head);
+        self.enter(join);
+        r0
     }
 
     /// The run's CPU, or `u64::MAX` when the helpers model none.

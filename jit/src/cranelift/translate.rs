@@ -7,7 +7,7 @@
 //! helpers through [`super::inline`] (both add methods to [`FuncTranslator`]).
 
 use super::environ::VmEnv;
-use crate::plan::{self, ArrayLookup, Mode, r1_after};
+use crate::plan::{self, ArrayLookup, KnownArgs, Mode};
 use crate::runtime::{self, FRAME_SLOT, MAY_GOTO_SLOT, STATUS_OK, STATUS_SPECIAL, offsets};
 use bpfemu_isa::helpers::id::TAIL_CALL;
 use bpfemu_isa::{
@@ -71,8 +71,8 @@ pub struct FuncTranslator<'f, 'e> {
     pub(crate) pending_errors: Vec<(Block, VmError)>,
     /// Array maps whose lookups are inlined, by map handle.
     pub(crate) arrays: &'f HashMap<u64, ArrayLookup>,
-    /// The constant r1 holds here, when straight-line code since an `ld_imm64` says so.
-    pub(crate) known_r1: Option<u64>,
+    /// The constants r1-r5 hold here, as far as straight-line code shows.
+    pub(crate) known: KnownArgs,
     /// Trusted code keeps the executed count in a variable (and the budget, loaded once)
     /// between calls into the runtime; checked code keeps it in the run context.
     pub(crate) count: Option<(Variable, Value)>,
@@ -243,7 +243,7 @@ impl FuncTranslator<'_, '_> {
     /// Translates the instruction at `pc`.
     pub(crate) fn translate(&mut self, pc: usize, insn: Insn) -> Flow {
         let flow = self.translate_insn(pc, insn);
-        self.known_r1 = r1_after(&insn, self.known_r1);
+        self.known = self.known.after(&insn);
         flow
     }
 
@@ -698,6 +698,9 @@ impl FuncTranslator<'_, '_> {
     fn call_helper(&mut self, id: i32, pc: usize) -> Flow {
         let r0 = match self.inline_helper(id, pc) {
             Some(r0) => r0,
+            None if let Some(callback) = self.loop_callback(id) => {
+                self.inline_bpf_loop(callback, pc)
+            }
             None if id == TAIL_CALL && self.mode == Mode::Trusted => self.direct_tail_call(pc),
             None => match plan::direct_map_op(id, self.mode) {
                 Some(op) => self.direct_map_op(op, id, pc),
@@ -825,6 +828,21 @@ impl FuncTranslator<'_, '_> {
             self.b.ins().jump(block, &[]);
             return Flow::Ended;
         };
+        let args = [1, 2, 3, 4, 5].map(|r| self.get(Reg::new(r).expect("r1-r5")));
+        let r0 = self.call_function(target, callee, args, pc);
+        self.set(Reg::R0, r0);
+        Flow::Next
+    }
+
+    /// Calls the function at `target` (`callee`) from the call at `pc` in a fresh frame, with
+    /// r1-r5 = `args` and the callee's other registers zero: its r0.
+    pub(crate) fn call_function(
+        &mut self,
+        target: usize,
+        callee: FuncRef,
+        args: [Value; 5],
+        pc: usize,
+    ) -> Value {
         let status = self.env.push_frame(&mut self.b, pc, target);
         self.continue_if_ok(status);
         let top = self.env.scratch(&mut self.b);
@@ -833,9 +851,8 @@ impl FuncTranslator<'_, '_> {
         for slot in [0, 6, 7, 8, 9] {
             self.store_slot(out, slot, zero);
         }
-        for r in 1..=5 {
-            let v = self.get(Reg::new(r).expect("r1-r5"));
-            self.store_slot(out, r as usize, v);
+        for (slot, v) in (1..=5).zip(args) {
+            self.store_slot(out, slot, v);
         }
         self.store_slot(out, Reg::R10.index(), top);
         let loops = self.konst(self.may_goto_loops);
@@ -847,8 +864,6 @@ impl FuncTranslator<'_, '_> {
         self.reload_count();
         self.continue_if_ok(status);
         self.env.pop_frame(&mut self.b);
-        let r0 = self.b.ins().load(I64, MemFlagsData::trusted(), out, 0);
-        self.set(Reg::R0, r0);
-        Flow::Next
+        self.b.ins().load(I64, MemFlagsData::trusted(), out, 0)
     }
 }
