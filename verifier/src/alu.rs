@@ -520,7 +520,7 @@ pub fn adjust_scalar_min_max_vals(
             if alu32 {
                 scalar32_lsh(d, s)
             } else {
-                scalar64_lsh(d, s)
+                scalar64_lsh(d, s, kernel)
             }
         }
         AluOp::Rsh => {
@@ -701,13 +701,22 @@ fn scalar32_lsh(d: &mut RegState, s: &RegState) {
     d.update_32_bounds();
 }
 
-fn scalar64_lsh(d: &mut RegState, s: &RegState) {
+fn scalar64_lsh(d: &mut RegState, s: &RegState, kernel: KernelVersion) {
     let (umin, umax) = (s.umin_value, s.umax_value);
     // `<< 32` (half of the compilers' sign extension) keeps the order of the 32-bit signed
-    // range, negative bounds included (6.18 stable): no value changes sign.
+    // range, negative bounds included (6.18 stable): no value changes sign. 5.10 keeps a
+    // signed bound only when it is not negative.
+    let keeps =
+        |bound: i32| bound >= 0 || crate::behaviour::shifts_negative_s32_bounds_by_32(kernel);
     if umin == 32 && umax == 32 {
-        d.smax_value = (d.s32_max_value as i64) << 32;
-        d.smin_value = (d.s32_min_value as i64) << 32;
+        d.smax_value = match keeps(d.s32_max_value) {
+            true => (d.s32_max_value as i64) << 32,
+            false => i64::MAX,
+        };
+        d.smin_value = match keeps(d.s32_min_value) {
+            true => (d.s32_min_value as i64) << 32,
+            false => i64::MIN,
+        };
     } else {
         d.smax_value = i64::MAX;
         d.smin_value = i64::MIN;

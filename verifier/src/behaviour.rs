@@ -333,6 +333,26 @@ pub fn removes_fastcall_spills(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V6_12
 }
 
+/// `r <<= 32` turns the s32 range into the s64 range, negative bounds included
+/// (`__scalar64_min_max_lsh`, 6.1 on). 5.10 keeps a bound only when it is not negative, and
+/// forgets the other: after `w0 s>>= 28; r0 <<= 32; r0 s>>= 32`, `if r0 s< -8` may be taken
+/// there (the probe bounds/lsh_by_32_keeps_negative_s32_bounds_ok, refused by 5.10).
+pub fn shifts_negative_s32_bounds_by_32(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_1
+}
+
+/// A scalar's four ranges inform one another across domains (6.7's `__reg32_deduce_bounds`,
+/// `__reg64_deduce_bounds` and `__reg_deduce_mixed_bounds`, run twice by `reg_bounds_sync`):
+/// the 32-bit ranges from the 64-bit ones, each signedness from the other where the range
+/// keeps to one side of the sign boundary, the 64-bit range from the 32-bit ones. Before
+/// (5.10, 6.1), one pass learns only the sign: `if w0 < 16; if w0 s> 1; if w0 s< 0` leaves
+/// w0 in [16, 1] for 6.18, a dead path, and a live one for 6.1 (the probes
+/// bounds/s32_check_after_u32_min_leaves_negative_ok and lsh_by_32_keeps_negative_s32_bounds_ok,
+/// refused by 5.10 and 6.1).
+pub fn deduces_bounds_across_domains(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_12
+}
+
 /// A scalar whose u64 range holds a single member of its tnum is that constant (6.18's
 /// `__update_reg64_bounds`, with `tnum_step`): `w0 != 0` on a value of tnum `(0x0; 0x200)`
 /// leaves 512. Before, the range and the tnum stay as they are.

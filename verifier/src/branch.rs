@@ -404,8 +404,8 @@ fn set_min_max(dst: &mut RegState, src: &mut RegState, cond: Cond, jmp32: bool, 
         return;
     }
     refine(dst, src, cond, jmp32);
-    dst.bounds_sync();
-    src.bounds_sync();
+    dst.sync_after_compare(jmp32);
+    src.sync_after_compare(jmp32);
 }
 
 /// Whether a kernel before 6.8 learnt anything on this edge: from a comparison with a

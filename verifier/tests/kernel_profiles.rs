@@ -621,6 +621,30 @@ const MEASURED: &[(&str, [Said; 5])] = &[
             A(17),
         ],
     ),
+    (
+        "s32_range_from_u32_range_since_6_7_ok",
+        [
+            R("invalid read from stack R10 off=-8 size=8", Some(5)),
+            R("invalid read from stack R10 off=-8 size=8", Some(5)),
+            A(10),
+            A(10),
+            A(10),
+        ],
+    ),
+    (
+        "lsh_by_32_keeps_negative_s32_bounds_since_6_1_ok",
+        [
+            R("invalid read from stack R10 off=-8 size=8", Some(8)),
+            A(7),
+            A(7),
+            A(7),
+            A(7),
+        ],
+    ),
+    (
+        "u32_bounds_into_64_bits_all_kernels_ok",
+        [A(16), A(16), A(16), A(14), A(14)],
+    ),
 ];
 
 #[test]

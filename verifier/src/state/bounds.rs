@@ -10,31 +10,60 @@ use bpfemu_isa::KernelVersion;
 use std::cell::Cell;
 
 thread_local! {
-    /// Whether `__update_reg64_bounds` ends by collapsing a range that holds a single member
-    /// of the tnum into that constant: the rule of the kernel being verified as, set by
-    /// [`BoundsRules::enter`] for the length of one verification.
-    static COLLAPSES_SINGLE_MEMBER: Cell<bool> = const { Cell::new(true) };
+    /// The bounds rules of the kernel being verified as, set by [`BoundsRules::enter`] for
+    /// the length of one verification.
+    static RULES: Cell<Rules> = const { Cell::new(Rules::LATEST) };
+}
+
+/// What differs between kernels in how a scalar's ranges inform one another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Rules {
+    /// `__update_reg64_bounds` ends by collapsing a range that holds a single member of the
+    /// tnum into that constant (6.18).
+    collapses_single_member: bool,
+    /// 6.7's deduction (each domain's range from the others', the 64-bit range from the
+    /// 32-bit ones, the sync's repeated passes); before, the sign-bit rules of 5.10 and 6.1.
+    crosses_domains: bool,
+    /// `__reg_bound_offset` narrows the 32-bit tnum from the 64-bit one it has just
+    /// narrowed (6.1 on); 5.10 from the register's tnum as it was.
+    offset_from_narrowed_tnum: bool,
+}
+
+impl Rules {
+    const LATEST: Rules = Rules {
+        collapses_single_member: true,
+        crosses_domains: true,
+        offset_from_narrowed_tnum: true,
+    };
+
+    fn current() -> Rules {
+        RULES.with(Cell::get)
+    }
 }
 
 /// The bounds rules of one kernel, in force on this thread while the value lives. The rules
 /// are the kernel's, not a register's, and the transfer functions that sync bounds are many
 /// and far from the verifier's environment: a scoped setting keeps them one call each.
 pub struct BoundsRules {
-    previous: bool,
+    previous: Rules,
 }
 
 impl BoundsRules {
     pub fn enter(kernel: KernelVersion) -> BoundsRules {
-        let collapses = crate::behaviour::collapses_single_member_ranges(kernel);
+        let rules = Rules {
+            collapses_single_member: crate::behaviour::collapses_single_member_ranges(kernel),
+            crosses_domains: crate::behaviour::deduces_bounds_across_domains(kernel),
+            offset_from_narrowed_tnum: kernel >= KernelVersion::V6_1,
+        };
         BoundsRules {
-            previous: COLLAPSES_SINGLE_MEMBER.with(|c| c.replace(collapses)),
+            previous: RULES.with(|c| c.replace(rules)),
         }
     }
 }
 
 impl Drop for BoundsRules {
     fn drop(&mut self) {
-        COLLAPSES_SINGLE_MEMBER.with(|c| c.set(self.previous));
+        RULES.with(|c| c.set(self.previous));
     }
 }
 
@@ -86,7 +115,7 @@ impl RegState {
             .min((t.value | (t.mask & i64::MAX as u64)) as i64);
         self.umin_value = self.umin_value.max(t.value);
         self.umax_value = self.umax_value.min(t.value | t.mask);
-        if COLLAPSES_SINGLE_MEMBER.with(Cell::get) {
+        if Rules::current().collapses_single_member {
             self.collapse_single_member();
         }
     }
@@ -220,9 +249,53 @@ impl RegState {
 
     /// `__reg_deduce_bounds`.
     pub fn deduce_bounds(&mut self) {
+        if !Rules::current().crosses_domains {
+            self.deduce_32_bounds_by_sign();
+            self.deduce_64_bounds_by_sign();
+            return;
+        }
         self.deduce_32_bounds();
         self.deduce_64_bounds();
         self.deduce_mixed_bounds();
+    }
+
+    /// 5.10's and 6.1's `__reg32_deduce_bounds`: the s32 and u32 ranges are one where the s32
+    /// range keeps to one side of the sign boundary; else the u32 range gives the sign when
+    /// it keeps to one side. Nothing comes from the 64-bit ranges.
+    fn deduce_32_bounds_by_sign(&mut self) {
+        if self.s32_min_value >= 0 || self.s32_max_value < 0 {
+            let min = (self.s32_min_value as u32).max(self.u32_min_value);
+            let max = (self.s32_max_value as u32).min(self.u32_max_value);
+            (self.s32_min_value, self.u32_min_value) = (min as i32, min);
+            (self.s32_max_value, self.u32_max_value) = (max as i32, max);
+        } else if (self.u32_max_value as i32) >= 0 {
+            let max = (self.s32_max_value as u32).min(self.u32_max_value);
+            self.s32_min_value = self.u32_min_value as i32;
+            (self.s32_max_value, self.u32_max_value) = (max as i32, max);
+        } else if (self.u32_min_value as i32) < 0 {
+            let min = (self.s32_min_value as u32).max(self.u32_min_value);
+            (self.s32_min_value, self.u32_min_value) = (min as i32, min);
+            self.s32_max_value = self.u32_max_value as i32;
+        }
+    }
+
+    /// 5.10's and 6.1's `__reg64_deduce_bounds`: [`Self::deduce_32_bounds_by_sign`] in 64
+    /// bits.
+    fn deduce_64_bounds_by_sign(&mut self) {
+        if self.smin_value >= 0 || self.smax_value < 0 {
+            let min = (self.smin_value as u64).max(self.umin_value);
+            let max = (self.smax_value as u64).min(self.umax_value);
+            (self.smin_value, self.umin_value) = (min as i64, min);
+            (self.smax_value, self.umax_value) = (max as i64, max);
+        } else if (self.umax_value as i64) >= 0 {
+            let max = (self.smax_value as u64).min(self.umax_value);
+            self.smin_value = self.umin_value as i64;
+            (self.smax_value, self.umax_value) = (max as i64, max);
+        } else if (self.umin_value as i64) < 0 {
+            let min = (self.smin_value as u64).max(self.umin_value);
+            (self.smin_value, self.umin_value) = (min as i64, min);
+            self.smax_value = self.umax_value as i64;
+        }
     }
 
     /// `__reg_bound_offset`: what the ranges say about the tnum.
@@ -230,7 +303,11 @@ impl RegState {
         let var64 = self
             .var_off
             .intersect(Tnum::range(self.umin_value, self.umax_value));
-        let var32 = var64.subreg().intersect(Tnum::range(
+        let narrowed = match Rules::current().offset_from_narrowed_tnum {
+            true => var64,
+            false => self.var_off,
+        };
+        let var32 = narrowed.subreg().intersect(Tnum::range(
             self.u32_min_value as u64,
             self.u32_max_value as u64,
         ));
@@ -241,7 +318,10 @@ impl RegState {
     pub fn bounds_sync(&mut self) {
         self.update_bounds();
         self.deduce_bounds();
-        self.deduce_bounds();
+        // A second pass learns what the first one's 64-bit bounds say of the 32-bit ones.
+        if Rules::current().crosses_domains {
+            self.deduce_bounds();
+        }
         self.bound_offset();
         self.update_bounds();
     }
@@ -276,6 +356,30 @@ impl RegState {
             self.smin_value = 0;
             self.smax_value = u32::MAX as i64;
         }
+    }
+
+    /// The bounds after a comparison refined the ranges of its width (`reg_set_min_max`'s
+    /// end): synced across domains from 6.7 on; before, the other width is rebuilt from the
+    /// refined one (`__reg_combine_32_into_64` after a 32-bit comparison,
+    /// `__reg_combine_64_into_32` after a 64-bit one).
+    pub fn sync_after_compare(&mut self, jmp32: bool) {
+        match (Rules::current().crosses_domains, jmp32) {
+            (true, _) => self.bounds_sync(),
+            (false, true) => self.combine_32_into_64(),
+            (false, false) => self.combine_64_into_32(),
+        }
+    }
+
+    /// `__reg_combine_32_into_64`: the 64-bit bounds are the 32-bit ones when the upper half
+    /// is known zero; else they are forgotten, and only the tnum says what it can.
+    fn combine_32_into_64(&mut self) {
+        let upper = self.var_off.clear_subreg();
+        if upper.is_const() && upper.value == 0 {
+            self.assign_32_into_64();
+        } else {
+            self.mark_64_unbounded();
+        }
+        self.bounds_sync();
     }
 
     /// `__reg_combine_64_into_32`: the 32-bit bounds from the 64-bit ones where they fit.
