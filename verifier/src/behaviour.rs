@@ -341,6 +341,36 @@ pub fn shifts_negative_s32_bounds_by_32(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V6_1
 }
 
+/// "Expected an initialized dynptr as arg #N" numbers the arguments from 0 (6.12 on); 6.1
+/// from 1 (the probes dynptr/read_uninitialised_dynptr_bad and
+/// local_dynptr_overwritten_then_read_bad: "arg #3" for r3 in the 6.1 VM).
+pub fn numbers_dynptr_args_from_zero(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_12
+}
+
+/// A store of an immediate (`BPF_ST`) into the ctx is checked as any ctx write ("bpf: allow
+/// ctx writes using BPF_ST_MEM instruction", 6.3). 5.10 and 6.1 refuse it first ("BPF_ST
+/// stores into R1 ctx is not allowed"; the probe ctx/write_immediate_rx_queue_bad there).
+pub fn stores_immediates_into_ctx(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_12
+}
+
+/// Arithmetic on any pointer that may be NULL is refused with a hint ("R0 pointer arithmetic
+/// on sock_or_null prohibited, null-check it first", 6.1 on). 5.10 gives the hint for a map
+/// value only (the probe sockets/arith_unchecked_bad in the 5.10 VM).
+pub fn words_every_nullable_pointer_arith(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_1
+}
+
+/// A callback's R0 is held to its return range by its bounds, and a refusal gives them
+/// ("has smin=2 smax=2 should have been in [0, 1]", 6.7's `retval_range`). 6.1 holds R0's tnum
+/// within the range's tnum and prints both ("has value (0x2; 0x0) should have been in (0x0;
+/// 0x1)"; probes callbacks/bpf_loop_callback_returns_two_bad and
+/// user_ringbuf/drain_callback_returns_two_bad in the 6.1 VM).
+pub fn checks_return_ranges_by_bounds(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_12
+}
+
 /// A scalar's four ranges inform one another across domains (6.7's `__reg32_deduce_bounds`,
 /// `__reg64_deduce_bounds` and `__reg_deduce_mixed_bounds`, run twice by `reg_bounds_sync`):
 /// the 32-bit ranges from the 64-bit ones, each signedness from the other where the range

@@ -88,6 +88,14 @@ pub fn check_mem_insn(
         Insn::Store { size, dst, off, .. } => {
             check_reg_read(env, state, dst)?;
             let ty = state.reg(dst).ty;
+            let version = env.input.kernel.version();
+            if ty == RegType::Ctx && !crate::behaviour::stores_immediates_into_ctx(version) {
+                let name = crate::state::reg::reg_type_str(ty, state.reg(dst).flags, version);
+                return Err(env.reject(
+                    Errno::Eacces,
+                    format!("BPF_ST stores into R{} {name} is not allowed", dst.number()),
+                ));
+            }
             check_mem_access(
                 env,
                 state,

@@ -48,9 +48,16 @@ pub fn adjust_ptr_min_max_vals(
     }
     let type_name = reg_type_name(env, ptr);
     if ptr.flags & PTR_MAYBE_NULL != 0 {
+        // 5.10 asks for the null check of a map value only.
+        let hint = match ptr.ty == RegType::MapValue
+            || crate::behaviour::words_every_nullable_pointer_arith(env.input.kernel.version())
+        {
+            true => ", null-check it first",
+            false => "",
+        };
         return Err(env.reject(
             Errno::Eacces,
-            format!("R{d} pointer arithmetic on {type_name} prohibited, null-check it first"),
+            format!("R{d} pointer arithmetic on {type_name} prohibited{hint}"),
         ));
     }
     if ptr.ty == RegType::Mem && ptr.flags & PTR_UNTRUSTED != 0 {

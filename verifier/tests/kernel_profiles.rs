@@ -645,6 +645,98 @@ const MEASURED: &[(&str, [Said; 5])] = &[
         "u32_bounds_into_64_bits_all_kernels_ok",
         [A(16), A(16), A(16), A(14), A(14)],
     ),
+    (
+        "store_immediate_into_ctx_checked_as_a_write_since_6_3_bad",
+        [
+            R("BPF_ST stores into R1 ctx is not allowed", Some(1)),
+            R("BPF_ST stores into R1 ctx is not allowed", Some(1)),
+            R("invalid bpf_context access off=16 size=4", Some(1)),
+            R("invalid bpf_context access off=16 size=4", Some(1)),
+            R("invalid bpf_context access off=16 size=4", Some(1)),
+        ],
+    ),
+    (
+        "dynptr_args_numbered_from_zero_since_6_12_bad",
+        [
+            R("invalid func unknown#201", Some(11)),
+            R("Expected an initialized dynptr as arg #3", Some(11)),
+            R("Expected an initialized dynptr as arg #2", Some(11)),
+            R("Expected an initialized dynptr as arg #2", Some(11)),
+            R("Expected an initialized dynptr as R3", Some(11)),
+        ],
+    ),
+    (
+        "callback_return_range_in_bounds_since_6_12_bad",
+        [
+            R(
+                "number of funcs in func_info doesn't match number of subprogs",
+                Some(0),
+            ),
+            R(
+                "At callback return the register R0 has value (0x2; 0x0) should have been in (0x0; 0x1)",
+                Some(7),
+            ),
+            R(
+                "At callback return the register R0 has smin=2 smax=2 should have been in [0, 1]",
+                Some(9),
+            ),
+            R(
+                "At callback return the register R0 has smin=2 smax=2 should have been in [0, 1]",
+                Some(9),
+            ),
+            R(
+                "At callback return the register R0 has smin=2 smax=2 should have been in [0, 1]",
+                Some(9),
+            ),
+        ],
+    ),
+    (
+        "nullable_socket_arith_hint_since_6_1_bad",
+        [
+            R("R0 pointer arithmetic on sock_or_null prohibited", Some(13)),
+            R(
+                "R0 pointer arithmetic on sock_or_null prohibited, null-check it first",
+                Some(13),
+            ),
+            R(
+                "R0 pointer arithmetic on sock_or_null prohibited, null-check it first",
+                Some(13),
+            ),
+            R(
+                "R0 pointer arithmetic on sock_or_null prohibited, null-check it first",
+                Some(13),
+            ),
+            R(
+                "R0 pointer arithmetic on sock_or_null prohibited, null-check it first",
+                Some(13),
+            ),
+        ],
+    ),
+    (
+        "sock_release_types_with_trusted_pointers_since_6_2_bad",
+        [
+            R(
+                "R1 type=inv expected=sock_common, sock, tcp_sock, xdp_sock, ptr_",
+                Some(2),
+            ),
+            R(
+                "R1 type=scalar expected=sock_common, sock, tcp_sock, xdp_sock, ptr_",
+                Some(2),
+            ),
+            R(
+                "R1 type=scalar expected=sock_common, sock, tcp_sock, xdp_sock, ptr_, trusted_ptr_",
+                Some(2),
+            ),
+            R(
+                "R1 type=scalar expected=sock_common, sock, tcp_sock, xdp_sock, ptr_, trusted_ptr_",
+                Some(2),
+            ),
+            R(
+                "R1 type=scalar expected=sock_common, sock, tcp_sock, xdp_sock, ptr_, trusted_ptr_",
+                Some(2),
+            ),
+        ],
+    ),
 ];
 
 #[test]

@@ -122,9 +122,18 @@ pub fn process_dynptr_func(
     let spi = match dynptr_spi(env, state, &reg) {
         Ok(Ok(spi)) if is_initialised(state, &reg, spi) => spi,
         _ => {
+            // 6.1 numbers the arguments from 1, 7.2 names the register.
+            let version = env.input.kernel.version();
+            let arg = if crate::behaviour::names_call_args_by_register(version) {
+                format!("R{regno}")
+            } else if crate::behaviour::numbers_dynptr_args_from_zero(version) {
+                format!("arg #{}", regno - 1)
+            } else {
+                format!("arg #{regno}")
+            };
             return Err(env.reject(
                 Errno::Einval,
-                format!("Expected an initialized dynptr as arg #{}", regno - 1),
+                format!("Expected an initialized dynptr as {arg}"),
             ));
         }
     };

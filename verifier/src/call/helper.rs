@@ -495,6 +495,15 @@ fn compatible_types(
         ("map_key", Some((RegType::MapKey, 0))),
         ("map_value", Some((RegType::MapValue, 0))),
     ];
+    // Before 6.2 no pointer is trusted: the BTF arguments take plain BTF pointers.
+    const SOCK_COMMON_BTF_6_1: &[(&str, Option<(RegType, u32)>)] = &[
+        ("sock_common", Some((RegType::SockCommon, 0))),
+        ("sock", Some((RegType::Socket, 0))),
+        ("tcp_sock", Some((RegType::TcpSock, 0))),
+        ("xdp_sock", Some((RegType::XdpSock, 0))),
+        ("ptr_", Some((RegType::BtfId, 0))),
+    ];
+    const BTF_PTR_6_1: &[(&str, Option<(RegType, u32)>)] = &[("ptr_", Some((RegType::BtfId, 0)))];
     const RINGBUF_5_10: &[(&str, Option<(RegType, u32)>)] = &[("mem", Some((RegType::Mem, 0)))];
     const RINGBUF_6_1: &[(&str, Option<(RegType, u32)>)] =
         &[("alloc_mem", Some((RegType::Mem, reg::MEM_RINGBUF)))];
@@ -520,7 +529,9 @@ fn compatible_types(
         ArgBase::ConstMapPtr => MAP_PTR,
         ArgBase::PtrToCtx => CTX,
         ArgBase::PtrToSockCommon => SOCK,
+        ArgBase::PtrToBtfIdSockCommon if kernel <= KernelVersion::V6_1 => SOCK_COMMON_BTF_6_1,
         ArgBase::PtrToBtfIdSockCommon => SOCK_COMMON_BTF,
+        ArgBase::PtrToBtfId if kernel <= KernelVersion::V6_1 => BTF_PTR_6_1,
         ArgBase::PtrToBtfId => BTF_PTR,
         // Allocated objects (bpf_obj_new) arrived in 6.2: before, a lock or a kptr lives in a
         // map value only, and the refusal names that one type.
@@ -563,6 +574,10 @@ pub(crate) fn check_reg_type(
     // 5.10 has no flag for a ring buffer record: it is memory like any other.
     if version == KernelVersion::V5_10 {
         flags &= !reg::MEM_RINGBUF;
+    }
+    // Nor has any kernel before 6.2 a trusted pointer: a BTF pointer is one.
+    if version <= KernelVersion::V6_1 {
+        flags &= !reg::PTR_TRUSTED;
     }
     if arg_type.flags & MEM_RDONLY != 0 {
         flags &= !reg::MEM_RDONLY;

@@ -6,6 +6,7 @@ use crate::env::Env;
 use crate::precision::mark_chain_precision;
 use crate::state::frame::MAX_CALL_FRAMES;
 use crate::state::reg::{RegState, RegType};
+use crate::state::tnum::Tnum;
 use crate::state::{FuncState, VerifierState};
 use crate::{Errno, Reject};
 use bpfemu_isa::Reg;
@@ -141,7 +142,15 @@ pub fn prepare_func_exit(env: &mut Env<'_>, state: &mut VerifierState) -> Result
         }
         mark_chain_precision(env, state, Reg::R0)?;
         let (min, max) = callee.callback_ret_range;
-        if r0.smin_value < min || r0.smax_value > max {
+        let version = env.input.kernel.version();
+        if !crate::behaviour::checks_return_ranges_by_bounds(version) {
+            // 6.1: the range is a tnum, and R0's tnum must lie within it.
+            let range = Tnum::range(min as u64, max as u64);
+            if !tnum_within(range, r0.var_off) {
+                let msg = invalid_scalar_message_6_1(&r0, range, "At callback return", "R0");
+                return Err(env.reject(Errno::Einval, msg));
+            }
+        } else if r0.smin_value < min || r0.smax_value > max {
             let msg = invalid_scalar_message(&r0, (min, max), "At callback return", "R0");
             return Err(env.reject(Errno::Einval, msg));
         }
@@ -172,6 +181,24 @@ pub fn prepare_func_exit(env: &mut Env<'_>, state: &mut VerifierState) -> Result
         crate::explore::widen_after_callback(env, state, next);
     }
     Ok(next)
+}
+
+/// `tnum_in(range, value)`: every value `value` may hold is one `range` may hold.
+fn tnum_within(range: Tnum, value: Tnum) -> bool {
+    value.mask & !range.mask == 0 && value.value & !range.mask == range.value
+}
+
+/// 6.1's `verbose_invalid_scalar`, in tnums: `At callback return the register R0 has value
+/// (0x2; 0x0) should have been in (0x0; 0x1)`.
+fn invalid_scalar_message_6_1(r: &RegState, range: Tnum, ctx: &str, name: &str) -> String {
+    let value = match r.var_off == Tnum::UNKNOWN {
+        true => "unknown scalar value".to_owned(),
+        false => format!("value {}", r.var_off.pair_text()),
+    };
+    format!(
+        "{ctx} the register {name} has {value} should have been in {}",
+        range.pair_text()
+    )
 }
 
 /// `verbose_invalid_scalar`: `At program exit the register R0 has smin=.. smax=.. should have
