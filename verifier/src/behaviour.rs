@@ -362,6 +362,14 @@ pub fn words_every_nullable_pointer_arith(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V6_1
 }
 
+/// A tail call through a map that is not a prog array is refused in words ("expected prog
+/// array map for tail call", 6.18's `record_func_key`); before, as an internal error ("kernel
+/// subsystem misconfigured verifier"; the probe helpers/tail_call_wrong_map_bad in the 5.10,
+/// 6.1 and 6.12 VMs).
+pub fn words_tail_call_map_check(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_18
+}
+
 /// A callback's R0 is held to its return range by its bounds, and a refusal gives them
 /// ("has smin=2 smax=2 should have been in [0, 1]", 6.7's `retval_range`). 6.1 holds R0's tnum
 /// within the range's tnum and prints both ("has value (0x2; 0x0) should have been in (0x0;

@@ -120,9 +120,13 @@ pub fn check_helper_call(
     }
     record_func_map(env, state, pc, func_id, &meta)?;
     if func_id == proto::TAIL_CALL && !is_prog_array(env, meta.map) {
-        // The kernel's message has no newline: the log runs on into its closing line.
-        let msg = "expected prog array map for tail call";
-        env.log.verbose(msg);
+        // 6.18's message has no newline: the log runs on into its closing line.
+        let (msg, end) =
+            match crate::behaviour::words_tail_call_map_check(env.input.kernel.version()) {
+                true => ("expected prog array map for tail call", ""),
+                false => ("kernel subsystem misconfigured verifier", "\n"),
+            };
+        env.log.verbose(&format!("{msg}{end}"));
         return Err(Reject {
             errno: Errno::Einval,
             msg: msg.to_owned(),
