@@ -11,7 +11,7 @@ use super::translate::FuncTranslator;
 use crate::plan::{self, ArrayBase, ArrayLookup, InlineHelper, Mode};
 use crate::runtime::{DIRECT_DECLINED, offsets};
 use bpfemu_isa::Reg;
-use bpfemu_isa::helpers::id::{GET_SMP_PROCESSOR_ID, MAP_LOOKUP_ELEM};
+use bpfemu_isa::helpers::id::{GET_SMP_PROCESSOR_ID, MAP_LOOKUP_ELEM, TAIL_CALL};
 use bpfemu_isa::uapi::Errno;
 use bpfemu_vm::MapOp;
 use bpfemu_vm::xdp::helpers::misc::BPF_LOOP_MAX;
@@ -179,6 +179,31 @@ impl FuncTranslator<'_, '_> {
             .icmp_imm_s(IntCC::NotEqual, r0, DIRECT_DECLINED as i64);
         let fast = self.b.create_block();
         self.with_slow_path(answered, fast, id, pc, |_| r0)
+    }
+
+    /// `bpf_tail_call` in trusted code, made as the kernel's JIT makes it: the runtime says
+    /// where it goes (`jit_tail_call`, no register array, no status) and the jump is made
+    /// here; a fall-through leaves r0 0, as the helper does; the general call when the
+    /// runtime declines.
+    pub(crate) fn direct_tail_call(&mut self, pc: usize) -> Value {
+        let prog_array = self.get(Reg::R2);
+        let index = self.get(Reg::R3);
+        let target = self.env.call_tail_call(&mut self.b, prog_array, index);
+        let answered = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::NotEqual, target, DIRECT_DECLINED as i64);
+        let fast = self.b.create_block();
+        self.with_slow_path(answered, fast, TAIL_CALL, pc, |t| {
+            let goes = t.b.ins().icmp_imm_s(IntCC::NotEqual, target, 0);
+            let jump = t.b.create_block();
+            let falls = t.b.create_block();
+            t.b.ins().brif(goes, jump, &[], falls, &[]);
+            t.enter(jump);
+            t.emit_tail_jump(target);
+            t.enter(falls);
+            t.b.ins().iconst(I64, 0)
+        })
     }
 
     /// `if cond { fast(self) } else { the helper call }`, joined: r0 of whichever ran.

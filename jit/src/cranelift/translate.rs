@@ -764,7 +764,7 @@ impl FuncTranslator<'_, '_> {
 
     /// A tail call to the compiled program at `target`: it continues with these registers
     /// and this frame, and returns to this function's caller. Ends the block.
-    fn emit_tail_jump(&mut self, target: Value) {
+    pub(crate) fn emit_tail_jump(&mut self, target: Value) {
         for r in 0..Reg::COUNT {
             let v = self.b.use_var(self.regs[r]);
             self.store_slot(self.in_regs, r, v);
@@ -779,41 +779,6 @@ impl FuncTranslator<'_, '_> {
             .call_indirect(self.jit_sig, target, &[self.ctx, self.in_regs]);
         let status = self.b.inst_results(call)[0];
         self.b.ins().return_(&[status]);
-    }
-
-    /// `bpf_tail_call` in trusted code, made as the kernel's JIT makes it: the runtime says
-    /// where it goes (`jit_tail_call`, no register array, no status) and the jump is made
-    /// here; a fall-through leaves r0 0, as the helper does; the general call when the
-    /// runtime declines.
-    fn direct_tail_call(&mut self, pc: usize) -> Value {
-        let prog_array = self.get(Reg::R2);
-        let index = self.get(Reg::R3);
-        let target = self.env.call_tail_call(&mut self.b, prog_array, index);
-        let declined =
-            self.b
-                .ins()
-                .icmp_imm_s(IntCC::Equal, target, runtime::DIRECT_DECLINED as i64);
-        let answered = self.b.create_block();
-        let slow = self.b.create_block();
-        let join = self.b.create_block();
-        let r0 = self.b.append_block_param(join, I64);
-        self.b.ins().brif(declined, slow, &[], answered, &[]);
-        self.b.set_cold_block(slow);
-        self.enter(slow);
-        let v = self.emit_helper_call(TAIL_CALL, pc);
-        self.b.ins().jump(join, &[BlockArg::Value(v)]);
-        self.enter(answered);
-        let goes = self.b.ins().icmp_imm_s(IntCC::NotEqual, target, 0);
-        let jump = self.b.create_block();
-        let falls = self.b.create_block();
-        self.b.ins().brif(goes, jump, &[], falls, &[]);
-        self.enter(jump);
-        self.emit_tail_jump(target);
-        self.enter(falls);
-        let zero = self.b.ins().iconst(I64, 0);
-        self.b.ins().jump(join, &[BlockArg::Value(zero)]);
-        self.enter(join);
-        r0
     }
 
     /// A bpf-to-bpf call: a fresh frame, r1-r5 passed, r0 returned, r6-r9 kept (they are
