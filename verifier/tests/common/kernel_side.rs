@@ -101,16 +101,21 @@ pub fn with_fds(insns: &[RawInsn], fds: &[OwnedFd]) -> Vec<RawInsn> {
 
 /// Loads the probe in the kernel; an `Err` is a broken probe (a map the kernel refuses).
 pub fn judge(probe: &Probe) -> Result<Judgement, String> {
-    let fds = if probe.maps.iter().any(|m| m.btf) {
-        let btf = probe_btf(&subprog_starts(&probe.insns), &probe.maps);
-        let fd = kernel::btf_load(&btf.blob)
-            .map_err(|(errno, log)| format!("probe BTF rejected (errno {errno}): {log}"))?;
-        create_maps_with_btf(&probe.maps, Some((&fd, &btf)))?
-    } else {
-        create_maps(&probe.maps)?
-    };
+    let fds = probe_maps(probe)?;
     let insns = with_fds(&probe.insns, &fds);
     Ok(judge_insns(&insns, probe.btf))
+}
+
+/// The probe's maps in the kernel, those declared with BTF (or special fields) with their
+/// key and value types from the probe's BTF.
+fn probe_maps(probe: &Probe) -> Result<Vec<OwnedFd>, String> {
+    if !probe.maps.iter().any(|m| m.btf) {
+        return create_maps(&probe.maps);
+    }
+    let btf = probe_btf(&subprog_starts(&probe.insns), &probe.maps);
+    let fd = kernel::btf_load(&btf.blob)
+        .map_err(|(errno, log)| format!("probe BTF rejected (errno {errno}): {log}"))?;
+    create_maps_with_btf(&probe.maps, Some((&fd, &btf)))
 }
 
 /// Loads a program whose map references already hold fds.
@@ -123,7 +128,7 @@ pub fn judge_insns(insns: &[RawInsn], btf: bool) -> Judgement {
 
 /// The kernel's log of `probe` at `log_level`.
 pub fn log_of(probe: &Probe, log_level: u32) -> Result<String, String> {
-    let fds = create_maps(&probe.maps)?;
+    let fds = probe_maps(probe)?;
     let insns = with_fds(&probe.insns, &fds);
     Ok(load_with_log(&insns, probe.btf, log_level).0)
 }
