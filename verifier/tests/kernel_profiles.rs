@@ -45,6 +45,8 @@ impl Said {
 /// message is what is held here.
 const TAIL_CALL_MAP_6_18: &str = "expected prog array map for tail call";
 
+const MAX_OUTSIDE: &str = "R0 max value is outside of the allowed memory range";
+
 const MEASURED: &[(&str, [Said; 5])] = &[
     (
         "plain_atomic_add_all_kernels_ok",
@@ -750,6 +752,16 @@ const MEASURED: &[(&str, [Said; 5])] = &[
             R("kernel subsystem misconfigured verifier", Some(3)),
             R(TAIL_CALL_MAP_6_18, Some(3)),
             R(TAIL_CALL_MAP_6_18, Some(3)),
+        ],
+    ),
+    (
+        "equal_branch_makes_a_constant_before_6_8_bad",
+        [
+            R(MAX_OUTSIDE, Some(41)),
+            R(MAX_OUTSIDE, Some(41)),
+            R(MAX_OUTSIDE, Some(13)),
+            R(MAX_OUTSIDE, Some(13)),
+            R(MAX_OUTSIDE, Some(13)),
         ],
     ),
 ];
