@@ -370,11 +370,28 @@ pub fn words_tail_call_map_check(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V6_18
 }
 
+/// A map value without the special field a helper needs is refused as "map 'm' has no
+/// valid bpf_timer" (6.2's `btf_record`); 5.10 and 6.1 say "map 'm' doesn't have 'struct
+/// bpf_timer'" (the probe timer/map_btf_without_timer_bad in the 6.1 VM).
+pub fn words_map_fields_from_btf_record(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_12
+}
+
+/// A bpf_spin_lock is held as its object and the pointer's id (6.2's `active_lock`), so a
+/// lock taken through a pointer without an id is held too. 5.10 and 6.1 keep the id alone: a
+/// timer callback's map value (id 0) takes a lock the verifier then forgets, and the callback
+/// may exit holding it (the probe timer/callback_exits_with_lock_held_bad, accepted by 6.1).
+pub fn tracks_locks_by_object(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_12
+}
+
 /// A callback's R0 is held to its return range by its bounds, and a refusal gives them
 /// ("has smin=2 smax=2 should have been in [0, 1]", 6.7's `retval_range`). 6.1 holds R0's tnum
 /// within the range's tnum and prints both ("has value (0x2; 0x0) should have been in (0x0;
 /// 0x1)"; probes callbacks/bpf_loop_callback_returns_two_bad and
-/// user_ringbuf/drain_callback_returns_two_bad in the 6.1 VM).
+/// user_ringbuf/drain_callback_returns_two_bad in the 6.1 VM); a timer callback's likewise, in
+/// its own words ("At async callback the register R0 ...", "In async callback the register R0
+/// is not a known value"), without marking R0 precise.
 pub fn checks_return_ranges_by_bounds(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V6_12
 }

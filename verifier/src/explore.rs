@@ -1179,11 +1179,31 @@ fn check_return_code(env: &mut Env<'_>, state: &mut VerifierState) -> Result<(),
     Ok(())
 }
 
+/// 6.1's `check_return_code` at the end of a timer callback: R0's tnum within zero's.
+fn check_async_callback_return_6_1(env: &mut Env<'_>, r0: &RegState) -> Result<(), Reject> {
+    if r0.ty != RegType::Scalar {
+        let name = crate::log::reg_type_name(env, r0);
+        return Err(env.reject(
+            Errno::Einval,
+            format!("In async callback the register R0 is not a known value ({name})"),
+        ));
+    }
+    let zero = crate::state::tnum::Tnum::constant(0);
+    if !call::subprog::tnum_within(zero, r0.var_off) {
+        let msg = call::subprog::invalid_scalar_message_6_1(r0, zero, "At async callback", "R0");
+        return Err(env.reject(Errno::Einval, msg));
+    }
+    Ok(())
+}
+
 /// `check_return_code` at the end of a timer callback: R0 must be a known value in the
 /// callback's range (0).
 fn check_async_callback_return(env: &mut Env<'_>, state: &mut VerifierState) -> Result<(), Reject> {
     const CTX: &str = "At async callback return";
     let r0 = *state.reg(Reg::R0);
+    if !crate::behaviour::checks_return_ranges_by_bounds(env.input.kernel.version()) {
+        return check_async_callback_return_6_1(env, &r0);
+    }
     if r0.ty != RegType::Scalar {
         let name = crate::log::reg_type_name(env, &r0);
         return Err(env.reject(

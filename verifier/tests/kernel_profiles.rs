@@ -47,6 +47,12 @@ const TAIL_CALL_MAP_6_18: &str = "expected prog array map for tail call";
 
 const MAX_OUTSIDE: &str = "R0 max value is outside of the allowed memory range";
 
+const NO_FUNC_INFO: &str = "number of funcs in func_info doesn't match number of subprogs";
+const EXIT_IN_LOCK: &str =
+    "BPF_EXIT instruction in main prog cannot be used inside bpf_spin_lock-ed region";
+const ASYNC_RETURN_ONE: &str =
+    "At async callback return the register R0 has smin=1 smax=1 should have been in [0, 0]";
+
 const MEASURED: &[(&str, [Said; 5])] = &[
     (
         "plain_atomic_add_all_kernels_ok",
@@ -762,6 +768,39 @@ const MEASURED: &[(&str, [Said; 5])] = &[
             R(MAX_OUTSIDE, Some(13)),
             R(MAX_OUTSIDE, Some(13)),
             R(MAX_OUTSIDE, Some(13)),
+        ],
+    ),
+    (
+        "lock_through_pointer_without_id_held_since_6_2_bad",
+        [
+            R(NO_FUNC_INFO, Some(0)),
+            A(20),
+            R("bpf_spin_unlock is missing", Some(18)),
+            R(EXIT_IN_LOCK, Some(18)),
+            R(EXIT_IN_LOCK, Some(18)),
+        ],
+    ),
+    (
+        "timer_callback_return_in_bounds_since_6_12_bad",
+        [
+            R(NO_FUNC_INFO, Some(0)),
+            R(
+                "At async callback the register R0 has value (0x1; 0x0) should have been in (0x0; 0x0)",
+                Some(16),
+            ),
+            R(ASYNC_RETURN_ONE, Some(16)),
+            R(ASYNC_RETURN_ONE, Some(16)),
+            R(ASYNC_RETURN_ONE, Some(16)),
+        ],
+    ),
+    (
+        "timer_in_map_without_one_words_since_6_2_bad",
+        [
+            R("invalid func unknown#169", Some(13)),
+            R("map 'locked' doesn't have 'struct bpf_timer'", Some(13)),
+            R("map 'locked' has no valid bpf_timer", Some(13)),
+            R("map 'locked' has no valid bpf_timer", Some(13)),
+            R("map 'locked' has no valid bpf_timer", Some(13)),
         ],
     ),
 ];

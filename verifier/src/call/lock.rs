@@ -41,6 +41,11 @@ fn take(
     if state.refs.iter().any(|r| r.kind == RefKind::Lock) {
         return Err(env.reject(Errno::Einval, "Locking two bpf_spin_locks are not allowed"));
     }
+    // 5.10 and 6.1 hold the lock as the pointer's id alone: through a pointer without one (a
+    // timer callback's map value) the lock is not held for the verifier.
+    if id == 0 && !crate::behaviour::tracks_locks_by_object(env.input.kernel.version()) {
+        return Ok(());
+    }
     state.acquire_lock(id, map, pc);
     Ok(())
 }
@@ -52,10 +57,12 @@ fn release(env: &mut Env<'_>, state: &mut VerifierState, id: u32, map: u32) -> R
             format!("{LOCK_STR}_unlock without taking a lock"),
         ));
     }
+    // 5.10 and 6.1 compare the ids only.
+    let by_object = crate::behaviour::tracks_locks_by_object(env.input.kernel.version());
     let held = state
         .refs
         .iter()
-        .any(|r| r.kind == RefKind::Lock && r.id == id && r.ptr == map);
+        .any(|r| r.kind == RefKind::Lock && r.id == id && (r.ptr == map || !by_object));
     if !held {
         return Err(env.reject(
             Errno::Einval,

@@ -46,7 +46,12 @@ pub fn check_map_field_pointer(
         .find(|f| f.kind == field)
         .map(|f| f.offset);
     let Some(field_off) = field_off else {
-        return Err(env.reject(Errno::Einval, format!("map '{name}' has no valid {field}")));
+        let msg =
+            match crate::behaviour::words_map_fields_from_btf_record(env.input.kernel.version()) {
+                true => format!("map '{name}' has no valid {field}"),
+                false => format!("map '{name}' doesn't have 'struct {field}'"),
+            };
+        return Err(env.reject(Errno::Einval, msg));
     };
     let off = reg.var_off.value as i64 + reg.off as i64;
     if off != field_off as i64 {

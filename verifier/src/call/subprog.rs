@@ -184,13 +184,18 @@ pub fn prepare_func_exit(env: &mut Env<'_>, state: &mut VerifierState) -> Result
 }
 
 /// `tnum_in(range, value)`: every value `value` may hold is one `range` may hold.
-fn tnum_within(range: Tnum, value: Tnum) -> bool {
+pub(crate) fn tnum_within(range: Tnum, value: Tnum) -> bool {
     value.mask & !range.mask == 0 && value.value & !range.mask == range.value
 }
 
 /// 6.1's `verbose_invalid_scalar`, in tnums: `At callback return the register R0 has value
 /// (0x2; 0x0) should have been in (0x0; 0x1)`.
-fn invalid_scalar_message_6_1(r: &RegState, range: Tnum, ctx: &str, name: &str) -> String {
+pub(crate) fn invalid_scalar_message_6_1(
+    r: &RegState,
+    range: Tnum,
+    ctx: &str,
+    name: &str,
+) -> String {
     let value = match r.var_off == Tnum::UNKNOWN {
         true => "unknown scalar value".to_owned(),
         false => format!("value {}", r.var_off.pair_text()),
