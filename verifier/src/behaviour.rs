@@ -385,6 +385,17 @@ pub fn tracks_locks_by_object(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V6_12
 }
 
+/// `LINKED_REGS_MAX`: how many registers and stack slots one jump refines together (from 6.12,
+/// which bounds them; past it a copy loses its link). 7.2 packs a jump's links into one
+/// 64-bit history word and keeps 5; 6.12 and 6.18 keep 6 (the probe
+/// linked_regs/sixth_copy_is_linked_ok, refused by 7.2).
+pub fn linked_regs_max(kernel: KernelVersion) -> usize {
+    match kernel >= KernelVersion::V7_2 {
+        true => 5,
+        false => 6,
+    }
+}
+
 /// A callback's R0 is held to its return range by its bounds, and a refusal gives them
 /// ("has smin=2 smax=2 should have been in [0, 1]", 6.7's `retval_range`). 6.1 holds R0's tnum
 /// within the range's tnum and prints both ("has value (0x2; 0x0) should have been in (0x0;

@@ -6,7 +6,7 @@ use crate::Reject;
 use crate::alu::{add_const, check_reg_read};
 use crate::env::Env;
 use crate::precision::mark_chain_precision;
-use crate::state::frame::{LINKED_REGS_MAX, LinkedReg, LinkedRegs};
+use crate::state::frame::{LinkedReg, LinkedRegs};
 use crate::state::reg::{
     AT_PKT_END, BEYOND_PKT_END, BPF_ADD_CONST, BPF_ADD_CONST32, MAX_PACKET_OFF, PTR_MAYBE_NULL,
     PTR_TRUSTED, PTR_UNTRUSTED, RegState, RegType,
@@ -448,12 +448,18 @@ fn refined_before_6_8(dst: &RegState, src: &RegState, cond: Cond, jmp32: bool) -
 }
 
 /// `collect_linked_regs`: the scalars sharing `id` that may still be read (registers live
-/// before the jump in each frame, and spilled slots), at most [`LINKED_REGS_MAX`]; past that, a
+/// before the jump in each frame, and spilled slots), at most
+/// [`crate::behaviour::linked_regs_max`]; past that, a
 /// scalar loses its id (it is no longer tied to the others).
 fn collect_linked_regs(env: &Env<'_>, state: &mut VerifierState, id: u32, set: &mut LinkedRegs) {
     let id = id & !BPF_ADD_CONST;
     // Before the delta links, every copy takes the range, live or not, however many.
-    let bounded = crate::behaviour::links_scalars_by_delta(env.input.kernel.version());
+    let version = env.input.kernel.version();
+    let bounded = crate::behaviour::links_scalars_by_delta(version);
+    let max = match bounded {
+        true => crate::behaviour::linked_regs_max(version),
+        false => usize::MAX,
+    };
     for fi in (0..state.frames.len()).rev() {
         let live = match bounded {
             true => env
@@ -466,12 +472,12 @@ fn collect_linked_regs(env: &Env<'_>, state: &mut VerifierState, id: u32, set: &
         let frame = &mut state.frames[fi];
         for (r, reg) in frame.regs.iter_mut().enumerate().take(10) {
             if live & (1 << r) != 0 {
-                add_linked_reg(set, reg, id, fi, true, r, bounded);
+                add_linked_reg(set, reg, id, fi, true, r, max);
             }
         }
         for (spi, slot) in frame.stack.iter_mut().enumerate() {
             if slot.is_spilled_reg() {
-                add_linked_reg(set, &mut slot.spilled_ptr, id, fi, false, spi, bounded);
+                add_linked_reg(set, &mut slot.spilled_ptr, id, fi, false, spi, max);
             }
         }
     }
@@ -484,12 +490,12 @@ fn add_linked_reg(
     frameno: usize,
     is_reg: bool,
     index: usize,
-    bounded: bool,
+    max: usize,
 ) {
     if reg.ty != RegType::Scalar || (reg.id & !BPF_ADD_CONST) != id {
         return;
     }
-    if !bounded || set.entries.len() < LINKED_REGS_MAX {
+    if set.entries.len() < max {
         set.entries.push(LinkedReg {
             frameno,
             is_reg,

@@ -803,6 +803,19 @@ const MEASURED: &[(&str, [Said; 5])] = &[
             R("map 'locked' has no valid bpf_timer", Some(13)),
         ],
     ),
+    (
+        "sixth_linked_copy_until_7_2_ok",
+        [
+            A(24),
+            A(24),
+            A(24),
+            A(23),
+            R(
+                "math between map_value pointer and register with unbounded min value is not allowed",
+                Some(18),
+            ),
+        ],
+    ),
 ];
 
 #[test]

@@ -152,9 +152,6 @@ pub struct JmpHistoryEntry {
     pub linked_regs: u64,
 }
 
-/// `LINKED_REGS_MAX`: how many registers and stack slots one jump may refine together.
-pub const LINKED_REGS_MAX: usize = 6;
-
 /// One scalar of a linked set: a register or a spilled stack slot of a frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LinkedReg {
