@@ -419,6 +419,12 @@ pub fn deduces_bounds_across_domains(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V6_12
 }
 
+/// `__reg_bound_offset` narrows the 32-bit tnum from the 64-bit one it has just narrowed by
+/// the u64 range (6.1 on); 5.10 narrows it from the register's tnum as it was.
+pub fn narrows_subreg_from_narrowed_tnum(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_1
+}
+
 /// A scalar whose u64 range holds a single member of its tnum is that constant (6.18's
 /// `__update_reg64_bounds`, with `tnum_step`): `w0 != 0` on a value of tnum `(0x0; 0x200)`
 /// leaves 512. Before, the range and the tnum stay as they are.

@@ -403,35 +403,29 @@ fn set_min_max(dst: &mut RegState, src: &mut RegState, cond: Cond, jmp32: bool, 
     if !two_ranges && !refined_before_6_8(dst, src, cond, jmp32) {
         return;
     }
-    if !two_ranges && cond == Cond::Is(JmpCond::Eq) && mark_equal_known(dst, src, jmp32) {
-        dst.sync_after_compare(jmp32);
-        src.sync_after_compare(jmp32);
-        return;
+    let marked_known = !two_ranges
+        && cond == Cond::Is(JmpCond::Eq)
+        && match jmp32 {
+            true => mark_equal_known::<W32>(dst, src),
+            false => mark_equal_known::<W64>(dst, src),
+        };
+    if !marked_known {
+        refine(dst, src, cond, jmp32);
     }
-    refine(dst, src, cond, jmp32);
     dst.sync_after_compare(jmp32);
     src.sync_after_compare(jmp32);
 }
 
 /// Before 6.8, the `==` edge of a comparison with a constant makes the other register that
-/// constant (`___mark_reg_known`; `__mark_reg32_known` for the low half after a 32-bit one),
+/// constant (`___mark_reg_known`; `__mark_reg32_known` for the low half after a 32-bit one:
+/// [`BoundWidth::mark_known`]),
 /// whatever its tnum said: a path 6.18 finds impossible (`r |= 1; if r == 12`) is walked with
 /// the constant. False when neither side is a constant.
-fn mark_equal_known(dst: &mut RegState, src: &mut RegState, jmp32: bool) -> bool {
-    if jmp32 {
-        let Some((reg, val)) = against_const::<W32>(dst, src) else {
-            return false;
-        };
-        let val = val as u32;
-        reg.var_off = reg.var_off.const_subreg(val);
-        (reg.s32_min_value, reg.s32_max_value) = (val as i32, val as i32);
-        (reg.u32_min_value, reg.u32_max_value) = (val, val);
-    } else {
-        let Some((reg, val)) = against_const::<W64>(dst, src) else {
-            return false;
-        };
-        reg.set_known(val);
-    }
+fn mark_equal_known<W: BoundWidth>(dst: &mut RegState, src: &mut RegState) -> bool {
+    let Some((reg, val)) = against_const::<W>(dst, src) else {
+        return false;
+    };
+    W::mark_known(reg, val);
     true
 }
 

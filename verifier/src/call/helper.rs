@@ -499,15 +499,11 @@ fn compatible_types(
         ("map_key", Some((RegType::MapKey, 0))),
         ("map_value", Some((RegType::MapValue, 0))),
     ];
-    // Before 6.2 no pointer is trusted: the BTF arguments take plain BTF pointers.
-    const SOCK_COMMON_BTF_6_1: &[(&str, Option<(RegType, u32)>)] = &[
-        ("sock_common", Some((RegType::SockCommon, 0))),
-        ("sock", Some((RegType::Socket, 0))),
-        ("tcp_sock", Some((RegType::TcpSock, 0))),
-        ("xdp_sock", Some((RegType::XdpSock, 0))),
-        ("ptr_", Some((RegType::BtfId, 0))),
-    ];
-    const BTF_PTR_6_1: &[(&str, Option<(RegType, u32)>)] = &[("ptr_", Some((RegType::BtfId, 0)))];
+    // Before 6.2 no pointer is trusted: the BTF arguments take plain BTF pointers, the
+    // later lists without their trusted (and RCU) entries.
+    const SOCK_COMMON_BTF_6_1: &[(&str, Option<(RegType, u32)>)] =
+        SOCK_COMMON_BTF.split_at(SOCK_COMMON_BTF.len() - 1).0;
+    const BTF_PTR_6_1: &[(&str, Option<(RegType, u32)>)] = BTF_PTR.split_at(1).0;
     const RINGBUF_5_10: &[(&str, Option<(RegType, u32)>)] = &[("mem", Some((RegType::Mem, 0)))];
     const RINGBUF_6_1: &[(&str, Option<(RegType, u32)>)] =
         &[("alloc_mem", Some((RegType::Mem, reg::MEM_RINGBUF)))];

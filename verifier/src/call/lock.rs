@@ -57,12 +57,10 @@ fn release(env: &mut Env<'_>, state: &mut VerifierState, id: u32, map: u32) -> R
             format!("{LOCK_STR}_unlock without taking a lock"),
         ));
     }
-    // 5.10 and 6.1 compare the ids only.
-    let by_object = crate::behaviour::tracks_locks_by_object(env.input.kernel.version());
     let held = state
         .refs
         .iter()
-        .any(|r| r.kind == RefKind::Lock && r.id == id && (r.ptr == map || !by_object));
+        .any(|r| r.kind == RefKind::Lock && r.id == id && r.ptr == map);
     if !held {
         return Err(env.reject(
             Errno::Einval,

@@ -6,6 +6,7 @@
 
 use super::reg::RegState;
 use super::tnum::Tnum;
+use super::width::{BoundWidth, Int, W32, W64};
 use bpfemu_isa::KernelVersion;
 use std::cell::Cell;
 
@@ -53,7 +54,7 @@ impl BoundsRules {
         let rules = Rules {
             collapses_single_member: crate::behaviour::collapses_single_member_ranges(kernel),
             crosses_domains: crate::behaviour::deduces_bounds_across_domains(kernel),
-            offset_from_narrowed_tnum: kernel >= KernelVersion::V6_1,
+            offset_from_narrowed_tnum: crate::behaviour::narrows_subreg_from_narrowed_tnum(kernel),
         };
         BoundsRules {
             previous: RULES.with(|c| c.replace(rules)),
@@ -65,6 +66,30 @@ impl Drop for BoundsRules {
     fn drop(&mut self) {
         RULES.with(|c| c.set(self.previous));
     }
+}
+
+/// 5.10's and 6.1's `__reg32_deduce_bounds` and `__reg64_deduce_bounds`, one width at a
+/// time: the signed and unsigned ranges are one where the signed range keeps to one side of
+/// the sign boundary; else the unsigned range gives the sign when it keeps to one side.
+/// Nothing crosses from the other width.
+fn deduce_bounds_by_sign<W: BoundWidth>(r: &mut RegState) {
+    let mut b = W::get(r);
+    let zero = W::S::ZERO;
+    if b.smin >= zero || b.smax < zero {
+        let min = W::unsigned(b.smin).max(b.umin);
+        let max = W::unsigned(b.smax).min(b.umax);
+        (b.smin, b.umin) = (W::signed(min), min);
+        (b.smax, b.umax) = (W::signed(max), max);
+    } else if W::signed(b.umax) >= zero {
+        let max = W::unsigned(b.smax).min(b.umax);
+        b.smin = W::signed(b.umin);
+        (b.smax, b.umax) = (W::signed(max), max);
+    } else if W::signed(b.umin) < zero {
+        let min = W::unsigned(b.smin).max(b.umin);
+        (b.smin, b.umin) = (W::signed(min), min);
+        b.smax = W::signed(b.umax);
+    }
+    W::set(r, b);
 }
 
 impl RegState {
@@ -250,52 +275,13 @@ impl RegState {
     /// `__reg_deduce_bounds`.
     pub fn deduce_bounds(&mut self) {
         if !Rules::current().crosses_domains {
-            self.deduce_32_bounds_by_sign();
-            self.deduce_64_bounds_by_sign();
+            deduce_bounds_by_sign::<W32>(self);
+            deduce_bounds_by_sign::<W64>(self);
             return;
         }
         self.deduce_32_bounds();
         self.deduce_64_bounds();
         self.deduce_mixed_bounds();
-    }
-
-    /// 5.10's and 6.1's `__reg32_deduce_bounds`: the s32 and u32 ranges are one where the s32
-    /// range keeps to one side of the sign boundary; else the u32 range gives the sign when
-    /// it keeps to one side. Nothing comes from the 64-bit ranges.
-    fn deduce_32_bounds_by_sign(&mut self) {
-        if self.s32_min_value >= 0 || self.s32_max_value < 0 {
-            let min = (self.s32_min_value as u32).max(self.u32_min_value);
-            let max = (self.s32_max_value as u32).min(self.u32_max_value);
-            (self.s32_min_value, self.u32_min_value) = (min as i32, min);
-            (self.s32_max_value, self.u32_max_value) = (max as i32, max);
-        } else if (self.u32_max_value as i32) >= 0 {
-            let max = (self.s32_max_value as u32).min(self.u32_max_value);
-            self.s32_min_value = self.u32_min_value as i32;
-            (self.s32_max_value, self.u32_max_value) = (max as i32, max);
-        } else if (self.u32_min_value as i32) < 0 {
-            let min = (self.s32_min_value as u32).max(self.u32_min_value);
-            (self.s32_min_value, self.u32_min_value) = (min as i32, min);
-            self.s32_max_value = self.u32_max_value as i32;
-        }
-    }
-
-    /// 5.10's and 6.1's `__reg64_deduce_bounds`: [`Self::deduce_32_bounds_by_sign`] in 64
-    /// bits.
-    fn deduce_64_bounds_by_sign(&mut self) {
-        if self.smin_value >= 0 || self.smax_value < 0 {
-            let min = (self.smin_value as u64).max(self.umin_value);
-            let max = (self.smax_value as u64).min(self.umax_value);
-            (self.smin_value, self.umin_value) = (min as i64, min);
-            (self.smax_value, self.umax_value) = (max as i64, max);
-        } else if (self.umax_value as i64) >= 0 {
-            let max = (self.smax_value as u64).min(self.umax_value);
-            self.smin_value = self.umin_value as i64;
-            (self.smax_value, self.umax_value) = (max as i64, max);
-        } else if (self.umin_value as i64) < 0 {
-            let min = (self.smin_value as u64).max(self.umin_value);
-            (self.smin_value, self.umin_value) = (min as i64, min);
-            self.smax_value = self.umax_value as i64;
-        }
     }
 
     /// `__reg_bound_offset`: what the ranges say about the tnum.
