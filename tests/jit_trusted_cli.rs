@@ -301,3 +301,47 @@ fn a_null_for_a_nonnull_argument_is_not_run_trusted() {
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
+
+#[test]
+fn sixteen_frames_run_as_7_2_in_every_engine() {
+    // 7.2 verifies 16 nested frames, the older kernels 8: a program verified as 7.2 runs all
+    // its frames in each engine, and the same program is refused as 6.18 before any run.
+    let obj_path = path("tests/data/kernels/call_depth.o");
+    let pcap = path("examples/pcap/normal.pcap");
+    for engine in [
+        "interp",
+        "jit",
+        "jit-trusted",
+        "jit-baseline",
+        "jit-baseline-checked",
+    ] {
+        let out = bpfemu(&[
+            "replay",
+            &obj_path,
+            &pcap,
+            "--prog",
+            "sixteen_frames",
+            "--kernel",
+            "7.2",
+            "--engine",
+            engine,
+        ]);
+        let stdout = text(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{engine}: {}",
+            text(&out.stderr)
+        );
+        // chain14 adds 1 at each of its 14 levels to x & 1: r0 & 3 is XDP_TX (3) or PASS (2),
+        // by the low bit of the packet's ingress ifindex (1 in a replay).
+        assert!(stdout.contains("tx              200"), "{engine}: {stdout}");
+    }
+    let out = bpfemu(&["replay", &obj_path, &pcap, "--prog", "sixteen_frames"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("the call stack of 9 frames is too deep"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -502,7 +502,7 @@ fn edge_cases_agree() {
         src,
     };
     let programs: Vec<Vec<Insn>> = vec![
-        // Recursion: the ninth frame is refused.
+        // Recursion: the 17th frame is refused (7.2 verifies 16).
         vec![Call(CallTarget::Local(-1)), Exit],
         // A long block in an endless loop: the budget stops it mid-block.
         vec![

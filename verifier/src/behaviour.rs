@@ -396,6 +396,25 @@ pub fn linked_regs_max(kernel: KernelVersion) -> usize {
     }
 }
 
+/// `MAX_CALL_FRAMES`: how many frames a call chain may hold, the entry function's included.
+/// 7.2 allows 16; the kernels before it 8 (the fixture tests/data/kernels/call_depth.o: 9
+/// and 16 frames accepted by 7.2 alone, 17 refused everywhere). The walk refuses the call
+/// that would open one frame too many, and `check_max_stack_depth` counts each chain again.
+pub fn max_call_frames(kernel: KernelVersion) -> usize {
+    match kernel >= KernelVersion::V7_2 {
+        true => 16,
+        false => 8,
+    }
+}
+
+/// `check_max_stack_depth` counts a chain's frames afresh at a global function, whose own
+/// walk began with one frame (7.2; call_depth.o's `global_in_chain`). Before, the count ran
+/// on through it, so a chain of static calls under a global function could be refused after
+/// both walks had accepted it ("the call stack of 8 frames is too deep !", 6.18 included).
+pub fn counts_frames_afresh_at_global_functions(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V7_2
+}
+
 /// A callback's R0 is held to its return range by its bounds, and a refusal gives them
 /// ("has smin=2 smax=2 should have been in [0, 1]", 6.7's `retval_range`). 6.1 holds R0's tnum
 /// within the range's tnum and prints both ("has value (0x2; 0x0) should have been in (0x0;

@@ -47,8 +47,6 @@ pub const MAX_SUBPROGS: usize = 256;
 pub const MAX_USED_MAPS: usize = 64;
 /// `MAX_BPF_STACK`: the combined stack of a call chain.
 pub const MAX_BPF_STACK: i32 = 512;
-/// `MAX_CALL_FRAMES`.
-pub const MAX_CALL_FRAMES: usize = 8;
 /// `BPF_MAX_VAR_OFF`: the largest direct map value offset.
 const MAX_VAR_OFF: u32 = 1 << 29;
 
@@ -823,7 +821,15 @@ pub fn check_stack_depths(env: &mut Env<'_>) -> Result<(), Reject> {
     let roots: Vec<usize> = (0..env.subprogs.len())
         .filter(|&i| i == 0 || env.subprogs[i].is_async_cb)
         .collect();
-    check_max_stack_depth(&depths, &calls, &tail_calls, &roots).map_err(|e| {
+    let kernel = env.input.kernel.version();
+    let frames = FrameRules {
+        max: crate::behaviour::max_call_frames(kernel),
+        afresh_at: match crate::behaviour::counts_frames_afresh_at_global_functions(kernel) {
+            true => env.subprogs.iter().map(|s| s.is_global).collect(),
+            false => vec![false; env.subprogs.len()],
+        },
+    };
+    check_max_stack_depth(&depths, &calls, &tail_calls, &roots, &frames).map_err(|e| {
         let errno = errno_of(e.errno);
         env.reject(errno, e.message)
     })
@@ -838,6 +844,13 @@ fn round_up_stack_depth(kernel: KernelVersion, depth: i32) -> i32 {
     (depth + 15) & !15
 }
 
+/// How [`check_max_stack_depth`] counts a chain's frames: at most `max`, counted from 0
+/// again at a subprogram whose `afresh_at` is set (a global function, where the kernel does).
+pub struct FrameRules {
+    pub max: usize,
+    pub afresh_at: Vec<bool>,
+}
+
 /// The walk of [`check_stack_depths`] over plain data: `depths[i]` is subprogram `i`'s
 /// rounded stack depth, `calls[i]` the subprograms it calls (or takes the address of) in
 /// instruction order, `tail_calls[i]` whether it has a tail call.
@@ -846,25 +859,31 @@ pub fn check_max_stack_depth(
     calls: &[Vec<usize>],
     tail_calls: &[bool],
     roots: &[usize],
+    rules: &FrameRules,
 ) -> Result<(), CheckError> {
     for &root in roots {
-        let mut frames: Vec<(usize, usize)> = vec![(root, 0)];
+        // (subprogram, its next call to follow, its frame number in the count)
+        let mut frames: Vec<(usize, usize, usize)> = vec![(root, 0, 0)];
         let mut total = depths[root];
         if total > MAX_BPF_STACK {
             return Err(stack_too_large(frames.len(), total));
         }
-        while let Some(&mut (sub, ref mut next)) = frames.last_mut() {
+        while let Some(&mut (sub, ref mut next, frame)) = frames.last_mut() {
             let Some(&callee) = calls[sub].get(*next) else {
                 total -= depths[sub];
                 frames.pop();
                 continue;
             };
             *next += 1;
-            if frames.len() >= MAX_CALL_FRAMES {
+            let callee_frame = match rules.afresh_at[callee] {
+                true => 0,
+                false => frame + 1,
+            };
+            if callee_frame >= rules.max {
                 return Err(CheckError::new(
                     E2BIG,
                     None,
-                    format!("the call stack of {} frames is too deep !", frames.len()),
+                    format!("the call stack of {callee_frame} frames is too deep !"),
                 ));
             }
             if tail_calls[callee] && total >= 256 {
@@ -876,7 +895,7 @@ pub fn check_max_stack_depth(
                     ),
                 ));
             }
-            frames.push((callee, 0));
+            frames.push((callee, 0, callee_frame));
             total += depths[callee];
             if total > MAX_BPF_STACK {
                 return Err(stack_too_large(frames.len(), total));
@@ -1590,11 +1609,37 @@ mod tests {
     fn stack_depth_chain() {
         let calls = vec![vec![1], vec![2], vec![]];
         let tails = [false; 3];
-        assert!(check_max_stack_depth(&[256, 128, 128], &calls, &tails, &[0]).is_ok());
-        let err = check_max_stack_depth(&[256, 128, 160], &calls, &tails, &[0]).unwrap_err();
+        let rules = FrameRules {
+            max: 8,
+            afresh_at: vec![false; 3],
+        };
+        assert!(check_max_stack_depth(&[256, 128, 128], &calls, &tails, &[0], &rules).is_ok());
+        let err =
+            check_max_stack_depth(&[256, 128, 160], &calls, &tails, &[0], &rules).unwrap_err();
         assert_eq!(
             err.message,
             "combined stack size of 3 calls is 544. Too large"
         );
+    }
+
+    /// Nine frames in one chain: too many for a limit of 8, unless the count starts again
+    /// at a global function in the middle.
+    #[test]
+    fn frame_count_of_a_chain() {
+        let calls: Vec<Vec<usize>> = (0..9)
+            .map(|i| if i < 8 { vec![i + 1] } else { vec![] })
+            .collect();
+        let (depths, tails) = ([0; 9], [false; 9]);
+        let mut rules = FrameRules {
+            max: 8,
+            afresh_at: vec![false; 9],
+        };
+        let err = check_max_stack_depth(&depths, &calls, &tails, &[0], &rules).unwrap_err();
+        assert_eq!(err.message, "the call stack of 8 frames is too deep !");
+        rules.afresh_at[2] = true;
+        assert!(check_max_stack_depth(&depths, &calls, &tails, &[0], &rules).is_ok());
+        rules.afresh_at[2] = false;
+        rules.max = 16;
+        assert!(check_max_stack_depth(&depths, &calls, &tails, &[0], &rules).is_ok());
     }
 }

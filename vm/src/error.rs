@@ -5,8 +5,10 @@ use crate::memory::MemFault;
 use bpfemu_isa::LdImm64Kind;
 use std::fmt;
 
-/// The kernel's `MAX_CALL_FRAMES`: the entry function plus at most seven nested calls.
-pub const MAX_CALL_FRAMES: usize = 8;
+/// The deepest call chain a run holds: the entry function plus at most 15 nested calls, 7.2's
+/// `MAX_CALL_FRAMES` (the kernels before it allow 8; their verifier refuses deeper programs
+/// before any run, and the kernels' own engines have no frame limit of their own).
+pub const MAX_CALL_FRAMES: usize = 16;
 
 /// An error that ends a run.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -387,15 +387,15 @@ fn nested_calls(depth: usize) -> Vec<Insn> {
 }
 
 #[test]
-fn call_depth_limit_is_eight_frames() {
-    assert_eq!(MAX_CALL_FRAMES, 8);
-    // 8 frames: main + 7 nested calls.
-    assert_eq!(run(&nested_calls(8)), Ok(107));
-    let err = run(&nested_calls(9)).unwrap_err();
-    // The 8th call (at slot 1 + 7 * 3 = 22) would create the 9th frame.
-    assert_eq!(err, VmError::CallDepthExceeded { pc: 22, target: 25 });
+fn call_depth_limit_is_sixteen_frames() {
+    assert_eq!(MAX_CALL_FRAMES, 16);
+    // 16 frames: main + 15 nested calls, as 7.2 verifies them.
+    assert_eq!(run(&nested_calls(16)), Ok(115));
+    let err = run(&nested_calls(17)).unwrap_err();
+    // The 16th call (at slot 1 + 15 * 3 = 46) would create the 17th frame.
+    assert_eq!(err, VmError::CallDepthExceeded { pc: 46, target: 49 });
     assert!(
-        err.to_string().starts_with("insn 22: call depth exceeded"),
+        err.to_string().starts_with("insn 46: call depth exceeded"),
         "{err}"
     );
 }

@@ -4,7 +4,6 @@
 
 use crate::env::Env;
 use crate::precision::mark_chain_precision;
-use crate::state::frame::MAX_CALL_FRAMES;
 use crate::state::reg::{RegState, RegType};
 use crate::state::tnum::Tnum;
 use crate::state::{FuncState, VerifierState};
@@ -104,7 +103,7 @@ pub fn setup_func_entry(
     subprog: usize,
     callsite: usize,
 ) -> Result<(), Reject> {
-    if state.frames.len() >= MAX_CALL_FRAMES {
+    if state.frames.len() >= crate::behaviour::max_call_frames(env.input.kernel.version()) {
         return Err(env.reject(
             Errno::E2big,
             format!(

@@ -5,8 +5,10 @@ use super::reg::RegState;
 use super::stack::{SLOT_SIZE, StackSlot};
 use bpfemu_isa::Reg;
 
-/// Frames a program may nest (`MAX_CALL_FRAMES`).
-pub const MAX_CALL_FRAMES: usize = 8;
+/// The most frames a call chain holds in any kernel bpfemu answers as (7.2's
+/// `MAX_CALL_FRAMES`): what per-frame arrays are sized by. The limit of one kernel is
+/// [`crate::behaviour::max_call_frames`].
+pub const MAX_CALL_FRAMES: usize = 16;
 
 /// The callsite of the main program's frame (`BPF_MAIN_FUNC`, -1 as the kernel stores it).
 pub const BPF_MAIN_FUNC: usize = u32::MAX as usize;
@@ -129,16 +131,17 @@ pub struct VerifierState {
     pub callback_unroll_depth: u32,
 }
 
-/// `INSN_F_FRAMENO_MASK`: the frame of a stack access, in the history flags.
-pub const INSN_F_FRAMENO_MASK: u32 = 0x7;
+/// `INSN_F_FRAMENO_MASK`: the frame of a stack access, in the history flags (4 bits, for
+/// 7.2's 16 frames).
+pub const INSN_F_FRAMENO_MASK: u32 = 0xf;
 /// `INSN_F_SPI_SHIFT` / `INSN_F_SPI_MASK`: the slot of a stack access.
-pub const INSN_F_SPI_SHIFT: u32 = 3;
+pub const INSN_F_SPI_SHIFT: u32 = 4;
 pub const INSN_F_SPI_MASK: u32 = 0x3f;
 /// `INSN_F_STACK_ACCESS`: the instruction spilled or filled a register.
-pub const INSN_F_STACK_ACCESS: u32 = 1 << 9;
+pub const INSN_F_STACK_ACCESS: u32 = 1 << 10;
 /// `INSN_F_DST_REG_STACK` / `INSN_F_SRC_REG_STACK`: a jump compared a stack pointer.
-pub const INSN_F_DST_REG_STACK: u32 = 1 << 10;
-pub const INSN_F_SRC_REG_STACK: u32 = 1 << 11;
+pub const INSN_F_DST_REG_STACK: u32 = 1 << 11;
+pub const INSN_F_SRC_REG_STACK: u32 = 1 << 12;
 
 /// One entry of the jump history.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -168,14 +171,18 @@ pub struct LinkedRegs {
 }
 
 impl LinkedRegs {
-    /// `linked_regs_pack`: the count in 3 bits, then 10 bits an entry (frame 3, is_reg 1,
-    /// index 6).
+    /// `linked_regs_pack`: the count in 3 bits, then an entry per link (frame, is_reg 1,
+    /// index 6). Six links (6.12, 6.18) come from kernels of 8 frames, so 3 frame bits; up
+    /// to five (7.2 keeps five) may come from 7.2's 16 frames, so 4. Both fit 64 bits.
     pub fn pack(&self) -> u64 {
+        let frame_bits = Self::frame_bits(self.entries.len());
         let mut v = self.entries.len() as u64;
         for (i, e) in self.entries.iter().enumerate() {
-            let bits =
-                (e.frameno as u64 & 7) | ((e.is_reg as u64) << 3) | ((e.index as u64 & 63) << 4);
-            v |= bits << (3 + 10 * i);
+            debug_assert!(e.frameno < 1 << frame_bits, "frame {} in a link", e.frameno);
+            let bits = e.frameno as u64
+                | ((e.is_reg as u64) << frame_bits)
+                | ((e.index as u64 & 63) << (frame_bits + 1));
+            v |= bits << (3 + (frame_bits + 7) * i as u32);
         }
         v
     }
@@ -183,17 +190,22 @@ impl LinkedRegs {
     /// `linked_regs_unpack`.
     pub fn unpack(v: u64) -> LinkedRegs {
         let cnt = (v & 7) as usize;
+        let frame_bits = Self::frame_bits(cnt);
         let entries = (0..cnt)
             .map(|i| {
-                let bits = v >> (3 + 10 * i);
+                let bits = v >> (3 + (frame_bits + 7) * i as u32);
                 LinkedReg {
-                    frameno: (bits & 7) as usize,
-                    is_reg: bits & 8 != 0,
-                    index: ((bits >> 4) & 63) as usize,
+                    frameno: (bits & ((1 << frame_bits) - 1)) as usize,
+                    is_reg: bits & (1 << frame_bits) != 0,
+                    index: ((bits >> (frame_bits + 1)) & 63) as usize,
                 }
             })
             .collect();
         LinkedRegs { entries }
+    }
+
+    fn frame_bits(links: usize) -> u32 {
+        if links > 5 { 3 } else { 4 }
     }
 }
 
