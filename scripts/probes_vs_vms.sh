@@ -40,8 +40,14 @@ if [ -z "$VM_RESULTS" ]; then
 fi
 for version in ${KERNELS//,/ }; do
 	[ -f "$VM_RESULTS/$version.jsonl" ] || die "$VM_RESULTS/$version.jsonl is missing"
+	# Exit 2 with verdicts written: files naming a kfunc this kernel lacks were skipped, as
+	# the judge in its VM skips them.
+	status=0
 	"$JUDGE" --bpfemu "$version" verifier/probes/*.probes >"$OUT/bpfemu-$version.jsonl" ||
+		status=$?
+	if [ "$status" != 0 ] && { [ "$status" != 2 ] || [ ! -s "$OUT/bpfemu-$version.jsonl" ]; }; then
 		die "bpfemu's judge failed"
+	fi
 	python3 "$ROOT/scripts/kernel_matrix.py" compare-probes "$version" \
 		"$VM_RESULTS/$version.jsonl" "$OUT/bpfemu-$version.jsonl" "$OUT" || exit 1
 done

@@ -12,8 +12,9 @@
 //! With `--bpfemu VERSION` (5.10, 6.1, 6.12, 6.18, 7.2), bpfemu judges instead, answering as
 //! that kernel, in the same terms (`scripts/rawtable_vs_vms.sh` compares the two).
 //! A probe whose maps the kernel refuses is a rejection whose error names the map and errno,
-//! as a loader would report it. A file that cannot be read or assembled is named on stderr and
-//! skipped; the exit code is then 2.
+//! as a loader would report it. A file that cannot be read, or a probe that cannot be
+//! assembled (a kernel name this kernel's BTF lacks), is named on stderr and skipped; the exit
+//! code is then 2.
 
 // The probe format and the kernel's side are the probe test's own modules, shared as they are
 // (`kernel_side` names the format `super::probe`: both sit at the crate's root here).
@@ -49,13 +50,31 @@ fn main() -> ExitCode {
         eprintln!("usage: probe_verdicts [--log] [--bpfemu VERSION] PROBE_FILE_OR_DIR...");
         return ExitCode::from(2);
     }
+    // Kernel names (`kfunc[..]`, `ksym[..]`) take the ids of the kernel judged, as they do
+    // when this judge runs inside that kernel's VM: its own BTF, where it was fetched.
+    if let Some(version) = bpfemu_version {
+        let btf = bpfemu_loader::kernel::profile_btf_path(version);
+        if btf.is_file() {
+            probe::resolve_names_in(btf);
+        }
+    }
     let mut probes = Vec::new();
     let mut unreadable = false;
     for file in args.iter().flat_map(|a| probe_files(Path::new(a))) {
-        // A file this kernel cannot assemble (a kfunc its BTF lacks) is said and skipped, so
-        // that one file does not cost the verdicts of the others.
+        // A probe this kernel cannot assemble (a kfunc its BTF lacks) is said and skipped, so
+        // that it does not cost the verdicts of the others.
         match file.and_then(|f| load(&f)) {
-            Ok(found) => probes.extend(found),
+            Ok(found) => {
+                for probe in found {
+                    match probe {
+                        Ok(p) => probes.push(p),
+                        Err(e) => {
+                            eprintln!("probe_verdicts: {e}");
+                            unreadable = true;
+                        }
+                    }
+                }
+            }
             Err(e) => {
                 eprintln!("probe_verdicts: {e}");
                 unreadable = true;
@@ -149,10 +168,16 @@ fn probe_files(path: &Path) -> Vec<Result<PathBuf, String>> {
 }
 
 /// The probes of one file.
-fn load(path: &Path) -> Result<Vec<Probe>, String> {
+/// The probes of one file, each assembled or refused on its own.
+fn load(path: &Path) -> Result<Vec<Result<Probe, String>>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let rule = path.file_stem().and_then(|s| s.to_str()).unwrap_or("?");
-    probe::parse_file(rule, &path.display().to_string(), &text).map_err(|e| e.to_string())
+    let each = probe::parse_each(rule, &path.display().to_string(), &text);
+    let each = each.map_err(|e| e.to_string())?;
+    Ok(each
+        .into_iter()
+        .map(|p| p.map_err(|e| e.to_string()))
+        .collect())
 }
 
 fn json_line(name: &str, j: &Judgement) -> String {

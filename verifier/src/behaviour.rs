@@ -550,3 +550,30 @@ pub fn forgets_packets_at_tail_calls(kernel: KernelVersion) -> bool {
 pub fn carries_frameno_into_scalar_plus_pointer(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V7_2
 }
+
+/// A write into a kernel struct that the program type's `btf_struct_access` refuses ends
+/// with the verifier's own line, `R0 cannot write into ptr_bpf_map at off=64 size=4`, after
+/// whatever the callback said (7.2; the probe map_ptr/btf_pointer_written_bad). Before, the
+/// callback's words were the last ("only read is supported").
+pub fn names_refused_btf_writes(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V7_2
+}
+
+/// A helper argument that releases a dynptr (`bpf_ringbuf_submit_dynptr`) is checked as any
+/// dynptr argument: initialised ("Expected an initialized dynptr as R1"), of the kind named
+/// ("Expected a dynptr of type ringbuf as R1"), and not a caller's ("CONST_PTR_TO_DYNPTR
+/// cannot be released"); a caller's dynptr may go to any other helper (7.2). Before, the
+/// release came first ("arg 1 is an unacquired reference", "cannot release unowned const
+/// bpf_dynptr"), and a caller's dynptr only to a helper that does not change it.
+pub fn releases_dynptrs_as_dynptr_args(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V7_2
+}
+
+/// A socket cast of a referenced socket (`bpf_skc_to_tcp_sock` of a lookup's result) is
+/// walked as two paths: NULL first queued, then a non-NULL pointer sharing the socket's
+/// reference (7.2, "explore the NULL case as a separate branch"; the probe
+/// sockets/skc_to_tcp_sock_release_unchecked_cast_bad: 22 instructions and `R1 type=scalar`
+/// in 7.2). Before, the result was one `ptr_or_null_` carrying the reference.
+pub fn forks_null_of_referenced_casts(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V7_2
+}

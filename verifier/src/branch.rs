@@ -92,7 +92,8 @@ fn reg_not_null(r: &RegState) -> bool {
         | RegType::Socket
         | RegType::SockCommon
         | RegType::TcpSock => true,
-        RegType::BtfId => r.flags & PTR_TRUSTED != 0,
+        // `is_trusted_reg`: a referenced pointer is trusted whatever its flags.
+        RegType::BtfId => r.ref_obj_id != 0 || r.flags & PTR_TRUSTED != 0,
         RegType::Mem => r.flags & PTR_UNTRUSTED == 0,
         _ => false,
     }

@@ -179,7 +179,15 @@ pub fn check_ptr_to_btf_access(
         ));
     }
     if write {
-        return nf_conn_write(env, btf, &tname, off, size).map(|()| Loaded::Scalar);
+        let written = nf_conn_write(env, btf, &tname, off, size);
+        let kernel = env.input.kernel.version();
+        if written.is_err() && crate::behaviour::names_refused_btf_writes(kernel) {
+            return Err(env.reject(
+                Errno::Eacces,
+                format!("R{regno} cannot write into ptr_{tname} at off={off} size={size}"),
+            ));
+        }
+        return written.map(|()| Loaded::Scalar);
     }
     let loaded = struct_access(env, btf, reg.btf_id, off as u32, size as u32)?;
     Ok(match loaded {

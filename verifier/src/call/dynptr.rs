@@ -97,12 +97,13 @@ pub fn process_dynptr_func(
         return process_const_dynptr(env, &reg, regno, arg);
     }
     if reg.ty != RegType::Stack {
+        let arg = match crate::behaviour::names_call_args_by_register(env.input.kernel.version()) {
+            true => format!("R{regno}"),
+            false => format!("arg#{}", regno - 1),
+        };
         return Err(env.reject(
             Errno::Einval,
-            format!(
-                "arg#{} expected pointer to stack or const struct bpf_dynptr",
-                regno - 1
-            ),
+            format!("{arg} expected pointer to stack or const struct bpf_dynptr"),
         ));
     }
     if arg.flags & MEM_UNINIT != 0 {
@@ -163,13 +164,13 @@ fn holds_dynptr_bytes(state: &VerifierState, reg: &RegState, spi: usize) -> bool
 fn check_dynptr_kind(env: &mut Env<'_>, flags: u32, arg: ArgType, regno: u8) -> Result<(), Reject> {
     let expected = kind_of_arg(arg);
     if expected != 0 && flags & SLOT_KINDS != expected {
+        let arg = match crate::behaviour::names_call_args_by_register(env.input.kernel.version()) {
+            true => format!("R{regno}"),
+            false => format!("arg #{}", regno - 1),
+        };
         return Err(env.reject(
             Errno::Einval,
-            format!(
-                "Expected a dynptr of type {} as arg #{}",
-                kind_name(expected),
-                regno - 1
-            ),
+            format!("Expected a dynptr of type {} as {arg}", kind_name(expected)),
         ));
     }
     Ok(())
@@ -185,6 +186,14 @@ fn process_const_dynptr(
 ) -> Result<(), Reject> {
     if arg.flags & MEM_UNINIT != 0 {
         return Err(env.reject(Errno::Einval, "Dynptr has to be an uninitialized dynptr"));
+    }
+    if crate::behaviour::releases_dynptrs_as_dynptr_args(env.input.kernel.version()) {
+        // 7.2 lets any helper take a caller's dynptr (the memory's own flags say whether it
+        // may be written), but none release it.
+        if arg.is_release() {
+            return Err(env.reject(Errno::Einval, "CONST_PTR_TO_DYNPTR cannot be released"));
+        }
+        return check_dynptr_kind(env, reg.flags, arg, regno);
     }
     if arg.flags & MEM_RDONLY == 0 {
         return Err(env.reject(

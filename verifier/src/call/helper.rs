@@ -193,7 +193,15 @@ fn check_func_arg(
         check_reg_type(env, &reg, regno, arg_type)?;
         check_func_arg_reg_off(env, &reg, regno, arg_type)?;
     }
-    if arg_type.is_release() && arg_type.base == ArgBase::PtrToDynptr {
+    let version = env.input.kernel.version();
+    if arg_type.is_release()
+        && arg_type.base == ArgBase::PtrToDynptr
+        && crate::behaviour::releases_dynptrs_as_dynptr_args(version)
+    {
+        // The dynptr's own checks (initialised, of the argument's kind, not a caller's) say
+        // what may be released.
+        meta.release_regno = Some(regno as u8);
+    } else if arg_type.is_release() && arg_type.base == ArgBase::PtrToDynptr {
         if reg.ty != RegType::Stack {
             return Err(env.reject(Errno::Einval, "cannot release unowned const bpf_dynptr"));
         }
@@ -206,10 +214,14 @@ fn check_func_arg(
         meta.release_regno = Some(regno as u8);
     } else if arg_type.is_release() {
         if reg.ref_obj_id == 0 && !null {
-            return Err(env.reject(
-                Errno::Einval,
-                format!("R{regno} must be referenced when passed to release function"),
-            ));
+            let words = match crate::behaviour::names_call_args_by_register(version) {
+                true => format!(
+                    "release helper {} expects referenced PTR_TO_BTF_ID passed to R{regno}",
+                    proto.name()
+                ),
+                false => format!("R{regno} must be referenced when passed to release function"),
+            };
+            return Err(env.reject(Errno::Einval, words));
         }
         meta.release_regno = Some(regno as u8);
     }
@@ -1186,8 +1198,35 @@ fn set_return_value(
         r0.ref_obj_id = id;
     }
     refine_return_range(proto, meta, &mut r0);
+    if fork_referenced_cast(env, state, pc, proto.id, meta) {
+        r0.flags &= !reg::PTR_MAYBE_NULL;
+        r0.id = meta.ref_obj_id;
+    }
     *state.reg_mut(Reg::R0) = r0;
     Ok(())
+}
+
+/// 7.2's cast of a referenced socket (`is_ptr_cast_function`): the result shares the
+/// socket's reference, so it cannot also carry the NULL check's id; the NULL result is
+/// queued as a path of its own (R0 the scalar 0) and the walk goes on with a non-NULL
+/// pointer. True when the path was queued.
+fn fork_referenced_cast(
+    env: &mut Env<'_>,
+    state: &VerifierState,
+    pc: usize,
+    func_id: i32,
+    meta: &CallMeta,
+) -> bool {
+    let referenced = meta.ref_obj_id != 0 && state.refs.iter().any(|r| r.id == meta.ref_obj_id);
+    let cast = sock_cast_target(func_id).is_some_and(|(_, keeps_ref)| keeps_ref);
+    let forks = crate::behaviour::forks_null_of_referenced_casts(env.input.kernel.version());
+    if !(cast && referenced && forks) {
+        return false;
+    }
+    let mut null_path = state.clone();
+    *null_path.reg_mut(Reg::R0) = RegState::known(0);
+    env.pending.push((null_path, pc + 1, pc));
+    true
 }
 
 /// `RET_PTR_TO_SOCKET_OR_NULL` / `RET_PTR_TO_SOCK_COMMON_OR_NULL`: the socket a lookup found,

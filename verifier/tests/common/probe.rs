@@ -148,6 +148,16 @@ pub fn load_all(dir: &Path) -> Result<Vec<Probe>, ProbeError> {
 
 /// Splits a file into probes and assembles each.
 pub fn parse_file(rule: &str, file: &str, text: &str) -> Result<Vec<Probe>, ProbeError> {
+    parse_each(rule, file, text)?.into_iter().collect()
+}
+
+/// Each probe of a file on its own: one that does not assemble (a kfunc the kernel lacks)
+/// costs only itself. Errors in the file's header are the file's.
+pub fn parse_each(
+    rule: &str,
+    file: &str,
+    text: &str,
+) -> Result<Vec<Result<Probe, ProbeError>>, ProbeError> {
     let mut header_maps = Vec::new();
     // (name, line of its `==`, body lines with their numbers)
     type Section<'t> = (String, usize, Vec<(usize, &'t str)>);
@@ -169,7 +179,7 @@ pub fn parse_file(rule: &str, file: &str, text: &str) -> Result<Vec<Probe>, Prob
             }
         }
     }
-    sections
+    let probes = sections
         .into_iter()
         .map(|(name, lineno, body)| {
             let place = format!("{file}:{lineno}");
@@ -178,7 +188,8 @@ pub fn parse_file(rule: &str, file: &str, text: &str) -> Result<Vec<Probe>, Prob
             }
             assemble_probe(format!("{rule}/{name}"), place, header_maps.clone(), &body)
         })
-        .collect()
+        .collect();
+    Ok(probes)
 }
 
 /// `; map NAME: TYPE key K value V entries N [flags F]`, or `None` for any other line.
@@ -477,16 +488,28 @@ fn vmlinux_type_id(spec: &str) -> Result<u32, String> {
 }
 
 /// The id of the type NAME of the kind `pred` accepts in the running kernel's BTF.
+/// The kernel BTF that `kfunc[NAME]`, `ksym[NAME]` and type names resolve against: the
+/// running kernel's, unless [`resolve_names_in`] named another before the first probe.
+static NAMES_BTF: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+/// Resolves kernel names in the BTF at `path` (a kernel bpfemu answers as, whose ids differ
+/// from the running kernel's), for every probe parsed after. False when names were already
+/// resolved elsewhere.
+pub fn resolve_names_in(path: std::path::PathBuf) -> bool {
+    NAMES_BTF.set(path).is_ok()
+}
+
 fn vmlinux_id(
     name: &str,
     pred: impl Fn(&bpfemu_loader::btf::BtfKind) -> bool,
 ) -> Result<u32, String> {
     use bpfemu_loader::btf::Btf;
     static VMLINUX: std::sync::OnceLock<Option<Btf>> = std::sync::OnceLock::new();
+    let path = NAMES_BTF.get_or_init(|| "/sys/kernel/btf/vmlinux".into());
     let btf = VMLINUX
-        .get_or_init(|| Btf::parse(&std::fs::read("/sys/kernel/btf/vmlinux").ok()?).ok())
+        .get_or_init(|| Btf::parse(&std::fs::read(path).ok()?).ok())
         .as_ref()
-        .ok_or("kernel symbols need /sys/kernel/btf/vmlinux")?;
+        .ok_or_else(|| format!("kernel symbols need {}", path.display()))?;
     btf.find_by_name_kind(name, pred)
         .ok_or_else(|| format!("no `{name}` of that kind in vmlinux BTF"))
 }
