@@ -577,3 +577,13 @@ pub fn releases_dynptrs_as_dynptr_args(kernel: KernelVersion) -> bool {
 pub fn forks_null_of_referenced_casts(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V7_2
 }
+
+/// Every kfunc's pointer arguments are trusted (the `KF_TRUSTED_ARGS` default), so a NULL or
+/// maybe-NULL one is refused before its type is checked ("Possibly NULL pointer passed to
+/// trusted arg2"; 6.18 and 7.2). In 6.12 only kfuncs flagged `KF_TRUSTED_ARGS` or `KF_RCU`
+/// had the rule, none of those bpfemu models for XDP (`bpf_dynptr_from_xdp`, the number
+/// iterator, the dynptr and string kfuncs), so their type check speaks first ("arg#2
+/// expected pointer to stack or const struct bpf_dynptr").
+pub fn trusts_every_kfunc_pointer_arg(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_18
+}

@@ -182,7 +182,9 @@ pub fn check_kfunc_call(
             format!("kernel function {name} has no prototype"),
         ));
     };
-    refuse_null_pointer_args(env, state, btf, params)?;
+    if crate::behaviour::trusts_every_kfunc_pointer_arg(kernel) {
+        refuse_null_pointer_args(env, state, btf, params)?;
+    }
     if super::kernel_objects::handles(name) {
         return super::kernel_objects::check_call(env, state, btf, name, params, *ret, pc);
     }
