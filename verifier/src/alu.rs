@@ -330,7 +330,26 @@ fn adjust_reg_min_max_vals(
     adjust_scalar_min_max_vals(&mut d, &src_reg, op, width, kernel);
     if crate::behaviour::links_scalars_by_delta(kernel) {
         let every_delta = crate::behaviour::links_by_subtraction_and_32_bit_adds(kernel);
-        link_add_const(&mut d, &src_reg, op, width, wide_before, every_delta);
+        let clears_delta = crate::behaviour::clears_delta_with_scalar_id(kernel);
+        let self_op = src == Source::Reg(dst);
+        if self_op && clears_delta {
+            // `r6 += r6`: no constant was added to a copy.
+            d.id = 0;
+            d.off = 0;
+        } else {
+            // Debian's 6.12 read the constant from the register after the operation, which
+            // is the result when the source is the destination.
+            let added = if self_op { d } else { src_reg };
+            link_add_const(
+                &mut d,
+                &added,
+                op,
+                width,
+                wide_before,
+                every_delta,
+                clears_delta,
+            );
+        }
     } else {
         d.id = 0;
         d.off = 0;
@@ -382,6 +401,7 @@ fn link_add_const(
     width: Width,
     wide_before: bool,
     every_delta: bool,
+    clears_delta: bool,
 ) {
     let alu32 = width == Width::W32;
     let src_const = if alu32 {
@@ -390,11 +410,14 @@ fn link_add_const(
         src.var_off.is_const()
     };
     let unlink = |d: &mut RegState| {
-        d.off = 0;
+        if clears_delta {
+            d.off = 0;
+        }
         d.id = 0;
     };
     // The delta goes with the id: a stale one would follow the register into the next id
-    // `assign_scalar_id_before_mov` gives it and skew `sync_linked_regs`.
+    // `assign_scalar_id_before_mov` gives it and skew `sync_linked_regs` (as it does in
+    // Debian's 6.12: `clears_delta` false).
     if !matches!(op, AluOp::Add | AluOp::Sub) || d.id == 0 || !src_const {
         return unlink(d);
     }

@@ -587,3 +587,13 @@ pub fn forks_null_of_referenced_casts(kernel: KernelVersion) -> bool {
 pub fn trusts_every_kfunc_pointer_arg(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V6_18
 }
+
+/// A scalar that leaves its delta link (`rX ^= 0` after `rX += 5`) loses the delta with the
+/// id (`clear_scalar_id`, 6.18 and 7.2). Debian's 6.12.95 cleared the id only: the stale
+/// delta went with the register into the next id a copy gave it, and a comparison of one
+/// copy set the other off by it (the probe linked_regs/stale_delta_after_cleared_id_bad,
+/// accepted by 6.12 alone). The same fix refuses a link for `rX += rX`; 6.12.95 linked it by
+/// the sum (the selftest verifier_linked_scalars/scalars_self_add_clears_id).
+pub fn clears_delta_with_scalar_id(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_18
+}
