@@ -137,3 +137,14 @@ fn precision_stops_at_a_call_before_6_4() {
         [44, 44, 36, 36, 36]
     );
 }
+
+/// `computes_stack_liveness_before_the_walk`: the corpus' l4lb is 1429 instructions on 6.18,
+/// whose walk-recorded liveness cleans a checkpoint only once its paths are done, and 1423 on
+/// 7.2, whose checkpoints are born clean of the slots its static pass finds dead.
+#[test]
+fn stack_slots_are_live_by_a_static_pass_from_7_2() {
+    assert_eq!(
+        processed_on("examples/xdp/build/l4lb.v2.o", &["6.18", "7.2"]),
+        [1429, 1423]
+    );
+}

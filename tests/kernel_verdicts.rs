@@ -212,10 +212,11 @@ fn a_packet_pointer_for_a_function_that_moves_the_packet_is_refused_from_7_2() {
 
 const TAIL_CALL_WRITE: &str = "tests/data/kernels/tail_call_stack_write.o";
 
-/// `sees_tail_calls_leave_in_liveness`: a subprogram writes its caller's slot after a tail
-/// call, which may leave it first. Every kernel before 7.2 takes the write as sure, so the
-/// slot is dead across the call and the caller's path that set an out-of-frame offset in it is
-/// pruned; 7.2 walks that path and refuses its read. The control, with no tail call before
+/// `computes_stack_liveness_before_the_walk`: a subprogram writes its caller's slot after a
+/// tail call, which may leave it first. Every kernel before 7.2 takes the write as sure, so
+/// the slot is dead across the call and the caller's path that set an out-of-frame offset in
+/// it is pruned; 7.2's static liveness takes no write of a callee as killing its caller's
+/// slot, walks that path and refuses its read. The control, with no tail call before
 /// the write, is accepted everywhere.
 #[test]
 fn a_write_after_a_tail_call_is_not_sure_from_7_2() {

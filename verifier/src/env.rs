@@ -143,6 +143,9 @@ pub struct Env<'a> {
     pub live_regs: Vec<u16>,
     /// Stack slot liveness from the walk's own accesses (6.18's `liveness.c`).
     pub stack_liveness: crate::stack_liveness::StackLiveness,
+    /// Stack slot liveness computed before the walk (7.2's `liveness.c`), when the kernel
+    /// has it ([`crate::stack_liveness_static::enabled`]).
+    pub stack_liveness_static: Option<crate::stack_liveness_static::StaticStackLiveness>,
     /// The helper argument being checked is written before it is read (`MEM_UNINIT`, the
     /// kernel's `raw_mode`): its stack bytes are not read.
     pub raw_mode_arg: bool,
@@ -221,6 +224,7 @@ impl<'a> Env<'a> {
             buckets: vec![Vec::new(); len.max(1)],
             live_regs: vec![u16::MAX; len],
             stack_liveness: Default::default(),
+            stack_liveness_static: None,
             raw_mode_arg: false,
             states_alive: 0,
             cur_hist_ent: false,

@@ -94,6 +94,11 @@ fn run_with(
         mark_callback_calls(&mut env);
         crate::fastcall::mark_patterns(&mut env);
         liveness::compute_live_registers(&mut env);
+        if crate::stack_liveness_static::enabled(&env) {
+            let computed = crate::stack_liveness_static::compute(&env)
+                .map_err(|msg| env.reject(Errno::E2big, msg))?;
+            env.stack_liveness_static = Some(computed);
+        }
         env.scc = crate::scc::compute_scc(&env);
         print_live_regs(&mut env);
         do_check_main(&mut env, opts)
@@ -641,7 +646,13 @@ fn is_state_visited(
         || (c.jmps_processed - c.prev_jmps_processed >= 2
             && c.insn_processed - c.prev_insn_processed >= 8);
     let bucket = bucket_of(env, state, pc);
-    clean_live_states(env, state, pc, bucket);
+    match env.stack_liveness_static.as_ref() {
+        // 7.2 cleans the current state itself, so every checkpoint is born clean.
+        Some(static_liveness) => {
+            crate::stack_liveness_static::clean_current(env, static_liveness, state)
+        }
+        None => clean_live_states(env, state, pc, bucket),
+    }
     let list = env.buckets[bucket].clone();
     let mut states_cnt = 0u32;
     let mut evict = Vec::new();

@@ -93,6 +93,7 @@ pub mod read_marks;
 pub mod scc;
 pub mod sock;
 pub mod stack_liveness;
+pub mod stack_liveness_static;
 pub mod state;
 pub mod trace;
 

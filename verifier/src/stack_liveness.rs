@@ -14,16 +14,15 @@
 //! The level-2 log carries the analysis' trace (`(0) frame 0 insn 12 +live -8`, `(0) live
 //! stack update done in 2 iterations`), as 6.18's does. The older kernels, whose slots carried
 //! read marks up each state's parent chain, are answered with the same analysis, which gives
-//! their tables' verdicts and counts (`behaviour::prints_stack_liveness_trace`); 7.2 also
-//! knows that a tail call may leave a subprogram before its writes
-//! (`behaviour::sees_tail_calls_leave_in_liveness`).
+//! their tables' verdicts and counts (`behaviour::prints_stack_liveness_trace`). 7.2 computes
+//! the liveness before the walk instead ([`crate::stack_liveness_static`]); then the walk
+//! records nothing here.
 
 use crate::env::Env;
 use crate::state::VerifierState;
 use crate::state::frame::MAX_CALL_FRAMES;
 use crate::state::reg::RegState;
 use crate::state::stack::{SLOT_SIZE, SlotType};
-use bpfemu_isa::{CallTarget, Insn};
 use std::collections::HashMap;
 
 /// The marks of one instruction for one frame (`struct per_frame_masks`), a bit per slot.
@@ -157,9 +156,18 @@ pub fn slot_bit(spi: usize) -> u64 {
     if spi < 64 { 1 << spi } else { 0 }
 }
 
+/// Whether the walk records accesses: not when the liveness was computed before it
+/// ([`crate::stack_liveness_static`]).
+fn recording(env: &Env<'_>) -> bool {
+    env.stack_liveness_static.is_none()
+}
+
 /// Before an instruction is checked: its writes are gathered from nothing
 /// (`bpf_reset_stack_write_marks`).
 pub fn begin_insn(env: &mut Env<'_>, st: &VerifierState, pc: usize) {
+    if !recording(env) {
+        return;
+    }
     with(env, |env, sl| {
         ensure_cur(env, sl, st);
         sl.write_insn = pc;
@@ -171,6 +179,9 @@ pub fn begin_insn(env: &mut Env<'_>, st: &VerifierState, pc: usize) {
 pub fn mark_read(env: &mut Env<'_>, st: &VerifierState, frame: usize, mask: u64) {
     if crate::read_marks::enabled(env) {
         crate::read_marks::slots_read(env, st, frame, mask);
+    }
+    if !recording(env) {
+        return;
     }
     let pc = env.insn_idx;
     with(env, |env, sl| {
@@ -215,6 +226,9 @@ pub fn leave_callchain(env: &mut Env<'_>) {
 /// After an instruction was checked: its writes join what earlier visits wrote
 /// (`bpf_commit_stack_write_marks`); skipped when the instruction changed the chain.
 pub fn commit_insn(env: &mut Env<'_>) {
+    if !recording(env) {
+        return;
+    }
     with(env, |_, sl| {
         let Some(at) = sl.cur else { return };
         let (pc, acc) = (sl.write_insn, sl.write_acc);
@@ -251,6 +265,9 @@ fn commit_writes(inst: &mut Instance, pc: usize, acc: &[u64; MAX_CALL_FRAMES]) {
 /// what a callee reads reaches its caller (`bpf_update_live_stack`). Called when a path ends
 /// and when a function returns.
 pub fn update(env: &mut Env<'_>, st: &VerifierState) {
+    if !recording(env) {
+        return;
+    }
     with(env, |env, sl| {
         sl.cur = None;
         for frame in (0..=st.curframe()).rev() {
@@ -270,7 +287,7 @@ pub fn update(env: &mut Env<'_>, st: &VerifierState) {
 /// depth-first walk from the first instruction that pushes every undiscovered successor at
 /// once (so the jump target is explored before the fall-through), listing an instruction
 /// when it is on top again after its successors.
-fn postorder(env: &Env<'_>, start: usize, end: usize) -> Vec<usize> {
+pub(crate) fn postorder(env: &Env<'_>, start: usize, end: usize) -> Vec<usize> {
     let mut order = Vec::new();
     if start >= end {
         return order;
@@ -348,9 +365,6 @@ fn update_insn(env: &mut Env<'_>, inst: &mut Instance, frame: usize, pc: usize) 
     let Some(insn) = env.insn(pc) else {
         return false;
     };
-    // A tail call that jumps leaves the function there, writing nothing after it.
-    let may_leave = *insn == Insn::Call(CallTarget::Helper(crate::call::proto::TAIL_CALL))
-        && crate::behaviour::sees_tail_calls_leave_in_liveness(env.input.kernel.version());
     let succ = crate::scc::successors(env, pc, insn);
     if succ.is_empty() {
         return false;
@@ -366,11 +380,7 @@ fn update_insn(env: &mut Env<'_>, inst: &mut Instance, frame: usize, pc: usize) 
         return false;
     };
     let before = (after & !m.must_write) | m.may_read;
-    let written = if may_leave {
-        m.must_write
-    } else {
-        written_after | m.must_write
-    };
+    let written = written_after | m.must_write;
     let changed = before != m.live_before || written != m.must_write_acc;
     if prints_trace(env)
         && (m.may_read != 0 || m.must_write != 0 || pc == inst.start() || env.aux[pc].prune_point)
