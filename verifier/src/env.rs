@@ -146,6 +146,9 @@ pub struct Env<'a> {
     /// Stack slot liveness computed before the walk (7.2's `liveness.c`), when the kernel
     /// has it ([`crate::stack_liveness_static::enabled`]).
     pub stack_liveness_static: Option<crate::stack_liveness_static::StaticStackLiveness>,
+    /// The registers' constants before each instruction, found before the walk (7.2's
+    /// `const_fold.c`); empty for the kernels without it.
+    pub const_regs: crate::const_fold::ConstRegs,
     /// The helper argument being checked is written before it is read (`MEM_UNINIT`, the
     /// kernel's `raw_mode`): its stack bytes are not read.
     pub raw_mode_arg: bool,
@@ -225,6 +228,7 @@ impl<'a> Env<'a> {
             live_regs: vec![u16::MAX; len],
             stack_liveness: Default::default(),
             stack_liveness_static: None,
+            const_regs: Vec::new(),
             raw_mode_arg: false,
             states_alive: 0,
             cur_hist_ent: false,

@@ -95,6 +95,7 @@ fn run_with(
         crate::fastcall::mark_patterns(&mut env);
         liveness::compute_live_registers(&mut env);
         if crate::stack_liveness_static::enabled(&env) {
+            env.const_regs = crate::const_fold::compute(&env);
             let computed = crate::stack_liveness_static::compute(&env)
                 .map_err(|msg| env.reject(Errno::E2big, msg))?;
             env.stack_liveness_static = Some(computed);

@@ -73,6 +73,7 @@ pub mod btf_access;
 pub mod btf_info;
 pub mod call;
 pub mod check;
+pub mod const_fold;
 pub mod div_mod;
 pub mod env;
 pub mod explain;

@@ -485,7 +485,20 @@ fn read_only_map_value(
     if !reg.var_off.is_const() {
         return None;
     }
-    let map = env.map(reg.map?)?;
+    let off = i32::try_from(off as i64 + reg.var_off.value as i64).ok()?;
+    read_only_map_bytes(env, reg.map?, off, size, is_ldsx)
+}
+
+/// The `size` bytes at `off` in the value of map `index` when it is a frozen read-only map
+/// (`bpf_map_direct_read`), sign-extended for a sign-extending load.
+pub fn read_only_map_bytes(
+    env: &Env<'_>,
+    index: u32,
+    off: i32,
+    size: i32,
+    is_ldsx: bool,
+) -> Option<u64> {
+    let map = env.map(index)?;
     if map.map_flags & BPF_F_RDONLY_PROG == 0
         || !matches!(
             map.origin,
@@ -495,7 +508,7 @@ fn read_only_map_value(
         return None;
     }
     let data = map.initial.as_ref()?;
-    let start = (off as i64 + reg.var_off.value as i64) as usize;
+    let start = usize::try_from(off).ok()?;
     let bytes = data.get(start..start + size as usize)?;
     let mut buf = [0u8; 8];
     buf[..bytes.len()].copy_from_slice(bytes);

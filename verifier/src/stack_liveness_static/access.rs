@@ -3,8 +3,8 @@
 
 use super::Halves;
 use super::arg_track::{ArgTrack, REGS, add_offset};
-use super::const_regs::{ConstReg, small_const};
 use crate::call::proto::{ArgBase, MEM_FIXED_SIZE, MEM_UNINIT};
+use crate::const_fold::{ConstReg, small_const};
 use crate::env::Env;
 use bpfemu_isa::helpers::id;
 use bpfemu_isa::{AtomicOp, CallTarget, Insn};

@@ -3,7 +3,7 @@
 //! a frame pointer is tracked as that frame and up to four offsets; joins and arithmetic
 //! lose the offsets first, then the frame (a mask of the frames it may be).
 
-use super::const_regs::atomic_load_reg;
+use crate::const_fold::atomic_load_reg;
 use bpfemu_isa::{AluOp, AtomicOp, ByteOrder, Insn, Size, Source, Width};
 
 pub(super) const MAX_OFFSETS: usize = 4;

@@ -14,13 +14,10 @@
 //! dead registers and dead slot halves (`clean_verifier_state` called from
 //! `is_state_visited`), so every checkpoint is born clean. Not modelled: the level-2 log of the
 //! analysis, `STACK_POISON` (dead halves become `STACK_INVALID`, which pruning treats alike),
-//! stack arguments (`r11`), loads of read-only map data in the constant folding, the sizes of
-//! kfunc arguments (taken as unknown), and the rewriting of constant branches that 7.2 does
-//! before this pass (`bpf_prune_dead_branches`).
+//! stack arguments (`r11`) and the sizes of kfunc arguments (taken as unknown).
 
 mod access;
 mod arg_track;
-mod const_regs;
 
 use crate::env::Env;
 use crate::state::VerifierState;
@@ -148,10 +145,9 @@ pub fn compute(env: &Env<'_>) -> Result<StaticStackLiveness, String> {
             crate::stack_liveness::postorder(env, env.subprogs[sp].start, env.subprog_end(sp))
         })
         .collect();
-    let all: Vec<usize> = postorder.iter().flatten().copied().collect();
     let mut analysis = Analysis {
         env,
-        consts: const_regs::compute(env, &all),
+        consts: &env.const_regs,
         used_maps: used_maps(env),
         postorder,
         instances: HashMap::new(),
@@ -199,7 +195,8 @@ struct Analysis<'e, 'a> {
     env: &'e Env<'a>,
     /// Each subprogram's instructions in postorder (`insn_postorder`).
     postorder: Vec<Vec<usize>>,
-    consts: const_regs::ConstRegs,
+    /// The constants before each instruction (7.2's `const_reg_*` of each instruction).
+    consts: &'e crate::const_fold::ConstRegs,
     used_maps: Vec<u32>,
     instances: HashMap<(usize, usize), Instance>,
     /// The register facts of each subprogram's latest analysis (`info[subprog].at_in`).
@@ -328,7 +325,7 @@ impl Analysis<'_, '_> {
                 let Some((cb_reg, from, to)) = access::callback_registers(*id) else {
                     return Ok(());
                 };
-                let const_regs::ConstReg::Subprog(callee) = self.consts[pc][cb_reg] else {
+                let crate::const_fold::ConstReg::Subprog(callee) = self.consts[pc][cb_reg] else {
                     // Not one known callback: a stack pointer passed may be read anywhere.
                     if at[from] != ArgTrack::None {
                         work.mark_all_frames_read(pc);

@@ -1,18 +1,20 @@
 //! Which registers hold a constant before each instruction, found before the walk (7.2's
-//! `bpf_compute_const_regs`). The stack liveness reads it to size a helper's stack access (a
-//! constant size register, the map whose key or value a pointer points to) and to know the
-//! callback a `bpf_loop`-like helper runs.
+//! `const_fold.c`, `bpf_compute_const_regs`). The static stack liveness reads the constants to
+//! size a helper's stack access (a constant size register, the map whose key or value a
+//! pointer points to) and to know the callback a `bpf_loop`-like helper runs. Not modelled:
+//! 7.2's rewrite of the conditional jumps these constants decide into plain jumps
+//! (`bpf_prune_dead_branches`), which removes their dead edges from the liveness.
 //!
 //! A forward dataflow over the whole program in reverse postorder: each subprogram starts with
-//! every register unknown, a join of two different facts is unknown. Loads from read-only map
-//! memory are not folded here (7.2 reads frozen `.rodata`), so such a register is unknown.
+//! every register unknown, a join of two different facts is unknown; a load from a frozen
+//! read-only map (`.rodata`) at a known place is its constant.
 
 use crate::env::Env;
-use bpfemu_isa::{AluOp, AtomicOp, Insn, LdImm64Kind, Source, Width};
+use bpfemu_isa::{AluOp, AtomicOp, Insn, LdImm64Kind, Size, Source, Width};
 
 /// What is known of one register at one instruction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum ConstReg {
+pub enum ConstReg {
     /// The instruction was not reached yet by the dataflow.
     Unvisited,
     Unknown,
@@ -26,10 +28,16 @@ pub(super) enum ConstReg {
 }
 
 /// The registers R0-R10 before each instruction slot.
-pub(super) type ConstRegs = Vec<[ConstReg; 11]>;
+pub type ConstRegs = Vec<[ConstReg; 11]>;
 
 /// The constants before every instruction (`Unvisited` where the dataflow never arrives).
-pub(super) fn compute(env: &Env<'_>, postorder: &[usize]) -> ConstRegs {
+pub fn compute(env: &Env<'_>) -> ConstRegs {
+    let postorder: Vec<usize> = (0..env.subprogs.len())
+        .flat_map(|sp| {
+            let start = env.subprogs[sp].start;
+            crate::stack_liveness::postorder(env, start, env.subprog_end(sp))
+        })
+        .collect();
     let mut before = vec![[ConstReg::Unvisited; 11]; env.len()];
     for sp in &env.subprogs {
         if sp.start < before.len() {
@@ -54,7 +62,7 @@ pub(super) fn compute(env: &Env<'_>, postorder: &[usize]) -> ConstRegs {
 
 /// The 32-bit constant a register holds before an instruction, as 7.2 keeps it
 /// (`const_reg_mask`/`const_reg_vals`: wider constants are not kept).
-pub(super) fn small_const(regs: &[ConstReg; 11], reg: usize) -> Option<u32> {
+pub fn small_const(regs: &[ConstReg; 11], reg: usize) -> Option<u32> {
     match regs[reg] {
         ConstReg::Const(v) if v == v as u32 as u64 => Some(v as u32),
         _ => None,
@@ -135,7 +143,20 @@ fn transfer(env: &Env<'_>, pc: usize, insn: &Insn, regs: &mut [ConstReg; 11]) {
         Insn::LdAbs { .. } | Insn::LdInd { .. } | Insn::Call(_) => {
             regs[..6].fill(Unknown);
         }
-        Insn::Load { dst, .. } => regs[dst.index()] = Unknown,
+        Insn::Load {
+            size,
+            sign_extend,
+            dst,
+            src,
+            off,
+        } => {
+            regs[dst.index()] = match regs[src.index()] {
+                MapValue(map, at) => {
+                    read_only_value(env, map, at as i64 + off as i64, size, sign_extend)
+                }
+                _ => Unknown,
+            };
+        }
         Insn::Atomic { op, dst, src, .. } => {
             if let Some(r) = atomic_load_reg(op, dst.index(), src.index()) {
                 regs[r] = Unknown;
@@ -162,6 +183,15 @@ fn alu(op: AluOp, dst: ConstReg, src: ConstReg, imm: bool) -> ConstReg {
     }
 }
 
+/// The constant a load of `size` bytes at `off` in the value of a frozen read-only map reads.
+fn read_only_value(env: &Env<'_>, map: u32, off: i64, size: Size, sign_extend: bool) -> ConstReg {
+    let Ok(off) = i32::try_from(off) else {
+        return ConstReg::Unknown;
+    };
+    crate::mem::read_only_map_bytes(env, map, off, size.bytes() as i32, sign_extend)
+        .map_or(ConstReg::Unknown, ConstReg::Const)
+}
+
 fn ld_imm64(env: &Env<'_>, pc: usize, kind: LdImm64Kind, imm: i32, next_imm: i32) -> ConstReg {
     match kind {
         LdImm64Kind::Imm => ConstReg::Const(Insn::imm64(imm, next_imm)),
@@ -179,7 +209,7 @@ fn ld_imm64(env: &Env<'_>, pc: usize, kind: LdImm64Kind, imm: i32, next_imm: i32
 }
 
 /// The register an atomic instruction loads into (`bpf_atomic_load_reg`), if any.
-pub(super) fn atomic_load_reg(op: AtomicOp, dst: usize, src: usize) -> Option<usize> {
+pub fn atomic_load_reg(op: AtomicOp, dst: usize, src: usize) -> Option<usize> {
     match op {
         AtomicOp::Cmpxchg => Some(0),
         AtomicOp::LoadAcquire => Some(dst),
