@@ -330,7 +330,7 @@ pub(super) fn check_ctx_arg(env: &mut Env<'_>, reg: &RegState, i: usize) -> Resu
 }
 
 /// Whether `ty` is a pointer to the struct `name`.
-fn points_to_struct(btf: &Btf, ty: TypeId, name: &str) -> bool {
+pub(crate) fn points_to_struct(btf: &Btf, ty: TypeId, name: &str) -> bool {
     let t = btf.skip_mods_and_typedefs(ty).and_then(|id| btf.get(id));
     let Some(BtfKind::Ptr { ty: pointee }) = t.map(|t| &t.kind) else {
         return false;

@@ -8,6 +8,7 @@ use crate::const_fold::{ConstReg, small_const};
 use crate::env::Env;
 use bpfemu_isa::helpers::id;
 use bpfemu_isa::{AtomicOp, CallTarget, Insn};
+use bpfemu_loader::btf::BtfKind;
 
 /// An access whose length is unknown: it may read from its offset up to the frame pointer.
 pub(super) const UNKNOWN: i64 = i64::MIN;
@@ -185,4 +186,61 @@ fn largest_map_size(env: &Env<'_>, used_maps: &[u32], is_key: bool) -> i64 {
         .flat_map(|m| std::iter::once(size(m)).chain(m.inner.as_deref().map(size)))
         .max()
         .map_or(0, i64::from)
+}
+
+/// The bytes kfunc `btf_id` (of vmlinux) accesses through argument `arg`, from its BTF
+/// prototype (`bpf_kfunc_stack_access_bytes`): a dynptr is 16 bytes, memory sized by the next
+/// argument (`__sz`, `__szk`) that argument's constant (else the whole stack), other memory
+/// its pointee's size; an iterator's constructor (`KF_ITER_NEW`) and an `__uninit` argument
+/// write it. A non-pointer accesses nothing.
+pub(super) fn kfunc_bytes(
+    env: &Env<'_>,
+    btf_id: i32,
+    arg: usize,
+    consts: &[ConstReg; REGS],
+) -> i64 {
+    let target = CallTarget::Kfunc { btf_id, off: 0 };
+    let (Some(_), Ok(btf)) = (param_count(env, target), env.input.kernel.btf()) else {
+        return UNKNOWN;
+    };
+    let id = btf_id as u32;
+    let Some(params) = crate::call::kfunc::func_params(btf, id) else {
+        return UNKNOWN;
+    };
+    let Some(param) = params.get(arg) else {
+        return 0;
+    };
+    let pointer = btf
+        .skip_mods_and_typedefs(param.ty)
+        .and_then(|t| btf.get(t));
+    let Some(BtfKind::Ptr { ty: pointee }) = pointer.map(|t| &t.kind) else {
+        return 0;
+    };
+    let sized_by_next = params
+        .get(arg + 1)
+        .is_some_and(|p| p.name.ends_with("__sz") || p.name.ends_with("__szk"));
+    let size = if crate::call::kfunc::points_to_struct(btf, param.ty, "bpf_dynptr") {
+        DYNPTR_SIZE
+    } else if sized_by_next {
+        match small_const(consts, arg + 2) {
+            Some(size) => i64::from(size),
+            None => return MAX_BPF_STACK,
+        }
+    } else {
+        match btf
+            .skip_mods_and_typedefs(*pointee)
+            .and_then(|t| btf.size_of(t))
+        {
+            Some(size) => i64::from(size),
+            None => return UNKNOWN,
+        }
+    };
+    let iter_new = arg == 0
+        && crate::call::iter::iter_op_of_call(Some(btf), btf_id)
+            == Some(crate::call::iter::IterOp::New);
+    if iter_new || param.name.ends_with("__uninit") {
+        -size
+    } else {
+        size
+    }
 }

@@ -14,7 +14,7 @@
 //! dead registers and dead slot halves (`clean_verifier_state` called from
 //! `is_state_visited`), so every checkpoint is born clean. Not modelled: the level-2 log of the
 //! analysis, `STACK_POISON` (dead halves become `STACK_INVALID`, which pruning treats alike),
-//! stack arguments (`r11`) and the sizes of kfunc arguments (taken as unknown).
+//! stack arguments (`r11`) and kfuncs of module BTF (their accesses are taken as unknown).
 
 mod access;
 mod arg_track;
@@ -451,6 +451,9 @@ impl Analysis<'_, '_> {
             let bytes = match target {
                 CallTarget::Helper(id) => {
                     access::helper_bytes(self.env, id, arg, &self.consts[pc], &self.used_maps)
+                }
+                CallTarget::Kfunc { btf_id, off: 0 } => {
+                    access::kfunc_bytes(self.env, btf_id, arg, &self.consts[pc])
                 }
                 _ => access::UNKNOWN,
             };
