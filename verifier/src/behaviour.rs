@@ -599,3 +599,24 @@ pub fn trusts_every_kfunc_pointer_arg(kernel: KernelVersion) -> bool {
 pub fn clears_delta_with_scalar_id(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V6_18
 }
+
+/// A kernel struct's pointer member to anything but a struct (`void *data` of
+/// `struct xdp_buff`) reads as untrusted read-only memory (6.18 and 7.2). 6.12 read it as a
+/// scalar (the probe kfunc_objects/kern_ctx_data_ok: "R1 invalid mem access 'scalar'").
+pub fn reads_void_pointer_members_as_memory(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_18
+}
+
+/// `bpf_rdonly_cast` takes type id 0 for untrusted read-only memory (6.18 and 7.2). 6.12
+/// casts to a struct only: any other id, unknown ones included, is "kfunc bpf_rdonly_cast
+/// type ID argument must be of a struct".
+pub fn casts_rdonly_to_void(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_18
+}
+
+/// The number iterator's kfuncs may be called holding a spin lock (`kfunc_spin_allowed`,
+/// 6.18 and 7.2). 6.12 allowed the graph kfuncs only ("function calls are not allowed while
+/// holding a lock"; the probe spin_lock/iter_num_loop_under_lock_ok).
+pub fn allows_iterators_under_lock(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_18
+}

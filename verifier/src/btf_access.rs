@@ -223,7 +223,15 @@ fn struct_access(
                     flags: flags | tag,
                 });
             }
-            Ok(Walk::PtrUntrusted) => return Ok(Loaded::UntrustedMem),
+            Ok(Walk::PtrUntrusted) => {
+                let kernel = env.input.kernel.version();
+                return Ok(
+                    match crate::behaviour::reads_void_pointer_members_as_memory(kernel) {
+                        true => Loaded::UntrustedMem,
+                        false => Loaded::Scalar,
+                    },
+                );
+            }
             Ok(Walk::Struct(next)) => {
                 id = next;
                 off = 0;

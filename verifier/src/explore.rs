@@ -976,8 +976,10 @@ fn do_check_insn(
             // helpers may not, except the unlock; kfuncs neither, except the numbers
             // iterator's (`kfunc_spin_allowed`; its graph and resilient-lock kfuncs are not
             // modelled, so stay refused).
+            let iterators_under_lock =
+                crate::behaviour::allows_iterators_under_lock(env.input.kernel.version());
             let helper_not_unlock = matches!(target, CallTarget::Kfunc { btf_id, off }
-                    if off != 0 || !is_iter_num_kfunc(env, btf_id))
+                    if off != 0 || !iterators_under_lock || !is_iter_num_kfunc(env, btf_id))
                 || matches!(target, CallTarget::Helper(id) if id != call::proto::SPIN_UNLOCK);
             if state.active_locks > 0 && helper_not_unlock {
                 return Err(env.reject(

@@ -308,6 +308,14 @@ fn rdonly_cast(
                 )
             })
     });
+    // 6.12 casts to structs only, and says so of any other id, known or not.
+    let to_struct = matches!(target, Some((id, true)) if id != 0);
+    if !to_struct && !crate::behaviour::casts_rdonly_to_void(env.input.kernel.version()) {
+        return Err(env.reject(
+            Errno::Einval,
+            format!("kfunc {name} type ID argument must be of a struct"),
+        ));
+    }
     let mut r0 = match target {
         None => {
             return Err(env.reject(
