@@ -620,3 +620,11 @@ pub fn casts_rdonly_to_void(kernel: KernelVersion) -> bool {
 pub fn allows_iterators_under_lock(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V6_18
 }
+
+/// `bpf_rcu_read_lock` may nest: the sections are counted, and RCU-protected pointers turn
+/// untrusted when the outermost one ends (7.2, `active_rcu_locks`; the probe
+/// kfunc_objects/rcu_nested_bad, accepted by 7.2). Before, a second lock was "nested rcu read
+/// lock (kernel function bpf_rcu_read_lock)".
+pub fn nests_rcu_read_locks(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V7_2
+}

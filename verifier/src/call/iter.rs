@@ -147,9 +147,10 @@ fn process_iter_arg(
             }),
         };
         if !uninit {
+            let arg = super::call_arg_name(env, 0, "arg #0".into());
             return Err(env.reject(
                 Errno::Einval,
-                format!("expected uninitialized iter_{kind} as arg #0"),
+                format!("expected uninitialized iter_{kind} as {arg}"),
             ));
         }
         check_stack_obj_write(env, state, Reg::R1, nr_slots)?;

@@ -133,6 +133,12 @@ fn enter_or_leave_section(
     name: &str,
 ) -> Result<(), Reject> {
     match name {
+        "bpf_rcu_read_lock"
+            if crate::behaviour::nests_rcu_read_locks(env.input.kernel.version()) =>
+        {
+            state.active_rcu_lock += 1;
+            Ok(())
+        }
         "bpf_rcu_read_lock" if state.active_rcu_lock > 0 => Err(env.reject(
             Errno::Einval,
             format!("nested rcu read lock (kernel function {name})"),
@@ -145,6 +151,11 @@ fn enter_or_leave_section(
             Errno::Einval,
             format!("unmatched rcu read unlock (kernel function {name})"),
         )),
+        "bpf_rcu_read_unlock" if state.active_rcu_lock > 1 => {
+            // An inner section's end (7.2 nests them): the outer one still protects.
+            state.active_rcu_lock -= 1;
+            Ok(())
+        }
         "bpf_rcu_read_unlock" => {
             // RCU-protected pointers outlive the section only as untrusted ones.
             state.for_each_reg_mut(|r| {
@@ -195,7 +206,11 @@ fn irq_flag(
                 .contains(&SlotType::IrqFlag),
         };
         if !uninit {
-            return Err(env.reject(Errno::Einval, "expected uninitialized irq flag as arg#0"));
+            let arg = super::call_arg_name(env, 0, "arg#0".into());
+            return Err(env.reject(
+                Errno::Einval,
+                format!("expected uninitialized irq flag as {arg}"),
+            ));
         }
         check_stack_obj_write(env, state, Reg::R1, 1)?;
         let SlotIndex::At(spi) = stack_slot_obj_spi(env, state, &reg, "irq_flag", 1) else {
@@ -476,13 +491,14 @@ fn check_mem_size_pair(
                 )
             });
     *state.reg_mut(mem) = saved;
+    let (mem_arg, len_arg) = (
+        super::call_arg_name(env, i, format!("arg#{i}")),
+        super::call_arg_name(env, i + 1, format!("arg#{}", i + 1)),
+    );
     checked.map_err(|e| {
         env.reject(
             e.errno,
-            format!(
-                "arg#{i} arg#{} memory, len pair leads to invalid memory access",
-                i + 1
-            ),
+            format!("{mem_arg} {len_arg} memory, len pair leads to invalid memory access"),
         )
     })
 }
@@ -601,9 +617,12 @@ fn check_object_arg(
         // Anything else would be memory of a struct made of scalars; these structs are not
         // (the walk logs where it gives up, as the kernel's does).
         is_scalar_struct(env, btf, pointee, 0);
+        let arg = super::call_arg_name(env, i, format!("arg#{i}"));
         return Err(env.reject(
             Errno::Einval,
-            format!("arg#{i} pointer type STRUCT {struct_name} must point to scalar, or struct with scalar"),
+            format!(
+                "{arg} pointer type STRUCT {struct_name} must point to scalar, or struct with scalar"
+            ),
         ));
     }
     let trusted = reg.ref_obj_id != 0
@@ -636,11 +655,15 @@ fn check_object_arg(
     let strict = (flags & RELEASE != 0 && reg.ref_obj_id != 0)
         || essential_name(have_name) == essential_name(&struct_name);
     if !struct_ids_match(btf, reg.btf_id, pointee, strict) {
-        let got = btf.get(reg.btf_id).map_or("", |t| t.name.as_str());
+        let got = btf
+            .get(reg.btf_id)
+            .map_or("", |t| t.name.as_str())
+            .to_owned();
+        let arg = super::call_arg_name(env, i, format!("args#{i}"));
         return Err(env.reject(
             Errno::Einval,
             format!(
-                "kernel function {name} args#{i} expected pointer to STRUCT {struct_name} but R{regno} has a pointer to STRUCT {got}"
+                "kernel function {name} {arg} expected pointer to STRUCT {struct_name} but R{regno} has a pointer to STRUCT {got}"
             ),
         ));
     }

@@ -410,9 +410,13 @@ fn check_dynptr_slice(
                 check_mem_size_reg(env, state, Reg::R3, Reg::R4, AccessType::Write, true)
             });
         if let Err(e) = checked {
+            let (mem_arg, len_arg) = (
+                super::call_arg_name(env, 2, "arg#2".into()),
+                super::call_arg_name(env, 3, "arg#3".into()),
+            );
             return Err(env.reject(
                 e.errno,
-                "arg#2 arg#3 memory, len pair leads to invalid memory access",
+                format!("{mem_arg} {len_arg} memory, len pair leads to invalid memory access"),
             ));
         }
     }
