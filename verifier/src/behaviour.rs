@@ -628,3 +628,10 @@ pub fn allows_iterators_under_lock(kernel: KernelVersion) -> bool {
 pub fn nests_rcu_read_locks(kernel: KernelVersion) -> bool {
     kernel >= KernelVersion::V7_2
 }
+
+/// A static subprogram may be called holding a spin lock, its own calls checked there (6.12
+/// on). 5.10 and 6.1 refused any call but the unlock ("function calls are not allowed while
+/// holding a lock"; the probe spin_lock/callee_unlocks_ok).
+pub fn calls_subprograms_under_lock(kernel: KernelVersion) -> bool {
+    kernel >= KernelVersion::V6_12
+}

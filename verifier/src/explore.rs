@@ -978,8 +978,11 @@ fn do_check_insn(
             // modelled, so stay refused).
             let iterators_under_lock =
                 crate::behaviour::allows_iterators_under_lock(env.input.kernel.version());
+            let subprograms_under_lock =
+                crate::behaviour::calls_subprograms_under_lock(env.input.kernel.version());
             let helper_not_unlock = matches!(target, CallTarget::Kfunc { btf_id, off }
                     if off != 0 || !iterators_under_lock || !is_iter_num_kfunc(env, btf_id))
+                || matches!(target, CallTarget::Local(_) if !subprograms_under_lock)
                 || matches!(target, CallTarget::Helper(id) if id != call::proto::SPIN_UNLOCK);
             if state.active_locks > 0 && helper_not_unlock {
                 return Err(env.reject(

@@ -55,10 +55,14 @@ pub fn check_map_field_pointer(
     };
     let off = reg.var_off.value as i64 + reg.off as i64;
     if off != field_off as i64 {
-        return Err(env.reject(
-            Errno::Einval,
-            format!("off {off} doesn't point to 'struct {field}' that is at {field_off}"),
-        ));
+        // Before the BTF record (6.2), the lock's message did not say where the lock is.
+        let lock_words_only = field == "bpf_spin_lock"
+            && !crate::behaviour::words_map_fields_from_btf_record(env.input.kernel.version());
+        let msg = match lock_words_only {
+            true => format!("off {off} doesn't point to 'struct {field}'"),
+            false => format!("off {off} doesn't point to 'struct {field}' that is at {field_off}"),
+        };
+        return Err(env.reject(Errno::Einval, msg));
     }
     Ok(map)
 }
