@@ -10,6 +10,7 @@
 #   OUT/VERSION.btf     with --btf: the kernel's /sys/kernel/btf/vmlinux (adds ~25 s a kernel)
 #
 #   scripts/kernel_vms.sh [--kernels 5.10,6.1,6.12,7.2] [--out DIR] [--timeout SEC] [--btf]
+#                         [--map-size NAME=N]...
 #                         OBJECT_OR_DIR...      (default: examples/xdp/build, 60 objects)
 #
 # The images come from apt (scripts/kernel_apt_sources.sh adds the suites) into the cache
@@ -28,6 +29,8 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --kernels|--out|--timeout) args+=("$1" "$2"); shift 2 ;;
         --btf) args+=("$1"); shift ;;
+        # Sizes a map declared with max_entries 0 (the judge's --map-size), as a loader does.
+        --map-size) args+=(--judge-arg --map-size --judge-arg "$2"); shift 2 ;;
         -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
         -*) echo "kernel_vms.sh: unknown option $1" >&2; exit 2 ;;
         *) objects+=("$1"); shift ;;

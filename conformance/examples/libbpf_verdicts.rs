@@ -14,21 +14,60 @@
 //! loads through bpfemu's own loader. Needs root.
 //!
 //!     cargo build -p bpfemu-conformance --example libbpf_verdicts
-//!     target/debug/examples/libbpf_verdicts OBJ [--log2]
+//!     target/debug/examples/libbpf_verdicts OBJ [--log2] [--map-size NAME=N]...
+//!
+//! `--map-size NAME=N` sizes a map the object declares with `max_entries` 0 (xdp-tools size
+//! theirs at run time), as `bpfemu verify --map-size` does.
 //!
 //! `--log2` also prints each program's level-2 log (every state) to standard error, to read
 //! the kernel's register states beside bpfemu's `verify --log-level 2`.
 
 use bpfemu_conformance::libbpf::{Level, LibbpfObject, LogOptions};
+use std::io::Write;
 use std::path::Path;
 
+/// What the command line asks beside the object.
+#[derive(Default)]
+struct Options {
+    log2: bool,
+    /// `max_entries` for maps declared with 0 (`--map-size NAME=N`), as a loader sizes them.
+    map_sizes: Vec<(String, u32)>,
+}
+
+fn parse_options(args: &[String]) -> Result<Options, String> {
+    let mut options = Options::default();
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--log2" => options.log2 = true,
+            "--map-size" => {
+                let spec = args.next().ok_or("--map-size needs NAME=N")?;
+                let (name, n) = spec
+                    .split_once('=')
+                    .and_then(|(name, n)| Some((name, n.parse::<u32>().ok()?)))
+                    .ok_or_else(|| format!("--map-size {spec}: expected NAME=N"))?;
+                options.map_sizes.push((name.to_owned(), n));
+            }
+            other => return Err(format!("unknown option {other}")),
+        }
+    }
+    Ok(options)
+}
+
 fn main() {
-    let Some(path) = std::env::args().nth(1) else {
-        eprintln!("usage: libbpf_verdicts OBJ [--log2]");
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(path) = args.first() else {
+        eprintln!("usage: libbpf_verdicts OBJ [--log2] [--map-size NAME=N]...");
         std::process::exit(2);
     };
-    let log2 = std::env::args().nth(2).as_deref() == Some("--log2");
-    let path = Path::new(&path);
+    let options = match parse_options(&args[1..]) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("libbpf_verdicts: {e}");
+            std::process::exit(2);
+        }
+    };
+    let path = Path::new(path);
     let names: Vec<String> = match LibbpfObject::open_file(path) {
         Ok(obj) => obj.programs().into_iter().map(|p| p.name).collect(),
         Err(e) => {
@@ -39,12 +78,16 @@ fn main() {
             std::process::exit(2);
         }
     };
+    let mut out = std::io::stdout().lock();
     for name in &names {
-        let line = match judge(path, name, &names, log2) {
+        let line = match judge(path, name, &names, &options) {
             Ok(v) => v,
             Err(e) => serde_json::json!({"program": name, "accepted": false, "error": e}),
         };
-        println!("{line}");
+        // A reader that stopped reading (`| head`) ends the run.
+        if writeln!(out, "{line}").is_err() {
+            return;
+        }
     }
 }
 
@@ -63,11 +106,31 @@ fn set_type_of_pre_1_0_xdp_sections(obj: &mut LibbpfObject) -> Result<(), String
     Ok(())
 }
 
+/// Gives each map named in `sizes` that the object declares with `max_entries` 0 its size;
+/// names the object does not have, or maps it sizes itself, are left alone (one list serves
+/// a directory of objects).
+fn size_maps(obj: &mut LibbpfObject, sizes: &[(String, u32)]) -> Result<(), String> {
+    for m in obj.maps() {
+        let size = sizes.iter().find(|(name, _)| *name == m.name);
+        if let Some((name, n)) = size.filter(|_| m.max_entries == 0) {
+            obj.set_max_entries(name, *n)
+                .map_err(|e| format!("libbpf: {e}"))?;
+        }
+    }
+    Ok(())
+}
+
 /// The largest log buffer tried: a level-2 log of a program near the 1M-instruction limit
 /// runs to hundreds of MiB.
 const LOG_MAX: usize = 1 << 30;
 
-fn judge(path: &Path, name: &str, all: &[String], log2: bool) -> Result<serde_json::Value, String> {
+fn judge(
+    path: &Path,
+    name: &str,
+    all: &[String],
+    opts: &Options,
+) -> Result<serde_json::Value, String> {
+    let log2 = opts.log2;
     let mut options = LogOptions::default();
     if log2 {
         options.level |= bpfemu_kernel::BPF_LOG_LEVEL2;
@@ -81,6 +144,7 @@ fn judge(path: &Path, name: &str, all: &[String], log2: bool) -> Result<serde_js
                 .map_err(|e| format!("libbpf: {e}"))?;
         }
         set_type_of_pre_1_0_xdp_sections(&mut obj)?;
+        size_maps(&mut obj, &opts.map_sizes)?;
         let out = obj.load(&options);
         if out.result != Err(libc::ENOSPC) || options.size >= LOG_MAX {
             break out;
