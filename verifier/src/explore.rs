@@ -972,14 +972,13 @@ fn do_check_insn(
         }
         Insn::Call(target) => {
             env.counters.jmps_processed += 1;
-            // Static subprograms may run under the lock (their own calls are checked there);
-            // helpers may not, except the unlock; kfuncs neither, except the numbers
-            // iterator's (`kfunc_spin_allowed`; its graph and resilient-lock kfuncs are not
-            // modelled, so stay refused).
-            let iterators_under_lock =
-                crate::behaviour::allows_iterators_under_lock(env.input.kernel.version());
-            let subprograms_under_lock =
-                crate::behaviour::calls_subprograms_under_lock(env.input.kernel.version());
+            // Static subprograms may run under the lock from 6.12 (their own calls are checked
+            // there); helpers may not, except the unlock; kfuncs neither, except the numbers
+            // iterator's from 6.18 (`kfunc_spin_allowed`; its graph and resilient-lock kfuncs
+            // are not modelled, so stay refused).
+            let kernel = env.input.kernel.version();
+            let iterators_under_lock = crate::behaviour::allows_iterators_under_lock(kernel);
+            let subprograms_under_lock = crate::behaviour::calls_subprograms_under_lock(kernel);
             let helper_not_unlock = matches!(target, CallTarget::Kfunc { btf_id, off }
                     if off != 0 || !iterators_under_lock || !is_iter_num_kfunc(env, btf_id))
                 || matches!(target, CallTarget::Local(_) if !subprograms_under_lock)

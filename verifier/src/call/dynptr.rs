@@ -97,10 +97,7 @@ pub fn process_dynptr_func(
         return process_const_dynptr(env, &reg, regno, arg);
     }
     if reg.ty != RegType::Stack {
-        let arg = match crate::behaviour::names_call_args_by_register(env.input.kernel.version()) {
-            true => format!("R{regno}"),
-            false => format!("arg#{}", regno - 1),
-        };
+        let arg = super::call_arg_name(env, regno as usize - 1, format!("arg#{}", regno - 1));
         return Err(env.reject(
             Errno::Einval,
             format!("{arg} expected pointer to stack or const struct bpf_dynptr"),
@@ -164,10 +161,7 @@ fn holds_dynptr_bytes(state: &VerifierState, reg: &RegState, spi: usize) -> bool
 fn check_dynptr_kind(env: &mut Env<'_>, flags: u32, arg: ArgType, regno: u8) -> Result<(), Reject> {
     let expected = kind_of_arg(arg);
     if expected != 0 && flags & SLOT_KINDS != expected {
-        let arg = match crate::behaviour::names_call_args_by_register(env.input.kernel.version()) {
-            true => format!("R{regno}"),
-            false => format!("arg #{}", regno - 1),
-        };
+        let arg = super::call_arg_name(env, regno as usize - 1, format!("arg #{}", regno - 1));
         return Err(env.reject(
             Errno::Einval,
             format!("Expected a dynptr of type {} as {arg}", kind_name(expected)),
